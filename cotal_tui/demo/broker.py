@@ -7,6 +7,7 @@ loopback port and a temp store dir that is removed on stop.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -23,6 +24,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MIN_VERSION = (2, 12, 0)
+_LIVE: "set[subprocess.Popen]" = set()
+
+
+def _die_with_parent() -> None:
+    """Child-side: ask Linux to SIGKILL the server if we die, so no broker is orphaned."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+@atexit.register
+def _reap_all() -> None:
+    for p in list(_LIVE):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class BrokerError(RuntimeError):
@@ -174,7 +196,9 @@ class Broker:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
+            _LIVE.add(self.proc)
             log.close()
             try:
                 self._wait_ready(timeout)
@@ -232,6 +256,7 @@ class Broker:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
+        _LIVE.discard(self.proc)
         self.proc = None
 
     def kill(self) -> None:
@@ -304,7 +329,9 @@ class Cluster:
                         [n.binary, "-c", n._conf_path],
                         stdout=log, stderr=subprocess.STDOUT,
                         stdin=subprocess.DEVNULL, start_new_session=True,
+                        preexec_fn=_die_with_parent,
                     )
+                    _LIVE.add(n.proc)
             for n in self.nodes:
                 n._wait_ready(timeout)
             procs_ok = True

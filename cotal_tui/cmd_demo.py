@@ -1,0 +1,75 @@
+"""``cotal demo``: the embedded mesh, then the console (or ``--headless``: the mesh only)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from cotal_tui.demo.broker import BrokerError
+
+
+def _positive(kind):
+    def parse(v: str):
+        try:
+            x = kind(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {v!r}") from None
+        if x <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {v}")
+        return x
+    return parse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--headless", action="store_true",
+                   help="run the mesh only; print the server URL and space")
+    p.add_argument("--space", default="main", help="space name (default: main)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the scripted team (default: 1)")
+    p.add_argument("--agents", type=_positive(int), default=6, help="team size (default: 6)")
+    p.add_argument("--rate", type=_positive(float), default=None,
+                   help="extra channel traffic in msgs/s, for load tests")
+    p.add_argument("--shell", action="store_true", help="managed seats run bash")
+    p.add_argument("--port", type=int, default=0, help="broker port (default: a free one)")
+    p.add_argument("--plain", action="store_true", help="line stream instead of the console")
+    p.add_argument("--json", action="store_true", help="JSON Lines instead of the console")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cotal_tui.demo.mesh import DemoMesh
+
+    mesh = DemoMesh(space=args.space, seed=args.seed, agents=args.agents, rate=args.rate,
+                    shell=args.shell, port=args.port)
+    try:
+        mesh.start()
+    except BrokerError as e:
+        print(f"cotal demo: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - one sentence, never a traceback
+        print(f"cotal demo: could not start the mesh: {e}", file=sys.stderr)
+        return 1
+    try:
+        if args.headless:
+            print(f"server: {mesh.url}\nspace:  {mesh.space}", flush=True)
+            print("connect with: cotal watch --server "
+                  f"{mesh.url} --space {mesh.space}   (Ctrl-C stops the mesh)",
+                  file=sys.stderr, flush=True)
+            done = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: done.set())
+            try:
+                while not done.wait(0.5):
+                    pass
+            except KeyboardInterrupt:
+                pass
+            return 0
+        from cotal_tui.cli import main as cli_main
+
+        argv = ["watch", "--server", mesh.url, "--space", mesh.space]
+        if args.plain:
+            argv.append("--plain")
+        if args.json:
+            argv.append("--json")
+        return cli_main(argv)
+    finally:
+        mesh.stop()

@@ -1,0 +1,406 @@
+"""A deterministic scripted team that speaks the real Cotal wire on an open mesh.
+
+Each agent heartbeats presence into ``cotal_presence_<space>`` every 2 s and the team posts
+channel messages (incl. the hierarchical ``team.backend``), DMs, anycast to roles, mentions,
+data and artifact parts and threaded replies, all through JetStream with ``Nats-Msg-Id`` set
+to the message id. One agent crashes (stops heartbeating, no delete) and one restarts as a
+new incarnation (new ``lifecycleUid``, same principal), so every lifecycle path of the
+console has something real to show. The same ``--seed`` gives the same conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import string
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client as NATS
+
+from meshview.wire.names import bucket_names, space_token
+
+PROTOCOL_VERSION = "0.4"
+OWNER = "local"  # open dev mode owner token (SPEC §2)
+
+# name, role, connector, model, skills
+ROSTER: list[tuple[str, str, str, str, list[str]]] = [
+    ("ada", "planner", "claude-code", "claude-opus-4", ["plan", "triage"]),
+    ("bram", "backend", "codex", "gpt-5-codex", ["python", "sql"]),
+    ("cleo", "frontend", "claude-code", "claude-sonnet-4", ["react", "css"]),
+    ("dax", "reviewer", "aider", "claude-sonnet-4", ["review", "security"]),
+    ("eve", "reviewer", "claude-code", "claude-opus-4", ["review", "tests"]),
+    ("finn", "ops", "gemini-cli", "gemini-2.5-pro", ["deploy", "k8s"]),
+    ("gus", "qa", "codex", "gpt-5", ["pytest", "fuzz"]),
+    ("hana", "docs", "claude-code", "claude-haiku-4", ["writing"]),
+]
+
+CHANNELS = ["general", "team.backend", "team.frontend", "releases"]
+
+CONDITIONS = [
+    ("approval", "wants approval to run migrations on staging"),
+    ("input", "which branch should the hotfix target?"),
+    ("rate_limit", "provider 429; backing off"),
+]
+
+ACTIVITIES = {
+    "planner": ["splitting the auth epic", "triaging new issues", "writing the sprint plan"],
+    "backend": ["refactoring the session store", "fixing the N+1 query", "adding retries"],
+    "frontend": ["wiring the settings page", "fixing the dark-mode contrast", "lazy-loading"],
+    "reviewer": ["reviewing PR 42", "reading the diff of PR 57", "checking test coverage"],
+    "ops": ["rolling out v1.8.2", "tuning the autoscaler", "rotating certificates"],
+    "qa": ["running the e2e suite", "bisecting a flaky test", "fuzzing the parser"],
+    "docs": ["updating the API guide", "writing release notes", "fixing broken links"],
+}
+
+CHAT_LINES = [
+    "pushed {branch}; CI is green",
+    "heads up: {thing} is flaky on main",
+    "who owns {thing}? I need a second pair of eyes",
+    "done with {thing}, moving on to the next item",
+    "@{peer} can you take a look at {thing}?",
+    "benchmarks for {thing}: p99 down 18%",
+    "blocked on {thing} until the schema lands",
+]
+THINGS = ["the login flow", "the cache layer", "PR 42", "the deploy script", "the rate limiter",
+          "the settings page", "migration 0042", "the websocket reconnect"]
+
+
+def mint_uid(rng: random.Random) -> str:
+    """A lifecycleUid in the SPEC grammar ``[a-z0-9]{26,32}`` (deterministic under a seed)."""
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(rng.choice(alphabet) for _ in range(26))
+
+
+def actor_token(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "_"
+
+
+@dataclass
+class Agent:
+    name: str
+    role: str
+    connector: str
+    model: str
+    skills: list[str]
+    lifecycle_uid: str
+    status: str = "idle"
+    activity: str | None = None
+    condition: dict | None = None
+    status_since: int = 0
+    activity_since: int = 0
+    active_at: int = 0
+    alive: bool = True  # False once crashed: no more heartbeats, no delete
+
+    @property
+    def id(self) -> str:
+        return f"{OWNER}.{actor_token(self.name)}"
+
+    def card(self) -> dict:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": "agent",
+            "owner": OWNER,
+            "actor": actor_token(self.name),
+            "role": self.role,
+            "description": f"{self.role} agent in the demo team",
+            "tags": ["demo", self.role],
+            "skills": [{"id": s, "name": s, "description": f"{s} work"} for s in self.skills],
+            "meta": {"connector": self.connector, "model": self.model, "host": "demo"},
+            "protocolVersion": PROTOCOL_VERSION,
+        }
+
+    def presence(self, now_ms: int) -> dict:
+        rec: dict = {
+            "card": self.card(),
+            "status": self.status,
+            "ts": now_ms,
+            "lifecycleUid": self.lifecycle_uid,
+            "statusSince": self.status_since,
+            "attention": "open",
+        }
+        if self.activity:
+            rec["activity"] = self.activity
+            rec["activitySince"] = self.activity_since
+        if self.active_at:
+            rec["activeAt"] = self.active_at
+        if self.condition:
+            rec["condition"] = self.condition
+        return rec
+
+
+@dataclass
+class TeamSchedule:
+    """When the scripted lifecycle happens, in seconds after start (None = never)."""
+
+    crash_after: float | None = 25.0
+    crash_agent: str = "finn"
+    restart_after: float | None = 40.0
+    restart_agent: str = "cleo"
+    chat_interval: float = 1.5
+
+
+@dataclass
+class Team:
+    nc: NATS
+    space: str = "main"
+    seed: int = 1
+    agents: int = 6
+    rate: float | None = None
+    schedule: TeamSchedule = field(default_factory=TeamSchedule)
+    heartbeat_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        self.space = space_token(self.space)
+        self.rng = random.Random(self.seed)
+        self.members: list[Agent] = []
+        for i in range(self.agents):
+            name, role, conn, model, skills = ROSTER[i % len(ROSTER)]
+            if i >= len(ROSTER):
+                name = f"{name}{i // len(ROSTER) + 1}"
+            self.members.append(
+                Agent(name, role, conn, model, list(skills), lifecycle_uid=mint_uid(self.rng))
+            )
+        self._tasks: list[asyncio.Task] = []
+        self._kv = None
+        self._started = 0.0
+        self.published = 0  # messages published (acked or queued)
+        self.last_ids: list[str] = []
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def by_name(self, name: str) -> Agent:
+        for a in self.members:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    async def start(self) -> None:
+        js = self.nc.jetstream()
+        self._js = js
+        self._kv = await js.key_value(bucket_names(self.space).presence)
+        self._started = time.monotonic()
+        now = _now_ms()
+        for a in self.members:
+            self._set_status(a, "idle", None, None, now)
+        await self._heartbeat_all()
+        self._tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="team-heartbeat"),
+            asyncio.create_task(self._script_loop(), name="team-script"),
+        ]
+        if self.rate:
+            self._tasks.append(asyncio.create_task(self._flood_loop(), name="team-flood"))
+
+    async def stop(self, graceful: bool = True) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if graceful and self._kv is not None and not self.nc.is_closed:
+            for a in self.members:
+                if a.alive:
+                    try:  # a graceful disconnect may write one final offline record (§6)
+                        rec = a.presence(_now_ms())
+                        rec["status"] = "offline"
+                        rec.pop("statusSince", None)
+                        rec.pop("attention", None)
+                        await self._kv.put(a.id, json.dumps(rec).encode())
+                    except Exception:
+                        pass
+
+    # -- presence ---------------------------------------------------------------------------
+
+    def _set_status(self, a: Agent, status: str, activity: str | None,
+                    condition: dict | None, now: int) -> None:
+        if status != a.status or activity != a.activity:
+            a.status_since = now
+        if activity != a.activity:
+            a.activity_since = now
+        a.status, a.activity, a.condition = status, activity, condition
+        if status == "working":
+            a.active_at = now
+
+    async def _put_presence(self, a: Agent) -> None:
+        assert self._kv is not None
+        await self._kv.put(a.id, json.dumps(a.presence(_now_ms())).encode())
+
+    async def _heartbeat_all(self) -> None:
+        for a in self.members:
+            if a.alive:
+                await self._put_presence(a)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self._heartbeat_all()
+            except Exception:
+                await asyncio.sleep(0.5)  # broker away: keep trying, like a real agent
+
+    async def crash(self, name: str) -> None:
+        """Stop heartbeating without a delete: only staleness reveals it (wire.md §4 r3/r4)."""
+        self.by_name(name).alive = False
+
+    async def restart_incarnation(self, name: str) -> str:
+        """Despawn + same-name respawn: a new lifecycleUid under the same principal."""
+        a = self.by_name(name)
+        a.lifecycle_uid = mint_uid(self.rng)
+        a.alive = True
+        self._set_status(a, "idle", None, None, _now_ms())
+        a.status_since = _now_ms()
+        await self._put_presence(a)
+        return a.lifecycle_uid
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def _envelope(self, a: Agent, parts: list[dict], **route) -> dict:
+        msg = {
+            "id": str(uuid.uuid4()),  # unique per run; the seed fixes content, not ids
+            "ts": _now_ms(),
+            "space": self.space,
+            "from": {"id": a.id, "name": a.name, "role": a.role},
+            "parts": parts,
+        }
+        msg.update({k: v for k, v in route.items() if v is not None})
+        return msg
+
+    async def _publish(self, subject: str, msg: dict, wait_ack: bool = True) -> None:
+        data = json.dumps(msg, separators=(",", ":")).encode()
+        headers = {"Nats-Msg-Id": msg["id"]}
+        if wait_ack:
+            await self._js.publish(subject, data, headers=headers)
+        else:
+            await self._js.publish_async(subject, data, headers=headers)
+        self.published += 1
+        self.last_ids.append(msg["id"])
+        del self.last_ids[:-200]
+
+    async def post(self, a: Agent, channel: str, text: str, *, mentions: list[str] | None = None,
+                   extra_parts: list[dict] | None = None, reply_to: str | None = None,
+                   context_id: str | None = None, wait_ack: bool = True) -> dict:
+        parts = [{"kind": "text", "text": text}] + (extra_parts or [])
+        msg = self._envelope(a, parts, channel=channel, mentions=mentions or None,
+                             replyTo=reply_to, contextId=context_id)
+        await self._publish(f"cotal.{self.space}.chat.{OWNER}.{actor_token(a.name)}.{channel}",
+                            msg, wait_ack)
+        return msg
+
+    async def dm(self, a: Agent, b: Agent, text: str, *, reply_to: str | None = None) -> dict:
+        msg = self._envelope(a, [{"kind": "text", "text": text}], to=b.id, replyTo=reply_to)
+        await self._publish(
+            f"cotal.{self.space}.inst.{OWNER}.{actor_token(b.name)}.{OWNER}.{actor_token(a.name)}",
+            msg)
+        return msg
+
+    async def anycast(self, a: Agent, role: str, text: str, data: object | None = None) -> dict:
+        parts: list[dict] = [{"kind": "text", "text": text}]
+        if data is not None:
+            parts.append({"kind": "data", "data": data})
+        msg = self._envelope(a, parts, toService=role, contextId=f"ctx-{self.rng.randrange(1000)}")
+        await self._publish(f"cotal.{self.space}.svc.{role}.{OWNER}.{actor_token(a.name)}", msg)
+        return msg
+
+    def _alive(self) -> list[Agent]:
+        return [a for a in self.members if a.alive]
+
+    async def step(self) -> None:
+        """One beat of the script: a status change and one message of some kind."""
+        rng = self.rng
+        live = self._alive()
+        if not live:
+            return
+        now = _now_ms()
+        a = rng.choice(live)
+        roll = rng.random()
+        if roll < 0.45:
+            self._set_status(a, "working", rng.choice(ACTIVITIES[a.role]), None, now)
+        elif roll < 0.65:
+            code, message = rng.choice(CONDITIONS)
+            self._set_status(a, "waiting", "blocked",
+                             {"code": code, "source": "harness", "message": message,
+                              "since": now}, now)
+        else:
+            self._set_status(a, "idle", None, None, now)
+        await self._put_presence(a)
+
+        sender = rng.choice(live)
+        peers = [p for p in self.members if p is not sender]
+        peer = rng.choice(peers) if peers else sender
+        kind = rng.random()
+        text = rng.choice(CHAT_LINES).format(
+            branch=f"feat/{rng.choice(['auth', 'cache', 'ui', 'ops'])}-{rng.randrange(100)}",
+            thing=rng.choice(THINGS), peer=peer.name)
+        if kind < 0.55:
+            channel = rng.choice(CHANNELS)
+            mentions = [peer.name.lower()] if f"@{peer.name}" in text else None
+            extra = None
+            if rng.random() < 0.15:
+                extra = [{"kind": "data", "data": {"tests": rng.randrange(50, 500),
+                                                   "failed": rng.randrange(3), "ok": True}}]
+            elif rng.random() < 0.1:
+                body = f"notes {rng.random()}".encode()
+                extra = [{"kind": "artifact", "name": "notes.md", "mediaType": "text/markdown",
+                          "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+                          "size": len(body)}]
+            reply = self.last_ids[-1] if self.last_ids and rng.random() < 0.2 else None
+            await self.post(sender, channel, text, mentions=mentions, extra_parts=extra,
+                            reply_to=reply, context_id="ctx-standup" if reply else None)
+        elif kind < 0.8:
+            await self.dm(sender, peer, text)
+        else:
+            role = rng.choice(["reviewer", "qa", "ops"])
+            await self.anycast(sender, role, f"please pick up: {rng.choice(THINGS)}",
+                               data={"priority": rng.choice(["low", "high"]),
+                                     "pr": rng.randrange(1, 99)})
+
+    async def _script_loop(self) -> None:
+        sched = self.schedule
+        crashed = restarted = False
+        while True:
+            await asyncio.sleep(sched.chat_interval)
+            elapsed = time.monotonic() - self._started
+            try:
+                if not crashed and sched.crash_after is not None and elapsed >= sched.crash_after:
+                    crashed = True
+                    if any(a.name == sched.crash_agent for a in self.members):
+                        await self.crash(sched.crash_agent)
+                if (not restarted and sched.restart_after is not None
+                        and elapsed >= sched.restart_after):
+                    restarted = True
+                    if any(a.name == sched.restart_agent for a in self.members):
+                        await self.restart_incarnation(sched.restart_agent)
+                await self.step()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                await asyncio.sleep(0.5)  # broker away; the heartbeat loop keeps retrying
+
+    async def _flood_loop(self) -> None:
+        """``--rate N``: N channel msgs/s in 10 ms slices, JetStream-acked asynchronously."""
+        assert self.rate
+        tick = 0.01
+        per_tick = self.rate * tick
+        owed = 0.0
+        i = 0
+        next_t = time.monotonic()
+        while True:
+            owed += per_tick
+            live = self._alive() or self.members
+            while owed >= 1:
+                owed -= 1
+                a = live[i % len(live)]
+                i += 1
+                try:
+                    await self.post(a, CHANNELS[i % len(CHANNELS)], f"load {i}", wait_ack=False)
+                except Exception:
+                    await asyncio.sleep(0.05)
+            next_t += tick
+            await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
