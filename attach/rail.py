@@ -1,0 +1,355 @@
+"""§13.6 session rails: JSON frames ``f`` / ``credit`` / ``close`` with a bounded credit window.
+
+One :class:`Rail` is one side of a session (caller or serving) over its two core subjects.
+The window is per direction; control frames are exempt from it. Acks are absolute contiguous
+watermarks, piggybacked on reverse data frames and re-advertised on idle ticks. Any fault breaks
+the rail (no retransmit); the fix is to re-establish the session.
+
+The frame logic is transport-neutral (``feed`` in, ``publish`` out) so it can be unit-tested
+without a broker; :func:`open_rail` wires it to a NATS connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+WINDOW_DEFAULT = 64
+WINDOW_MAX = 1024
+MAX_PAYLOAD = 1024 * 1024
+IDLE_CREDIT_MS = 1000
+STALL_TIMEOUT_MS = 30_000
+_MAX_SEQ = 2**53 - 2
+
+
+class FrameError(ValueError):
+    """A frame outside the closed rail schema (a ``garbled-frame`` fault on receipt)."""
+
+
+class RailError(Exception):
+    """A refused send. ``code`` is an §13.3 catalog code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _nonneg_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2**53 - 1
+
+
+def check_window(w: object) -> int:
+    if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= WINDOW_MAX:
+        raise ValueError(f"window {w!r} is not an integer in 1..{WINDOW_MAX}")
+    return w
+
+
+def encode_frame(frame: dict) -> bytes:
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def parse_frame(raw: bytes) -> dict:
+    try:
+        o = json.loads(raw.decode("utf-8", errors="strict"))
+    except (UnicodeDecodeError, ValueError):
+        raise FrameError("session frame is not UTF-8 JSON") from None
+    if not isinstance(o, dict):
+        raise FrameError("session frame is not an object")
+    t = o.get("t")
+    if t == "f":
+        for k in o:
+            if k not in ("t", "seq", "data", "ack"):
+                raise FrameError(f"data frame carries unknown field {k!r}")
+        if not _nonneg_int(o.get("seq")) or o["seq"] < 1:
+            raise FrameError("data frame seq is not a positive integer")
+        if "data" not in o:
+            raise FrameError("data frame carries no data")
+        if "ack" in o and not _nonneg_int(o["ack"]):
+            raise FrameError("data frame ack is not a non-negative integer")
+        return o
+    if t == "credit":
+        for k in o:
+            if k not in ("t", "ack"):
+                raise FrameError(f"credit frame carries unknown field {k!r}")
+        if not _nonneg_int(o.get("ack")):
+            raise FrameError("credit frame ack is not a non-negative integer")
+        return o
+    if t == "close":
+        if len(o) != 1:
+            raise FrameError("close frame carries unknown fields")
+        return o
+    raise FrameError(f"unknown session frame type {t!r}")
+
+
+@dataclass
+class RailStats:
+    sent: int
+    acked_through: int
+    delivered: int
+    in_flight: int
+
+
+Publish = Callable[[str, bytes], Awaitable[None]]
+
+
+class Rail:
+    def __init__(
+        self,
+        *,
+        egress: str,
+        ingress: str,
+        publish: Publish,
+        on_data: Callable[[Any, int], Any],
+        on_close: Callable[[], Any] | None = None,
+        on_fault: Callable[[str, Any], Any] | None = None,
+        window: int = WINDOW_DEFAULT,
+        idle_credit_ms: int = IDLE_CREDIT_MS,
+        stall_timeout_ms: int = STALL_TIMEOUT_MS,
+        max_payload: int = MAX_PAYLOAD,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.egress, self.ingress = egress, ingress
+        self.window = check_window(window)
+        self._publish = publish
+        self._on_data, self._on_close, self._on_fault = on_data, on_close, on_fault
+        self.idle_credit_ms, self.stall_timeout_ms = idle_credit_ms, stall_timeout_ms
+        self.max_payload = max_payload
+        self._clock = clock
+        self.credit_every = max(1, math.ceil(self.window / 2))
+        self.seq = 0
+        self.acked_through = 0
+        self.expected = 1
+        self.delivered = 0
+        self._since_credit = 0
+        self._data_since_tick = False
+        self._window_full_since: float | None = None
+        self._queue: deque[tuple[int, Any]] = deque()
+        self._drain_task: asyncio.Task | None = None
+        self._timer: asyncio.Task | None = None
+        self._teardown_hooks: list[Callable[[], Any]] = []
+        self.closed = False
+        self.broken = False
+        self.fault: str | None = None
+        self._torn_down = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return not (self.closed or self.broken)
+
+    def start_timer(self) -> None:
+        if self._timer is None and (self.idle_credit_ms > 0 or self.stall_timeout_ms > 0):
+            period = (self.idle_credit_ms or 1000) / 1000
+            self._timer = asyncio.get_running_loop().create_task(self._tick_loop(period))
+
+    async def _tick_loop(self, period: float) -> None:
+        while self.alive:
+            await asyncio.sleep(period)
+            await self.tick()
+
+    def on_teardown(self, fn: Callable[[], Any]) -> None:
+        self._teardown_hooks.append(fn)
+
+    def _teardown(self) -> None:
+        if self._torn_down:
+            return
+        self._torn_down = True
+        if self._timer is not None and self._timer is not asyncio.current_task():
+            self._timer.cancel()
+        for fn in self._teardown_hooks:
+            try:
+                r = fn()
+                if inspect.isawaitable(r):
+                    asyncio.ensure_future(r)
+            except Exception:
+                pass
+
+    async def _call(self, fn: Callable | None, *args: Any) -> None:
+        if fn is None:
+            return
+        r = fn(*args)
+        if inspect.isawaitable(r):
+            await r
+
+    async def _protocol_error(self, reason: str, detail: Any = None) -> None:
+        if self.broken or self.closed:
+            return
+        self.broken = True
+        self.fault = reason
+        self._teardown()
+        await self._call(self._on_fault, reason, detail)
+
+    # ---- ingress -----------------------------------------------------------------------------
+
+    async def _apply_ack(self, ack: int) -> None:
+        if ack > self.seq:
+            await self._protocol_error("credit-overrun", {"ack": ack, "sent": self.seq})
+            return
+        if ack > self.acked_through:
+            self.acked_through = ack
+            self._window_full_since = None
+
+    async def feed(self, raw: bytes) -> None:
+        """One NATS message arrived on the ingress subject."""
+        if not self.alive:
+            return
+        try:
+            frame = parse_frame(raw)
+        except FrameError as e:
+            await self._protocol_error("garbled-frame", str(e))
+            return
+        t = frame["t"]
+        if t == "credit":
+            await self._apply_ack(frame["ack"])
+            return
+        if t == "close":
+            self.closed = True
+            self._teardown()
+            await self._call(self._on_close)
+            return
+        if "ack" in frame:
+            await self._apply_ack(frame["ack"])
+            if not self.alive:
+                return
+        self._data_since_tick = True
+        nxt = self.expected + len(self._queue)
+        seq = frame["seq"]
+        if seq < nxt:
+            return  # duplicate: idempotent drop
+        if seq > nxt:
+            await self._protocol_error("gap", {"expected": nxt, "got": seq})
+            return
+        if len(self._queue) >= self.window:
+            await self._protocol_error("flood", {"queued": len(self._queue), "window": self.window})
+            return
+        self._queue.append((seq, frame["data"]))
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self.alive and self._queue:
+            seq, data = self._queue[0]
+            try:
+                await self._call(self._on_data, data, seq)
+            except Exception as e:  # the application refused the frame
+                if self.alive:
+                    await self._protocol_error("handler", f"{type(e).__name__}: {e}")
+                return
+            if not self.alive:
+                return
+            self._queue.popleft()
+            self.expected += 1
+            self.delivered += 1
+            self._since_credit += 1
+            if self._since_credit >= self.credit_every:
+                self._since_credit = 0
+                await self._emit_credit()
+
+    async def idle(self) -> None:
+        """Wait until every queued ingress frame has been handed to the application."""
+        while self._drain_task is not None and not self._drain_task.done():
+            await asyncio.shield(self._drain_task)
+
+    async def _emit_credit(self) -> None:
+        try:
+            await self._publish(self.egress, encode_frame({"t": "credit", "ack": self.expected - 1}))
+        except Exception as e:
+            await self._protocol_error("publish", str(e))
+
+    async def tick(self) -> None:
+        """One timer tick: stall watchdog, then the idle credit re-advertisement."""
+        if not self.alive:
+            return
+        if self.stall_timeout_ms > 0 and self._window_full_since is not None:
+            blocked = (self._clock() - self._window_full_since) * 1000
+            if blocked > self.stall_timeout_ms:
+                await self._protocol_error(
+                    "stall", {"window": self.window, "ackedThrough": self.acked_through,
+                              "sent": self.seq, "blockedMs": int(blocked)})
+                return
+        if self.idle_credit_ms > 0 and not self._data_since_tick and self.expected > 1:
+            await self._emit_credit()
+        self._data_since_tick = False
+
+    # ---- egress ------------------------------------------------------------------------------
+
+    def window_open(self) -> bool:
+        return self.alive and self.seq - self.acked_through < self.window
+
+    async def send(self, data: Any) -> int:
+        if not self.alive:
+            raise RailError("failed-precondition", "session rail is closed or broken; re-establish")
+        if self.seq >= _MAX_SEQ:
+            await self._protocol_error("seq-exhausted", {"seq": self.seq})
+            raise RailError("failed-precondition", "session rail exhausted its sequence space")
+        if self.seq - self.acked_through >= self.window:
+            now = self._clock()
+            if self._window_full_since is None:
+                self._window_full_since = now
+            elif self.stall_timeout_ms > 0 and (now - self._window_full_since) * 1000 > self.stall_timeout_ms:
+                await self._protocol_error("stall", {"sent": self.seq, "ackedThrough": self.acked_through})
+                raise RailError("failed-precondition", "session rail stalled; re-establish")
+            raise RailError("resource-exhausted", f"session window is full ({self.window} unacknowledged frames)")
+        ack = self.expected - 1
+        frame: dict = {"t": "f", "seq": self.seq + 1, "data": data}
+        if ack > 0:
+            frame["ack"] = ack
+        raw = encode_frame(frame)
+        if len(raw) > self.max_payload:
+            raise RailError("contract-invalid", f"session frame is {len(raw)} bytes, over {self.max_payload}")
+        self.seq += 1  # claim the seq before yielding so concurrent sends stay ordered
+        try:
+            await self._publish(self.egress, raw)
+        except Exception as e:
+            await self._protocol_error("publish", str(e))
+            raise RailError("failed-precondition", f"session rail publish failed: {e}") from None
+        if self.seq - self.acked_through >= self.window and self._window_full_since is None:
+            self._window_full_since = self._clock()
+        return self.seq
+
+    async def close(self) -> None:
+        """Send the advisory close and stop locally. Idempotent."""
+        if self.closed or self.broken:
+            self._teardown()
+            return
+        self.closed = True
+        try:
+            await self._publish(self.egress, encode_frame({"t": "close"}))
+        except Exception:
+            pass  # advisory only
+        self._teardown()
+
+    def stats(self) -> RailStats:
+        return RailStats(self.seq, self.acked_through, self.delivered, self.seq - self.acked_through)
+
+
+async def open_rail(nc, *, egress: str, ingress: str, **kw: Any) -> Rail:
+    """Subscribe the ingress rail on ``nc``, flush so the SUB is live, start the timer."""
+
+    async def publish(subject: str, payload: bytes) -> None:
+        await nc.publish(subject, payload)
+
+    rail = Rail(egress=egress, ingress=ingress, publish=publish, **kw)
+
+    async def cb(msg) -> None:
+        await rail.feed(msg.data)
+
+    sub = await nc.subscribe(ingress, cb=cb)
+
+    async def unsub() -> None:
+        try:
+            await sub.unsubscribe()
+        except Exception:
+            pass
+
+    rail.on_teardown(unsub)
+    await nc.flush()
+    rail.start_timer()
+    return rail

@@ -1,0 +1,139 @@
+"""The §13.6 terminal-session profile carried inside rail data frames.
+
+caller→serving: ``ready`` / ``data`` (keystrokes) / ``resize``;
+serving→caller: ``data`` (pty output and snapshots) / ``drop`` / ``end``.
+Closed schema, strict standard base64, bounded kebab ``end.reason``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+MAX_B64_CHARS = 4 * 1024 * 1024
+_B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+REASON_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
+
+# Local end reasons: rail faults and link loss are transient (re-establish); the rest are final.
+FAULTS = (
+    "garbled-frame", "gap", "credit-overrun", "flood", "subscription",
+    "stall", "handler", "publish", "seq-exhausted",
+)
+TRANSIENT_REASONS = frozenset(FAULTS) | {"peer-closed", "closed", "connection-closed"}
+FINAL_REASONS = frozenset({"detached", "process-exit", "target-despawn", "manager-restart", "expired"})
+MANAGER_REASONS = ("process-exit", "closed", "expired", "target-despawn", "manager-restart")
+
+
+class TerminalFrameError(ValueError):
+    """A frame that does not parse under the closed terminal-profile schema."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    pass
+
+
+@dataclass(frozen=True)
+class Data:
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Resize:
+    cols: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class End:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Drop:
+    bytes: int
+
+
+TerminalFrame = Ready | Data | Resize | End | Drop
+
+
+def b64encode(b: bytes) -> str:
+    return base64.b64encode(b).decode("ascii")
+
+
+def b64decode_strict(s: object) -> bytes:
+    if not isinstance(s, str):
+        raise TerminalFrameError("data payload is not a string")
+    if len(s) > MAX_B64_CHARS:
+        raise TerminalFrameError(f"data payload is {len(s)} base64 chars, over {MAX_B64_CHARS}")
+    if len(s) % 4 or not _B64.match(s):
+        raise TerminalFrameError("data payload is not valid standard base64")
+    try:
+        return base64.b64decode(s, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise TerminalFrameError(f"data payload is not valid base64: {e}") from None
+
+
+def valid_reason(r: object) -> bool:
+    return isinstance(r, str) and bool(REASON_RE.match(r))
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _only(o: dict, keys: set[str], kind: str) -> None:
+    for k in o:
+        if k not in keys:
+            raise TerminalFrameError(f"{kind} frame carries the unknown field {k!r}")
+
+
+def encode(frame: TerminalFrame) -> dict:
+    """The JSON value for a rail data frame's ``data`` field."""
+    if isinstance(frame, Ready):
+        return {"k": "ready"}
+    if isinstance(frame, Data):
+        return {"k": "data", "b": b64encode(frame.payload)}
+    if isinstance(frame, Resize):
+        return {"k": "resize", "cols": frame.cols, "rows": frame.rows}
+    if isinstance(frame, End):
+        if not valid_reason(frame.reason):
+            raise TerminalFrameError(f"end reason {frame.reason!r} is not a bounded kebab token")
+        return {"k": "end", "reason": frame.reason}
+    if isinstance(frame, Drop):
+        return {"k": "drop", "bytes": frame.bytes}
+    raise TypeError(frame)
+
+
+def decode(data: object) -> TerminalFrame:
+    if not isinstance(data, dict):
+        raise TerminalFrameError("frame is not an object")
+    k = data.get("k")
+    if k == "ready":
+        _only(data, {"k"}, "ready")
+        return Ready()
+    if k == "data":
+        _only(data, {"k", "b"}, "data")
+        return Data(b64decode_strict(data.get("b")))
+    if k == "resize":
+        _only(data, {"k", "cols", "rows"}, "resize")
+        cols, rows = data.get("cols"), data.get("rows")
+        for name, v in (("cols", cols), ("rows", rows)):
+            if not _is_int(v) or not 1 <= v <= 100_000:
+                raise TerminalFrameError(f"resize {name} is not a bounded positive integer")
+        return Resize(cols, rows)  # type: ignore[arg-type]
+    if k == "end":
+        _only(data, {"k", "reason"}, "end")
+        r = data.get("reason")
+        if not valid_reason(r):
+            raise TerminalFrameError(f"end reason {r!r} is not a bounded kebab token")
+        return End(r)  # type: ignore[arg-type]
+    if k == "drop":
+        _only(data, {"k", "bytes"}, "drop")
+        n = data.get("bytes")
+        if not _is_int(n) or n < 1:
+            raise TerminalFrameError("drop bytes is not a positive integer")
+        return Drop(n)  # type: ignore[arg-type]
+    raise TerminalFrameError(f"unknown terminal-session frame kind {k!r}")
