@@ -1,0 +1,204 @@
+"""Reader reject rules for deliveries (SPEC §3, §4, §5, §12 item 5).
+
+The hot path is one typed msgspec decode plus a few comparisons; only payloads that fail the
+typed decode take a second, generic decode to name the reason.  The subject is checked
+before the payload (cheap, cached) and always wins over payload routing fields.  Nothing
+here raises on hostile input: every failure is a ``Rejection`` with a stable reason code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from meshview.wire.messages import (
+    DIGEST_RE,
+    EXTENSION_KIND_RE,
+    ArtifactPart,
+    CotalMessage,
+    DataPart,
+    EndpointRef,
+    ExtensionPart,
+    Part,
+    TextPart,
+)
+from meshview.wire.subjects import ParsedSubject, parse_subject
+
+# Stable reason codes (messages.json); subject reasons come from subjects.py.
+OK = "ok"
+MALFORMED_SUBJECT = "malformed-subject"
+MALFORMED_JSON = "malformed-json"
+SENDER_MISMATCH = "sender-mismatch"
+MALFORMED_ENVELOPE = "malformed-envelope"
+NON_CONFORMANT_ENVELOPE = "non-conformant-envelope"
+NON_CONFORMANT_PART_KIND = "non-conformant-part-kind"
+
+DELIVERY_KIND = {"chat": "channel", "inst": "dm", "svc": "anycast"}
+#: Bare legacy part kinds older builds emitted (json-render ``view``): kept, not rendered.
+LEGACY_PART_KINDS = frozenset({"view"})
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An accepted message; kind, sender and target come from the subject, never the payload."""
+
+    kind: str  # "channel" | "dm" | "anycast"
+    subject: ParsedSubject
+    message: CotalMessage
+    sender: str
+    target: str
+    dedup_key: str | None
+    historical: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A dropped message.  ``terminate`` marks permanent anomalies a JetStream reader ``term()``s."""
+
+    reason: str
+    subject: str
+    terminate: bool = False
+
+
+class _WirePart(msgspec.Struct):
+    """The open part set: only ``kind`` is typed; per-kind checks happen in ``_parts``."""
+
+    kind: str
+    text: Any = UNSET
+    data: Any = UNSET
+    name: Any = UNSET
+    mediaType: Any = UNSET
+    digest: Any = UNSET
+    size: Any = UNSET
+
+
+class _WireMessage(msgspec.Struct):
+    id: str
+    ts: int | float
+    space: str
+    from_: EndpointRef = msgspec.field(name="from")
+    parts: list[_WirePart]
+    channel: str | UnsetType = UNSET
+    to: str | UnsetType = UNSET
+    toService: str | UnsetType = UNSET
+    mentions: list[str] | UnsetType = UNSET
+    replyTo: str | UnsetType = UNSET
+    contextId: str | UnsetType = UNSET
+
+
+_TYPED = msgspec.json.Decoder(_WireMessage)
+_GENERIC = msgspec.json.Decoder()
+
+
+class _PartError(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> Delivery | Rejection:
+    """Apply the reader reject rules to one received message.
+
+    ``history`` marks a backfilled row: it surfaces legacy ``{"kind":"data"}`` parts without
+    ``data`` (SPEC §5) and sets ``Delivery.historical``.
+    """
+    ps = parse_subject(subject)
+    if not ps.splits:
+        return Rejection(MALFORMED_SUBJECT, subject, True)
+    if not ps.deliver:
+        return Rejection(ps.reason or MALFORMED_SUBJECT, subject)
+    try:
+        w = _TYPED.decode(payload)
+    except msgspec.ValidationError:
+        return _classify(ps, payload)
+    except (msgspec.DecodeError, RecursionError, TypeError):
+        return Rejection(MALFORMED_JSON, subject, True)
+
+    if w.from_.id != ps.sender:
+        return Rejection(SENDER_MISMATCH, subject, True)
+    ts = w.ts
+    if type(ts) is float and not math.isfinite(ts):
+        return Rejection(MALFORMED_ENVELOPE, subject)
+    if (w.channel is not UNSET) + (w.to is not UNSET) + (w.toService is not UNSET) != 1:
+        return Rejection(NON_CONFORMANT_ENVELOPE, subject)
+    try:
+        parts = _parts(w.parts, history)
+    except _PartError as e:
+        return Rejection(e.reason, subject)
+
+    kind = ps.kind
+    target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
+    msg = CotalMessage(
+        id=w.id,
+        ts=ts,
+        space=w.space,
+        from_=w.from_,
+        parts=parts,
+        channel=target if kind == "chat" else None,
+        to=target if kind == "inst" else None,
+        toService=target if kind == "svc" else None,
+        mentions=None if w.mentions is UNSET else w.mentions,
+        replyTo=None if w.replyTo is UNSET else w.replyTo,
+        contextId=None if w.contextId is UNSET else w.contextId,
+    )
+    return Delivery(DELIVERY_KIND[kind], ps, msg, ps.sender, target, w.id or None, history)
+
+
+def _parts(raw: list[_WirePart], history: bool) -> list[Part]:
+    out: list[Part] = []
+    for p in raw:
+        k = p.kind
+        if k == "text":
+            if type(p.text) is not str:
+                raise _PartError(MALFORMED_ENVELOPE)
+            out.append(TextPart(p.text))
+        elif k == "data":
+            if p.data is UNSET and not history:
+                raise _PartError(MALFORMED_ENVELOPE)
+            out.append(DataPart(None if p.data is UNSET else p.data))
+        elif k == "artifact":
+            size = p.size
+            if (type(p.name) is not str or type(p.mediaType) is not str
+                    or type(p.digest) is not str or not DIGEST_RE.fullmatch(p.digest)
+                    or type(size) is not int or size < 0):
+                raise _PartError(MALFORMED_ENVELOPE)
+            out.append(ArtifactPart(p.name, p.mediaType, p.digest, size))
+        elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
+            out.append(ExtensionPart(k))
+        else:
+            raise _PartError(NON_CONFORMANT_PART_KIND)
+    return out
+
+
+def _classify(ps: ParsedSubject, payload: bytes) -> Rejection:
+    """Name the reason a payload failed the typed decode (cold path)."""
+    try:
+        obj = _GENERIC.decode(payload)
+    except (msgspec.DecodeError, RecursionError, TypeError):
+        return Rejection(MALFORMED_JSON, ps.raw, True)
+    if not isinstance(obj, dict):
+        return Rejection(MALFORMED_ENVELOPE, ps.raw)
+    frm = obj.get("from")
+    if not isinstance(frm, dict) or frm.get("id") != ps.sender:
+        return Rejection(SENDER_MISMATCH, ps.raw, True)
+    return Rejection(MALFORMED_ENVELOPE, ps.raw)
+
+
+def parts_to_text(parts: Iterable[Part]) -> str:
+    """A plain-text rendering: text as is, data as compact JSON, artifacts as a bracketed
+    reference; extension parts are skipped.  The result is still untrusted text."""
+    out = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append(p.text)
+        elif isinstance(p, DataPart):
+            try:
+                out.append(msgspec.json.encode(p.data).decode())
+            except (TypeError, ValueError, RecursionError):
+                out.append("[data]")
+        elif isinstance(p, ArtifactPart):
+            out.append(f"[artifact {p.name} ({p.mediaType}, {p.size} bytes)]")
+    return "\n".join(out)
