@@ -1,0 +1,68 @@
+"""The Cotal wire contract for a read-only observer: subjects, shapes, reject rules, presence.
+
+Pure and import-light (msgspec only): no Textual or Rich, no network.
+"""
+
+from meshview.wire.decode import Delivery, Rejection, decode_delivery, parts_to_text
+from meshview.wire.messages import (
+    PRESENCE_CANARY_KEY,
+    AgentCard,
+    ArtifactPart,
+    ChannelConfig,
+    ChannelDefaults,
+    ChannelMembership,
+    CotalMessage,
+    DataPart,
+    EndpointRef,
+    ExtensionPart,
+    Part,
+    Presence,
+    PresenceCondition,
+    Skill,
+    TextPart,
+    decode_agent_card,
+    decode_channel_config,
+    decode_channel_defaults,
+    decode_membership,
+    effective_class,
+    effective_replay,
+    effective_window_ms,
+    encode_message,
+    encode_presence,
+)
+from meshview.wire.names import bucket_names, space_token
+from meshview.wire.presence import (
+    PresenceDecision,
+    decode_presence,
+    is_heartbeat_only,
+    offline_view,
+)
+from meshview.wire.subjects import (
+    ParsedSubject,
+    chat_pattern,
+    chat_subject,
+    inst_subject,
+    is_event_channel,
+    is_principal_id,
+    is_principal_owner,
+    parse_subject,
+    sanitize_channel,
+    sanitize_token,
+    split_principal,
+    subject_matches,
+    svc_subject,
+    tap_subjects,
+)
+
+__all__ = [
+    "PRESENCE_CANARY_KEY", "AgentCard", "ArtifactPart", "ChannelConfig", "ChannelDefaults",
+    "ChannelMembership", "CotalMessage", "DataPart", "Delivery", "EndpointRef", "ExtensionPart",
+    "ParsedSubject", "Part", "Presence", "PresenceCondition", "PresenceDecision", "Rejection",
+    "Skill", "TextPart", "bucket_names", "chat_pattern", "chat_subject", "decode_agent_card",
+    "decode_channel_config", "decode_channel_defaults", "decode_delivery", "decode_membership",
+    "decode_presence", "effective_class", "effective_replay", "effective_window_ms",
+    "encode_message", "encode_presence", "inst_subject", "is_event_channel",
+    "is_heartbeat_only", "is_principal_id", "is_principal_owner", "offline_view",
+    "parse_subject", "parts_to_text", "sanitize_channel", "sanitize_token", "space_token",
+    "split_principal", "subject_matches", "svc_subject", "tap_subjects",
+]

@@ -1,0 +1,123 @@
+"""Presence KV decisions (SPEC §6, §8, §13.1): what one watch entry means for the roster.
+
+Pure: the caller supplies its clock and the previous record for the key, so the same entry
+always yields the same decision.  Staleness by ``ts`` is mandatory because bucket TTL expiry
+is silent (no DEL reaches watchers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import msgspec
+
+from meshview.wire.messages import PRESENCE_CANARY_KEY, PRESENCE_STATUSES, Presence
+from meshview.wire.subjects import is_principal_id
+
+PRESENCE_TTL_MS = 6000
+HEARTBEAT_MS = 2000
+#: Maintenance keys (the TTL canary and any sibling) live under this prefix, never peers.
+RESERVED_KEY_PREFIX = "_cotal_"
+
+# Stable reason codes (presence.json).
+OK = "ok"
+STALE = "stale"
+KV_DELETE = "kv-delete"
+KV_PURGE = "kv-purge"
+RESERVED_KEY = "reserved-key"
+KEY_MISMATCH = "key-mismatch"
+INVALID_STATUS = "invalid-status"
+MALFORMED_JSON = "malformed-json"
+MALFORMED_RECORD = "malformed-record"
+NON_PRINCIPAL_OWNER = "non-principal-owner"
+UNKNOWN_OPERATION = "unknown-operation"
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceDecision:
+    """``apply`` the record (shown as ``derived_status``), ``mark-offline`` the key, ``drop``
+    a bad record (diagnostic), or ``ignore`` a maintenance key silently."""
+
+    action: str  # "apply" | "drop" | "ignore" | "mark-offline"
+    presence: Presence | None
+    derived_status: str | None
+    reason: str | None
+    new_incarnation: bool = False
+    condition_code: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(Presence)
+_GENERIC = msgspec.json.Decoder()
+
+
+def offline_view(p: Presence) -> Presence:
+    """The record as an offline roster entry: advisory attention/modes and statusSince dropped."""
+    return msgspec.structs.replace(p, status="offline", attention=None, channelModes=None,
+                                   statusSince=None)
+
+
+def _drop(reason: str) -> PresenceDecision:
+    return PresenceDecision("drop", None, None, reason)
+
+
+def decode_presence(key: str, operation: str, value: bytes | None, now_ms: int,
+                    previous: Presence | None = None, *, ttl_ms: int = PRESENCE_TTL_MS
+                    ) -> PresenceDecision:
+    """Decide what a presence watch entry does.  Never raises on hostile values.
+
+    A stale record (``now − ts > ttl``) is still ``apply`` with derived status offline and
+    reason ``stale``: whether to keep a known peer's last state is the roster's call.
+    """
+    if not isinstance(key, str) or key.startswith(RESERVED_KEY_PREFIX) or key == PRESENCE_CANARY_KEY:
+        return PresenceDecision("ignore", None, None, RESERVED_KEY)
+    op = (operation or "").upper()
+    if op in ("DEL", "PURGE"):
+        return PresenceDecision("mark-offline", offline_view(previous) if previous else None,
+                                "offline", KV_DELETE if op == "DEL" else KV_PURGE)
+    if op != "PUT":
+        return _drop(UNKNOWN_OPERATION)
+    if not value:
+        return _drop(MALFORMED_JSON)
+    try:
+        p = _DECODER.decode(value)
+    except msgspec.ValidationError:
+        try:
+            _GENERIC.decode(value)
+        except (msgspec.DecodeError, RecursionError, TypeError):
+            return _drop(MALFORMED_JSON)
+        return _drop(MALFORMED_RECORD)
+    except (msgspec.DecodeError, RecursionError, TypeError):
+        return _drop(MALFORMED_JSON)
+
+    if p.card.id != key:
+        return _drop(KEY_MISMATCH)
+    if not is_principal_id(key):
+        return _drop(NON_PRINCIPAL_OWNER)
+    if p.status not in PRESENCE_STATUSES:
+        return _drop(INVALID_STATUS)
+    if type(p.ts) is float and not math.isfinite(p.ts):
+        return _drop(MALFORMED_RECORD)
+
+    new_inc = (previous is not None and previous.lifecycleUid is not None
+               and p.lifecycleUid is not None and previous.lifecycleUid != p.lifecycleUid)
+    code = p.condition.code if p.condition is not None else None
+    if p.status == "offline":
+        status, reason = "offline", OK
+    elif now_ms - p.ts > ttl_ms:
+        status, reason = "offline", STALE
+    else:
+        status, reason = p.status, OK
+    return PresenceDecision("apply", p, status, reason, new_inc, code)
+
+
+def is_heartbeat_only(prev: Presence, new: Presence) -> bool:
+    """True when ``new`` only refreshes ``ts`` (and clocks): nothing an operator would notice.
+
+    Besides the reference's status/activity/attention/channelModes/lifecycleUid, a changed
+    condition or card also counts, since NEEDS-YOU and the roster show them.
+    """
+    return (prev.status == new.status and prev.activity == new.activity
+            and prev.attention == new.attention and prev.channelModes == new.channelModes
+            and prev.lifecycleUid == new.lifecycleUid and prev.condition == new.condition
+            and prev.card == new.card)

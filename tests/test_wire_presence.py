@@ -1,0 +1,214 @@
+"""Presence decisions against every presence.json vector, plus hostile values and helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import msgspec
+import pytest
+from conftest import VECTORS, load_vectors
+
+from meshview.wire import (
+    PRESENCE_CANARY_KEY,
+    AgentCard,
+    ChannelConfig,
+    ChannelDefaults,
+    Presence,
+    PresenceCondition,
+    decode_channel_config,
+    decode_channel_defaults,
+    decode_membership,
+    decode_presence,
+    effective_class,
+    effective_replay,
+    effective_window_ms,
+    encode_presence,
+    is_heartbeat_only,
+)
+
+CASES = load_vectors("presence.json")
+_SCHEMA = json.loads((Path(VECTORS) / "cotal.schema.json").read_text())
+PRESENCE_SCHEMA = {**_SCHEMA, "$ref": "#/definitions/Presence"}
+ALICE = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.alice"
+NOW = 1710000600000
+
+
+def value_bytes(case: dict) -> bytes | None:
+    enc = case["payloadEncoding"]
+    if enc == "none":
+        return None
+    if enc == "json":
+        return json.dumps(case["value"]).encode()
+    if enc == "raw-text":
+        return case["value"].encode()
+    raise AssertionError(enc)
+
+
+def test_vectors_loaded():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_presence_vector(case):
+    exp = case["expect"]
+    prev = msgspec.convert(case["previous"], Presence) if "previous" in case else None
+    got = decode_presence(case["key"], case["operation"], value_bytes(case), case["now"], prev)
+    assert got.action == exp["action"]
+    assert got.derived_status == exp["derivedStatus"]
+    assert got.reason == exp["reason"]
+    assert (got.action in ("apply", "mark-offline")) is exp["accept"]
+    if "newIncarnation" in exp:
+        assert got.new_incarnation is exp["newIncarnation"]
+    if "conditionCode" in exp:
+        assert got.condition_code == exp["conditionCode"]
+    if got.action == "apply":
+        assert got.presence is not None and got.presence.card.id == case["key"]
+    if got.action == "mark-offline":
+        assert got.presence is not None and got.presence.status == "offline"
+    if got.action in ("drop", "ignore"):
+        assert got.presence is None
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "schemaValid" in c["expect"]],
+                         ids=lambda c: c["name"])
+def test_schema_valid_flag(case):
+    flag = case["expect"]["schemaValid"]
+    if flag is None:  # delete/purge markers and the plain-text canary are not records
+        assert case["payloadEncoding"] in ("none", "raw-text")
+        return
+    errors = list(jsonschema.Draft7Validator(PRESENCE_SCHEMA).iter_errors(case["value"]))
+    assert (not errors) is flag
+
+
+def record(**over) -> Presence:
+    base = dict(card=AgentCard(id=ALICE, name="alice", kind="agent"), status="idle",
+                ts=NOW - 1000, lifecycleUid="k3q9m2x7v4b8n1c6z5w0r7t2y4")
+    base.update(over)
+    return Presence(**base)
+
+
+def put(p: Presence | bytes, key: str = ALICE, **kw):
+    raw = p if isinstance(p, bytes) else encode_presence(p)
+    return decode_presence(key, "PUT", raw, NOW, **kw)
+
+
+@pytest.mark.parametrize("raw,reason", [
+    (b"", "malformed-json"),
+    (b"\xff\xfe", "malformed-json"),
+    (b"[" * 10_000 + b"]" * 10_000, "malformed-json"),
+    (b"NaN", "malformed-json"),
+    (b"null", "malformed-record"),
+    (b"[]", "malformed-record"),
+    (b'{"card":{"id":"x"},"status":"idle","ts":1}', "malformed-record"),
+    (b'{"status":"idle","ts":1}', "malformed-record"),
+    (json.dumps({"card": {"id": ALICE, "name": "a", "kind": "agent"}, "status": "idle",
+                 "ts": "now"}).encode(), "malformed-record"),
+    (json.dumps({"card": {"id": ALICE, "name": "a", "kind": "agent"}, "status": "idle",
+                 "ts": 1, "condition": "approval"}).encode(), "malformed-record"),
+    (b'{"card":{"id":"' + b"\xe9" + b'"}}', "malformed-json"),
+])
+def test_hostile_values_drop(raw, reason):
+    got = put(raw)
+    assert (got.action, got.reason) == ("drop", reason)
+
+
+def test_non_principal_key_dropped():
+    nkey = "UAQGWOEVJKMIO4WXSYOTLARXYOZTCXFK67JASEH6AFFFYK6FOPSKQCAD.team"
+    p = record(card=AgentCard(id=nkey, name="team", kind="agent"))
+    assert put(p, key=nkey).reason == "non-principal-owner"
+
+
+def test_reserved_and_unknown_operations():
+    assert decode_presence(PRESENCE_CANARY_KEY, "DEL", None, NOW).action == "ignore"
+    assert decode_presence("_cotal_other", "PUT", b"x", NOW).action == "ignore"
+    assert decode_presence(ALICE, "FROB", b"{}", NOW).reason == "unknown-operation"
+    got = decode_presence(ALICE, "DEL", None, NOW)  # unknown peer deleted: nothing to keep
+    assert (got.action, got.presence) == ("mark-offline", None)
+
+
+def test_mark_offline_drops_advisory_fields():
+    prev = record(status="working", attention="focus", channelModes={"x": "muted"},
+                  statusSince=NOW - 5000, activity="tests")
+    got = decode_presence(ALICE, "PURGE", None, NOW, prev)
+    p = got.presence
+    assert (p.status, p.attention, p.channelModes, p.statusSince) == ("offline", None, None, None)
+    assert p.activity == "tests" and p.card == prev.card
+
+
+def test_ttl_is_configurable_and_future_ts_is_live():
+    assert put(record(ts=NOW - 3000), ttl_ms=2000).derived_status == "offline"
+    assert put(record(ts=NOW + 60_000)).derived_status == "idle"
+
+
+def test_incarnation_needs_both_uids():
+    assert not put(record(lifecycleUid=None), previous=record()).new_incarnation
+    assert not put(record(), previous=record(lifecycleUid=None)).new_incarnation
+    assert put(record(lifecycleUid="z" * 26), previous=record()).new_incarnation
+
+
+def test_unknown_fields_ignored_and_reencode_is_schema_valid():
+    raw = json.loads(encode_presence(record(condition=PresenceCondition("approval"))))
+    raw["futureField"] = {"x": 1}
+    raw["card"]["avatar"] = "a.png"
+    got = put(json.dumps(raw).encode())
+    assert got.action == "apply" and got.condition_code == "approval"
+    jsonschema.validate(json.loads(encode_presence(got.presence)), PRESENCE_SCHEMA)
+
+
+def test_card_fields_decode():
+    card = {"id": ALICE, "name": "alice", "kind": "agent", "role": "reviewer",
+            "skills": [{"id": "s1", "name": "Review", "description": "reads diffs"}],
+            "tags": ["py"], "meta": {"model": "m", "com.example.x": {"y": 1}},
+            "protocolVersion": "0.4"}
+    got = put(json.dumps({"card": card, "status": "working", "ts": NOW}).encode())
+    c = got.presence.card
+    assert (c.role, c.skills[0].description, c.meta["model"], c.protocolVersion) == (
+        "reviewer", "reads diffs", "m", "0.4")
+
+
+def test_is_heartbeat_only():
+    a = record()
+    assert is_heartbeat_only(a, record(ts=NOW))
+    assert not is_heartbeat_only(a, record(status="working"))
+    assert not is_heartbeat_only(a, record(activity="x"))
+    assert not is_heartbeat_only(a, record(attention="dnd"))
+    assert not is_heartbeat_only(a, record(channelModes={"a": "quiet"}))
+    assert not is_heartbeat_only(a, record(lifecycleUid="z" * 26))
+    assert not is_heartbeat_only(a, record(condition=PresenceCondition("input")))
+
+
+def test_encode_presence_refuses_bad_status():
+    with pytest.raises(ValueError):
+        encode_presence(record(status="sleeping"))
+
+
+# ---- channel registry and membership -----------------------------------------------------
+
+def test_channel_effective_rules():
+    assert effective_replay(None, None) is True
+    assert effective_replay(ChannelConfig(), ChannelDefaults(replay=False)) is False
+    assert effective_replay(ChannelConfig(replay=True), ChannelDefaults(replay=False)) is True
+    assert effective_class(None, None) == "durable"
+    assert effective_class(ChannelConfig(), ChannelDefaults(deliveryClass="live")) == "live"
+    assert effective_class(ChannelConfig(deliveryClass="durable"),
+                           ChannelDefaults(deliveryClass="live")) == "durable"
+    assert effective_window_ms(None, None) is None
+    assert effective_window_ms(None, ChannelDefaults(replayWindow="24h")) == 86_400_000
+    assert effective_window_ms(ChannelConfig(replayWindow="90s"),
+                               ChannelDefaults(replayWindow="24h")) == 90_000
+    assert effective_window_ms(ChannelConfig(replayWindow="2w"), None) is None
+
+
+def test_registry_and_membership_decoders():
+    cfg = decode_channel_config(b'{"replay":false,"replayWindow":"7d","deliveryClass":"live",'
+                                b'"description":"d","instructions":"i","extra":1}')
+    assert (cfg.replay, cfg.replayWindow, cfg.deliveryClass) == (False, "7d", "live")
+    assert decode_channel_defaults(b'{"replay":true}').replay is True
+    assert decode_channel_config(b"not json") is None
+    assert decode_channel_config(b"[" * 10_000) is None
+    assert decode_channel_config(None) is None
+    m = decode_membership(b'{"live":["team.>"],"durable":["team.backend"],"observedAt":5}')
+    assert (m.live, m.durable, m.observedAt) == (["team.>"], ["team.backend"], 5)
+    assert decode_membership(b'{"live":3}') is None
