@@ -9,7 +9,6 @@ here raises on hostile input: every failure is a ``Rejection`` with a stable rea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import msgspec
@@ -42,9 +41,12 @@ DELIVERY_KIND = {"chat": "channel", "inst": "dm", "svc": "anycast"}
 LEGACY_PART_KINDS = frozenset({"view"})
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """An accepted message; kind, sender and target come from the subject, never the payload."""
+class Delivery(msgspec.Struct, frozen=True):
+    """An accepted message; kind, sender and target come from the subject, never the payload.
+
+    A frozen msgspec Struct rather than a frozen dataclass: same fields and immutability, but
+    construction is ~7x cheaper, and one is built per message on the hot path.
+    """
 
     kind: str  # "channel" | "dm" | "anycast"
     subject: ParsedSubject
@@ -55,9 +57,11 @@ class Delivery:
     historical: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """A dropped message.  ``terminate`` marks permanent anomalies a JetStream reader ``term()``s."""
+class Rejection(msgspec.Struct, frozen=True):
+    """A dropped message.  ``terminate`` marks permanent anomalies a JetStream reader ``term()``s.
+
+    A Struct for the same reason as Delivery: a hostile flood builds one per message.
+    """
 
     reason: str
     subject: str
@@ -109,7 +113,8 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     if not ps.splits:
         return Rejection(MALFORMED_SUBJECT, subject, True)
     if not ps.deliver:
-        return Rejection(ps.reason or MALFORMED_SUBJECT, subject)
+        reason = ps.reason or MALFORMED_SUBJECT
+        return Rejection(reason, subject, reason == MALFORMED_SUBJECT)
     try:
         w = _TYPED.decode(payload)
     except msgspec.ValidationError:
@@ -131,18 +136,14 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
 
     kind = ps.kind
     target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
-    msg = CotalMessage(
-        id=w.id,
-        ts=ts,
-        space=w.space,
-        from_=w.from_,
-        parts=parts,
-        channel=target if kind == "chat" else None,
-        to=target if kind == "inst" else None,
-        toService=target if kind == "svc" else None,
-        mentions=None if w.mentions is UNSET else w.mentions,
-        replyTo=None if w.replyTo is UNSET else w.replyTo,
-        contextId=None if w.contextId is UNSET else w.contextId,
+    msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras
+        w.id, ts, w.space, w.from_, parts,
+        target if kind == "chat" else None,
+        target if kind == "inst" else None,
+        target if kind == "svc" else None,
+        None if w.mentions is UNSET else w.mentions,
+        None if w.replyTo is UNSET else w.replyTo,
+        None if w.contextId is UNSET else w.contextId,
     )
     return Delivery(DELIVERY_KIND[kind], ps, msg, ps.sender, target, w.id or None, history)
 
