@@ -137,6 +137,7 @@ class Rail:
         self.broken = False
         self.fault: str | None = None
         self._torn_down = False
+        self._credit = asyncio.Event()
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -161,6 +162,7 @@ class Rail:
         if self._torn_down:
             return
         self._torn_down = True
+        self._credit.set()
         if self._timer is not None and self._timer is not asyncio.current_task():
             self._timer.cancel()
         for fn in self._teardown_hooks:
@@ -195,6 +197,7 @@ class Rail:
         if ack > self.acked_through:
             self.acked_through = ack
             self._window_full_since = None
+            self._credit.set()
 
     async def feed(self, raw: bytes) -> None:
         """One NATS message arrived on the ingress subject."""
@@ -279,6 +282,20 @@ class Rail:
         self._data_since_tick = False
 
     # ---- egress ------------------------------------------------------------------------------
+
+    async def wait_credit(self, timeout: float | None = None) -> bool:
+        """Wait for the next ack advance (or the rail ending); False on timeout."""
+        self._credit.clear()
+        if not self.alive:
+            return False
+        try:
+            await asyncio.wait_for(self._credit.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def free_slots(self) -> int:
+        return self.window - (self.seq - self.acked_through) if self.alive else 0
 
     def window_open(self) -> bool:
         return self.alive and self.seq - self.acked_through < self.window

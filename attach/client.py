@@ -1,0 +1,431 @@
+"""The caller side of an attach: locate the seat, establish, stream, reconnect, hand back.
+
+:class:`AttachSession` is UI-neutral: bytes come out through ``on_output`` (awaited, so credit
+flows back only once the consumer has taken them), status lines through ``on_notice``, and
+keystrokes go in with :meth:`AttachSession.send_keys`. The CLI passthrough and the console's
+embedded pane both drive it; neither needs a tty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from meshview.wire.names import bucket_names, space_token
+
+from . import terminal as tf
+from .endpoint import BIND_REFUSED, MANAGER, EndpointClient, EndpointError, Reply
+from .rail import Rail, RailError, check_window, open_rail
+from .subjects import Caller, eps_subject, is_id_token
+
+BACKOFF_S = (1, 2, 5, 10, 30)
+MAX_REBIND = 16
+CALL_DEADLINE_MS = 10_000
+LOCATE_DEADLINE_MS = 3_000
+KEYS_CREDIT_WAIT_S = 2.0
+
+
+class AttachError(Exception):
+    """An attach that could not be made; ``code`` is the §13.3 code that decides what to do."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Notice:
+    """A status line for the user. ``kind``: reconnecting | reconnected | drop | refused | end."""
+
+    kind: str
+    text: str
+    reason: str | None = None
+    bytes: int = 0
+
+
+def end_text(reason: str, name: str) -> str:
+    """The exact CLI wording for a session end."""
+    if reason == "detached":
+        return "[cotal: detached]"
+    if reason == "process-exit":
+        return f"[cotal: the program on seat {name} exited]"
+    if reason in ("target-despawn", "not-found"):
+        return f"[cotal: seat {name} is gone]"
+    if reason == "manager-restart":
+        return "[cotal: manager restarted; re-attach]"
+    if reason == "expired":
+        return "[cotal: the session expired; re-attach]"
+    return f"[cotal: session ended ({reason})]"
+
+
+def drop_text(n: int) -> str:
+    return f"[cotal: {n} bytes dropped - backpressure]"
+
+
+async def live_instances(nc, space: str) -> set[str]:
+    """Manager instances holding a live lease in ``cotal_manager_<space>``."""
+    kv = await nc.jetstream().key_value(bucket_names(space).manager)
+    try:
+        keys = await kv.keys()
+    except Exception:  # nats raises NoKeysError on an empty bucket
+        return set()
+    return {k[len("lease."):] for k in keys if k.startswith("lease.")}
+
+
+@dataclass
+class Located:
+    row: dict
+    instance_id: str
+    epoch: int
+
+
+async def locate(ep: EndpointClient, name: str, *, instance_id: str | None = None) -> Located:
+    """Find the seat by ``inspect`` across managers (or on the pinned instance)."""
+    if instance_id:
+        r = await ep.call("inspect", {"name": name}, instance_id=instance_id, deadline_ms=CALL_DEADLINE_MS)
+        return Located(r.unwrap(), r.instance_id, r.epoch)
+    expected = await live_instances(ep.nc, ep.space)
+    if not expected:
+        raise EndpointError("unavailable", f"no manager is serving space {ep.space}", outcome="not-executed")
+    replies = await ep.scatter("inspect", {"name": name}, deadline_ms=LOCATE_DEADLINE_MS, expected=expected)
+    for r in replies:
+        if r.ok:
+            return Located(r.data, r.instance_id, r.epoch)
+    errors = [r.error for r in replies if r.error is not None]
+    for e in errors:
+        if e.code != "not-found":
+            raise e
+    if errors:
+        raise EndpointError("not-found", f"no seat named {name!r}", outcome="not-executed")
+    raise EndpointError("unavailable", f"no manager answered in space {ep.space}", outcome="unknown")
+
+
+def target_for(row: dict, caller: Caller) -> dict:
+    rid = row.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise AttachError("contract-invalid", "the seat row carries no id")
+    owner, dot, actor = rid.partition(".")
+    if not dot:
+        owner, actor = caller.owner, rid
+    return {"owner": owner, "actor": actor, "lifecycleUid": row.get("lifecycleUid")}
+
+
+def check_grant(grant: object, space: str, reply: Reply) -> dict:
+    """The grant must name the answering instance and epoch, and its own exact rails."""
+    if not isinstance(grant, dict) or grant.get("v") != 1:
+        raise AttachError("contract-invalid", "the attach reply carries no v1 grant")
+    sid = grant.get("sessionId")
+    serving = grant.get("serving") or {}
+    if not is_id_token(sid) or grant.get("endpoint") != MANAGER or grant.get("space") != space_token(space):
+        raise AttachError("contract-invalid", "the grant names another session space or endpoint")
+    if serving.get("instanceId") != reply.instance_id or serving.get("epoch") != reply.epoch:
+        raise AttachError("contract-invalid", "the grant's serving instance is not the one that answered")
+    want = {d: eps_subject(space, MANAGER, sid, reply.epoch, d) for d in ("in", "out")}
+    if grant.get("subjects") != want:
+        raise AttachError("contract-invalid", "the grant's session subjects are not its own rails")
+    check_window(grant.get("window", 64))
+    return grant
+
+
+class _Link:
+    """One established session: its grant, rails and how it ended."""
+
+    def __init__(self, grant: dict, nc, owns_nc: bool):
+        self.grant = grant
+        self.nc = nc
+        self.owns_nc = owns_nc
+        self.rail: Rail | None = None
+        self.ended: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.end_reason: str | None = None
+
+    def finish(self, reason: str) -> None:
+        if not self.ended.done():
+            self.ended.set_result(reason)
+
+
+Output = Callable[[bytes], Any]
+NoticeFn = Callable[[Notice], Any]
+
+
+class AttachSession:
+    def __init__(
+        self,
+        space: str,
+        name: str,
+        *,
+        nc=None,
+        connect: Callable[[], Awaitable[Any]] | None = None,
+        on_output: Output | None = None,
+        on_notice: NoticeFn | None = None,
+        reconnect: bool = True,
+        backoff: tuple[float, ...] = BACKOFF_S,
+        size: tuple[int, int] | None = None,
+        instance_id: str | None = None,
+        caller: Caller | None = None,
+    ):
+        if nc is None and connect is None:
+            raise ValueError("AttachSession needs a connection or a connect factory")
+        self.space = space_token(space)
+        self.name = name
+        self._nc = nc
+        self._connect = connect
+        self.on_output = on_output
+        self.on_notice = on_notice
+        self.reconnect = reconnect
+        self.backoff = backoff
+        self.size = size
+        self.pin = instance_id
+        self.caller = caller or Caller.fresh()
+        self.link: _Link | None = None
+        self.final_reason: str | None = None
+        self.keys_dropped = 0
+        self.bytes_dropped = 0
+        self._closing = False
+        self._wakeup = asyncio.Event()
+        self._relayed: set[str] = set()
+
+    # ---- public API -------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.link is not None and self.link.rail is not None and self.link.rail.alive
+
+    async def open(self) -> None:
+        """First establishment; raises :class:`AttachError` when it cannot be made."""
+        await self._establish()
+
+    async def run(self) -> str:
+        """Stream until a final end; reconnects on transient ones. Returns the final reason."""
+        attempt = 0
+        while True:
+            link = self.link
+            if link is not None:
+                reason = await link.ended
+                await self._drop_link(link)
+                if self._closing or reason == "detached":
+                    return self._final("detached")
+                if reason in tf.FINAL_REASONS:
+                    return self._final(reason)
+                if not self.reconnect:
+                    return self._final(reason)
+                await self._notice(Notice("reconnecting", "[cotal: connection lost, reconnecting]", reason))
+                attempt = 0
+            # backoff ladder; 30 s repeats
+            delay = self.backoff[min(attempt, len(self.backoff) - 1)]
+            attempt += 1
+            if await self._sleep(delay):
+                return self._final("detached")
+            try:
+                await self._establish()
+            except AttachError as e:
+                if self._closing:
+                    return self._final("detached")
+                if e.code == "not-found":
+                    return self._final("not-found")
+                if e.code in ("permission-denied", "contract-invalid"):
+                    await self._notice(Notice("refused", f"[cotal: {e.message}]", e.code))
+                    return self._final(e.code)
+                if e.code not in self._relayed and e.code not in ("unreachable", "deadline-exceeded"):
+                    self._relayed.add(e.code)
+                    await self._notice(Notice("refused", f"[cotal: {e.message}]", e.code))
+                continue
+            await self._notice(Notice("reconnected", "[cotal: reconnected]"))
+
+    async def send_keys(self, data: bytes) -> bool:
+        """Deliver keystrokes; with no session open they are dropped (and counted)."""
+        link = self.link
+        if not data:
+            return True
+        if link is None or link.rail is None or not link.rail.alive:
+            self.keys_dropped += len(data)
+            return False
+        return await self._send(link, tf.Data(data))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        if cols < 1 or rows < 1:
+            return
+        self.size = (cols, rows)
+        link = self.link
+        if link is not None and link.rail is not None and link.rail.alive:
+            await self._send(link, tf.Resize(cols, rows))
+
+    async def repaint(self) -> None:
+        """Ask for a fresh snapshot (a repeated ``ready``)."""
+        link = self.link
+        if link is not None and link.rail is not None and link.rail.alive:
+            await self._send(link, tf.Ready())
+
+    async def close(self) -> None:
+        """Detach: send the advisory ``close`` on our rail and flush it, once."""
+        self._closing = True
+        self._wakeup.set()
+        link = self.link
+        if link is not None:
+            if link.rail is not None and link.rail.alive:
+                await link.rail.close()
+                try:
+                    await link.nc.flush(timeout=2)
+                except Exception:
+                    pass
+            link.finish("detached")
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _final(self, reason: str) -> str:
+        self.final_reason = reason
+        return reason
+
+    async def _sleep(self, delay: float) -> bool:
+        """Backoff sleep that a detach interrupts; True when interrupted."""
+        if self._closing:
+            return True
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
+        return self._closing
+
+    async def _notice(self, n: Notice) -> None:
+        if self.on_notice is not None:
+            r = self.on_notice(n)
+            if inspect.isawaitable(r):
+                await r
+
+    async def _emit(self, data: bytes) -> None:
+        if self.on_output is not None:
+            r = self.on_output(data)
+            if inspect.isawaitable(r):
+                await r
+
+    async def _send(self, link: _Link, frame: tf.TerminalFrame) -> bool:
+        rail = link.rail
+        assert rail is not None
+        while True:
+            try:
+                await rail.send(tf.encode(frame))
+                return True
+            except RailError as e:
+                if e.code != "resource-exhausted" or not await rail.wait_credit(KEYS_CREDIT_WAIT_S):
+                    self.keys_dropped += len(frame.payload) if isinstance(frame, tf.Data) else 0
+                    return False
+
+    async def _get_nc(self) -> tuple[Any, bool]:
+        if self._connect is not None:
+            try:
+                return await self._connect(), True
+            except Exception as e:
+                raise AttachError("unreachable", f"cannot reach the broker: {e}") from None
+        return self._nc, False
+
+    async def _establish(self) -> None:
+        nc, owns = await self._get_nc()
+        try:
+            grant, reply = await self._call_attach(nc)
+        except BaseException:
+            if owns:
+                await _close_nc(nc)
+            raise
+        if self._closing:  # abandoned while in flight: hand the session back
+            await _hand_back(nc, grant)
+            if owns:
+                await _close_nc(nc)
+            raise AttachError("cancelled", "detached while attaching")
+        link = _Link(grant, nc, owns)
+        try:
+            link.rail = await open_rail(
+                nc, egress=grant["subjects"]["in"], ingress=grant["subjects"]["out"],
+                window=grant.get("window", 64),
+                on_data=lambda data, seq: self._on_frame(link, data),
+                on_close=lambda: link.finish("peer-closed"),
+                on_fault=lambda reason, detail: link.finish(reason),
+            )
+        except Exception as e:
+            await _hand_back(nc, grant)
+            if owns:
+                await _close_nc(nc)
+            raise AttachError("unavailable", f"could not open the session rails: {e}") from None
+        if owns:
+            self._watch_connection(link)
+        self.link = link
+        if self.size:
+            await self._send(link, tf.Resize(*self.size))
+        await self._send(link, tf.Ready())
+
+    def _watch_connection(self, link: _Link) -> None:
+        async def watch() -> None:
+            while not link.ended.done():
+                if link.nc.is_closed or not link.nc.is_connected:
+                    link.finish("connection-closed")
+                    return
+                await asyncio.sleep(0.2)
+
+        asyncio.get_running_loop().create_task(watch())
+
+    async def _call_attach(self, nc) -> tuple[dict, Reply]:
+        ep = EndpointClient(nc, self.space, caller=self.caller)
+        last: EndpointError | None = None
+        for _ in range(MAX_REBIND):
+            try:
+                loc = await locate(ep, self.name, instance_id=self.pin)
+                target = target_for(loc.row, self.caller)
+                r = await ep.call("attach", None, instance_id=loc.instance_id, target=target, mode="any",
+                                  bind={"instanceId": loc.instance_id, "epoch": loc.epoch},
+                                  deadline_ms=CALL_DEADLINE_MS)
+            except EndpointError as e:
+                raise AttachError(e.code, e.message) from None
+            if r.ok:
+                grant = check_grant((r.data or {}).get("grant"), self.space, r)
+                return grant, r
+            e = r.error
+            assert e is not None
+            rebind = e.effective_outcome == "not-executed" and (
+                e.code == "expired" or any(d.get("kind") == BIND_REFUSED for d in e.details if isinstance(d, dict)))
+            if not rebind:
+                raise AttachError(e.code, e.message)
+            last = e
+            ep = EndpointClient(nc, self.space, caller=self.caller)  # re-describe
+        raise AttachError(last.code if last else "unavailable", last.message if last else "could not bind")
+
+    async def _on_frame(self, link: _Link, data: object) -> None:
+        frame = tf.decode(data)  # a malformed serving frame breaks the rail (`handler`)
+        if isinstance(frame, tf.Data):
+            await self._emit(frame.payload)
+        elif isinstance(frame, tf.Drop):
+            self.bytes_dropped += frame.bytes
+            text = drop_text(frame.bytes)
+            await self._notice(Notice("drop", text, bytes=frame.bytes))
+        elif isinstance(frame, tf.End):
+            link.end_reason = frame.reason
+            link.finish(frame.reason)
+        # ready / resize from the serving side mean nothing to a caller: ignored
+
+    async def _drop_link(self, link: _Link) -> None:
+        if link.rail is not None and link.rail.alive and link.end_reason is None:
+            await link.rail.close()
+        elif link.rail is not None:
+            link.rail._teardown()
+        if self.link is link:
+            self.link = None
+        if link.owns_nc:
+            await _close_nc(link.nc)
+
+
+async def _hand_back(nc, grant: dict) -> None:
+    """Release a session we will not use: ``close`` on its ``in`` rail, confirmed by a flush."""
+    try:
+        await nc.publish(grant["subjects"]["in"], json.dumps({"t": "close"}).encode())
+        await nc.flush(timeout=2)
+    except Exception:
+        pass
+
+
+async def _close_nc(nc) -> None:
+    try:
+        await nc.close()
+    except Exception:
+        pass

@@ -1,0 +1,356 @@
+"""Serving side of an attach: a seat's pty with its headless mirror, and the per-session bridge.
+
+A :class:`PtySeat` runs one real program on a real pty, feeds every output chunk to its
+:class:`~attach.mirror.Mirror` and then to any listening bridges (in that order, in one event
+loop, so a snapshot and the live stream never disagree). A :class:`ServingBridge` is one
+session: it listens from the moment it exists, answers ``ready`` with snapshot → buffered →
+live, drops output under a full window with a ``drop`` notice followed by a repaint, and ends
+with a reason frame sent after all queued output and before the advisory ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import fcntl
+import os
+import signal
+import struct
+import subprocess
+import termios
+from collections import deque
+from typing import Callable
+
+from . import terminal as tf
+from .rail import Rail, RailError
+
+CHUNK = 48 * 1024  # raw bytes per data frame (base64 keeps it far under the 1 MiB frame cap)
+PRE_READY_LIMIT = 1024 * 1024
+END_CREDIT_WAIT_S = 2.0
+SIGKILL_AFTER_S = 3.0
+READY_WAIT_S = 10.0
+
+
+def set_winsize(fd: int, cols: int, rows: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def _child_setup() -> None:  # runs in the child between fork and exec
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class PtySeat:
+    """One program on one pty, mirrored headlessly."""
+
+    def __init__(self, argv: list[str], *, cols: int = 120, rows: int = 32,
+                 env: dict[str, str] | None = None, cwd: str | None = None):
+        from .mirror import Mirror  # lands separately; imported when a seat is made
+
+        self.argv = list(argv)
+        self.cols, self.rows = cols, rows
+        self.env = env if env is not None else _default_env()
+        self.cwd = cwd
+        self.mirror = Mirror(cols=cols, rows=rows)
+        self.proc: subprocess.Popen | None = None
+        self.master: int | None = None
+        self.listeners: list[Callable[[bytes], None]] = []
+        self.exit_listeners: list[Callable[[int | None], None]] = []
+        self.exited = asyncio.Event()
+        self.returncode: int | None = None
+        self.bytes_out = 0
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and not self.exited.is_set()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        master, slave = os.openpty()
+        set_winsize(slave, self.cols, self.rows)
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=slave, stdout=slave, stderr=slave, env=self.env, cwd=self.cwd,
+                start_new_session=True, preexec_fn=_child_setup, close_fds=True,
+            )
+        finally:
+            os.close(slave)
+        os.set_blocking(master, False)
+        self.master = master
+        asyncio.get_running_loop().add_reader(master, self._readable)
+
+    def _readable(self) -> None:
+        assert self.master is not None
+        try:
+            data = os.read(self.master, 65536)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            if e.errno not in (errno.EIO, errno.EBADF):
+                raise
+            data = b""
+        if not data:
+            self._on_eof()
+            return
+        self.bytes_out += len(data)
+        self.mirror.feed(data)
+        for fn in list(self.listeners):
+            fn(data)
+
+    def _on_eof(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.master is not None:
+            loop.remove_reader(self.master)
+            try:
+                os.close(self.master)
+            except OSError:
+                pass
+            self.master = None
+        loop.create_task(self._reap())
+
+    async def _reap(self) -> None:
+        assert self.proc is not None
+        while self.proc.poll() is None:
+            await asyncio.sleep(0.02)
+        self.returncode = self.proc.returncode
+        self.exited.set()
+        for fn in list(self.exit_listeners):
+            fn(self.returncode)
+
+    def write(self, data: bytes) -> None:
+        if self.master is None:
+            return
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.master, view)
+            except BlockingIOError:
+                continue  # a full pty input queue: the program is not reading; spin briefly
+            except OSError:
+                return
+            view = view[n:]
+
+    def resize(self, cols: int, rows: int) -> None:
+        if cols < 1 or rows < 1:
+            return  # a degenerate size is dropped, never a teardown
+        self.cols, self.rows = cols, rows
+        self.mirror.resize(cols, rows)
+        if self.master is not None:
+            set_winsize(self.master, cols, rows)
+            if self.proc is not None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGWINCH)
+                except ProcessLookupError:
+                    pass
+
+    async def stop(self, timeout: float = SIGKILL_AFTER_S) -> None:
+        """SIGTERM the program's group, SIGKILL after ``timeout`` seconds."""
+        if self.proc is None or self.exited.is_set():
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            await asyncio.wait_for(self.exited.wait(), timeout)
+        except asyncio.TimeoutError:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if self.master is not None:
+                self._on_eof()
+            await self.exited.wait()
+
+
+def _default_env() -> dict[str, str]:
+    env = {
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
+    return env
+
+
+class ServingBridge:
+    """One session's serving side: pty output → rail, rail → pty input."""
+
+    def __init__(self, seat: PtySeat, rail: Rail, *, on_done: Callable[["ServingBridge", str], None] | None = None):
+        self.seat = seat
+        self.rail = rail
+        self.on_done = on_done
+        self._pending: deque[bytes] = deque()  # output after the first snapshot, before ready
+        self._pending_bytes = 0
+        self._snapshot: bytes | None = seat.mirror.snapshot()
+        self._ready = False
+        self._ready_evt = asyncio.Event()
+        self._out: deque[tuple[str, object]] = deque()
+        self._wake = asyncio.Event()
+        self.dropped = 0
+        self.drops_notified = 0
+        self.ending: str | None = None
+        self.done = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        seat.listeners.append(self._on_output)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    # ---- pty → caller ----------------------------------------------------------------------
+
+    def _on_output(self, data: bytes) -> None:
+        if self.ending is not None:
+            return
+        if not self._ready:
+            self._pending.append(data)
+            self._pending_bytes += len(data)
+            if self._pending_bytes > PRE_READY_LIMIT:  # too much to replay: repaint fresh at ready
+                self._pending.clear()
+                self._pending_bytes = 0
+                self._snapshot = None
+            return
+        self._out.append(("data", data))
+        self._wake.set()
+
+    def _repaint(self) -> None:
+        """Queue a fresh snapshot; everything queued before it is already inside it."""
+        self._out = deque(item for item in self._out if item[0] == "end")
+        self._out.appendleft(("data", self.seat.mirror.snapshot()))
+        self._wake.set()
+
+    async def on_caller_data(self, data: object, seq: int) -> None:
+        """The rail's handler. A degenerate or unparseable caller frame is dropped, not fatal."""
+        try:
+            frame = tf.decode(data)
+        except tf.TerminalFrameError:
+            return
+        if isinstance(frame, tf.Ready):
+            if not self._ready:
+                self._ready = True
+                self._ready_evt.set()
+                first = self._snapshot if self._snapshot is not None else self.seat.mirror.snapshot()
+                head: list[tuple[str, object]] = [("data", first)]
+                head += [("data", chunk) for chunk in self._pending]
+                self._out = deque(head + list(self._out))  # before an `end` queued pre-ready
+                self._pending.clear()
+                self._pending_bytes = 0
+                self._snapshot = None
+                self._wake.set()
+            else:
+                self._repaint()  # a repeated ready is an explicit repaint
+        elif isinstance(frame, tf.Data):
+            self.seat.write(frame.payload)
+        elif isinstance(frame, tf.Resize):
+            self.seat.resize(frame.cols, frame.rows)
+        # End / Drop from the caller are ignored
+
+    async def _pump(self) -> None:
+        try:
+            # nothing leaves before the caller's `ready`: until then its `out` SUB may not exist
+            while not self._ready and self.rail.alive:
+                if self.ending is not None:
+                    try:
+                        await asyncio.wait_for(self._ready_evt.wait(), READY_WAIT_S)
+                    except asyncio.TimeoutError:
+                        await self._send_end(self.ending)
+                        return
+                    break
+                self._wake.clear()
+                await self._wake.wait()
+            while self.rail.alive:
+                if not self._out:
+                    self._wake.clear()
+                    if self.dropped and self.ending is None:
+                        await self._wait_credit_or_data()
+                        if self.dropped and self.rail.free_slots() >= 2:
+                            await self._notify_drop()
+                        continue
+                    await self._wake.wait()
+                    continue
+                kind, payload = self._out[0]
+                if kind == "end":
+                    await self._send_end(str(payload))
+                    return
+                if self.dropped:
+                    if self.rail.free_slots() >= 2:
+                        await self._notify_drop()
+                    else:
+                        self._out.popleft()
+                        self.dropped += len(payload)  # type: ignore[arg-type]
+                    continue
+                data: bytes = payload  # type: ignore[assignment]
+                piece, rest = data[:CHUNK], data[CHUNK:]
+                try:
+                    await self.rail.send(tf.encode(tf.Data(piece)))
+                except RailError as e:
+                    if e.code != "resource-exhausted":
+                        return
+                    self._out.popleft()
+                    self.dropped += len(data)
+                    continue
+                if rest:
+                    self._out[0] = ("data", rest)
+                else:
+                    self._out.popleft()
+        finally:
+            self._finish()
+
+    async def _wait_credit_or_data(self) -> None:
+        credit = asyncio.ensure_future(self.rail.wait_credit())
+        wake = asyncio.ensure_future(self._wake.wait())
+        await asyncio.wait({credit, wake}, return_when=asyncio.FIRST_COMPLETED)
+        credit.cancel()
+        wake.cancel()
+
+    async def _notify_drop(self) -> None:
+        try:
+            await self.rail.send(tf.encode(tf.Drop(self.dropped)))
+        except RailError:
+            return
+        self.drops_notified += 1
+        self.dropped = 0
+        self._repaint()
+
+    async def _send_end(self, reason: str) -> None:
+        deadline = asyncio.get_running_loop().time() + END_CREDIT_WAIT_S
+        while self.rail.alive and self.rail.free_slots() < 1:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0 or not await self.rail.wait_credit(left):
+                break
+        try:
+            await self.rail.send(tf.encode(tf.End(reason)))
+        except RailError:
+            pass
+        await self.rail.close()
+
+    # ---- ending -----------------------------------------------------------------------------
+
+    def end(self, reason: str) -> None:
+        """End the session: queued output, then ``end``, then ``close``."""
+        if self.ending is not None:
+            return
+        self.ending = reason
+        self._out.append(("end", reason))
+        self._wake.set()
+
+    def _finish(self) -> None:
+        if self.done.is_set():
+            return
+        try:
+            self.seat.listeners.remove(self._on_output)
+        except ValueError:
+            pass
+        self.done.set()
+        if self.on_done is not None:
+            reason = self.ending or ("closed" if self.rail.closed else (self.rail.fault or "closed"))
+            self.on_done(self, reason)
+
+    async def wait_done(self, timeout: float | None = None) -> None:
+        await asyncio.wait_for(self.done.wait(), timeout)
+
+    def rail_gone(self) -> None:
+        """The caller closed or the rail faulted: stop pumping."""
+        self._wake.set()

@@ -1,0 +1,1 @@
+"""Small real programs the demo manager runs on its seats' ptys."""
