@@ -77,6 +77,7 @@ class Tmux:
         self._await(lambda: self.fmt("#{pane_width}x#{pane_height}") == f"{cols}x{rows}"
                     and "-echo" in self._stty())
         self.tty = self.fmt("#{pane_tty}")
+        self.socket_path = self.fmt("#{socket_path}")
 
     def _tmux(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null", *args],
@@ -118,6 +119,7 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
+        Path(self.socket_path).unlink(missing_ok=True)
 
 
 @pytest.fixture
