@@ -636,8 +636,8 @@ class MeshModel:
             )
             if id:
                 self._seen[id] = -1  # pending burst
-            if historical:
-                self._flush_burst(key)  # history is already settled: no window
+            if historical or self.burst_ms <= 0:
+                self._flush_burst(key)  # history is settled / coalescing off: no window
             return True
         if kind == "channel" and channel is not None:
             if not event:
@@ -808,11 +808,11 @@ class MeshModel:
             if incarnation:
                 new = replace(new, incarnations=prev.incarnations + 1)
             self._set_peer(new)
-            self._presence_event("join", new, now)
-            if incarnation:
+            if incarnation:  # back from offline as a new instance: one event, not two
                 self._presence_event("incarnation", new, now)
                 self._lifecycle("incarnation", new, now, "new incarnation")
             else:
+                self._presence_event("join", new, now)
                 self._lifecycle("join", new, now, "joined")
             return
         if rec.lifecycle_uid and prev.lifecycle_uid and rec.lifecycle_uid != prev.lifecycle_uid:
@@ -845,6 +845,14 @@ class MeshModel:
         for pid, p in list(self._peers.items()):
             if pid not in keep and p.status != "offline":
                 self._mark_offline(pid, "stale", now)
+
+    def grace(self, now: float | None = None) -> None:
+        """After a reconnect: every live peer gets one ttl to heartbeat again before the
+        sweep may call it stale (its silence was ours, not its)."""
+        now = self.clock() if now is None else now
+        for pid, p in self._peers.items():
+            if p.status != "offline" and p.seen_at < now:
+                self._peers[pid] = replace(p, seen_at=now)
 
     def end_initial_load(self) -> None:
         """The first watch snapshot is complete: later joins are live events."""

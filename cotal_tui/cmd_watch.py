@@ -1,0 +1,49 @@
+"""``cotal watch``: the console on a TTY, else a plain or JSON Lines stream of the space."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+
+from meshview.connect import add_connection_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_connection_arguments(parser)
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--plain", action="store_true",
+                     help="one line per event (default when stdout is not a terminal)")
+    out.add_argument("--json", action="store_true", help="JSON Lines, one object per event")
+    parser.add_argument("--backfill", type=int, default=None, metavar="N",
+                        help="print the newest N messages per channel first, marked historical "
+                             "(stream default 0: live only; console default 50)")
+    parser.add_argument("--no-dms", action="store_true",
+                        help="watch channels only (no DMs or anycast)")
+
+
+def _console():
+    try:
+        return importlib.import_module("cotal_tui.console")
+    except ModuleNotFoundError as e:
+        if e.name not in ("cotal_tui.console",):
+            raise
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.backfill is not None and args.backfill < 0:
+        print("cotal: --backfill must be 0 or more.", file=sys.stderr)
+        return 2
+    mode = "json" if args.json else "plain"
+    if not args.json and not args.plain and sys.stdout.isatty():
+        console = _console()
+        if console is not None and hasattr(console, "run_console"):
+            return int(console.run_console(args) or 0)
+    from meshview.stream import run_stream
+
+    try:
+        return asyncio.run(run_stream(args, mode))
+    except KeyboardInterrupt:
+        return 0
