@@ -1,0 +1,1 @@
+"""Screens of the console: the space view, the space picker, help, detail cards, NEEDS YOU."""

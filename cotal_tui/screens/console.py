@@ -1,0 +1,328 @@
+"""The space view: tabs, tiles, roster + feed + NEEDS YOU rail, lenses, search, status bar.
+
+It drains the model at most ~30 times a second: one ``snapshot()`` per drain when the model's
+version moved, applied to the visible widgets inside one ``batch_update``. NATS traffic never
+becomes Textual messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Input
+
+from meshview.model import FeedEntry, Snapshot
+from widgets.channel_tabs import ChannelTabs
+from widgets.detail_card import agent_card, message_card
+from widgets.dm_lens import DmLens
+from widgets.feed import FeedView
+from widgets.line_list import LineList
+from widgets.needs_you import NeedsYouRail
+from widgets.roster import Roster
+from widgets.status_bar import StatusBar
+from widgets.tiles import Tiles
+from widgets.topology import TopologyLens
+
+DRAIN_HZ = 30
+WIDE = 100  # roster beside the feed and the rail as a column from here up
+RAIL_DEFAULT = 120  # the rail starts open from here up
+
+HINTS = {
+    "body": "? help  / search  : cmd  d DMs  t topo  n needs-you  q quit",
+    "dms": "esc back  ←→ panes  jk walk  ? help",
+    "topo": "esc back  v cycle  1-3 view  jk/hjkl move  ? help",
+}
+
+
+class ConsoleScreen(Screen[None]):
+    CSS_PATH = "console.tcss"
+    BINDINGS = [
+        Binding("question_mark", "help", "help", id="console.help"),
+        Binding("slash", "search", "search", id="console.search"),
+        Binding("colon", "palette", "command palette", id="console.palette"),
+        Binding("q", "quit", "quit", id="console.quit"),
+        Binding("b", "overview", "spaces overview", id="console.overview"),
+        Binding("escape", "back", "back one level", id="console.back"),
+        Binding("d", "lens('dms')", "DM lens", id="console.dms"),
+        Binding("t", "lens('topo')", "topology lens", id="console.topo"),
+        Binding("n", "needs_you", "NEEDS YOU", id="console.needs-you"),
+        Binding("h,left", "focus_step(-1)", "focus left", id="console.focus-left"),
+        Binding("l,right", "focus_step(1)", "focus right", id="console.focus-right"),
+        Binding("left_square_bracket", "tab_step(-1)", "previous tab", id="console.tab-prev"),
+        Binding("right_square_bracket", "tab_step(1)", "next tab", id="console.tab-next"),
+        *[Binding(str(i), f"tab({i})", "jump to tab", id=f"console.tab-{i}", show=False)
+          for i in range(1, 10)],
+    ]
+
+    def __init__(self, session: Any, *, can_go_back: bool = False) -> None:
+        super().__init__()
+        self.session = session
+        self.can_go_back = can_go_back
+        self.snap: Snapshot | None = None
+        self._version = -1
+        self.rail_open: bool | None = None  # decided on the first layout
+
+    # -- composition ---------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield ChannelTabs(id="tabs")
+        yield Tiles(id="tiles")
+        with ContentSwitcher(initial="body", id="lens"):
+            with Horizontal(id="body"):
+                yield Roster(id="roster", classes="panel")
+                yield FeedView(id="feed", classes="panel")
+                yield NeedsYouRail(id="rail", classes="panel")
+            yield DmLens(id="dms")
+            yield TopologyLens(id="topo")
+        yield Input(placeholder="search: sender, role, channel, service, targets, text "
+                                "(enter keeps, esc clears)", id="search")
+        yield StatusBar(id="status")
+
+    def on_mount(self) -> None:
+        self.query_one(StatusBar).set_hints(HINTS["body"])
+        self.query_one(FeedView).focus()
+        self.drain()
+        self.set_interval(1 / DRAIN_HZ, self.drain, name="drain")
+
+    @property
+    def model(self):
+        return self.session.model
+
+    @property
+    def lens(self) -> str:
+        return self.query_one("#lens", ContentSwitcher).current or "body"
+
+    # -- the drain -----------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Apply everything that changed since the last drain in one go."""
+        model = self.model
+        if model.version == self._version and self.snap is not None:
+            return
+        snap = model.snapshot()
+        self._version = snap.version
+        self.apply(snap)
+
+    def apply(self, snap: Snapshot) -> None:
+        self.snap = snap
+        tabs = self.query_one(ChannelTabs)
+        with self.app.batch_update():
+            tabs.update_snapshot(snap)
+            self.query_one(Tiles).update_snapshot(snap)
+            self.query_one(StatusBar).update_snapshot(snap, tabs.active)
+            lens = self.lens
+            if lens == "body":
+                roster = self.query_one(Roster)
+                roster.update_snapshot(snap)
+                if self.has_class("-narrow"):
+                    roster.styles.height = max(3, min(8, len(snap.peers) + 1))
+                feed = self.query_one(FeedView)
+                feed.update_snapshot(snap)
+                rail = self.query_one(NeedsYouRail)
+                if rail.display:
+                    rail.update_snapshot(snap)
+            elif lens == "dms":
+                self.query_one(DmLens).update_snapshot(snap)
+            elif lens == "topo":
+                self.query_one(TopologyLens).update_snapshot(snap)
+        overlay = self.app.screen
+        if overlay is not self and hasattr(overlay, "update_snapshot"):
+            overlay.update_snapshot(snap)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def on_resize(self, event) -> None:
+        width = event.size.width
+        narrow = width < WIDE
+        self.set_class(narrow, "-narrow")
+        if self.rail_open is None:
+            self.rail_open = width >= RAIL_DEFAULT
+        self._apply_rail()
+        roster = self.query_one(Roster)
+        roster.set_wide(not narrow)
+        if narrow and self.snap is not None:
+            roster.styles.height = max(3, min(8, len(self.snap.peers) + 1))
+        elif not narrow:
+            roster.styles.height = None
+            roster.styles.height = "1fr"
+
+    def _apply_rail(self) -> None:
+        rail = self.query_one(NeedsYouRail)
+        show = bool(self.rail_open) and not self.has_class("-narrow")
+        if rail.display != show:
+            rail.display = show
+            if show and self.snap is not None:
+                rail.update_snapshot(self.snap)
+
+    # -- messages from widgets -----------------------------------------------------------
+
+    @on(ChannelTabs.Changed)
+    def _tab_changed(self, event: ChannelTabs.Changed) -> None:
+        self.query_one(FeedView).set_filter(tab=event.tab)
+        if self.snap is not None:
+            self.query_one(StatusBar).update_snapshot(self.snap, event.tab)
+
+    @on(FeedView.Open)
+    def _open_entry(self, event: FeedView.Open) -> None:
+        self.open_entry(event.entry)
+
+    def open_entry(self, e: FeedEntry) -> None:
+        snap = self.snap
+        if e.kind == "lifecycle" and snap is not None:
+            if any(p.id == e.from_id for p in snap.peers):
+                self.open_agent(e.from_id)
+                return
+        self.app.push_screen(_detail("message", lambda w: message_card(e, self.snap, w)))
+
+    @on(LineList.Selected, "#roster, #rail")
+    def _open_peer(self, event: LineList.Selected) -> None:
+        self.open_agent(str(event.key))
+
+    def open_agent(self, pid: str) -> bool:
+        snap = self.snap
+        if snap is None:
+            return False
+        peer = next((p for p in snap.peers if p.id == pid), None)
+        if peer is None:
+            return False
+        skills = getattr(self.session, "skills", None)
+
+        def build(width: int):
+            s = self.snap or snap
+            p = next((q for q in s.peers if q.id == pid), peer)
+            return agent_card(p, s, width, skills)
+
+        self.app.push_screen(_detail(f"{peer.name}", build))
+        return True
+
+    # -- search --------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        if self.lens != "body":
+            self.query_one("#lens", ContentSwitcher).current = "body"
+            self._lens_changed()
+        box = self.query_one("#search", Input)
+        box.value = self.query_one(FeedView).query
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.query_one(FeedView).set_filter(query=event.value)
+
+    @on(Input.Submitted, "#search")
+    def _search_done(self, event: Input.Submitted) -> None:
+        event.input.display = False
+        self.query_one(FeedView).focus()
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from cotal_tui.screens.help import HelpScreen, describe_bindings
+
+        panel, panel_rows, global_rows = describe_bindings(self)
+        self.app.push_screen(HelpScreen(panel, panel_rows, global_rows))
+
+    def action_palette(self) -> None:
+        self.app.action_command_palette()
+
+    def action_quit(self) -> None:
+        self.app.exit(0)
+
+    def action_overview(self) -> None:
+        if self.can_go_back:
+            self.app.back_to_spaces()  # type: ignore[attr-defined]
+        else:
+            self.app.notify_line("no spaces overview: this console was opened on one space")  # type: ignore[attr-defined]
+
+    def action_lens(self, lens: str) -> None:
+        switcher = self.query_one("#lens", ContentSwitcher)
+        switcher.current = "body" if switcher.current == lens else lens
+        self._lens_changed()
+
+    def _lens_changed(self) -> None:
+        lens = self.lens
+        self.query_one(StatusBar).set_hints(HINTS.get(lens, ""))
+        if self.snap is not None:
+            self.apply(self.snap)
+        if lens == "dms":
+            self.query_one(DmLens).focus_peers()
+        elif lens == "topo":
+            self.query_one(TopologyLens).focus()
+        else:
+            self.query_one(FeedView).focus()
+
+    def action_needs_you(self) -> None:
+        if self.has_class("-narrow"):
+            from cotal_tui.screens.needs_you import NeedsYouScreen
+
+            self.app.push_screen(NeedsYouScreen(self))
+            return
+        if self.lens != "body":
+            self.query_one("#lens", ContentSwitcher).current = "body"
+            self._lens_changed()
+        self.rail_open = not self.rail_open
+        self._apply_rail()
+        if self.rail_open:
+            self.query_one(NeedsYouRail).focus()
+        else:
+            self.query_one(FeedView).focus()
+
+    def action_back(self) -> None:
+        """Esc: lens → normal → close search → close rail → clear query → overview."""
+        box = self.query_one("#search", Input)
+        if box.display:
+            box.display = False
+            box.value = ""
+            self.query_one(FeedView).focus()
+            return
+        if self.lens != "body":
+            self.query_one("#lens", ContentSwitcher).current = "body"
+            self._lens_changed()
+            return
+        if self.rail_open and self.query_one(NeedsYouRail).display:
+            self.rail_open = False
+            self._apply_rail()
+            self.query_one(FeedView).focus()
+            return
+        feed = self.query_one(FeedView)
+        if feed.query:
+            feed.set_filter(query="")
+            return
+        if self.can_go_back:
+            self.app.back_to_spaces()  # type: ignore[attr-defined]
+
+    def _panels(self) -> list:
+        lens = self.lens
+        if lens == "dms":
+            return self.query_one(DmLens).panes()
+        if lens == "topo":
+            return [self.query_one(TopologyLens)]
+        out = [self.query_one(Roster), self.query_one(FeedView)]
+        rail = self.query_one(NeedsYouRail)
+        if rail.display:
+            out.append(rail)
+        return out
+
+    def action_focus_step(self, delta: int) -> None:
+        panels = self._panels()
+        cur = self.focused
+        i = panels.index(cur) if cur in panels else 0
+        panels[(i + delta) % len(panels)].focus()
+
+    def action_tab_step(self, delta: int) -> None:
+        self.query_one(ChannelTabs).step(delta)
+
+    def action_tab(self, n: int) -> None:
+        self.query_one(ChannelTabs).select_index(n - 1)
+
+
+def _detail(title: str, builder):
+    from cotal_tui.screens.detail import DetailScreen
+
+    return DetailScreen(title, builder)

@@ -1,0 +1,47 @@
+"""A full-screen detail card (message or agent). Any key closes it; arrows scroll."""
+
+from __future__ import annotations
+
+from textual import events
+from textual.app import ComposeResult
+from textual.screen import ModalScreen
+
+from widgets.detail_card import DetailCard
+
+SCROLL_KEYS = {"up", "down", "j", "k", "pageup", "pagedown", "home", "end", "g", "G"}
+
+
+class DetailScreen(ModalScreen[None]):
+    CSS_PATH = "detail.tcss"
+
+    def __init__(self, title: str, builder) -> None:
+        super().__init__()
+        self._title = title
+        self._builder = builder
+
+    def compose(self) -> ComposeResult:
+        card = DetailCard(self._builder, id="detail-card")
+        card.border_title = self._title
+        card.border_subtitle = "any key closes"
+        yield card
+
+    def on_mount(self) -> None:
+        self.query_one(DetailCard).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key in SCROLL_KEYS:
+            card = self.query_one(DetailCard)
+            step = {"up": -1, "k": -1, "down": 1, "j": 1}.get(event.key)
+            if step is not None:
+                card.scroll_to(y=card.scroll_y + step, animate=False)
+            elif event.key in ("pageup", "pagedown"):
+                card.scroll_to(y=card.scroll_y + (card.size.height - 1) *
+                               (1 if event.key == "pagedown" else -1), animate=False)
+            elif event.key in ("home", "g"):
+                card.scroll_to(y=0, animate=False)
+            else:
+                card.scroll_to(y=card.max_scroll_y, animate=False)
+        elif event.key not in ("ctrl+c", "ctrl+q"):
+            self.dismiss()
+        event.stop()
+        event.prevent_default()

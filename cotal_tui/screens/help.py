@@ -1,0 +1,88 @@
+"""``?`` help, generated from the live bindings: the focused panel's keys, then the global
+ones. Any key closes it. Remapped keys (keymap file) show as remapped."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.screen import ModalScreen, Screen
+
+from widgets.line_list import Item, LineList
+
+
+def describe_bindings(screen: Screen) -> tuple[str, list[tuple[str, str]], list[tuple[str, str]]]:
+    """(panel name, panel keys, global keys) from ``screen.active_bindings``."""
+    focused = screen.focused
+    panel_name = type(focused).__name__ if focused is not None else "console"
+    panel: dict[tuple, list[str]] = {}
+    glob: dict[tuple, list[str]] = {}
+    for key, active in screen.active_bindings.items():
+        b = active.binding
+        if b.system or not b.description:
+            continue
+        display = screen.app.get_key_display(b) if b.key_display is None else b.key_display
+        ident = (b.id or b.action, b.description)
+        owner = panel if focused is not None and active.node is focused else glob
+        owner.setdefault(ident, [])
+        if display not in owner[ident]:
+            owner[ident].append(display)
+    def rows(d: dict) -> list[tuple[str, str]]:
+        return [(" ".join(keys), desc) for (_, desc), keys in d.items()]
+    return panel_name, rows(panel), rows(glob)
+
+
+PANEL_NAMES = {
+    "FeedView": "feed", "Roster": "roster", "NeedsYouRail": "needs-you", "DmPeers": "dm peers",
+    "DmThread": "dm thread", "TopologyLens": "topology", "SpaceList": "space list",
+}
+
+
+class HelpBody(LineList):
+    show_cursor = False
+
+    def __init__(self, panel: str, panel_rows, global_rows) -> None:
+        super().__init__(id="help-body")
+        self.panel, self.panel_rows, self.global_rows = panel, panel_rows, global_rows
+
+    def build(self, width: int) -> list[Item]:
+        lines: list[Text] = [Text(f"context: {self.panel} panel", style="bold"), Text("")]
+        keyw = max([len(k) for k, _ in self.panel_rows + self.global_rows] + [6]) + 2
+        def section(title: str, rows) -> None:
+            lines.append(Text(title, style="bold underline"))
+            if not rows:
+                lines.append(Text("  (none)", style="dim"))
+            for k, desc in rows:
+                t = Text("  ")
+                t.append(k.ljust(keyw), style="bold cyan")
+                t.append(desc)
+                lines.append(t)
+            lines.append(Text(""))
+        section(f"{self.panel} keys", self.panel_rows)
+        section("global keys", self.global_rows)
+        lines.append(Text("keys are remappable: keymap.toml in $COTAL_HOME or ~/.cotal "
+                          "(binding id = \"key\")", style="dim italic"))
+        return [("help", lines)]
+
+    def on_mount(self) -> None:
+        self.rebuild()
+
+
+class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "help.tcss"
+
+    def __init__(self, panel: str, panel_rows, global_rows) -> None:
+        super().__init__()
+        self._args = (PANEL_NAMES.get(panel, panel), panel_rows, global_rows)
+
+    def compose(self) -> ComposeResult:
+        body = HelpBody(*self._args)
+        body.border_title = "cotal console - help"
+        body.border_subtitle = "any key closes"
+        yield body
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key not in ("ctrl+c", "ctrl+q"):
+            self.dismiss()
+            event.stop()
+            event.prevent_default()

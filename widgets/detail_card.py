@@ -1,0 +1,204 @@
+"""Detail cards for a message and for an agent: every fact the wire carries, wrapped."""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+
+from meshview.model import FeedEntry, Peer, Snapshot
+from widgets.line_list import Item, LineList
+from widgets.presentation import (
+    activity_line, age, clock, harness_tag, join_wrapped, peer_facts, safe, safe_body,
+    status_glyph, who, wrap_offsets,
+)
+
+DELIVERY = {"channel": "multicast (channel)", "dm": "unicast (DM)", "anycast": "anycast (service)",
+            "lifecycle": "lifecycle (inferred by the observer)"}
+
+
+def _field(label: str, value: Text | str, width: int) -> list[Text]:
+    v = value if isinstance(value, Text) else Text(value)
+    line = Text(f"{label:>10}  ", style="bold")
+    line.append_text(v)
+    out = []
+    plain_room = max(8, width - 12)
+    if line.cell_len <= width:
+        return [line]
+    for s, e in wrap_offsets(v.plain, plain_room, plain_room):
+        row = Text((f"{label:>10}  " if not out else " " * 12), style="bold" if not out else "")
+        row.append_text(v[s:e])
+        out.append(row)
+    return out
+
+
+def _body(text: str, width: int, indent: int = 2) -> list[Text]:
+    out = []
+    for line in safe_body(text):
+        for s, e in wrap_offsets(line, width - indent, width - indent):
+            out.append(Text(" " * indent + line[s:e]))
+    return out
+
+
+def _part_lines(parts: tuple, width: int) -> list[Text]:
+    out: list[Text] = []
+    for p in parts:
+        kind = getattr(p, "kind", None) or type(p).__name__
+        if kind == "text" or type(p).__name__ == "TextPart":
+            continue
+        data = getattr(p, "data", None)
+        if data is not None:
+            try:
+                body = json.dumps(data, ensure_ascii=False, sort_keys=True)[:2000]
+            except (TypeError, ValueError):
+                body = repr(data)[:2000]
+            out.append(Text("  data part", style="cyan"))
+            out.extend(_body(body, width, 4))
+        elif getattr(p, "digest", None):
+            out.append(Text(f"  artifact {safe(getattr(p, 'name', ''), 80)} · "
+                            f"{safe(getattr(p, 'mediaType', ''), 60)} · "
+                            f"{getattr(p, 'size', '?')} B · {safe(p.digest, 80)}", style="cyan"))
+        else:
+            out.append(Text(f"  part {safe(kind, 60)}", style="cyan"))
+    return out
+
+
+def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
+    lines: list[Text] = [Text("message", style="bold reverse")]
+    lines += _field("delivery", DELIVERY.get(e.kind, e.kind) + (" · event channel" if e.event else "")
+                    + (" · history" if e.historical else " · live"), width)
+    lines += _field("time", f"{clock(e.ts)}  (received {clock(e.received)})", width)
+    src = who(e.from_name, e.from_role)
+    src.append(f"  {safe(e.from_id, 80)}", style="dim")
+    lines += _field("from", src, width)
+    if e.kind == "channel":
+        lines += _field("to", "#" + safe(e.channel, 120), width)
+    elif e.kind == "anycast":
+        lines += _field("to", "@" + safe(e.to_service, 120), width)
+    elif e.kind == "dm":
+        to = Text()
+        for k, (n, i) in enumerate(zip(e.to_names or e.to_ids, e.to_ids)):
+            if k:
+                to.append(", ", style="dim")
+            to.append_text(who(n, None))
+            to.append(f" {safe(i, 80)}", style="dim")
+        if e.count > 1:
+            to.append(f"  ({e.count}× burst)", style="dim")
+        lines += _field("to", to, width)
+    if e.lifecycle:
+        lines += _field("event", e.lifecycle, width)
+    if e.id:
+        lines += _field("id", safe(e.id, 120), width)
+    lines.append(Text(""))
+    lines += _body(e.text, width)
+    lines += _part_lines(e.parts, width)
+    return [("card", lines)]
+
+
+def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None) -> list[Item]:
+    now = snap.now
+    glyph, style = status_glyph(p.status)
+    title = Text(f" {glyph} ", style=style)
+    title.append_text(who(p.name, p.role))
+    lines: list[Text] = [Text("agent" if p.kind == "agent" else "endpoint", style="bold reverse"),
+                         title]
+    lines += _field("name", safe(p.name, 120), width)
+    lines += _field("role", safe(p.role or "-", 120), width)
+    lines += _field("kind", safe(p.kind, 40), width)
+    lines += _field("id", safe(p.id, 120), width)
+    facts = peer_facts(p, now)
+    status = Text(glyph + " ", style=style)
+    status.append(" · ".join(facts))
+    lines += _field("status", status, width)
+    if p.condition and p.condition.message:
+        lines += _field("condition", f"{safe(p.condition.code, 24)}: {safe(p.condition.message, 400)}",
+                        width)
+    act = activity_line(p, now)
+    lines += _field("activity", act or "-", width)
+    if p.description:
+        lines += _field("about", safe(p.description, 400), width)
+    if p.tags:
+        lines += _field("tags", ", ".join(safe(t, 40) for t in p.tags), width)
+    meta = dict(p.meta)
+    runs = " · ".join(x for x in (safe(meta.get("connector", ""), 40), harness_tag(p.meta) or "",
+                                  safe(meta.get("runtime", ""), 40)) if x)
+    lines += _field("runs", runs or "-", width)
+    lines += _field("model", safe(meta.get("model", "-"), 80), width)
+    skills = (cards or {}).get(p.id) or _skills_from_meta(meta)
+    if skills:
+        lines.append(Text(f"{'skills':>10}", style="bold"))
+        for name, desc in skills:
+            row = Text(" " * 12 + safe(name, 40), style="cyan")
+            if desc:
+                row.append(f" - {safe(desc, 200)}", style="dim")
+            lines.append(row)
+    else:
+        lines += _field("skills", "-", width)
+    other = {k: v for k, v in meta.items() if k not in ("connector", "model", "runtime", "skills")}
+    for k in sorted(other):
+        lines += _field(safe(k, 10), safe(other[k], 200), width)
+    lines += _field("lifecycle", f"{safe(p.lifecycle_uid or '-', 40)} · incarnation {p.incarnations}",
+                    width)
+    lines += _field("heartbeat", f"{age(now - p.ts)} ago", width)
+    # recent traffic: last 6 rows sent or received
+    recent = []
+    for e in reversed(snap.feed):
+        if e.kind == "lifecycle":
+            continue
+        if e.from_id == p.id:
+            recent.append(("→", e))
+        elif p.id in e.to_ids:
+            recent.append(("←", e))
+        if len(recent) >= 6:
+            break
+    lines.append(Text(""))
+    lines.append(Text("recent traffic", style="bold"))
+    if not recent:
+        lines.append(Text("  none in the feed window", style="dim italic"))
+    for arrow, e in recent:
+        row = Text(f"  {clock(e.ts)} {arrow} ")
+        if e.kind == "channel":
+            row.append("#" + safe(e.channel, 40), style="cyan")
+        elif e.kind == "anycast":
+            row.append("@" + safe(e.to_service, 40), style="magenta")
+        elif arrow == "→":
+            row.append(", ".join(safe(n, 24) for n in e.to_names))
+        else:
+            row.append(safe(e.from_name, 24), style="")
+        row.append(": " + safe(e.text.split("\n", 1)[0], 200), style="dim")
+        row.truncate(width, overflow="ellipsis")
+        lines.append(row)
+    return [("card", lines)]
+
+
+def _skills_from_meta(meta: dict) -> list[tuple[str, str]]:
+    raw = meta.get("skills")
+    if not raw:
+        return []
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return [(s.strip(), "") for s in str(raw).split(",") if s.strip()]
+    out = []
+    for s in data if isinstance(data, list) else []:
+        if isinstance(s, dict):
+            out.append((str(s.get("name") or s.get("id") or "?"), str(s.get("description") or "")))
+        else:
+            out.append((str(s), ""))
+    return out
+
+
+class DetailCard(LineList):
+    """A scrollable card; the screen around it closes on any other key."""
+
+    show_cursor = False
+
+    def __init__(self, builder, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._builder = builder
+
+    def build(self, width: int) -> list[Item]:
+        return self._builder(width)
+
+    def on_mount(self) -> None:
+        self.rebuild()

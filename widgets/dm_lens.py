@@ -1,0 +1,179 @@
+"""The DM lens: a per-peer roll-up of direct-message conversations and a thread pane.
+
+Only pairs that actually talked appear (never the n² list). Peers and conversations are
+newest first, thread messages oldest first. Under chat-only credentials the tap cannot see
+DMs, and the lens says so instead of showing an empty list that looks like silence.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Static
+
+from meshview.model import DmConversation, Snapshot
+from widgets.line_list import Item, LineList
+from widgets.presentation import clock, name_style, safe, safe_body, status_glyph, wrap_offsets
+
+
+def roll_up(snap: Snapshot) -> list[tuple[str, list[DmConversation]]]:
+    """Peer id -> its conversations (newest first); peers ordered by their newest one."""
+    by_peer: dict[str, list[DmConversation]] = {}
+    for c in snap.dms:  # already newest first
+        by_peer.setdefault(c.a_id, []).append(c)
+        by_peer.setdefault(c.b_id, []).append(c)
+    return sorted(by_peer.items(), key=lambda kv: -kv[1][0].last_ts)
+
+
+class DmPeers(LineList):
+    empty_text = "no direct messages yet"
+
+    def __init__(self, lens: "DmLens", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lens = lens
+
+    def expanded(self) -> str | None:
+        k = self.cursor_key
+        if isinstance(k, tuple):
+            return k[1]
+        return None
+
+    def build(self, width: int) -> list[Item]:
+        snap = self.lens.snap
+        if snap is None:
+            return []
+        status = {p.id: p.status for p in snap.peers}
+        open_peer = self.expanded()
+        items: list[Item] = []
+        for pid, convs in roll_up(snap):
+            glyph, style = status_glyph(status.get(pid, "offline"))
+            name = snap.name_of(pid)
+            t = Text("▾ " if pid == open_peer else "▸ ")
+            t.append(glyph + " ", style=style)
+            t.append(safe(name, 32), style=name_style(name))
+            t.append(f"  {len(convs)}t", style="dim")
+            t.truncate(width, overflow="ellipsis")
+            items.append((("peer", pid), [t]))
+            if pid == open_peer:
+                for c in convs:
+                    other = c.b_id if c.a_id == pid else c.a_id
+                    oname = snap.name_of(other)
+                    r = Text("   ↳ ")
+                    r.append(safe(oname, 32), style=name_style(oname))
+                    r.append(f"  {c.count}", style="dim")
+                    r.truncate(width, overflow="ellipsis")
+                    items.append((("conv", pid, other), [r]))
+        return items
+
+    def on_cursor_moved(self) -> None:
+        before = [k for k, _ in self.items]
+        self.rebuild()
+        if [k for k, _ in self.items] != before:
+            self.select_key(self.cursor_key)
+        self.lens.show_thread()
+
+    def selected_pair(self) -> tuple[str, str] | None:
+        snap = self.lens.snap
+        k = self.cursor_key
+        if snap is None or not isinstance(k, tuple):
+            return None
+        if k[0] == "conv":
+            return k[1], k[2]
+        for pid, convs in roll_up(snap):
+            if pid == k[1] and convs:
+                c = convs[0]
+                return pid, (c.b_id if c.a_id == pid else c.a_id)
+        return None
+
+
+class DmThread(LineList):
+    empty_text = "pick a peer on the left"
+    BINDINGS = [
+        Binding("ctrl+d", "page(1)", "half page down", id="dm.half-down", show=False),
+        Binding("ctrl+u", "page(-1)", "half page up", id="dm.half-up", show=False),
+    ]
+
+    def __init__(self, lens: "DmLens", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lens = lens
+        self.pair: tuple[str, str] | None = None
+
+    def build(self, width: int) -> list[Item]:
+        snap = self.lens.snap
+        if snap is None or self.pair is None:
+            return []
+        a, b = self.pair
+        msgs = snap.dm_thread(a, b)
+        self.border_title = (f"{safe(snap.name_of(a), 24)} ↔ {safe(snap.name_of(b), 24)}"
+                             f" · {len(msgs)} msg")
+        items: list[Item] = []
+        for m in msgs:
+            fn, tn = snap.name_of(m.from_id), snap.name_of(m.to_id)
+            head = Text(clock(m.ts) + " ", style="dim")
+            if m.historical:
+                head.append("↺ ", style="dim")
+            head.append(safe(fn, 24), style=name_style(fn))
+            head.append(" → ", style="dim")
+            head.append(safe(tn, 24), style=name_style(tn))
+            head.append(": ", style="dim")
+            lines = [head]
+            for line in safe_body(m.text):
+                for s, e in wrap_offsets(line, max(8, width - 3), max(8, width - 3)):
+                    lines.append(Text("   " + line[s:e]))
+            items.append((m.id or (m.ts, m.from_id), lines))
+        return items
+
+
+class DmLens(Horizontal):
+    DEFAULT_CSS = """
+    DmLens { height: 1fr; }
+    DmLens #dm-peers { width: 32; border-top: hkey $panel-lighten-1; border-right: vkey $panel-lighten-1; }
+    DmLens #dm-thread { width: 1fr; border-top: hkey $panel-lighten-1; }
+    DmLens #dm-peers:focus, DmLens #dm-thread:focus { border-top: hkey $accent; }
+    DmLens #dm-hidden { width: 1fr; height: 1fr; content-align: center middle; color: $warning; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.snap: Snapshot | None = None
+        self._key: object = None
+
+    def compose(self) -> ComposeResult:
+        yield DmPeers(self, id="dm-peers")
+        yield DmThread(self, id="dm-thread")
+        yield Static("DMs hidden (chat-only creds)\n\nthis credential taps channels only; "
+                     "direct messages are not visible to it", id="dm-hidden")
+
+    def panes(self) -> list:
+        if self.snap is not None and not self.snap.status.dm_visible:
+            return []
+        return [self.query_one(DmPeers), self.query_one(DmThread)]
+
+    def focus_peers(self) -> None:
+        if self.panes():
+            self.query_one(DmPeers).focus()
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        self.snap = snap
+        visible = snap.status.dm_visible
+        peers, thread = self.query_one(DmPeers), self.query_one(DmThread)
+        peers.display = thread.display = visible
+        self.query_one("#dm-hidden").display = not visible
+        peers.border_title = f"direct messages · {len(roll_up(snap))} peers"
+        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else ())
+        if key != self._key:
+            self._key = key
+            peers.rebuild()
+            self.show_thread(force=True)
+
+    def show_thread(self, force: bool = False) -> None:
+        peers, thread = self.query_one(DmPeers), self.query_one(DmThread)
+        pair = peers.selected_pair()
+        if pair != thread.pair or force:
+            follow = thread.pair != pair or thread.cursor_index >= len(thread.items) - 1
+            thread.pair = pair
+            thread.rebuild()
+            if follow:
+                thread.action_edge(1)

@@ -1,0 +1,459 @@
+"""The feed: a Line-API view over the model's feed ring (no widget per row).
+
+Rows are addressed by the model's absolute index. Each drain appends the new rows that pass
+the filter (tab, ``/`` query, lifecycle toggle), drops evicted ones from the front, and keeps
+per-row heights so wrapping never needs a full re-layout. Only visible rows are rendered;
+their Strips are cached by (index, width, cursor). The view follows the tail only while
+parked at the bottom and otherwise shows ``↓N more · G to follow``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from itertools import accumulate
+
+from rich.cells import cell_len
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import var
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from meshview.model import FeedEntry, Snapshot
+from widgets.presentation import clock, name_style, safe, safe_body, wrap_offsets
+
+INDENT = 9  # continuation lines align under the name, clear of the time column
+BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
+CACHE_ROWS = 512
+
+LIFECYCLE_GLYPH = {
+    "join": ("+", "feed--join"), "offline": ("−", "feed--offline"),
+    "crash": ("✖", "feed--crash"), "incarnation": ("↻", "feed--incarnation"),
+    "manager-up": ("▲", "feed--manager"), "manager-down": ("▼", "feed--manager"),
+}
+
+
+def entry_matches(e: FeedEntry, query: str) -> bool:
+    """``/`` search over sender, role, channel, service, targets and text (case-folded)."""
+    q = query.casefold()
+    for field in (e.from_name, e.from_role, e.channel, e.to_service, e.text):
+        if field and q in field.casefold():
+            return True
+    return any(q in n.casefold() for n in e.to_names)
+
+
+class FeedView(ScrollView, can_focus=True):
+    """Messages and lifecycle rows of the active tab."""
+
+    DEFAULT_CSS = """
+    FeedView {
+        background: $surface;
+        overflow-x: hidden;
+        scrollbar-size-vertical: 1;
+    }
+    FeedView > .feed--time { color: $text-muted; }
+    FeedView > .feed--channel { color: $secondary; }
+    FeedView > .feed--service { color: $accent; }
+    FeedView > .feed--cursor { background: $boost; }
+    FeedView:focus > .feed--cursor { background: $accent 30%; }
+    FeedView > .feed--more { background: $warning 25%; color: $text; text-style: bold; }
+    FeedView > .feed--join { color: $success; text-style: italic; }
+    FeedView > .feed--offline { color: $text-muted; text-style: italic; }
+    FeedView > .feed--crash { color: $error; text-style: italic bold; }
+    FeedView > .feed--incarnation { color: $secondary; text-style: italic; }
+    FeedView > .feed--manager { color: $accent; text-style: italic; }
+    FeedView > .feed--hist { color: $text-disabled; }
+    """
+    COMPONENT_CLASSES = {
+        "feed--time", "feed--channel", "feed--service", "feed--cursor", "feed--more",
+        "feed--join", "feed--offline", "feed--crash", "feed--incarnation", "feed--manager",
+        "feed--hist",
+    }
+    BINDINGS = [
+        Binding("down,j", "move(1)", "next msg", id="feed.down", show=False),
+        Binding("up,k", "move(-1)", "previous msg", id="feed.up", show=False),
+        Binding("right_curly_bracket,J", "move(1)", "next message", id="feed.next", show=False),
+        Binding("left_curly_bracket,K", "move(-1)", "previous message", id="feed.prev",
+                show=False),
+        Binding("ctrl+d", "half(1)", "half page down", id="feed.half-down", show=False),
+        Binding("ctrl+u", "half(-1)", "half page up", id="feed.half-up", show=False),
+        Binding("pagedown", "page(1)", "page down", id="feed.page-down", show=False),
+        Binding("pageup", "page(-1)", "page up", id="feed.page-up", show=False),
+        Binding("home,g", "top", "oldest", id="feed.top", show=False),
+        Binding("end,G", "follow", "newest / follow", id="feed.follow"),
+        Binding("enter", "open", "detail", id="feed.open"),
+        Binding("L", "toggle_lifecycle", "lifecycle rows", id="feed.lifecycle"),
+    ]
+
+    class Open(Message):
+        """Enter on a row: the screen opens its detail card."""
+
+        def __init__(self, entry: FeedEntry) -> None:
+            super().__init__()
+            self.entry = entry
+
+    follow: var[bool] = var(True)
+    show_lifecycle: var[bool] = var(True)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._snap: Snapshot | None = None
+        self.tab: str | None = None  # None = all, else a channel name
+        self.query = ""
+        self._rows: list[int] = []
+        self._heights: list[int] = []
+        self._starts: list[int] = [0]
+        self._end = 0  # absolute index processed up to
+        self._width = 0
+        self._cache: OrderedDict[tuple[int, int, bool], list[Strip]] = OrderedDict()
+        self.cursor: int | None = None
+
+    # -- filtering and layout ----------------------------------------------------------
+
+    def _passes(self, e: FeedEntry) -> bool:
+        if e.kind == "lifecycle":
+            if not self.show_lifecycle or self.tab is not None:
+                return False
+        elif self.tab is not None and (e.kind != "channel" or e.channel != self.tab):
+            return False
+        return not self.query or entry_matches(e, self.query)
+
+    def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
+        """Head parts as (text, style); plain text sums exactly to the rendered head."""
+        t = clock(e.ts) + " "
+        parts: list[tuple[str, str]] = [(t, "time")]
+        if e.historical:
+            parts.append(("↺ ", "hist"))
+        if e.kind == "lifecycle":
+            glyph, cls = LIFECYCLE_GLYPH.get(e.lifecycle or "", ("•", "feed--manager"))
+            parts.append((glyph + " ", cls))
+            parts.append((safe(e.from_name, 48), "name:" + e.from_name))
+            if e.from_role:
+                parts.append(("/" + safe(e.from_role, 32), "dim"))
+            parts.append((" ", ""))
+            return parts
+        parts.append((safe(e.from_name, 48), "name:" + e.from_name))
+        if e.from_role:
+            parts.append(("/" + safe(e.from_role, 32), "dim"))
+        parts.append((" → ", "dim"))
+        if e.kind == "channel":
+            parts.append(("#" + safe(e.channel, 64), "channel"))
+            if e.event:
+                parts.append((" ev", "dim"))
+        elif e.kind == "anycast":
+            parts.append(("@" + safe(e.to_service, 64), "service"))
+        else:
+            names = e.to_names or tuple(i[:8] for i in e.to_ids)
+            for k, n in enumerate(names[:6]):
+                if k:
+                    parts.append((", ", "dim"))
+                parts.append((safe(n, 48), "name:" + n))
+            if len(names) > 6:
+                parts.append((f", …+{len(names) - 6}", "dim"))
+            if e.count > 1:
+                parts.append((f" ({e.count}×)", "dim"))
+        parts.append((": ", "dim"))
+        return parts
+
+    def _layout(self, e: FeedEntry, width: int) -> tuple[list[tuple[str, str]], list[str],
+                                                         list[tuple[int, int, int]]]:
+        """Head parts, body lines, and wrapped pieces ``(line, start, end)``; piece 0 shares
+        the head's row unless the head leaves no room."""
+        head = self._head(e)
+        head_len = sum(cell_len(s) for s, _ in head)
+        body = e.text if len(e.text) <= BODY_CAP else e.text[:BODY_CAP] + "…"
+        lines = safe_body(body)
+        rest = max(8, width - INDENT)
+        first = width - head_len
+        pieces: list[tuple[int, int, int]] = []
+        if first < 12:  # head fills the row: the body starts below
+            pieces.append((-1, 0, 0))
+            first = rest
+        for li, line in enumerate(lines):
+            w = first if li == 0 else rest
+            for s, t in wrap_offsets(line, w, rest):
+                pieces.append((li, s, t))
+        return head, lines, pieces
+
+    def _height(self, e: FeedEntry, width: int) -> int:
+        # fast path: one short ASCII line
+        text = e.text
+        if len(text) < width // 2 and text.isascii() and "\n" not in text and text.isprintable():
+            head = self._head(e)
+            if sum(len(s) for s, _ in head) + len(text) <= width:
+                return 1
+        return len(self._layout(e, width)[2])
+
+    def _recount(self) -> None:
+        self._starts = [0, *accumulate(self._heights)]
+        self.virtual_size = Size(self._width, self._starts[-1])
+        where = "#" + self.tab if self.tab else "all"
+        title = f"feed · {where} · {len(self._rows)}"
+        if self.query:
+            title += f" · /{self.query}"
+        if not self.show_lifecycle:
+            title += " · lifecycle hidden"
+        self.border_title = title
+
+    def _refilter(self) -> None:
+        """Rebuild the visible row list from the whole ring (tab, query or width change)."""
+        self._rows, self._heights = [], []
+        self._cache.clear()
+        snap = self._snap
+        width = self._width
+        if snap is not None:
+            for e in snap.feed:
+                if self._passes(e):
+                    self._rows.append(e.index)
+                    self._heights.append(self._height(e, width))
+            self._end = snap.feed_end
+        if self.cursor is not None and self.cursor not in set(self._rows[-5000:]):
+            self.cursor = None
+        self._recount()
+
+    # -- public API ----------------------------------------------------------------------
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        """Apply one drained snapshot: drop evicted rows, append new ones, keep the view."""
+        prev = self._snap
+        self._snap = snap
+        if self._width <= 0:
+            return  # laid out on first resize
+        if prev is None or snap.feed_base > self._end or snap.feed_end < self._end:
+            self._refilter()
+            self._after_change(0)
+            return
+        removed_lines = 0
+        k = bisect_left(self._rows, snap.feed_base)
+        if k:
+            removed_lines = sum(self._heights[:k])
+            del self._rows[:k]
+            del self._heights[:k]
+            if self.cursor is not None and self.cursor < snap.feed_base:
+                self.cursor = None
+        start = max(self._end, snap.feed_base)
+        width = self._width
+        feed = snap.feed
+        base = snap.feed_base
+        for i in range(start, snap.feed_end):
+            e = feed[i - base]
+            if self._passes(e):
+                self._rows.append(i)
+                self._heights.append(self._height(e, width))
+        self._end = snap.feed_end
+        if k or start < snap.feed_end:
+            self._recount()
+            self._after_change(removed_lines)
+
+    def _after_change(self, removed_lines: int) -> None:
+        if self.follow:
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+        elif removed_lines:
+            self.scroll_to(y=max(0, self.scroll_y - removed_lines), animate=False,
+                           immediate=True, force=True)
+        self.refresh()
+
+    def set_filter(self, *, tab: str | None = ..., query: str | None = None) -> None:  # type: ignore[assignment]
+        """Change tab and/or query; jumps to the newest row."""
+        if tab is not ...:
+            self.tab = tab
+        if query is not None:
+            self.query = query
+        self.cursor = None
+        self.follow = True
+        self._refilter()
+        self._after_change(0)
+
+    def watch_show_lifecycle(self, _old: bool, _new: bool) -> None:
+        if self._snap is not None and self._width:
+            self._refilter()
+            self._after_change(0)
+
+    @property
+    def rows(self) -> list[int]:
+        """Absolute indices of the visible (filtered) rows, oldest first."""
+        return list(self._rows)
+
+    def visible_entries(self) -> list[FeedEntry]:
+        snap = self._snap
+        return [snap.entry(i) for i in self._rows] if snap else []
+
+    @property
+    def more_below(self) -> int:
+        """Rows that start below the viewport (the ``↓N more`` count)."""
+        bottom = round(self.scroll_y) + self.scrollable_content_region.height
+        return len(self._rows) - bisect_left(self._starts, bottom, hi=len(self._rows))
+
+    # -- scrolling and follow --------------------------------------------------------------
+
+    def on_resize(self) -> None:
+        w = max(1, self.scrollable_content_region.width)
+        if w != self._width:
+            self._width = w
+            self._refilter()
+        self._after_change(0)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        at_end = round(new) >= self.max_scroll_y
+        if not at_end:
+            self.follow = False
+        elif self.cursor is None:
+            self.follow = True
+        self.refresh()
+
+    def watch_follow(self, _old: bool, _new: bool) -> None:
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def _style(self, key: str):
+        if key == "time":
+            return self.get_component_rich_style("feed--time")
+        if key == "channel":
+            return self.get_component_rich_style("feed--channel")
+        if key == "service":
+            return self.get_component_rich_style("feed--service")
+        if key == "hist":
+            return self.get_component_rich_style("feed--hist")
+        if key.startswith("feed--"):
+            return self.get_component_rich_style(key)
+        if key.startswith("name:"):
+            return name_style(key[5:])
+        return key
+
+    def _render_row(self, index: int, width: int, cursor: bool) -> list[Strip]:
+        key = (index, width, cursor)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        assert self._snap is not None
+        e = self._snap.entry(index)
+        head, lines, pieces = self._layout(e, width)
+        head_text = Text()
+        for s, st in head:
+            head_text.append(s, self._style(st) if st else None)
+        body_style = self._style(LIFECYCLE_GLYPH.get(e.lifecycle or "", ("", "feed--manager"))[1]) \
+            if e.kind == "lifecycle" else None
+        if e.historical and body_style is None:
+            body_style = "dim"
+        out: list[Text] = []
+        for n, (li, s, t) in enumerate(pieces):
+            piece = "" if li < 0 else lines[li][s:t]
+            if n == 0:
+                row = head_text.copy()
+                row.append(piece, body_style)
+            else:
+                row = Text(" " * INDENT)
+                row.append(piece, body_style)
+            out.append(row)
+        console = self.app.console
+        base = self.rich_style
+        cur = self.get_component_rich_style("feed--cursor") if cursor else None
+        strips = []
+        for t in out:
+            strip = Strip(list(t.render(console, end=""))).crop_extend(0, width, None)
+            if cur is not None:
+                strip = strip.apply_style(cur)
+            strips.append(strip.apply_style(base))
+        self._cache[key] = strips
+        if len(self._cache) > CACHE_ROWS:
+            self._cache.popitem(last=False)
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        width = self._width or self.size.width
+        height = self.scrollable_content_region.height
+        if not self.follow and y == height - 1 and self._rows:
+            more = self.more_below
+            if more:
+                label = Text(f" ↓{more} more · G to follow ")
+                return Strip(list(label.render(self.app.console, end=""))).crop_extend(
+                    0, width, None).apply_style(self.get_component_rich_style("feed--more"))
+        line = round(self.scroll_y) + y
+        if line >= self._starts[-1] or not self._rows:
+            if not self._rows and y == 0:
+                msg = "no messages match the search" if self.query else "no messages yet"
+                return Strip(list(Text(msg, style="dim italic").render(self.app.console, end=""))
+                             ).crop_extend(0, width, None).apply_style(self.rich_style)
+            return Strip.blank(width, self.rich_style)
+        k = bisect_right(self._starts, line, hi=len(self._rows)) - 1
+        index = self._rows[k]
+        strips = self._render_row(index, width, index == self.cursor)
+        sub = line - self._starts[k]
+        return strips[sub] if sub < len(strips) else Strip.blank(width, self.rich_style)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def _reveal(self, k: int) -> None:
+        top = round(self.scroll_y)
+        height = self.scrollable_content_region.height or 1
+        s, t = self._starts[k], self._starts[k + 1]
+        if s < top:
+            self.scroll_to(y=s, animate=False, immediate=True, force=True)
+        elif t > top + height - 1:
+            self.scroll_to(y=min(self.max_scroll_y, t - height + 1), animate=False,
+                           immediate=True, force=True)
+
+    def action_move(self, delta: int) -> None:
+        if not self._rows:
+            return
+        last = len(self._rows) - 1
+        if self.cursor is None or self.cursor not in self._rows:
+            k = last
+        else:
+            k = self._rows.index(self.cursor)
+            if delta > 0 and k == last:
+                self.action_follow()
+                return
+            k = max(0, min(last, k + delta))
+        self.follow = False
+        self.cursor = self._rows[k]
+        self._cache.clear()
+        self._reveal(k)
+        self.refresh()
+
+    def action_half(self, direction: int) -> None:
+        h = max(1, self.scrollable_content_region.height // 2)
+        self.scroll_to(y=self.scroll_y + direction * h, animate=False, immediate=True, force=True)
+
+    def action_page(self, direction: int) -> None:
+        h = max(1, self.scrollable_content_region.height - 1)
+        self.scroll_to(y=self.scroll_y + direction * h, animate=False, immediate=True, force=True)
+
+    def action_top(self) -> None:
+        self.follow = False
+        self.scroll_to(y=0, animate=False, immediate=True, force=True)
+        if self._rows:
+            self.cursor = self._rows[0]
+            self._cache.clear()
+        self.refresh()
+
+    def action_follow(self) -> None:
+        self.cursor = None
+        self._cache.clear()
+        self.follow = True
+        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
+        self.refresh()
+
+    def action_open(self) -> None:
+        if not self._rows or self._snap is None:
+            return
+        index = self.cursor if self.cursor is not None else self._rows[-1]
+        try:
+            self.post_message(self.Open(self._snap.entry(index)))
+        except IndexError:
+            pass
+
+    def action_toggle_lifecycle(self) -> None:
+        self.show_lifecycle = not self.show_lifecycle
+        say = getattr(self.app, "notify_line", self.app.notify)
+        say(f"lifecycle rows {'shown' if self.show_lifecycle else 'hidden'}")

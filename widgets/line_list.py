@@ -1,0 +1,193 @@
+"""A Line-API list of multi-line items with a cursor: the base of the roster, rail and panes.
+
+Subclasses implement :meth:`build` (width -> items of pre-wrapped ``Text`` lines); the list
+keeps the cursor on the same item key across rebuilds, renders only visible rows, and caches
+Strips by row until the next rebuild or style change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+Item = tuple[Hashable, list[Text]]
+
+
+class LineList(ScrollView, can_focus=True):
+    """Items of one or more lines; ``j``/``k`` walk items, Enter selects one."""
+
+    DEFAULT_CSS = """
+    LineList {
+        padding-right: 1;
+        background: $surface;
+        overflow-x: hidden;
+        scrollbar-size-vertical: 1;
+    }
+    LineList > .line-list--cursor { background: $boost; }
+    LineList:focus > .line-list--cursor { background: $accent 35%; }
+    """
+    COMPONENT_CLASSES = {"line-list--cursor"}
+    BINDINGS = [
+        Binding("down,j", "cursor(1)", "next", id="list.down", show=False),
+        Binding("up,k", "cursor(-1)", "previous", id="list.up", show=False),
+        Binding("pagedown", "page(1)", "page down", id="list.page-down", show=False),
+        Binding("pageup", "page(-1)", "page up", id="list.page-up", show=False),
+        Binding("home,g", "edge(0)", "first", id="list.first", show=False),
+        Binding("end,G", "edge(1)", "last", id="list.last", show=False),
+        Binding("enter", "select", "open", id="list.select"),
+    ]
+
+    class Selected(Message):
+        """Enter on an item (``key`` as given by :meth:`build`)."""
+
+        def __init__(self, widget: "LineList", key: Hashable) -> None:
+            super().__init__()
+            self.widget = widget
+            self.key = key
+
+        @property
+        def control(self) -> "LineList":
+            return self.widget
+
+    show_cursor = True
+    empty_text = ""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._items: list[Item] = []
+        self._lines: list[tuple[Text, int]] = []  # (line, item index)
+        self._starts: list[int] = []
+        self._cache: dict[int, Strip] = {}
+        self.cursor_key: Hashable | None = None
+        self._cursor = 0
+        self._built_width = -1
+
+    # -- content -------------------------------------------------------------------------
+
+    def build(self, width: int) -> list[Item]:  # pragma: no cover - subclasses
+        return []
+
+    @property
+    def content_width(self) -> int:
+        return max(1, self.scrollable_content_region.width or self.size.width or 1)
+
+    def rebuild(self) -> None:
+        """Recompute items at the current width (call after the data changed)."""
+        width = self.content_width
+        self._built_width = width
+        items = self.build(width)
+        self._items = items
+        lines: list[tuple[Text, int]] = []
+        starts: list[int] = []
+        for i, (_key, item_lines) in enumerate(items):
+            starts.append(len(lines))
+            for t in item_lines or [Text("")]:
+                lines.append((t, i))
+        if not items and self.empty_text:
+            lines.append((Text(self.empty_text, style="dim italic"), -1))
+        self._lines = lines
+        self._starts = starts
+        self._cache.clear()
+        # keep the cursor on the same item
+        keys = [k for k, _ in items]
+        if self.cursor_key in keys:
+            self._cursor = keys.index(self.cursor_key)
+        else:
+            self._cursor = min(self._cursor, max(0, len(items) - 1))
+            self.cursor_key = keys[self._cursor] if keys else None
+        self.virtual_size = Size(width, len(lines))
+        self.refresh()
+
+    @property
+    def items(self) -> list[Item]:
+        return self._items
+
+    def line_texts(self) -> list[str]:
+        """Plain text of every line (tests and tmux-free assertions)."""
+        return [t.plain for t, _ in self._lines]
+
+    def on_resize(self) -> None:
+        if self.content_width != self._built_width:
+            self.rebuild()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        row = self.scroll_offset.y + y
+        width = self.size.width
+        base = self.rich_style
+        if row >= len(self._lines):
+            return Strip.blank(width, base)
+        strip = self._cache.get(row)
+        if strip is None:
+            text, item = self._lines[row]
+            segs = list(text.render(self.app.console, end=""))
+            strip = Strip(segs).crop_extend(0, width, None)
+            if self.show_cursor and item == self._cursor and self._items:
+                strip = strip.apply_style(self.get_component_rich_style("line-list--cursor"))
+            strip = strip.apply_style(base)
+            self._cache[row] = strip
+        return strip
+
+    # -- cursor --------------------------------------------------------------------------
+
+    def _move_to(self, index: int) -> None:
+        if not self._items:
+            return
+        index = max(0, min(len(self._items) - 1, index))
+        self._cursor = index
+        self.cursor_key = self._items[index][0]
+        self._cache.clear()
+        start = self._starts[index]
+        end = (self._starts[index + 1] if index + 1 < len(self._starts) else len(self._lines))
+        height = self.scrollable_content_region.height or 1
+        top = self.scroll_offset.y
+        if start < top:
+            self.scroll_to(y=start, animate=False, force=True)
+        elif end > top + height:
+            self.scroll_to(y=max(start, end - height), animate=False, force=True)
+        self.refresh()
+        self.on_cursor_moved()
+
+    def on_cursor_moved(self) -> None:
+        """Hook for panes that follow the cursor."""
+
+    def action_cursor(self, delta: int) -> None:
+        self._move_to(self._cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        height = max(1, (self.scrollable_content_region.height or 2) - 1)
+        target_line = self._starts[self._cursor] + direction * height if self._starts else 0
+        idx = self._cursor
+        for i, s in enumerate(self._starts):
+            if (direction > 0 and s <= target_line) or (direction < 0 and s <= max(0, target_line)):
+                idx = i
+        self._move_to(idx)
+
+    def action_edge(self, last: int) -> None:
+        self._move_to(len(self._items) - 1 if last else 0)
+
+    def action_select(self) -> None:
+        if self._items:
+            self.post_message(self.Selected(self, self._items[self._cursor][0]))
+
+    @property
+    def cursor_index(self) -> int:
+        return self._cursor
+
+    def select_key(self, key: Any) -> None:
+        for i, (k, _) in enumerate(self._items):
+            if k == key:
+                self._move_to(i)
+                return
+

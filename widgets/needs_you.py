@@ -1,0 +1,60 @@
+"""NEEDS YOU: agents blocked on input, approval or a peer, ordered by name.
+
+Cards say what the wire says: the condition code and message, how long the condition and the
+status have held (only when stamped), the heartbeat age, and the activity.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from meshview.model import Snapshot
+from widgets.line_list import Item, LineList
+from widgets.presentation import age, join_wrapped, safe, who, wrap_offsets
+
+
+class NeedsYouRail(LineList):
+    empty_text = "nothing waiting - all clear ✓"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.snap: Snapshot | None = None
+        self._key: object = None
+
+    def update_snapshot(self, snap: Snapshot) -> None:
+        self.snap = snap
+        n = len(snap.signals.needs_you)
+        self.border_title = f"NEEDS YOU · {n}" if n else "NEEDS YOU"
+        key = (snap.signals.needs_you, int(snap.now // 1000))
+        if key != self._key:
+            self._key = key
+            self.rebuild()
+
+    def build(self, width: int) -> list[Item]:
+        if self.snap is None:
+            return []
+        items: list[Item] = []
+        for n in self.snap.signals.needs_you:
+            head = Text()
+            head.append("◐ ", style="yellow")
+            head.append_text(who(n.name, n.role))
+            head.append(f"  seen {age(n.heartbeat_age_ms)}", style="dim")
+            lines = [head]
+            facts = []
+            if n.condition_code:
+                held = f" for {age(n.condition_age_ms)}" if n.condition_age_ms is not None else ""
+                facts.append(f"{safe(n.condition_code, 24)}{held}")
+            if n.status_age_ms is not None:
+                facts.append(f"waiting {age(n.status_age_ms)}")
+            for f in join_wrapped(facts, max(8, width - 2)):
+                lines.append(Text("  " + f, style="yellow"))
+            if n.condition_message:
+                msg = safe(n.condition_message, 400)
+                for s, e in wrap_offsets(msg, max(8, width - 2), max(8, width - 2))[:5]:
+                    lines.append(Text("  " + msg[s:e]))
+            lines.append(Text("  " + (safe(n.activity, 200) if n.activity else "waiting for input"),
+                              style="italic dim"))
+            for t in lines:
+                t.truncate(width, overflow="ellipsis")
+            items.append((n.id, lines))
+        return items
