@@ -15,7 +15,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-OpenSpace = Callable[[str], Awaitable[Any]]
+OpenSpace = Callable[[str], Any]
 ListSpaces = Callable[[], Awaitable[list]]
 
 
@@ -140,19 +140,32 @@ class CotalApp(App[int]):
     def open_space_named(self, space: str) -> None:
         self._open_space(space)
 
-    @work(exclusive=True, group="open-space", exit_on_error=False)
-    async def _open_space(self, space: str) -> None:
+    def _open_space(self, space: str) -> None:
         from cotal_tui.screens.console import ConsoleScreen
 
         if self.open_space is None:
             return
         try:
-            session = await self.open_space(space)
+            session = self.open_space(space)
         except Exception as e:  # noqa: BLE001 - one line, never a traceback
             self.notify_line(f"could not open {space}: {e}", error=True)
             return
         self.sessions.append(session)
         self.push_screen(ConsoleScreen(session, can_go_back=True))
+
+    @work(exclusive=False, group="start-session", exit_on_error=False)
+    async def start_session(self, session: Any) -> None:
+        """Start a session's observer (connect-time reads, prefill) off the UI path."""
+        start = getattr(session, "start", None)
+        if start is None:
+            return
+        try:
+            await start()
+        except Exception as e:  # noqa: BLE001 - one line, never a traceback
+            model = getattr(session, "model", None)
+            if model is not None:
+                model.set_connection(model.status.connection, error=f"observer: {e}")
+            self.notify_line(f"observer failed: {e}", error=True)
 
     def back_to_spaces(self) -> None:
         from cotal_tui.screens.console import ConsoleScreen

@@ -112,7 +112,7 @@ class StatusBar(Widget):
             right = Text("? help", style="dim")
         if room > 5:
             right.truncate(room, overflow="ellipsis")
-            t.append(" " * max(1, room - right.cell_len + 1))
+            t.append(" " * max(2, room - right.cell_len + 1))
             t.append_text(right)
         t.truncate(width)
         return t

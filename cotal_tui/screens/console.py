@@ -84,6 +84,9 @@ class ConsoleScreen(Screen[None]):
         yield StatusBar(id="status")
 
     def on_mount(self) -> None:
+        if getattr(self.session, "start", None) is not None and not getattr(
+                self.session, "started", True):
+            self.app.start_session(self.session)  # type: ignore[attr-defined]
         self.query_one(StatusBar).set_hints(HINTS["body"])
         self.query_one(FeedView).focus()
         self.drain()

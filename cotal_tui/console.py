@@ -1,0 +1,141 @@
+"""``cotal watch`` on a terminal: connect, observe, run the console, restore the terminal.
+
+One NATS connection for the whole console; one observer (and model) per opened space. The
+observer runs on the App's own event loop: NATS callbacks only enqueue, the observer applies
+batches to the model, and the console drains the model ≤ 30 times a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+import msgspec
+
+from meshview.connect import ConnectError, Target, connect, resolve_target
+from meshview.model import MeshModel
+from meshview.observer import Observer, ObserverOptions
+
+SKILLS_CAP = 2000
+
+
+class ConsoleObserver(Observer):
+    """The observer plus the one card field the model does not keep: skills (agent card).
+
+    An adapter, not a fork: it re-reads ``card.skills`` from the same presence entries the
+    observer just applied, bounded, for the agent detail card."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.skills: dict[str, list[tuple[str, str]]] = {}
+
+    def _on_presence(self, e: Any, initial: bool) -> None:
+        super()._on_presence(e, initial)
+        if (e.operation or "PUT") != "PUT" or not e.value:
+            return
+        try:
+            rec = msgspec.json.decode(e.value)
+            skills = rec.get("card", {}).get("skills") or []
+            out = []
+            for s in skills[:50]:
+                if isinstance(s, dict):
+                    out.append((str(s.get("name") or s.get("id") or "?"),
+                                str(s.get("description") or "")))
+        except Exception:  # noqa: BLE001 - the observer already judged the record
+            return
+        if len(self.skills) >= SKILLS_CAP and e.key not in self.skills:
+            self.skills.pop(next(iter(self.skills)))
+        self.skills[e.key] = out
+
+
+class LiveSession:
+    """One observed space: what the App needs (``model``, ``start``, ``stop``)."""
+
+    def __init__(self, nc: Any, target: Target, space: str, args: argparse.Namespace) -> None:
+        backfill = getattr(args, "backfill", None)
+        backfill = 50 if backfill is None else int(backfill)
+        self.space = space
+        self.model = MeshModel(space, server=target.display)
+        self.observer = ConsoleObserver(
+            nc, space, self.model, has_credential=target.has_credential,
+            options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
+                                    dm_backfill=min(1000, max(backfill, 0) * 20)))
+        self.started = False
+
+    @property
+    def skills(self) -> dict[str, list[tuple[str, str]]]:
+        return self.observer.skills
+
+    async def start(self) -> None:
+        self.started = True
+        await self.observer.start()
+
+    async def stop(self) -> None:
+        if self.started:
+            self.started = False
+            await self.observer.stop()
+
+
+def wants_picker(args: argparse.Namespace, target: Target) -> bool:
+    """An open mesh named by URL, no ``--space``: the admin overview first."""
+    return (getattr(args, "space", None) is None and target.source in ("flag", "default")
+            and not target.has_credential)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from cotal_tui.app import CotalApp
+    from cotal_tui.keymap import load_keymap
+    from meshview.spaces import list_spaces
+
+    keymap, keymap_warning = load_keymap()
+    try:
+        target = resolve_target(args)
+        nc, target = await connect(target)
+    except ConnectError as e:
+        print(f"cotal: {e}", file=sys.stderr)
+        return 1
+    picker = wants_picker(args, target)
+
+    def open_space(space: str) -> LiveSession:
+        return LiveSession(nc, target, space, args)
+
+    async def spaces() -> list:
+        return await list_spaces(nc)
+
+    app = CotalApp(
+        session=None if picker else open_space(target.space),
+        open_space=open_space,
+        list_spaces=spaces if picker else None,
+        keymap=keymap,
+        notice=keymap_warning,
+    )
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, lambda: app.exit(0))
+    except (NotImplementedError, RuntimeError):
+        pass
+    try:
+        rc = await app.run_async()
+    finally:
+        for s in list(app.sessions) + ([app.session] if app.session is not None else []):
+            try:
+                await asyncio.wait_for(s.stop(), 3.0)
+            except Exception:
+                pass
+        try:
+            await asyncio.wait_for(nc.close(), 2.0)
+        except Exception:
+            pass
+    return int(rc or 0)
+
+
+def run_console(args: argparse.Namespace) -> int:
+    """Run the full-screen console until ``q``; Textual restores the terminal on exit,
+    on errors and on SIGTERM."""
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,72 @@
+"""The space picker (admin overview of an open mesh): Enter opens, ``r`` refreshes, ``q``
+quits; ``b``/Esc inside a space come back here."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Static
+
+from widgets.line_list import LineList
+from widgets.space_list import SpaceList
+from widgets.status_bar import StatusBar
+
+
+class SpacePickerScreen(Screen[None]):
+    CSS_PATH = "spaces.tcss"
+    BINDINGS = [
+        Binding("r", "refresh_spaces", "refresh", id="spaces.refresh"),
+        Binding("q", "quit", "quit", id="spaces.quit"),
+        Binding("question_mark", "help", "help", id="spaces.help"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("cotal · spaces on this broker", style="bold"), id="spaces-title")
+        lst = SpaceList(id="space-list")
+        lst.border_title = "spaces"
+        lst.border_subtitle = "enter open · r refresh · q quit"
+        yield lst
+        yield StatusBar(id="status")
+
+    def on_mount(self) -> None:
+        self.query_one(StatusBar).set_hints("enter open  r refresh  ? help  q quit")
+        self.query_one(SpaceList).focus()
+        self.refresh_spaces()
+
+    def refresh_spaces(self) -> None:
+        self._load()
+
+    @work(exclusive=True, group="list-spaces", exit_on_error=False)
+    async def _load(self) -> None:
+        lister = getattr(self.app, "list_spaces", None)
+        if lister is None:
+            return
+        lst = self.query_one(SpaceList)
+        lst.border_title = "spaces · loading…"
+        try:
+            spaces = await lister()
+        except Exception as e:  # noqa: BLE001 - one line on the status bar
+            lst.border_title = "spaces · unreadable"
+            self.app.notify_line(f"could not list spaces: {e}", error=True)  # type: ignore[attr-defined]
+            return
+        lst.set_spaces(spaces)
+        lst.border_title = f"spaces · {len(spaces)}"
+
+    def action_refresh_spaces(self) -> None:
+        self.refresh_spaces()
+        self.app.notify_line("refreshing spaces…")  # type: ignore[attr-defined]
+
+    def action_quit(self) -> None:
+        self.app.exit(0)
+
+    def action_help(self) -> None:
+        from cotal_tui.screens.help import HelpScreen, describe_bindings
+
+        self.app.push_screen(HelpScreen(*describe_bindings(self)))
+
+    @on(LineList.Selected, "#space-list")
+    def _open(self, event: LineList.Selected) -> None:
+        self.app.open_space_named(str(event.key))  # type: ignore[attr-defined]

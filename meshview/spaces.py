@@ -1,0 +1,87 @@
+"""The admin overview: which spaces a broker holds (wire.md §8, reference ``listSpaces``).
+
+A space is the union of ``CHAT_<space>`` streams and ``cotal_presence_<space>`` buckets. For
+each: retained messages and distinct channels of its CHAT stream, and the presence bucket's
+key count (≈ peers present within the TTL). A failed read leaves zeros, never an error row.
+No Textual or Rich here: the console's space picker calls :func:`list_spaces`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from meshview.wire import parse_subject
+
+_CHAT = re.compile(r"^CHAT_(.+)$")
+_PRESENCE = re.compile(r"^KV_cotal_presence_(.+)$")
+READ_TIMEOUT = 2.0
+CONCURRENCY = 8
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceInfo:
+    space: str
+    agents: int = 0
+    channels: int = 0
+    messages: int = 0
+
+
+async def _stream_names(jsm: Any) -> list[str]:
+    names: list[str] = []
+    offset = 0
+    while True:
+        page = await asyncio.wait_for(jsm.streams_info(offset), READ_TIMEOUT)
+        names.extend(si.config.name for si in page if si.config and si.config.name)
+        if len(page) < 256 or not page:
+            break
+        offset += len(page)
+    return names
+
+
+async def list_spaces(nc: Any) -> list[SpaceInfo]:
+    """Every space on the broker, sorted by name. Raises only when streams cannot be listed."""
+    jsm = nc.jsm()
+    names = await _stream_names(jsm)
+    chat = {m.group(1): n for n in names if (m := _CHAT.match(n))}
+    presence = {m.group(1): n for n in names if (m := _PRESENCE.match(n))}
+    sem = asyncio.Semaphore(CONCURRENCY)
+
+    async def chat_info(space: str, stream: str) -> tuple[int, int]:
+        async with sem:
+            try:
+                si = await asyncio.wait_for(jsm.stream_info(stream, subjects_filter=">"),
+                                            READ_TIMEOUT)
+            except Exception:
+                return 0, 0
+        channels = set()
+        for subj in (si.state.subjects or {}):
+            ps = parse_subject(subj)
+            if ps.kind == "chat" and ps.channel:
+                channels.add(ps.channel)
+        return int(si.state.messages or 0), len(channels)
+
+    async def agents(stream: str) -> int:
+        async with sem:
+            try:
+                si = await asyncio.wait_for(jsm.stream_info(stream), READ_TIMEOUT)
+            except Exception:
+                return 0
+        return int(si.state.messages or 0)
+
+    spaces = sorted(set(chat) | set(presence))
+    chat_res = await asyncio.gather(*(chat_info(s, chat[s]) if s in chat else _zero2()
+                                      for s in spaces))
+    agent_res = await asyncio.gather(*(agents(presence[s]) if s in presence else _zero()
+                                       for s in spaces))
+    return [SpaceInfo(s, a, c[1], c[0]) for s, c, a in zip(spaces, chat_res, agent_res)]
+
+
+async def _zero() -> int:
+    return 0
+
+
+async def _zero2() -> tuple[int, int]:
+    return 0, 0

@@ -1,0 +1,36 @@
+"""The space picker's list: ``space   N agents · N ch · N msgs``."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from meshview.spaces import SpaceInfo
+from widgets.line_list import Item, LineList
+from widgets.presentation import safe
+
+
+class SpaceList(LineList):
+    empty_text = "no spaces found on this broker (r refreshes)"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.spaces: list[SpaceInfo] = []
+
+    def set_spaces(self, spaces: list[SpaceInfo]) -> None:
+        self.spaces = list(spaces)
+        self.rebuild()
+
+    def build(self, width: int) -> list[Item]:
+        namew = max([len(s.space) for s in self.spaces] + [8]) + 3
+        items: list[Item] = []
+        for s in self.spaces:
+            t = Text(" ")
+            t.append(safe(s.space, 60).ljust(namew), style="bold")
+            t.append(f"{s.agents} agents", style="green" if s.agents else "dim")
+            t.append(" · ", style="dim")
+            t.append(f"{s.channels} ch")
+            t.append(" · ", style="dim")
+            t.append(f"{s.messages} msgs", style="dim")
+            t.truncate(width, overflow="ellipsis")
+            items.append((s.space, [t]))
+        return items

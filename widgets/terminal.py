@@ -1,0 +1,422 @@
+"""A remote terminal in a pane: a headless mirror drawn with the Line API, dirty rows only.
+
+Bytes go straight into an :class:`attach.mirror.Mirror` (so an awaited feed is a consumed feed
+and credit flows back at the rate we parse). Nothing repaints per chunk: a frame tick, at most
+60 times a second and only while output arrives, takes the mirror's dirty rows, drops their
+cached Strips and refreshes those rows alone. Mode 2026 (synchronized output) holds the tick
+until the frame is complete, or for at most a quarter of a second.
+
+The pane never resizes the remote program on its own. The mirror has the remote size; a
+smaller pane crops around the cursor, a larger one centres the screen. When interactive and
+focused it owns every key (``check_consume_key``), so no binding — not even Textual's priority
+``ctrl+q`` — takes one from the remote program, except the escape hatch: the detach key
+(Ctrl-] by default) or Esc twice within 0.4 s. A single Esc goes to the program after that.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from rich.color import Color
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.strip import Strip
+from textual.timer import Timer
+from textual.widget import Widget
+
+from attach.mirror import Cell, Mirror
+from cotal_tui.keys import encode_key, encode_mouse, encode_paste
+
+FRAME_S = 1 / 60
+SYNC_HOLD_MAX_S = 0.25
+ESC_DOUBLE_S = 0.4
+DEFAULT_DETACH = 0x1D
+
+_NAMES = {
+    "black": "black", "red": "red", "green": "green", "brown": "yellow", "yellow": "yellow",
+    "blue": "blue", "magenta": "magenta", "cyan": "cyan", "white": "white",
+}
+_COLOR_CACHE: dict[str, Color | None] = {}
+
+
+def rich_color(c: str) -> Color | None:
+    """A mirror colour ("default", a pyte name such as "brown"/"brightblue", or "rrggbb")."""
+    hit = _COLOR_CACHE.get(c, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    out: Color | None = None
+    if c != "default":
+        name = c
+        if name == "bfightmagenta":  # pyte's spelling of SGR 105
+            name = "brightmagenta"
+        if name.startswith("bright") and name[6:] in _NAMES:
+            out = Color.parse("bright_" + _NAMES[name[6:]])
+        elif name in _NAMES:
+            out = Color.parse(_NAMES[name])
+        elif len(name) == 6:
+            try:
+                out = Color.parse("#" + name)
+            except Exception:
+                out = None
+    _COLOR_CACHE[c] = out
+    return out
+
+
+def cell_style(cell: Cell) -> Style:
+    return Style(
+        color=rich_color(cell.fg), bgcolor=rich_color(cell.bg), bold=cell.bold or None,
+        italic=cell.italics or None, underline=cell.underscore or None, reverse=cell.reverse or None,
+        strike=cell.strikethrough or None,
+    )
+
+
+class TerminalPane(Widget, can_focus=True):
+    """One remote screen. ``interactive`` panes forward input; others are read-only."""
+
+    DEFAULT_CSS = """
+    TerminalPane {
+        width: 1fr;
+        height: 1fr;
+        background: $background;
+        color: $foreground;
+    }
+    TerminalPane > .terminal--outside { background: $panel; }
+    """
+    COMPONENT_CLASSES = {"terminal--outside"}
+
+    class Send(Message):
+        """Bytes for the remote program (keys, paste, mouse, focus reports)."""
+
+        def __init__(self, pane: "TerminalPane", data: bytes) -> None:
+            super().__init__()
+            self.pane = pane
+            self.data = data
+
+        @property
+        def control(self) -> "TerminalPane":
+            return self.pane
+
+    class Detach(Message):
+        """The escape hatch was pressed."""
+
+        def __init__(self, pane: "TerminalPane") -> None:
+            super().__init__()
+            self.pane = pane
+
+        @property
+        def control(self) -> "TerminalPane":
+            return self.pane
+
+    def __init__(
+        self, cols: int = 80, rows: int = 24, *, interactive: bool = False,
+        detach_byte: int = DEFAULT_DETACH, show_cursor: bool = True,
+        name: str | None = None, id: str | None = None, classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.mirror = Mirror(cols, rows)
+        self.interactive = interactive
+        self.detach_byte = detach_byte
+        self.show_cursor = show_cursor
+        self._rows_cache: dict[int, Strip] = {}
+        self._styles: dict[Cell, Style] = {}
+        self._base = Style()
+        self._outside = Style()
+        self._timer: Timer | None = None
+        self._last_frame = 0.0
+        self._sync_since: float | None = None
+        self._esc_timer: Timer | None = None
+        self._view = (0, 0)  # crop offset (x, y) into the remote screen when the pane is smaller
+        self._mouse_buttons = 0
+        # counters for tests and the bench
+        self.frames = 0
+        self.rows_refreshed = 0
+        self.bytes_fed = 0
+
+    # ------------------------------------------------------------------ remote screen
+
+    @property
+    def remote_size(self) -> tuple[int, int]:
+        return self.mirror.cols, self.mirror.rows
+
+    def feed(self, data: bytes) -> None:
+        """Parse remote output now; repaint on the next frame tick."""
+        if not data:
+            return
+        self.mirror.feed(data)
+        self.bytes_fed += len(data)
+        self._schedule()
+
+    def resize_remote(self, cols: int, rows: int) -> None:
+        """Follow a remote size change the user asked for (the caller sends the resize)."""
+        if (cols, rows) != self.remote_size and cols > 0 and rows > 0:
+            self.mirror.resize(cols, rows)
+            self._rows_cache.clear()
+            self._schedule()
+
+    def reset(self, cols: int | None = None, rows: int | None = None) -> None:
+        """A fresh mirror (a new session repaints from its snapshot)."""
+        c, r = self.remote_size
+        self.mirror = Mirror(cols or c, rows or r)
+        self._rows_cache.clear()
+        self.refresh()
+
+    def content_text(self) -> list[str]:
+        return self.mirror.text_lines()
+
+    def _schedule(self) -> None:
+        if self._timer is None and self.is_mounted:
+            delay = max(0.001, self._last_frame + FRAME_S - time.monotonic())
+            self._timer = self.set_timer(delay, self._frame, name="terminal-frame")
+
+    def _frame(self) -> None:
+        self._timer = None
+        m = self.mirror
+        now = time.monotonic()
+        if m.synchronized:
+            if self._sync_since is None:
+                self._sync_since = now
+            if now - self._sync_since < SYNC_HOLD_MAX_S:
+                self._timer = self.set_timer(FRAME_S, self._frame, name="terminal-frame")
+                return
+        else:
+            self._sync_since = None
+        self._last_frame = now
+        dirty = m.take_dirty()
+        if not dirty:
+            return
+        self.frames += 1
+        cache = self._rows_cache
+        for y in dirty:
+            cache.pop(y, None)
+        if self._follow_cursor():
+            self.rows_refreshed += m.rows
+            self.refresh()
+            return
+        ox, oy = self._offsets()
+        w, h = self.size
+        regions = [Region(0, y - oy, w, 1) for y in dirty if 0 <= y - oy < h]
+        self.rows_refreshed += len(regions)
+        if len(regions) > h // 2:
+            self.refresh()
+        elif regions:
+            self.refresh(*regions)
+
+    # ------------------------------------------------------------------ geometry
+
+    def _offsets(self) -> tuple[int, int]:
+        """Remote cell shown at pane cell (0, 0): negative = centred with a margin."""
+        w, h = self.size
+        cols, rows = self.remote_size
+        vx, vy = self._view
+        ox = vx if w < cols else -((w - cols) // 2)
+        oy = vy if h < rows else -((h - rows) // 2)
+        return ox, oy
+
+    def _follow_cursor(self) -> bool:
+        """Keep the cursor inside a cropped view; True when the view moved."""
+        w, h = self.size
+        cols, rows = self.remote_size
+        cx, cy, _ = self.mirror.cursor
+        vx, vy = self._view
+        nx = vx if w >= cols else min(max(vx, cx - w + 1, 0), cx, cols - w)
+        ny = vy if h >= rows else min(max(vy, cy - h + 1, 0), cy, rows - h)
+        nx, ny = max(0, nx), max(0, ny)
+        if (nx, ny) != (vx, vy):
+            self._view = (nx, ny)
+            return True
+        return False
+
+    def to_remote(self, x: int, y: int) -> tuple[int, int] | None:
+        ox, oy = self._offsets()
+        rx, ry = x + ox, y + oy
+        cols, rows = self.remote_size
+        if 0 <= rx < cols and 0 <= ry < rows:
+            return rx, ry
+        return None
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._follow_cursor()
+        self.refresh()
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return self.mirror.cols
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self.mirror.rows
+
+    # ------------------------------------------------------------------ rendering
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._rows_cache.clear()
+
+    def _style(self, cell: Cell) -> Style:
+        s = self._styles.get(cell)
+        if s is None:
+            key = cell if cell.char == " " else Cell(" ", *_attrs(cell))
+            s = self._styles.get(key)
+            if s is None:
+                s = self._base + cell_style(key)
+                self._styles[key] = s
+            self._styles[cell] = s
+            if len(self._styles) > 16384:
+                self._styles.clear()
+        return s
+
+    def _row_strip(self, y: int) -> Strip:
+        strip = self._rows_cache.get(y)
+        if strip is None:
+            strip = Strip(list(_merge(self.mirror.row(y), self._style)), self.mirror.cols)
+            self._rows_cache[y] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        self._base = self.rich_style
+        self._outside = self._base + self.get_component_rich_style("terminal--outside", partial=True)
+        w = self.size.width
+        cols, rows = self.remote_size
+        ox, oy = self._offsets()
+        ry = y + oy
+        if ry < 0 or ry >= rows:
+            return Strip.blank(w, self._outside)
+        strip = self._row_strip(ry)
+        cx, cy, visible = self.mirror.cursor
+        if cy == ry and visible and self.show_cursor and self.has_focus:
+            strip = _with_cursor(strip, cx, cols)
+        if ox >= 0:
+            return strip.crop(ox, ox + w)
+        left = -ox
+        right = max(0, w - cols - left)
+        return Strip.join([Strip.blank(left, self._outside), strip, Strip.blank(right, self._outside)])
+
+    # ------------------------------------------------------------------ input
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return self.interactive  # hides every binding, priority ones included, while focused
+
+    def _send(self, data: bytes | None) -> None:
+        if data:
+            self.post_message(self.Send(self, data))
+
+    def _flush_esc(self) -> None:
+        if self._esc_timer is not None:
+            self._esc_timer.stop()
+            self._esc_timer = None
+            self._send(b"\x1b")
+
+    def on_key(self, event: events.Key) -> None:
+        if not self.interactive:
+            return
+        event.stop()
+        event.prevent_default()
+        if event.key == "escape":
+            if self._esc_timer is not None:
+                self._esc_timer.stop()
+                self._esc_timer = None
+                self.post_message(self.Detach(self))
+                return
+            self._esc_timer = self.set_timer(ESC_DOUBLE_S, self._flush_esc, name="terminal-esc")
+            return
+        self._flush_esc()
+        data = encode_key(event.key, event.character, app_cursor=self.mirror.app_cursor)
+        if data == bytes([self.detach_byte]):
+            self.post_message(self.Detach(self))
+            return
+        self._send(data)
+
+    def on_paste(self, event: events.Paste) -> None:
+        if not self.interactive:
+            return
+        event.stop()
+        event.prevent_default()
+        self._flush_esc()
+        self._send(encode_paste(event.text, self.mirror.bracketed_paste))
+
+    def on_focus(self, event: events.Focus) -> None:
+        self._rows_cache.pop(self.mirror.cursor[1], None)
+        self.refresh()
+        if self.interactive and self.mirror.focus_events:
+            self._send(b"\x1b[I")
+
+    def on_blur(self, event: events.Blur) -> None:
+        self._flush_esc()
+        self.refresh()
+        if self.interactive and self.mirror.focus_events:
+            self._send(b"\x1b[O")
+
+    # mouse: forwarded only when interactive and the program turned tracking on
+
+    def _mouse(self, event: events.MouseEvent, *, press: bool, motion: bool = False,
+               wheel: int = 0, button: int = 0) -> None:
+        m = self.mirror
+        if not self.interactive or m.mouse_tracking is None:
+            return
+        if motion and m.mouse_tracking == 1000:
+            return
+        if motion and m.mouse_tracking == 1002 and not self._mouse_buttons:
+            return
+        pos = self.to_remote(event.x, event.y)
+        if pos is None:
+            return
+        event.stop()
+        self._send(encode_mouse(button, pos[0], pos[1], press=press, motion=motion, wheel=wheel,
+                                shift=event.shift, meta=event.meta, ctrl=event.ctrl, sgr=m.mouse_sgr))
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if not self.has_focus:
+            self.focus()
+        self._mouse_buttons |= 1 << event.button
+        self._mouse(event, press=True, button=event.button)
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        self._mouse_buttons &= ~(1 << event.button)
+        self._mouse(event, press=False, button=event.button)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        held = next((b for b in (1, 2, 3) if self._mouse_buttons & (1 << b)), 0)
+        self._mouse(event, press=True, motion=True, button=held)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._mouse(event, press=True, wheel=-1)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._mouse(event, press=True, wheel=1)
+
+
+def _attrs(cell: Cell) -> tuple:
+    return (cell.fg, cell.bg, cell.bold, cell.italics, cell.underscore, cell.reverse,
+            cell.strikethrough, cell.blink)
+
+
+def _merge(cells: list[Cell], style_of) -> Iterable[Segment]:
+    """Equal-style runs as one Segment; the "" stub after a wide character adds nothing."""
+    run: list[str] = []
+    style: Style | None = None
+    for cell in cells:
+        ch = cell.char
+        if not ch:
+            continue
+        s = style_of(cell)
+        if s is not style:
+            if run:
+                yield Segment("".join(run), style)
+            run = [ch]
+            style = s
+        else:
+            run.append(ch)
+    if run:
+        yield Segment("".join(run), style)
+
+
+def _with_cursor(strip: Strip, x: int, cols: int) -> Strip:
+    before, at, after = strip.divide([x, x + 1, cols])[:3] if x + 1 < cols else (*strip.divide([x, cols])[:2], Strip([]))
+    segs = [Segment(s.text, (s.style or Style()) + Style(reverse=not (s.style and s.style.reverse)))
+            for s in at]
+    if not segs:
+        segs = [Segment(" ", Style(reverse=True))]
+    return Strip.join([before, Strip(segs), after])
