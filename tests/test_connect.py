@@ -1,0 +1,89 @@
+"""Target resolution, redaction, inbox prefix and secret-file checks (plus one real connect)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from meshview.connect import (
+    Target,
+    add_connection_arguments,
+    connect,
+    connect_options,
+    redact_url,
+    resolve_target,
+)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_connection_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_server_lists_and_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    t = resolve_target(parse("--server", "a:4222,nats://b:4222", "--server", "tls://c:4443"))
+    assert t.servers == ("nats://a:4222", "nats://b:4222", "tls://c:4443")
+    assert t.space == "main" and t.source == "flag"
+    d = resolve_target(parse())
+    assert d.servers == ("nats://127.0.0.1:4222",) and d.source == "default"
+
+
+def test_registry_and_current_mesh(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    (tmp_path / "meshes").mkdir()
+    for space, port in (("alpha", 1111), ("beta", 2222)):
+        (tmp_path / "meshes" / f"space.{space}.json").write_text(json.dumps(
+            {"space": space, "server": f"nats://127.0.0.1:{port}", "root": "/x", "mode": "open"}))
+    (tmp_path / "meshes" / "broken.json").write_text("{nope")
+    assert resolve_target(parse()).source == "default"  # two entries, no current: ambiguous
+    (tmp_path / "current-mesh").write_text("beta\n")
+    t = resolve_target(parse())
+    assert (t.space, t.servers, t.source) == ("beta", ("nats://127.0.0.1:2222",), "current-mesh")
+    t = resolve_target(parse("--space", "alpha"))
+    assert t.servers == ("nats://127.0.0.1:1111",) and t.mode == "open"
+
+
+def test_redaction_and_token_inbox():
+    assert redact_url("nats://user:pw@host:4222") == "nats://***@host:4222"
+    assert redact_url("tls://s3cr3t@host") == "tls://***@host"
+    t = Target(("nats://s3cr3t@127.0.0.1:4222",))
+    assert "s3cr3t" not in t.display and t.has_credential
+    opts = connect_options(t)
+    assert opts["inbox_prefix"].startswith("_INBOX_") and opts["name"] == opts["inbox_prefix"][7:]
+    assert opts["ping_interval"] == 10 and opts["max_outstanding_pings"] == 2
+    assert "inbox_prefix" not in connect_options(Target(("nats://127.0.0.1:4222",)))
+
+
+def test_creds_inbox_and_mode_warning(tmp_path, capsys):
+    nkeys = pytest.importorskip("nkeys")
+    import base64
+
+    seed = b"SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU"
+    pub = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    claims = base64.urlsafe_b64encode(json.dumps({"sub": pub}).encode()).decode().rstrip("=")
+    creds = tmp_path / "obs.creds"
+    creds.write_text(f"-----BEGIN NATS USER JWT-----\neyJhbGciOiJlZDI1NTE5In0.{claims}.sig\n"
+                     "------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n"
+                     f"{seed.decode()}\n------END USER NKEY SEED------\n")
+    os.chmod(creds, 0o644)
+    opts = connect_options(Target(("nats://127.0.0.1:4222",), creds=str(creds)))
+    assert opts["inbox_prefix"] == f"_INBOX_{pub}"
+    err = capsys.readouterr().err
+    assert "readable by other users" in err and seed.decode() not in err
+    os.chmod(creds, 0o600)
+    connect_options(Target(("nats://127.0.0.1:4222",), creds=str(creds)))
+    assert capsys.readouterr().err == ""
+
+
+async def test_real_connect_cluster_list(broker):
+    nc, t = await connect(parse("--server", f"nats://127.0.0.1:1,{broker.url}",
+                                "--connect-timeout", "3"))
+    try:
+        assert nc.is_connected and nc.options["max_reconnect_attempts"] == -1
+    finally:
+        await nc.close()
