@@ -107,7 +107,9 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
+    """Bindable the way nats-server binds (SO_REUSEADDR), so TIME_WAIT does not count."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
