@@ -158,6 +158,9 @@ class _KvWatch:
                 delay = min(delay * 2, 5.0)
 
 
+CATCHUP_SLACK_MS = 2000  # clock skew between publishers and us when judging "during the gap"
+
+
 def _short(e: BaseException) -> str:
     s = str(e).strip() or type(e).__name__
     return s.splitlines()[0][:200]
@@ -209,6 +212,8 @@ class Observer:
                                   self._on_manager_ready, lambda r, e: None)
         self._watches = [self._presence, self._channels, self._membership, self._managers]
         self._grace_next_ready = False
+        self._disconnected_at: float | None = None
+        self._catchup: asyncio.Task | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -549,11 +554,15 @@ class Observer:
 
     # ------------------------------------------------------------------ history
 
-    async def _prefill(self) -> None:
+    async def _prefill(self, since_ts: float | None = None) -> None:
+        """History prefill at start; after a reconnect (``since_ts``) the same read fills the
+        gap: rows older than the outage are skipped, rows already seen dedupe by id."""
         counts = await self._poll_channels()
         chans = [c for c in sorted(counts) if not is_event_channel(c)]
         limit = self.opts.backfill
         now = self.model.clock()
+        if since_ts is not None:
+            limit = max(limit, 200)
         rows: list[tuple[Delivery, float]] = []
         sem = asyncio.Semaphore(4)
 
@@ -565,6 +574,8 @@ class Observer:
             async with sem:
                 got = await self.read_history(
                     chat_stream(self.space), f"cotal.{self.space}.chat.*.*.{ch}", limit)
+            if since_ts is not None:
+                floor_ts = since_ts if floor_ts is None else max(floor_ts, since_ts)
             rows.extend((d, 0.0) for d in got if floor_ts is None or d.message.ts >= floor_ts)
 
         await asyncio.gather(*(one(c) for c in chans))
@@ -573,7 +584,8 @@ class Observer:
                 got = await self.read_history(
                     dm_stream(self.space), f"cotal.{self.space}.inst.>",
                     min(self.opts.dm_backfill, max(limit, 1) if limit < 1000 else 1000))
-                rows.extend((d, 0.0) for d in got)
+                rows.extend((d, 0.0) for d in got
+                            if since_ts is None or d.message.ts >= since_ts)
             except Exception as e:  # noqa: BLE001 - refused by ACL: the lens stays live-only
                 self.dm_history_error = _short(e)
         rows.sort(key=lambda r: r[0].message.ts)
@@ -740,6 +752,8 @@ class Observer:
 
     async def _on_disconnect(self) -> None:
         if not self._closing:
+            if self._disconnected_at is None:
+                self._disconnected_at = self.model.clock()
             self.model.set_connection("reconnecting")
 
     async def _on_reconnect(self) -> None:
@@ -750,7 +764,19 @@ class Observer:
         self._last_rebind = self.model.clock()
         for w in self._watches:
             await w.rebind()
-        asyncio.create_task(self._poll_channels())
+        since, self._disconnected_at = self._disconnected_at, None
+        if since is not None:
+            # a failover or outage: what other nodes stored meanwhile is read back, once
+            self._catchup = asyncio.create_task(self._catch_up(since - CATCHUP_SLACK_MS))
+        else:
+            asyncio.create_task(self._poll_channels())
+
+    async def _catch_up(self, since_ts: float) -> None:
+        try:
+            await self._prefill(since_ts=since_ts)
+            await self._publish(force=True)
+        except Exception as e:  # noqa: BLE001 - a refused read keeps the live view honest
+            self.model.set_warning(f"history catch-up failed: {_short(e)}")
 
     async def _on_close(self) -> None:
         self.model.set_connection("closed")
