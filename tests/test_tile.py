@@ -1,0 +1,115 @@
+"""``:tile`` against a real manager: four live seats, every pane updating, promote one, close all."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import nats
+import pytest
+from textual.app import App
+
+from cotal_tui.demo.manager import DemoManager, SeatSpec
+from cotal_tui.screens.attach import SeatSessions
+from cotal_tui.screens.tile import TileScreen, tile_names
+from widgets.tile import TilePane, grid_shape
+
+TICKER = textwrap.dedent("""
+    import os, sys, time, tty
+    tty.setraw(0)
+    log = open(sys.argv[2], "ab", buffering=0)
+    os.set_blocking(0, False)
+    i = 0
+    while True:
+        try:
+            d = os.read(0, 4096)
+            if d:
+                log.write(d)
+        except BlockingIOError:
+            pass
+        i += 1
+        os.write(1, f"{sys.argv[1]} tick {i}\\r\\n".encode())
+        time.sleep(0.05)
+""")
+
+
+async def until(pilot, cond, timeout: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not met within {timeout}s")
+        await pilot.pause(0.02)
+
+
+def last_tick(pane: TilePane) -> int:
+    ticks = [int(m.group(1)) for line in pane.content_text() for m in [re.search(r"tick (\d+)", line)] if m]
+    return max(ticks, default=0)
+
+
+def test_grid_shape():
+    assert grid_shape(1) == (1, 1)
+    assert grid_shape(4, 160, 48) == (2, 2)
+    assert grid_shape(2, 200, 40)[0] == 2
+    cols, rows = grid_shape(7, 160, 48)
+    assert cols * rows >= 7
+
+
+def test_tile_names_pick_working_hosted_agents():
+    peers = [SimpleNamespace(name=n, kind=k, status=s) for n, k, s in
+             [("a", "agent", "working"), ("b", "agent", "idle"), ("c", "agent", "working"),
+              ("m", "endpoint", "working"), ("d", "agent", "working")]]
+    assert tile_names(peers) == ["a", "c", "d"]
+    assert tile_names(peers, managed_names={"a", "d"}) == ["a", "d"]
+    assert tile_names(peers, chosen=["b", "b", "a"]) == ["b", "a"]
+
+
+@pytest.fixture
+async def four(nc, space, tmp_path):
+    prog = tmp_path / "ticker.py"
+    prog.write_text(TICKER)
+    logs = {}
+    specs = []
+    for n in ("t1", "t2", "t3", "t4"):
+        logs[n] = tmp_path / f"{n}.bin"
+        logs[n].write_bytes(b"")
+        specs.append(SeatSpec(name=n, principal_id=f"local.{n}", cols=50, rows=10,
+                              argv=[sys.executable, str(prog), n, str(logs[n])]))
+    mgr = DemoManager(nc, space, specs, root=str(tmp_path))
+    await mgr.start()
+    url = nc.connected_url.geturl()
+    sessions = SeatSessions(space, lambda: nats.connect(url, allow_reconnect=False), default_size=(50, 10))
+    yield sessions, mgr, logs
+    await mgr.stop()
+
+
+async def test_tile_of_four_updates_every_pane_and_promotes_one(four):
+    sessions, mgr, logs = four
+    app = App()
+    async with app.run_test(size=(120, 30)) as pilot:
+        screen = TileScreen(sessions, ["t1", "t2", "t3", "t4"])
+        app.push_screen(screen)
+        await until(pilot, lambda: mgr.live_sessions == 4, what="four sessions")
+        await until(pilot, lambda: all(last_tick(p) > 0 for p in screen.panes), what="first output")
+        first = [last_tick(p) for p in screen.panes]
+        await until(pilot, lambda: all(last_tick(p) >= f + 5 for p, f in zip(screen.panes, first)),
+                    what="every pane advancing")
+        for p in screen.panes:  # and what is drawn follows the mirror
+            assert any(f"{p.seat} tick" in p.render_line(y).text for y in range(p.size.height))
+        # read-only: keys pressed on the grid reach no pty
+        await pilot.press("x", "ctrl+c")
+        # promote the second pane and type into it
+        await pilot.press("right", "enter")
+        assert screen.panes[1].interactive and not screen.panes[0].interactive
+        await pilot.press("q", "ctrl+q")
+        await until(pilot, lambda: logs["t2"].read_bytes() == b"q\x11", what="keys at t2's pty")
+        await pilot.press("ctrl+right_square_bracket")  # release: read-only again, the tile stays
+        await until(pilot, lambda: not screen.panes[1].interactive, what="demoted")
+        assert app.screen is screen
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is not screen, what="tile closed")
+        await until(pilot, lambda: mgr.live_sessions == 0, what="all sessions handed back")
+        assert [logs[n].read_bytes() for n in ("t1", "t3", "t4")] == [b"", b"", b""]
+        assert logs["t2"].read_bytes() == b"q\x11"
