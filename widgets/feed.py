@@ -45,7 +45,7 @@ def entry_matches(e: FeedEntry, query: str) -> bool:
     return any(q in n.casefold() for n in e.to_names)
 
 
-class FeedView(ScrollView, can_focus=True):
+class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     """Messages and lifecycle rows of the active tab."""
 
     DEFAULT_CSS = """

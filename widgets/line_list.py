@@ -19,7 +19,7 @@ from textual.strip import Strip
 Item = tuple[Hashable, list[Text]]
 
 
-class LineList(ScrollView, can_focus=True):
+class LineList(ScrollView, can_focus=True, inherit_bindings=False):
     """Items of one or more lines; ``j``/``k`` walk items, Enter selects one."""
 
     DEFAULT_CSS = """

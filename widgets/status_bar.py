@@ -103,6 +103,9 @@ class StatusBar(Widget):
         snap = self.snap
         if self.notice:
             right = Text(self.notice, style="bold red" if self.notice_error else "bold cyan")
+            if t.cell_len + right.cell_len + 2 > width:  # a notice outranks the facts
+                t = self.left(compact=True)
+                t.truncate(max(10, width - right.cell_len - 2), overflow="ellipsis")
         elif snap is not None and snap.status.error:
             right = Text("! " + safe(snap.status.error, 120), style="bold red")
         else:

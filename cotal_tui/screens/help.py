@@ -15,20 +15,20 @@ def describe_bindings(screen: Screen) -> tuple[str, list[tuple[str, str]], list[
     """(panel name, panel keys, global keys) from ``screen.active_bindings``."""
     focused = screen.focused
     panel_name = type(focused).__name__ if focused is not None else "console"
-    panel: dict[tuple, list[str]] = {}
-    glob: dict[tuple, list[str]] = {}
+    panel: dict[str, list[str]] = {}
+    glob: dict[str, list[str]] = {}
     for key, active in screen.active_bindings.items():
         b = active.binding
-        if b.system or not b.description:
+        if b.system or not b.description or not b.id:
             continue
         display = screen.app.get_key_display(b) if b.key_display is None else b.key_display
-        ident = (b.id or b.action, b.description)
+        ident = b.description  # one row per meaning: 1…9 'jump to tab' share a row
         owner = panel if focused is not None and active.node is focused else glob
         owner.setdefault(ident, [])
         if display not in owner[ident]:
             owner[ident].append(display)
     def rows(d: dict) -> list[tuple[str, str]]:
-        return [(" ".join(keys), desc) for (_, desc), keys in d.items()]
+        return [(" ".join(keys), desc) for desc, keys in d.items()]
     return panel_name, rows(panel), rows(glob)
 
 
