@@ -1,0 +1,299 @@
+"""Which roster agents a manager hosts: ``ps`` across managers, folded per manager instance.
+
+The fold is pure: each poll round hands it the set of registered instances and the answers;
+an instance that answered replaces its rows, a registered one that stayed silent keeps its last
+rows, labelled silent, and one no longer registered is dropped with its rows. The poller asks
+every ``period`` seconds, re-armed only after the previous round finished, so rounds never
+overlap. No Textual or Rich here: the roster and the detail card read :class:`ManagedSeat`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from meshview.wire.names import bucket_names
+
+PERIOD_S = 10.0
+DEADLINE_MS = 3000
+
+
+@dataclass(frozen=True)
+class ManagedSeat:
+    """One ``ps`` row as the console shows it."""
+
+    name: str
+    id: str  # the principal as the row gives it (nkey on open/static meshes, owner.actor on user ones)
+    instance_id: str
+    runtime: str  # mode: pty | tmux | cmux | ...
+    process: str  # running | exited
+    mesh: str  # the manager's view of presence: working | idle | ... | offline | absent
+    mesh_view: str = "current"
+    uptime_ms: int = 0
+    pid: int | None = None
+    host: str | None = None
+    lifecycle_uid: str | None = None
+    agent: str | None = None
+    cols: int | None = None
+    rows: int | None = None
+    answered_at: float = 0.0  # when the manager said this (observer clock)
+    silent_since: float | None = None  # the manager stopped answering; the row is its last word
+
+    @property
+    def principal(self) -> str:
+        """The roster key: ``owner.actor``; a bare actor belongs to the open/static owner."""
+        return self.id if "." in self.id else f"local.{self.id}"
+
+    @property
+    def silent(self) -> bool:
+        return self.silent_since is not None
+
+
+@dataclass
+class ManagerState:
+    instance_id: str
+    seats: tuple[ManagedSeat, ...] = ()
+    answered_at: float | None = None
+    silent_since: float | None = None
+    error: str | None = None  # the code of a refusal, when it refused rather than stayed silent
+
+
+def seat_from_row(row: dict, instance_id: str, now: float) -> ManagedSeat | None:
+    name, rid = row.get("name"), row.get("id")
+    if not isinstance(name, str) or not isinstance(rid, str) or not name or not rid:
+        return None
+
+    def opt_int(k: str) -> int | None:
+        v = row.get(k)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+    def opt_str(k: str) -> str | None:
+        v = row.get(k)
+        return v if isinstance(v, str) else None
+
+    return ManagedSeat(
+        name=name[:64], id=rid[:256], instance_id=str(row.get("instanceId") or instance_id),
+        runtime=opt_str("mode") or "?", process=opt_str("status") or "?", mesh=opt_str("mesh") or "absent",
+        mesh_view=opt_str("meshView") or "current", uptime_ms=opt_int("uptimeMs") or 0,
+        pid=opt_int("pid"), host=opt_str("host"), lifecycle_uid=opt_str("lifecycleUid"),
+        agent=opt_str("agent"), cols=opt_int("cols"), rows=opt_int("rows"), answered_at=now,
+    )
+
+
+@dataclass
+class ManagedFold:
+    managers: dict[str, ManagerState] = field(default_factory=dict)
+    version: int = 0
+    rounds: int = 0
+
+    def apply(self, registered: set[str], answers: dict[str, list | None], now: float | None = None,
+              errors: dict[str, str] | None = None) -> None:
+        """One round: ``answers[iid]`` is the row list of each instance that answered."""
+        now = time.time() if now is None else now
+        errors = errors or {}
+        self.rounds += 1
+        for iid in list(self.managers):
+            if iid not in registered and iid not in answers:
+                del self.managers[iid]  # deregistered: its rows go with it
+        for iid in registered | set(answers):
+            st = self.managers.setdefault(iid, ManagerState(iid))
+            rows = answers.get(iid)
+            if rows is not None:
+                seats = [seat_from_row(r, iid, now) for r in rows if isinstance(r, dict)]
+                st.seats = tuple(s for s in seats if s is not None)
+                st.answered_at = now
+                st.silent_since = None
+                st.error = None
+            else:
+                if st.silent_since is None:
+                    st.silent_since = now
+                st.error = errors.get(iid)
+                st.seats = tuple(_silenced(s, st.silent_since) for s in st.seats)
+        self.version += 1
+
+    def seats(self) -> list[ManagedSeat]:
+        return [s for st in self.managers.values() for s in st.seats]
+
+    def by_principal(self) -> dict[str, ManagedSeat]:
+        """Roster key → seat; an answering manager wins over a silent one for the same agent."""
+        out: dict[str, ManagedSeat] = {}
+        for s in self.seats():
+            cur = out.get(s.principal)
+            if cur is None or (cur.silent and not s.silent):
+                out[s.principal] = s
+        return out
+
+    def for_peer(self, peer_id: str, name: str | None = None) -> ManagedSeat | None:
+        hit = self.by_principal().get(peer_id)
+        if hit is None and name is not None:
+            hit = next((s for s in self.seats() if s.name == name), None)
+        return hit
+
+    def silent_managers(self) -> list[ManagerState]:
+        return [st for st in self.managers.values() if st.silent_since is not None]
+
+
+def _silenced(s: ManagedSeat, since: float) -> ManagedSeat:
+    if s.silent_since == since:
+        return s
+    from dataclasses import replace
+
+    return replace(s, silent_since=since)
+
+
+# ---- words (shared by the roster marker and the detail card) ---------------------------------
+
+
+def age(ms: int) -> str:
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.0f}s"
+    if s < 3600:
+        return f"{s / 60:.0f}m"
+    if s < 86400:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"
+
+
+def process_text(s: ManagedSeat) -> str:
+    """``running 3.5h`` / ``exited after 4m``, as ``cotal ps`` says it."""
+    up = age(s.uptime_ms)
+    return f"running {up}" if s.process == "running" else f"exited after {up}"
+
+
+def mesh_text(s: ManagedSeat) -> str:
+    if s.mesh_view != "current":
+        return "mesh unknown"
+    if s.mesh == "absent":
+        return "not in roster"
+    return f"mesh {s.mesh}"
+
+
+def marker(s: ManagedSeat, now: float | None = None) -> str:
+    """The roster tag: ``managed pty``, ``managed pty · exited``, ``managed pty · manager silent 40s``."""
+    t = f"managed {s.runtime}"
+    if s.process != "running":
+        t += f" · {s.process}"
+    if s.silent_since is not None:
+        now = time.time() if now is None else now
+        t += f" · manager silent {age(int(max(0.0, now - s.silent_since) * 1000))}"
+    return t
+
+
+def detail_lines(s: ManagedSeat, presence_status: str | None, now: float | None = None) -> list[tuple[str, str]]:
+    """Label/value pairs for the agent card: runtime, pid, uptime, process vs mesh."""
+    now = time.time() if now is None else now
+    out = [("runtime", f"{s.runtime} on manager {s.instance_id[:8]}" + (f" ({s.host})" if s.host else ""))]
+    if s.pid is not None:
+        out.append(("pid", str(s.pid)))
+    out.append(("process", process_text(s)))
+    mesh = mesh_text(s)
+    if presence_status is not None and s.mesh_view == "current" and s.mesh not in ("absent", presence_status):
+        mesh += f" (roster says {presence_status})"
+    out.append(("manager's view", mesh))
+    if s.cols and s.rows:
+        out.append(("terminal", f"{s.cols}×{s.rows}"))
+    if s.silent_since is not None:
+        out.append(("as of", f"{age(int(max(0.0, now - s.answered_at) * 1000))} ago · manager silent since "
+                             f"{age(int(max(0.0, now - s.silent_since) * 1000))} ago"))
+    return out
+
+
+# ---- the poll --------------------------------------------------------------------------------
+
+
+async def registered_instances(nc, space: str) -> set[str]:
+    """Manager instances with a ``svc.manager.<iid>.spec`` record, plus any with a live lease."""
+    js = nc.jetstream()
+    out: set[str] = set()
+    with contextlib.suppress(Exception):
+        kv = await js.key_value(bucket_names(space).records)
+        for k in await kv.keys():
+            parts = k.split(".")
+            if len(parts) == 4 and parts[:2] == ["svc", "manager"] and parts[3] == "spec":
+                out.add(parts[2])
+    with contextlib.suppress(Exception):
+        kv = await js.key_value(bucket_names(space).manager)
+        out |= {k[len("lease."):] for k in await kv.keys() if k.startswith("lease.")}
+    return out
+
+
+class PsPoller:
+    """``ps`` on every registered manager every ``period`` seconds, never two rounds at once."""
+
+    def __init__(self, nc, space: str, fold: ManagedFold | None = None, *, period: float = PERIOD_S,
+                 deadline_ms: int = DEADLINE_MS, on_update: Callable[[ManagedFold], Any] | None = None) -> None:
+        self.nc = nc
+        self.space = space
+        self.fold = fold or ManagedFold()
+        self.period = period
+        self.deadline_ms = deadline_ms
+        self.on_update = on_update
+        self.last_error: str | None = None
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+
+    async def poll_once(self) -> None:
+        from .endpoint import EndpointClient, EndpointError
+
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            registered = await registered_instances(self.nc, self.space)
+            answers: dict[str, list | None] = {}
+            errors: dict[str, str] = {}
+            if registered:
+                ep = EndpointClient(self.nc, self.space)
+                try:
+                    replies = await ep.scatter("ps", None, deadline_ms=self.deadline_ms, expected=registered)
+                except EndpointError as e:  # nobody to describe the contract: every manager is silent
+                    replies = []
+                    self.last_error = e.code
+                for r in replies:
+                    if r.ok and isinstance(r.data, list):
+                        answers[r.instance_id] = r.data
+                    elif r.error is not None:
+                        errors[r.instance_id] = r.error.code
+            self.fold.apply(registered, answers, errors=errors)
+        finally:
+            self.in_flight -= 1
+        if self.on_update is not None:
+            self.on_update(self.fold)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.poll_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a failed round is reported and retried next period
+                self.last_error = f"{type(e).__name__}: {e}"
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.period)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run(), name="ps-poller")
+
+    def poke(self) -> None:
+        """Ask now (after the current round, if one is running)."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+
+
+def rows_json(fold: ManagedFold) -> str:
+    """The fold as JSON Lines (for a plain stream or a bug report)."""
+    return "\n".join(json.dumps(s.__dict__, sort_keys=True) for s in fold.seats())
