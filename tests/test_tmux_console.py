@@ -1,0 +1,141 @@
+"""End to end: the real ``cotal watch`` console in a real terminal (tmux) against the real
+broker and the scripted team. Keys go in with ``send-keys``; what the terminal shows comes
+back with ``capture-pane``. Hostile text published by the test must appear escaped and must
+not clear the screen or retitle the pane."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cotal_tui.demo.team import Team, TeamSchedule
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+COTAL = str(Path(sys.executable).with_name("cotal"))
+HOSTILE = "hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c end"
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.sock = f"cotal-test-{uuid.uuid4().hex[:8]}"
+        self.name = "console"
+
+    async def run(self, *args: str) -> str:
+        p = await asyncio.create_subprocess_exec(
+            "tmux", "-L", self.sock, *args, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"tmux {args[0]}: {err.decode().strip()}")
+        return out.decode()
+
+    async def start(self, command: str, env: dict[str, str]) -> None:
+        await self.run("-f", "/dev/null", "new-session", "-d", "-s", self.name, "-x", "120",
+                       "-y", "40", *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+                       command)
+
+    async def screen(self) -> str:
+        return await self.run("capture-pane", "-p", "-t", self.name)
+
+    async def keys(self, *keys: str) -> None:
+        await self.run("send-keys", "-t", self.name, *keys)
+
+    async def title(self) -> str:
+        return (await self.run("display-message", "-p", "-t", self.name, "#{pane_title}")).strip()
+
+    async def until(self, cond, timeout: float = 15.0, what: str = "screen") -> str:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        text = ""
+        while loop.time() < end:
+            text = await self.screen()
+            if cond(text):
+                return text
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; screen was:\n{text}")
+
+    async def kill(self) -> None:
+        try:
+            await self.run("kill-server")
+        except RuntimeError:
+            pass
+
+
+@pytest.fixture
+async def team(nc, space):
+    t = Team(nc, space, seed=3, agents=5,
+             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.7))
+    await t.start()
+    yield t
+    await t.stop()
+
+
+@pytest.fixture
+async def tmux():
+    t = Tmux()
+    yield t
+    await t.kill()
+
+
+async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, tmp_path):
+    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
+           "PATH": os.environ.get("PATH", "")}
+    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}; "
+                     "echo console-exit=$?; sleep 60", env)
+    first = team.members[0]
+    # the console comes up with the team's roster, tabs and status bar
+    await tmux.until(lambda s: "roster ·" in s and "connected" in s and "1:all" in s,
+                     what="console up")
+    await tmux.until(lambda s: f"{first.name}/{first.role}" in s, what="roster rows")
+    title_before = await tmux.title()
+
+    # hostile text: escaped visibly, and the screen survives it
+    await team.post(first, "general", HOSTILE)
+    s = await tmux.until(lambda s: "hostile" in s and "end" in s and "esrever" in s,
+                         what="hostile row")
+    assert "\\x1b[2J" in s and "\\x1b]0;pwned-title\\x07" in s and "\\u202eesrever\\u202c" in s
+    assert "roster ·" in s and "1:all" in s and "msg/s" in s  # nothing was cleared
+    assert "pwned-title" not in await tmux.title()
+    assert await tmux.title() == title_before
+
+    # d: DM lens (the team DMs within a few beats)
+    await tmux.keys("d")
+    await tmux.until(lambda s: "direct messages ·" in s, what="DM lens")
+    await tmux.keys("Escape")
+    await tmux.until(lambda s: "roster ·" in s, what="back from DMs")
+
+    # t: topology lens, then each view
+    await tmux.keys("t")
+    await tmux.until(lambda s: "topology · ① sequence ② matrix ③ map" in s, what="topology")
+    await tmux.until(lambda s: "membership: traffic-only" in s, what="membership pill")
+    await tmux.keys("2")
+    await tmux.until(lambda s: "heat ░▒▓█" in s, what="matrix")
+    await tmux.keys("Escape")
+
+    # /: search narrows the feed to the hostile row's sender text
+    await tmux.until(lambda s: "roster ·" in s, what="body")
+    await tmux.keys("/")
+    await tmux.until(lambda s: "search: sender" in s, what="search box")
+    await tmux.keys("esrever", "Enter")
+    s = await tmux.until(lambda s: "/esrever" in s, what="filtered feed")
+    assert "hostile" in s
+    await tmux.keys("Escape", "Escape")
+
+    # ?: help for the focused panel, any key closes
+    await tmux.keys("?")
+    await tmux.until(lambda s: "cotal console - help" in s and "context: feed panel" in s,
+                     what="help")
+    await tmux.keys("x")
+    await tmux.until(lambda s: "cotal console - help" not in s, what="help closed")
+
+    # q: quits with 0 and restores the terminal (no console left on screen)
+    await tmux.keys("q")
+    s = await tmux.until(lambda s: "console-exit=0" in s, what="exit")
+    assert "roster ·" not in s and "msg/s" not in s
