@@ -1,0 +1,76 @@
+"""The console on the real observer, in-process: real broker, real team, real NATS."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import pytest
+
+from cotal_tui.console import LiveSession, wants_picker
+from cotal_tui.demo.team import Team, TeamSchedule
+from meshview.connect import resolve_target
+from meshview.spaces import list_spaces
+
+
+@pytest.fixture
+async def team(nc, space):
+    t = Team(nc, space, seed=5, agents=4,
+             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.5))
+    await t.start()
+    yield t
+    await t.stop()
+
+
+async def until(pilot, cond, timeout=10.0, what="condition"):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_list_spaces_reads_streams_and_presence(nc, space, team):
+    await team.post(team.members[0], "general", "hello")
+    await team.post(team.members[1], "releases", "v2")
+    rows = {s.space: s for s in await list_spaces(nc)}
+    assert space in rows
+    row = rows[space]
+    assert row.agents >= 4 and row.channels == 2 and row.messages >= 2
+
+
+async def test_console_on_the_real_observer(broker, nc, space, team):
+    from test_console_support import screen_text
+
+    from cotal_tui.app import CotalApp
+
+    args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False)
+    target = resolve_target(args)
+    assert not wants_picker(args, target)
+    session = LiveSession(nc, target, space, args)
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: session.started and len(session.model.snapshot().agents) == 4,
+                    what="roster")
+        a = team.members[0]
+        await team.post(a, "general", "live from the test")
+        await until(pilot, lambda: "live from the test" in screen_text(app), what="live row")
+        text = screen_text(app)
+        assert f"{a.name}/{a.role}" in text and "connected" in text
+        app.screen.open_agent(a.id)
+        await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen")
+        await pilot.pause()
+        skill = a.skills[0]
+        assert f"{skill} - {skill} work" in screen_text(app)  # card skills via the adapter
+        await pilot.press("x", "q")
+    await session.stop()
+    assert app.return_value == 0
+
+
+def test_picker_only_for_an_open_mesh_without_space():
+    ns = argparse.Namespace(server=["nats://127.0.0.1:1"], space=None, creds=None, nkey=None)
+    assert wants_picker(ns, resolve_target(ns))
+    ns.space = "main"
+    assert not wants_picker(ns, resolve_target(ns))
