@@ -52,7 +52,7 @@ BIND_REFUSED = "ai.cotal.ep.bind-refused"
 
 
 def is_error_code(code: object) -> bool:
-    return isinstance(code, str) and len(code.encode()) <= 64 and (code in ERROR_CODES or bool(_EXT_CODE.match(code)))
+    return isinstance(code, str) and len(code.encode()) <= 64 and (code in ERROR_CODES or bool(_EXT_CODE.fullmatch(code)))
 
 
 class EndpointError(Exception):
@@ -154,7 +154,7 @@ def validate_request(parsed: ParsedRequest, raw: bytes) -> dict:
         if d is None:
             if op["command"] != "describe":
                 _fail("contract-mismatch", f"op.{k} is required on every command except describe")
-        elif not isinstance(d, str) or not DIGEST_RE.match(d):
+        elif not isinstance(d, str) or not DIGEST_RE.fullmatch(d):
             _fail("bad-request", f"op.{k} is not a sha256:<hex> digest")
     if op["command"] == "describe" and ("inputDigest" in op or "outputDigest" in op):
         _fail("contract-mismatch", "describe pins no contract digests")
@@ -282,7 +282,7 @@ def parse_cluster_document(doc: object) -> dict[str, Command]:
         if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             raise EndpointError("contract-invalid", "cluster command is not an object with a name")
         for k in ("inputDigest", "outputDigest"):
-            if not isinstance(c.get(k), str) or not DIGEST_RE.match(c[k]):
+            if not isinstance(c.get(k), str) or not DIGEST_RE.fullmatch(c[k]):
                 raise EndpointError("contract-invalid", f"command {c['name']} {k} is not a digest")
         out[c["name"]] = Command(
             c["name"], c.get("class", "ephemeral"), bool(c.get("targeted")), tuple(c.get("modes") or ()),
@@ -328,7 +328,7 @@ async def fetch_cluster(nc, space: str, closure: str) -> dict[str, Command]:
         or set(manifest) != {"v", "root", "members"}
         or manifest["v"] != 1
         or not isinstance(manifest["root"], str)
-        or not DIGEST_RE.match(manifest["root"])
+        or not DIGEST_RE.fullmatch(manifest["root"])
         or manifest["members"] != []
     ):
         raise EndpointError("contract-invalid", f"cluster manifest {closure} is not a single-document closure")
@@ -463,7 +463,7 @@ class EndpointClient:
         commands: dict[str, Command] = {}
         for c in clusters:
             d = c.get("digest") if isinstance(c, dict) else None
-            if not isinstance(d, str) or not DIGEST_RE.match(d):
+            if not isinstance(d, str) or not DIGEST_RE.fullmatch(d):
                 raise EndpointError("contract-invalid", "describe names a cluster without a digest")
             if d not in self._cluster_cache:
                 self._cluster_cache[d] = await fetch_cluster(self.nc, self.space, d)

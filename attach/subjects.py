@@ -31,7 +31,7 @@ class SubjectError(ValueError):
 
 
 def _check(rx: re.Pattern, v: str, what: str) -> str:
-    if not isinstance(v, str) or not rx.match(v):
+    if not isinstance(v, str) or not rx.fullmatch(v):
         raise SubjectError(f"{what} {v!r} is not a valid token")
     return v
 
@@ -70,11 +70,11 @@ def check_owner(v: str, what: str = "owner") -> str:
 
 
 def is_lifecycle_token(v: object) -> bool:
-    return isinstance(v, str) and bool(_LIFECYCLE.match(v))
+    return isinstance(v, str) and bool(_LIFECYCLE.fullmatch(v))
 
 
 def is_id_token(v: object) -> bool:
-    return isinstance(v, str) and bool(_ID.match(v))
+    return isinstance(v, str) and bool(_ID.fullmatch(v))
 
 
 def new_nonce() -> str:
@@ -196,7 +196,7 @@ def eps_subject(space: str, endpoint: str, session_id: str, epoch: int, directio
 
 def epc_subject(space: str, digest_ref: str) -> str:
     hexpart = digest_ref[7:] if digest_ref.startswith("sha256:") else digest_ref
-    if not _HEX64.match(hexpart):
+    if not _HEX64.fullmatch(hexpart):
         raise SubjectError(f"contract digest {digest_ref!r} is not sha256 hex")
     return f"cotal.{space_token(space)}.epc.{hexpart}"
 
@@ -265,6 +265,6 @@ def parse_reply(subject: str) -> ParsedReply | None:
     p = subject.split(".")
     if len(p) != 11 or p[0] != "cotal" or p[2] != "ep" or p[3] != "reply":
         return None
-    if not _EPOCH.match(p[6]):
+    if not _EPOCH.fullmatch(p[6]):
         return None
     return ParsedReply(endpoint_name(p[4]), p[5], int(p[6]), Caller(p[7], p[8], p[9]), p[10])

@@ -68,7 +68,7 @@ def b64decode_strict(s: object) -> bytes:
         raise TerminalFrameError("data payload is not a string")
     if len(s) > MAX_B64_CHARS:
         raise TerminalFrameError(f"data payload is {len(s)} base64 chars, over {MAX_B64_CHARS}")
-    if len(s) % 4 or not _B64.match(s):
+    if len(s) % 4 or not _B64.fullmatch(s):
         raise TerminalFrameError("data payload is not valid standard base64")
     try:
         return base64.b64decode(s, validate=True)
@@ -77,7 +77,7 @@ def b64decode_strict(s: object) -> bytes:
 
 
 def valid_reason(r: object) -> bool:
-    return isinstance(r, str) and bool(REASON_RE.match(r))
+    return isinstance(r, str) and bool(REASON_RE.fullmatch(r))
 
 
 def _is_int(v: object) -> bool:

@@ -1,0 +1,303 @@
+"""§13.6 rail frames and flow control, driven frame by frame (no broker needed for the logic)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from attach.rail import FrameError, Rail, RailError, encode_frame, open_rail, parse_frame
+
+
+class Wire:
+    """Collects what a rail publishes, per subject."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict]] = []
+
+    async def publish(self, subject: str, payload: bytes) -> None:
+        self.sent.append((subject, json.loads(payload)))
+
+    def frames(self, t: str | None = None) -> list[dict]:
+        return [f for _, f in self.sent if t is None or f["t"] == t]
+
+
+def make(window=4, on_data=None, **kw):
+    wire = Wire()
+    got: list = []
+    faults: list = []
+    closes: list = []
+
+    async def default(data, seq):
+        got.append((seq, data))
+
+    rail = Rail(egress="e", ingress="i", publish=wire.publish, window=window,
+                on_data=on_data or default, on_fault=lambda r, d: faults.append(r),
+                on_close=lambda: closes.append(1), **kw)
+    return rail, wire, got, faults, closes
+
+
+def f(seq, data="x", ack=None):
+    d = {"t": "f", "seq": seq, "data": data}
+    if ack is not None:
+        d["ack"] = ack
+    return encode_frame(d)
+
+
+# ---- codec --------------------------------------------------------------------------------
+
+
+def test_parse_frame_accepts_the_three_kinds():
+    assert parse_frame(b'{"t":"f","seq":1,"data":{"k":"ready"}}')["seq"] == 1
+    assert parse_frame(b'{"t":"f","seq":2,"data":null,"ack":0}')["ack"] == 0
+    assert parse_frame(b'{"t":"credit","ack":5}')["ack"] == 5
+    assert parse_frame(b'{"t":"close"}') == {"t": "close"}
+
+
+@pytest.mark.parametrize("raw", [
+    b"\xff\xfe", b"not json", b"[1]", b'{"t":"x"}', b'{"t":"f","seq":0,"data":1}',
+    b'{"t":"f","seq":1}', b'{"t":"f","seq":1,"data":1,"extra":1}', b'{"t":"f","seq":1.5,"data":1}',
+    b'{"t":"f","seq":true,"data":1}', b'{"t":"f","seq":1,"data":1,"ack":-1}',
+    b'{"t":"credit"}', b'{"t":"credit","ack":1,"x":0}', b'{"t":"close","why":"x"}',
+])
+def test_parse_frame_refuses_garbled(raw):
+    with pytest.raises(FrameError):
+        parse_frame(raw)
+
+
+# ---- receive side ---------------------------------------------------------------------------
+
+
+async def test_in_order_delivery_and_credit_every_half_window():
+    rail, wire, got, faults, _ = make(window=4)
+    for s in range(1, 5):
+        await rail.feed(f(s, data=s))
+    await rail.idle()
+    assert [s for s, _ in got] == [1, 2, 3, 4]
+    # credit after every ceil(4/2) = 2 accepted frames, absolute watermark
+    assert [c["ack"] for c in wire.frames("credit")] == [2, 4]
+    assert faults == []
+
+
+async def test_duplicates_are_dropped():
+    rail, wire, got, faults, _ = make()
+    await rail.feed(f(1))
+    await rail.feed(f(1))
+    await rail.feed(f(2))
+    await rail.feed(f(2))
+    await rail.idle()
+    assert [s for s, _ in got] == [1, 2] and faults == []
+
+
+async def test_gap_breaks_the_rail():
+    rail, wire, got, faults, _ = make()
+    await rail.feed(f(1))
+    await rail.idle()
+    await rail.feed(f(3))
+    await rail.idle()
+    assert faults == ["gap"] and not rail.alive
+    await rail.feed(f(2))  # a broken rail delivers nothing more
+    assert [s for s, _ in got] == [1]
+
+
+async def test_garbled_frame_is_a_fault():
+    rail, _, _, faults, _ = make()
+    await rail.feed(b"{nope")
+    assert faults == ["garbled-frame"]
+
+
+async def test_flood_when_the_peer_ignores_the_window():
+    gate = asyncio.Event()
+
+    async def slow(data, seq):
+        await gate.wait()
+
+    rail, _, _, faults, _ = make(window=2, on_data=slow)
+    await rail.feed(f(1))
+    await rail.feed(f(2))
+    assert faults == []
+    await rail.feed(f(3))  # third unacknowledged frame while the handler holds the first
+    assert faults == ["flood"]
+    gate.set()
+
+
+async def test_credit_waits_for_the_handler():
+    gate = asyncio.Event()
+
+    async def slow(data, seq):
+        await gate.wait()
+
+    rail, wire, _, _, _ = make(window=2, on_data=slow)
+    await rail.feed(f(1))
+    await asyncio.sleep(0.01)
+    assert wire.frames("credit") == []  # nothing credited while the application holds it
+    gate.set()
+    await rail.idle()
+    assert wire.frames("credit")[-1]["ack"] == 1
+
+
+async def test_handler_error_is_a_fault_and_not_credited():
+    async def bad(data, seq):
+        raise ValueError("nope")
+
+    rail, wire, _, faults, _ = make(window=2, on_data=bad)
+    await rail.feed(f(1))
+    await asyncio.sleep(0.01)
+    assert faults == ["handler"] and wire.frames("credit") == []
+
+
+async def test_close_frame_tears_down_once():
+    rail, _, _, faults, closes = make()
+    await rail.feed(encode_frame({"t": "close"}))
+    await rail.feed(encode_frame({"t": "close"}))
+    assert closes == [1] and faults == [] and rail.closed
+
+
+# ---- send side ------------------------------------------------------------------------------
+
+
+async def test_window_refuses_with_resource_exhausted_then_reopens_on_credit():
+    rail, wire, _, faults, _ = make(window=3)
+    for _ in range(3):
+        await rail.send({"k": "ready"})
+    with pytest.raises(RailError) as e:
+        await rail.send({"k": "ready"})
+    assert e.value.code == "resource-exhausted"
+    assert len(wire.frames("f")) == 3  # nothing buffered
+    await rail.feed(encode_frame({"t": "credit", "ack": 2}))
+    assert await rail.send({"k": "ready"}) == 4
+    assert rail.stats().in_flight == 2 and faults == []
+
+
+async def test_piggybacked_ack_counts_as_credit():
+    rail, wire, _, _, _ = make(window=1)
+    await rail.send(1)
+    await rail.feed(f(1, ack=1))
+    await rail.idle()
+    assert await rail.send(2) == 2
+    assert wire.frames("f")[-1]["ack"] == 1  # our own watermark rides on data
+
+
+async def test_credit_overrun_is_a_fault():
+    rail, _, _, faults, _ = make()
+    await rail.send(1)
+    await rail.feed(encode_frame({"t": "credit", "ack": 5}))
+    assert faults == ["credit-overrun"]
+    with pytest.raises(RailError) as e:
+        await rail.send(2)
+    assert e.value.code == "failed-precondition"
+
+
+async def test_overrun_piggyback_never_reaches_the_application():
+    rail, _, got, faults, _ = make()
+    await rail.feed(f(1, ack=3))
+    await rail.idle()
+    assert faults == ["credit-overrun"] and got == []
+
+
+async def test_stale_ack_never_narrows_the_window():
+    rail, _, _, faults, _ = make(window=2)
+    await rail.send(1)
+    await rail.send(2)
+    await rail.feed(encode_frame({"t": "credit", "ack": 2}))
+    await rail.feed(encode_frame({"t": "credit", "ack": 1}))
+    assert rail.acked_through == 2 and faults == []
+
+
+async def test_idle_tick_re_advertises_the_watermark():
+    rail, wire, _, _, _ = make(window=8)
+    await rail.tick()
+    assert wire.frames("credit") == []  # nothing delivered yet: nothing to advertise
+    await rail.feed(f(1))
+    await rail.idle()
+    await rail.tick()  # data arrived since the last tick: stay quiet
+    assert wire.frames("credit") == []
+    await rail.tick()
+    await rail.tick()  # quiet peer: re-advertise every tick, even the same watermark
+    assert [c["ack"] for c in wire.frames("credit")] == [1, 1]
+
+
+async def test_stall_watchdog_fires_on_a_full_window_with_no_ack():
+    now = [100.0]
+    rail, _, _, faults, _ = make(window=2, stall_timeout_ms=30_000, clock=lambda: now[0])
+    await rail.send(1)
+    await rail.send(2)
+    now[0] += 29.0
+    await rail.tick()
+    assert faults == []
+    now[0] += 2.0
+    await rail.tick()
+    assert faults == ["stall"]
+
+
+async def test_ack_progress_resets_the_stall_watchdog():
+    now = [0.0]
+    rail, _, _, faults, _ = make(window=1, stall_timeout_ms=1000, clock=lambda: now[0])
+    await rail.send(1)
+    now[0] += 0.9
+    await rail.feed(encode_frame({"t": "credit", "ack": 1}))
+    await rail.send(2)
+    now[0] += 0.9
+    await rail.tick()
+    assert faults == []
+
+
+async def test_oversized_frame_is_refused_not_sent():
+    rail, wire, _, _, _ = make(max_payload=100)
+    with pytest.raises(RailError) as e:
+        await rail.send("x" * 200)
+    assert e.value.code == "contract-invalid" and wire.sent == [] and rail.seq == 0
+
+
+async def test_publish_failure_breaks_the_rail():
+    async def broken(subject, payload):
+        raise OSError("link down")
+
+    faults = []
+    rail = Rail(egress="e", ingress="i", publish=broken, on_data=lambda d, s: None,
+                on_fault=lambda r, d: faults.append(r))
+    with pytest.raises(RailError):
+        await rail.send(1)
+    assert faults == ["publish"]
+
+
+async def test_seq_exhausted():
+    rail, _, _, faults, _ = make()
+    rail.seq = 2**53 - 2
+    rail.acked_through = rail.seq
+    with pytest.raises(RailError):
+        await rail.send(1)
+    assert faults == ["seq-exhausted"]
+
+
+# ---- two rails over the real broker -----------------------------------------------------------
+
+
+async def test_two_rails_over_nats_flow_both_ways(nc):
+    got_a, got_b = [], []
+    a = await open_rail(nc, egress="t.rail.ab", ingress="t.rail.ba", window=4,
+                        on_data=lambda d, s: got_a.append(d))
+    b = await open_rail(nc, egress="t.rail.ba", ingress="t.rail.ab", window=4,
+                        on_data=lambda d, s: got_b.append(d))
+    for i in range(20):  # 5x the window: only possible if credits come back
+        while True:
+            try:
+                await a.send(i)
+                break
+            except RailError as e:
+                assert e.code == "resource-exhausted"
+                assert await a.wait_credit(2.0)
+    await b.send("hi")
+
+    async def until(cond):
+        for _ in range(200):
+            if cond():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("condition not met")
+
+    await until(lambda: len(got_b) == 20 and got_a == ["hi"])
+    assert got_b == list(range(20))
+    await a.close()
+    await until(lambda: b.closed)
