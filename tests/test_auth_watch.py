@@ -1,0 +1,188 @@
+"""``cotal watch --creds`` against an operator-mode broker, per credential profile.
+
+The watch runs as a real subprocess (what a user runs); the traffic is published by the
+space's infra user. Checks: the observer profile is channels-only and says so, admin sees
+DMs and anycast, no seed or JWT is ever printed, a loose creds file is warned about, and an
+expired or revoked credential is one clear sentence and exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+
+import pytest
+
+from authmesh import auth_mesh  # noqa: F401  (fixture)
+from watchproc import WatchProc
+
+SEED_RE = re.compile(rb"\bS[UAOCN][A-Z2-7]{40,}")
+JWT_RE = re.compile(rb"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")
+
+
+def _env(space: str, sender: str, **route) -> dict:
+    return {"id": str(uuid.uuid4()), "ts": int(time.time() * 1000), "space": space,
+            "from": {"id": sender, "name": sender.split(".")[1]},
+            "parts": [{"kind": "text", "text": f"probe {route}"}], **route}
+
+
+def _presence(pid: str, name: str) -> bytes:
+    return json.dumps({"card": {"id": pid, "name": name, "kind": "agent",
+                                "protocolVersion": "0.4"},
+                       "status": "working", "activity": "auth probe",
+                       "ts": int(time.time() * 1000), "lifecycleUid": "b" * 26}).encode()
+
+
+async def _traffic(mesh, tag: str) -> dict[str, str]:
+    """One channel message, one DM, one anycast and a presence heartbeat; returns ids."""
+    s = mesh.space
+    nc = await mesh.connect("infra")
+    try:
+        js = nc.jetstream()
+        ids = {}
+        for kind, subj, route in (
+            ("channel", f"cotal.{s}.chat.local.ada.general", {"channel": "general"}),
+            ("dm", f"cotal.{s}.inst.local.bob.local.ada", {"to": "local.bob"}),
+            ("anycast", f"cotal.{s}.svc.reviewer.local.ada", {"toService": "reviewer"}),
+        ):
+            m = _env(s, "local.ada", **route)
+            m["parts"][0]["text"] = f"{tag} {kind}"
+            await js.publish(subj, json.dumps(m).encode(), headers={"Nats-Msg-Id": m["id"]})
+            ids[kind] = m["id"]
+        kv = await js.key_value(f"cotal_presence_{s}")
+        await kv.put(f"local.{tag}", _presence(f"local.{tag}", tag))
+        return ids
+    finally:
+        await nc.close()
+
+
+def _watch(mesh, who: str, *extra: str) -> WatchProc:
+    return WatchProc.start("--json", "--server", mesh.url, "--space", mesh.space,
+                           "--creds", str(mesh.creds(who)), *extra)
+
+
+def _assert_no_secrets(mesh, w: WatchProc) -> None:
+    blob = bytes(w.stdout_bytes) + bytes(w.stderr_bytes)
+    for name, u in mesh.users.items():
+        assert u.key.seed not in blob, f"{name} seed printed"
+        assert u.jwt.encode() not in blob, f"{name} JWT printed"
+        assert u.jwt.split(".")[1].encode()[:40] not in blob, f"{name} JWT claims printed"
+    for secret in (mesh.auth.operator.seed, mesh.auth.account.seed, mesh.auth.signing.seed):
+        assert secret not in blob
+    assert not SEED_RE.search(blob), SEED_RE.search(blob)
+    assert not JWT_RE.search(blob), JWT_RE.search(blob)
+
+
+async def _started(w: WatchProc) -> None:
+    await w.wait_for(lambda: w.objs("state"), 20, "the first state line")
+
+
+async def test_observer_creds_are_channels_only(auth_mesh):
+    w = _watch(auth_mesh, "observer")
+    try:
+        await _started(w)
+        st = w.objs("state")[0]
+        assert st["connection"] == "connected"
+        assert st["dmVisible"] is False
+        ids = await _traffic(auth_mesh, "obs1")
+        await w.wait_for(lambda: any(o.get("id") == ids["channel"] for o in w.objs("message")),
+                         15, "the channel message")
+        # DMs and anycast were published before the channel message was seen on a second
+        # connection ordering-independent: give them the same window, then assert absence
+        seen = {o.get("id") for o in w.objs("message")}
+        assert ids["dm"] not in seen and ids["anycast"] not in seen
+        assert w.alive
+    finally:
+        rc = w.stop()
+    assert rc == 0
+    _assert_no_secrets(auth_mesh, w)
+    assert "Traceback" not in w.stderr_text
+
+
+async def test_observer_creds_plain_mode_says_channels_only(auth_mesh):
+    w = WatchProc.start("--plain", "--server", auth_mesh.url, "--space", auth_mesh.space,
+                        "--creds", str(auth_mesh.creds("observer")))
+    try:
+        await w.wait_for(lambda: "channels only" in w.stderr_text, 20,
+                         "a channels-only notice on stderr")
+    finally:
+        w.stop()
+    _assert_no_secrets(auth_mesh, w)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "meshview/observer.py _KvWatch uses nats-py kv.watchall(): an unnamed ordered consumer "
+    "created on the bare $JS.API.CONSUMER.CREATE.KV_cotal_presence_<s> subject, which the "
+    "observer/admin profiles do not grant (only the named .> forms, SPEC App. B); the roster "
+    "stays empty under observer or admin creds"))
+@pytest.mark.parametrize("who", ["observer", "admin"])
+async def test_scoped_creds_see_presence(auth_mesh, who):
+    w = _watch(auth_mesh, who)
+    try:
+        await _started(w)
+        tag = f"pres_{who}"
+        await _traffic(auth_mesh, tag)
+        await w.wait_for(lambda: any(o.get("id") == f"local.{tag}"
+                                     for o in w.objs("presence")), 12,
+                         "the presence join of the probe peer")
+    finally:
+        w.stop()
+
+
+async def test_admin_creds_see_dms_and_anycast(auth_mesh):
+    w = _watch(auth_mesh, "admin")
+    try:
+        await _started(w)
+        assert w.objs("state")[0]["dmVisible"] is True
+        ids = await _traffic(auth_mesh, "adm1")
+        for kind in ("channel", "dm", "anycast"):
+            await w.wait_for(lambda k=kind: any(o.get("id") == ids[k] and o.get("kind") == k
+                                                for o in w.objs("message")),
+                             15, f"the {kind} message")
+        # it never fell back to a denied whole-space tap or lost a tap to a denial
+        assert "Permissions Violation" not in w.stderr_text
+    finally:
+        rc = w.stop()
+    assert rc == 0
+    _assert_no_secrets(auth_mesh, w)
+
+
+async def test_loose_creds_file_is_warned_about(auth_mesh):
+    w = _watch(auth_mesh, "loose")
+    try:
+        await _started(w)
+        await w.wait_for(lambda: "0644" in w.stderr_text, 5, "a 0644 warning")
+        assert str(auth_mesh.creds("loose")) in w.stderr_text  # names the file
+    finally:
+        w.stop()
+    _assert_no_secrets(auth_mesh, w)
+
+
+@pytest.mark.parametrize("who", ["expired", "revoked"])
+async def test_refused_creds_are_one_sentence_and_exit_1(auth_mesh, who):
+    w = _watch(auth_mesh, who, "--connect-timeout", "3")
+    rc = await asyncio.to_thread(w.wait_exit, 20)
+    assert rc == 1
+    err = w.stderr_text.strip()
+    assert err.count("\n") == 0, err  # exactly one line
+    assert err.startswith("cotal: ") and err.endswith(".")
+    assert "Traceback" not in err
+    assert re.search(r"refused|expired|revoked", err), err
+    assert w.stdout_text == ""
+    _assert_no_secrets(auth_mesh, w)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "meshview/connect.py _reason() maps every Authorization Violation to 'the broker refused "
+    "the credentials'; the creds file's own JWT exp is readable locally and could say "
+    "'expired at <time>' (improvement, not a safety bug)"))
+async def test_expired_creds_name_the_expiry(auth_mesh):
+    """The broker says 'Authorization Violation' for expired and revoked alike; the JWT's
+    ``exp`` is readable locally, so the sentence can say *why*."""
+    w = _watch(auth_mesh, "expired", "--connect-timeout", "3")
+    rc = await asyncio.to_thread(w.wait_exit, 20)
+    assert rc == 1
+    assert "expire" in w.stderr_text.lower(), w.stderr_text
