@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import math
 import time
 from collections import deque
@@ -26,6 +27,8 @@ MAX_PAYLOAD = 1024 * 1024
 IDLE_CREDIT_MS = 1000
 STALL_TIMEOUT_MS = 30_000
 _MAX_SEQ = 2**53 - 2
+log = logging.getLogger(__name__)
+CLOSE_DRAIN_S = 2.0
 
 
 class FrameError(ValueError):
@@ -185,6 +188,7 @@ class Rail:
             return
         self.broken = True
         self.fault = reason
+        log.debug("rail %s broke: %s %s", self.ingress, reason, detail)
         self._teardown()
         await self._call(self._on_fault, reason, detail)
 
@@ -213,6 +217,13 @@ class Rail:
             await self._apply_ack(frame["ack"])
             return
         if t == "close":
+            if self._queue:  # frames that arrived before the close are still delivered
+                try:
+                    await asyncio.wait_for(self.idle(), CLOSE_DRAIN_S)
+                except asyncio.TimeoutError:
+                    pass
+            if not self.alive:
+                return
             self.closed = True
             self._teardown()
             await self._call(self._on_close)
