@@ -32,6 +32,7 @@ from attach.mirror import Cell, Mirror
 from cotal_tui.keys import encode_key, encode_mouse, encode_paste
 
 FRAME_S = 1 / 60
+FULL_FRAME_S = 1 / 30  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
 SYNC_HOLD_MAX_S = 0.25
 ESC_DOUBLE_S = 0.4
 DEFAULT_DETACH = 0x1D
@@ -113,7 +114,7 @@ class TerminalPane(Widget, can_focus=True):
 
     def __init__(
         self, cols: int = 80, rows: int = 24, *, interactive: bool = False,
-        detach_byte: int = DEFAULT_DETACH, show_cursor: bool = True,
+        detach_byte: int = DEFAULT_DETACH, show_cursor: bool = True, frame_hz: float = 60.0,
         name: str | None = None, id: str | None = None, classes: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -127,6 +128,9 @@ class TerminalPane(Widget, can_focus=True):
         self._outside = Style()
         self._timer: Timer | None = None
         self._last_frame = 0.0
+        self._frame_s = max(FRAME_S, 1.0 / frame_hz)
+        self._gap = self._frame_s  # the gap before the next frame (longer after a full repaint)
+        self._styled_for: object = None
         self._sync_since: float | None = None
         self._esc_timer: Timer | None = None
         self._view = (0, 0)  # crop offset (x, y) into the remote screen when the pane is smaller
@@ -169,7 +173,7 @@ class TerminalPane(Widget, can_focus=True):
 
     def _schedule(self) -> None:
         if self._timer is None and self.is_mounted:
-            delay = max(0.001, self._last_frame + FRAME_S - time.monotonic())
+            delay = max(0.001, self._last_frame + self._gap - time.monotonic())
             self._timer = self.set_timer(delay, self._frame, name="terminal-frame")
 
     def _frame(self) -> None:
@@ -192,8 +196,10 @@ class TerminalPane(Widget, can_focus=True):
         cache = self._rows_cache
         for y in dirty:
             cache.pop(y, None)
+        self._gap = self._frame_s
         if self._follow_cursor():
             self.rows_refreshed += m.rows
+            self._gap = max(self._frame_s, FULL_FRAME_S)
             self.refresh()
             return
         ox, oy = self._offsets()
@@ -201,6 +207,7 @@ class TerminalPane(Widget, can_focus=True):
         regions = [Region(0, y - oy, w, 1) for y in dirty if 0 <= y - oy < h]
         self.rows_refreshed += len(regions)
         if len(regions) > h // 2:
+            self._gap = max(self._frame_s, FULL_FRAME_S)
             self.refresh()
         elif regions:
             self.refresh(*regions)
@@ -276,8 +283,14 @@ class TerminalPane(Widget, can_focus=True):
         return strip
 
     def render_line(self, y: int) -> Strip:
-        self._base = self.rich_style
-        self._outside = self._base + self.get_component_rich_style("terminal--outside", partial=True)
+        base = self.rich_style
+        if base is not self._styled_for:  # styles changed (theme, focus): rebuild the caches once
+            self._styled_for = base
+            if base != self._base:
+                self._styles.clear()
+                self._rows_cache.clear()
+            self._base = base
+            self._outside = base + self.get_component_rich_style("terminal--outside", partial=True)
         w = self.size.width
         cols, rows = self.remote_size
         ox, oy = self._offsets()

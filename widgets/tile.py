@@ -48,6 +48,7 @@ class TilePane(TerminalPane):
     """
 
     def __init__(self, seat: str, cols: int, rows: int, **kw) -> None:
+        kw.setdefault("frame_hz", 30.0)  # a wall of previews: 30 frames a second is plenty
         super().__init__(cols, rows, **kw)
         self.seat = seat
         self.border_title = seat

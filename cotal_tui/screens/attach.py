@@ -30,6 +30,7 @@ from widgets.terminal import DEFAULT_DETACH, TerminalPane
 
 DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
 CLOSE_WAIT_S = 3.0
+FEED_SLICE = 8192  # a big frame is parsed in slices so keystrokes interleave (≈10 ms of pyte each)
 Connect = Callable[[], Awaitable[Any]]
 
 
@@ -151,13 +152,18 @@ class PaneLink:
         self.pane.interactive = False
         self._set_status(text or end_text(reason, self.name))
 
-    def _output(self, data: bytes) -> None:
+    async def _output(self, data: bytes) -> None:
         link = self.session.link if self.session is not None else None
         if link is not self._link:  # a fresh session repaints from its snapshot into a clean mirror
             if self._link is not None:
                 self.pane.reset()
             self._link = link
-        self.pane.feed(data)
+        if len(data) <= FEED_SLICE:
+            self.pane.feed(data)
+            return
+        for i in range(0, len(data), FEED_SLICE):  # awaited: credit returns only once all is parsed
+            self.pane.feed(data[i:i + FEED_SLICE])
+            await asyncio.sleep(0)
 
     def _notice(self, n: Notice) -> None:
         if n.kind == "reconnecting":
@@ -293,3 +299,50 @@ def _key_name(byte: int) -> str:
     if 1 <= byte <= 26:
         return f"Ctrl-{chr(ord('a') + byte - 1)}"
     return f"Ctrl-{chr(byte | 0x40)}"
+
+
+# ---- entry points for the console (roster ``a``/``p``, ``:attach <name>``) -----------------------
+
+def console_screen(app):
+    """The topmost space console on the stack, if any."""
+    from cotal_tui.screens.console import ConsoleScreen
+
+    return next((s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen)), None)
+
+
+_SESSIONS: "dict[int, tuple[object, SeatSessions]]" = {}
+
+
+def seat_sessions_for(app) -> SeatSessions | None:
+    """How this app reaches seats: ``app.seat_sessions`` when the app sets one, else derived
+    from the open console's observer connection (its server, the console's space)."""
+    given = getattr(app, "seat_sessions", None)
+    if isinstance(given, SeatSessions):
+        return given
+    screen = console_screen(app)
+    session = getattr(screen, "session", None)
+    observer = getattr(session, "observer", None)
+    nc = getattr(observer, "nc", None)
+    space = getattr(session, "space", None) or getattr(getattr(session, "model", None), "space", None)
+    if nc is None or space is None or getattr(nc, "connected_url", None) is None:
+        return None
+    key = id(session)
+    hit = _SESSIONS.get(key)
+    if hit is not None and hit[0] is session:
+        return hit[1]
+    url = nc.connected_url.geturl()
+    sessions = SeatSessions.for_server(space, url)
+    _SESSIONS.clear()
+    _SESSIONS[key] = (session, sessions)
+    return sessions
+
+
+def open_seat(app, name: str, *, peek: bool = False) -> bool:
+    """Push the attach (or peek) screen for ``name``; False (with a notice) when it cannot."""
+    sessions = seat_sessions_for(app)
+    say = getattr(app, "notify_line", None) or app.notify
+    if sessions is None:
+        say("attach: no mesh connection to attach through")
+        return False
+    app.push_screen(AttachScreen(sessions, name, peek=peek))
+    return True

@@ -133,3 +133,25 @@ class TileScreen(Screen[None]):
 
     async def on_unmount(self) -> None:
         await self.close_all()
+
+
+def open_tile(app, names: list[str] | None = None, managed_names: Iterable[str] | None = None) -> bool:
+    """Push a tile of ``names``, or of every working agent of the console's roster."""
+    from cotal_tui.screens.attach import console_screen, seat_sessions_for
+
+    sessions = seat_sessions_for(app)
+    say = getattr(app, "notify_line", None) or app.notify
+    if sessions is None:
+        say("tile: no mesh connection to attach through")
+        return False
+    if not names:
+        screen = console_screen(app)
+        snap = getattr(screen, "snap", None)
+        names = tile_names(getattr(snap, "agents", ()) or (), managed_names)
+    else:
+        names = tile_names((), chosen=names)
+    if not names:
+        say("tile: no working agents to show")
+        return False
+    app.push_screen(TileScreen(sessions, names))
+    return True

@@ -1,0 +1,265 @@
+"""Terminal pane benchmarks, measured side by side in one run.
+
+1. Throughput: the same coloured log stream (4 KiB chunks) into a bare ``Mirror`` and into a
+   ``TerminalPane`` inside a headless Textual app that keeps painting frames. Goal: pane / mirror
+   ≥ 0.8 (the frame tick must cost little next to the parse).
+2. Four tiled panes under continuous output (each fed at a fixed rate for a few seconds):
+   process CPU with the panes vs the same bytes into four bare mirrors, frames per second.
+3. Key-to-remote latency during output: a real manager (own process) serving a real pty whose
+   program floods output and logs each byte it reads with CLOCK_MONOTONIC; the attach screen
+   sends keys through the real session; worst and median press → pty-read time.
+
+Run: ``.venv/bin/python bench/pane.py``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from textual.app import App  # noqa: E402
+
+from attach.mirror import Mirror  # noqa: E402
+from widgets.terminal import TerminalPane  # noqa: E402
+from widgets.tile import TileGrid, TilePane  # noqa: E402
+
+CHUNK = 4096
+
+
+def log_stream(n_bytes: int, seed: int = 7) -> bytes:
+    rnd = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "lambda"]
+    out = []
+    size = 0
+    i = 0
+    while size < n_bytes:
+        c = 31 + i % 7
+        line = (f"\x1b[2m{i:07d}\x1b[0m \x1b[{c}mINFO\x1b[0m "
+                + " ".join(rnd.choice(words) for _ in range(rnd.randint(6, 14))) + "\r\n")
+        b = line.encode()
+        out.append(b)
+        size += len(b)
+        i += 1
+    return b"".join(out)
+
+
+def cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+# ---- 1. throughput ---------------------------------------------------------------------------
+
+def mirror_rate(data: bytes, cols: int, rows: int) -> float:
+    m = Mirror(cols, rows)
+    t = time.perf_counter()
+    for i in range(0, len(data), CHUNK):
+        m.feed(data[i:i + CHUNK])
+        m.take_dirty()
+    return len(data) / (time.perf_counter() - t)
+
+
+class OnePane(App):
+    def __init__(self, pane: TerminalPane) -> None:
+        super().__init__()
+        self.pane = pane
+
+    def compose(self):
+        yield self.pane
+
+
+async def pane_rate(data: bytes, cols: int, rows: int) -> tuple[float, int]:
+    pane = TerminalPane(cols, rows)
+    app = OnePane(pane)
+    async with app.run_test(size=(cols, rows)) as pilot:
+        await pilot.pause()
+        t = time.perf_counter()
+        for i in range(0, len(data), CHUNK):
+            pane.feed(data[i:i + CHUNK])
+            await asyncio.sleep(0)  # as a session's on_output does: the loop (and the frames) run
+        while pane._timer is not None:
+            await asyncio.sleep(0.001)
+        await pilot.pause()
+        dt = time.perf_counter() - t
+        return len(data) / dt, pane.frames
+
+
+# ---- 2. four tiled panes ---------------------------------------------------------------------
+
+class Tiled(App):
+    def __init__(self, panes) -> None:
+        super().__init__()
+        self.panes = panes
+
+    def compose(self):
+        with TileGrid():
+            yield from self.panes
+
+
+async def tiled_cpu(rate_per_pane: int, seconds: float) -> dict:
+    streams = [log_stream(int(rate_per_pane * seconds) + CHUNK, seed=s) for s in range(4)]
+    per_tick = max(1, rate_per_pane // 100)  # feed every 10 ms
+
+    async def drive(feeders) -> tuple[float, float]:
+        c0, t0 = cpu(), time.perf_counter()
+        pos = 0
+        n = int(seconds * 100)
+        for k in range(n):
+            for s, feed in zip(streams, feeders):
+                feed(s[pos:pos + per_tick])
+            pos += per_tick
+            await asyncio.sleep(max(0.0, t0 + (k + 1) * 0.01 - time.perf_counter()))
+        return cpu() - c0, time.perf_counter() - t0
+
+    mirrors = [Mirror(100, 30) for _ in range(4)]
+
+    def bare(m):
+        def f(b):
+            m.feed(b)
+            m.take_dirty()
+        return f
+
+    base_cpu, base_wall = await drive([bare(m) for m in mirrors])
+    panes = [TilePane(f"seat{i}", 100, 30) for i in range(4)]
+    app = Tiled(panes)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        frames0 = sum(p.frames for p in panes)
+        pane_cpu, pane_wall = await drive([p.feed for p in panes])
+        frames = sum(p.frames for p in panes) - frames0
+        rows = sum(p.rows_refreshed for p in panes)
+    return {
+        "rate": rate_per_pane * 4, "mirror_cpu": 100 * base_cpu / base_wall,
+        "pane_cpu": 100 * pane_cpu / pane_wall, "frames_per_s": frames / pane_wall / 4,
+        "rows": rows,
+    }
+
+
+# ---- 3. key-to-remote latency ----------------------------------------------------------------
+
+FLOOD = textwrap.dedent("""
+    import os, select, sys, time, tty
+    tty.setraw(0)
+    log = open(sys.argv[1], "a", buffering=1)
+    rate = int(sys.argv[2])  # bytes/s of output; 0: as fast as the pty takes it
+    line = ("x" * 70 + "\\r\\n").encode()
+    i = 0
+    t0 = time.monotonic()
+    sent = 0
+    while True:
+        ahead = rate and sent > rate * (time.monotonic() - t0)
+        r, w, _ = select.select([0], [] if ahead else [1], [], 0.005 if ahead else 0.05)
+        if r:
+            d = os.read(0, 4096)
+            now = time.monotonic()
+            for b in d:
+                log.write(f"{now:.6f} {b}\\n")
+        if w:
+            i += 1
+            sent += os.write(1, f"\\x1b[3{i % 7 + 1}m{i:08d}\\x1b[0m ".encode() + line)
+""")
+
+SERVE = textwrap.dedent("""
+    import asyncio, sys, tempfile
+    sys.path.insert(0, sys.argv[1])
+    import nats
+    from cotal_tui.demo.broker import Broker
+    from cotal_tui.demo.provision import provision_space
+    from cotal_tui.demo.manager import DemoManager, SeatSpec
+    async def main():
+        b = Broker(name="bench-pane").start()
+        nc = await nats.connect(b.url)
+        await provision_space(nc, "bench")
+        spec = SeatSpec(name="flood", principal_id="local.flood", cols=100, rows=30,
+                        argv=[sys.executable, sys.argv[2], sys.argv[3], sys.argv[4]])
+        mgr = DemoManager(nc, "bench", [spec], root=tempfile.mkdtemp())
+        await mgr.start()
+        print(b.url, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await mgr.stop(); await nc.close(); b.stop()
+    asyncio.run(main())
+""")
+
+
+async def key_latency(presses: int = 40, rate: int = 0) -> dict:
+    import nats
+
+    from cotal_tui.screens.attach import AttachScreen, SeatSessions
+
+    tmp = Path(tempfile.mkdtemp())
+    (tmp / "flood.py").write_text(FLOOD)
+    (tmp / "serve.py").write_text(SERVE)
+    log = tmp / "keys.log"
+    log.write_text("")
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, str(tmp / "serve.py"), root, str(tmp / "flood.py"), str(log), str(rate)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        sessions = SeatSessions("bench", lambda: nats.connect(url, allow_reconnect=False), default_size=(100, 30))
+        app = App()
+        async with app.run_test(size=(110, 34)) as pilot:
+            screen = AttachScreen(sessions, "flood")
+            app.push_screen(screen)
+            t0 = time.monotonic()
+            while screen.link.state != "open" or screen.pane.bytes_fed < 100_000:
+                assert time.monotonic() - t0 < 20, "flood never arrived"
+                await pilot.pause(0.02)
+            fed0, t_fed = screen.pane.bytes_fed, time.monotonic()
+            sent: list[tuple[float, int]] = []
+            keys = "abcdefghijklmnopqrstuvwxyz"
+            for i in range(presses):
+                k = keys[i % len(keys)]
+                sent.append((time.monotonic(), ord(k)))
+                await pilot.press(k)
+                await asyncio.sleep(0.1)
+            t_end = time.monotonic()
+            while len(log.read_text().splitlines()) < presses and time.monotonic() - t_end < 10:
+                await asyncio.sleep(0.05)
+            rate = (screen.pane.bytes_fed - fed0) / (time.monotonic() - t_fed)
+            await screen.action_leave()
+        got = [(float(a), int(b)) for a, b in (ln.split() for ln in log.read_text().splitlines())]
+        lat = [g[0] - s[0] for s, g in zip(sent, got) if s[1] == g[1]]
+        lat.sort()
+        return {"n": len(lat), "worst_ms": 1000 * lat[-1], "median_ms": 1000 * lat[len(lat) // 2],
+                "output_rate": rate, "lost": presses - len(lat)}
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+async def main() -> None:
+    data = log_stream(2_000_000)
+    cols, rows = 120, 40
+    m = max(mirror_rate(data, cols, rows) for _ in range(2))
+    p, frames = max([await pane_rate(data, cols, rows) for _ in range(2)])
+    print(f"1. throughput, {len(data) / 1e6:.1f} MB of coloured log lines at {cols}x{rows}, {CHUNK} B chunks")
+    print(f"   mirror alone   {m / 1e6:6.2f} MB/s")
+    print(f"   pane (+frames) {p / 1e6:6.2f} MB/s   ({frames} frames)   ratio {p / m:.2f}  (goal >= 0.8)")
+    for rate in (25_000, 100_000):
+        r = await tiled_cpu(rate, 4.0)
+        print(f"2. four tiled 100x30 panes, {r['rate'] / 1e3:.0f} KB/s total continuous output, 4 s")
+        print(f"   4 bare mirrors: {r['mirror_cpu']:5.1f}% CPU   4 panes in a tile: {r['pane_cpu']:5.1f}% CPU"
+              f"   frame tick + paint: {r['pane_cpu'] - r['mirror_cpu']:+5.1f}%   {r['frames_per_s']:.0f} frames/s/pane")
+    for rate, what in ((100_000, "program writing 100 KB/s"), (0, "program flooding as fast as the pty takes it")):
+        lat = await key_latency(rate=rate)
+        print(f"3. key → remote pty, {what}: {lat['output_rate'] / 1e3:.0f} KB/s into the pane, "
+              f"{lat['n']} presses every 100 ms")
+        print(f"   worst {lat['worst_ms']:.1f} ms   median {lat['median_ms']:.1f} ms   lost {lat['lost']}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
