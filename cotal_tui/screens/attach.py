@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from textual import on
@@ -208,7 +209,7 @@ class AttachScreen(Screen[None]):
     """One seat full-screen. Interactive: every key goes to the program except the detach key
     (Ctrl-] or ``COTAL_DETACH_KEY``) and Esc Esc. ``peek=True``: read-only; ``a`` promotes."""
 
-    CSS_PATH = "attach.tcss"
+    CSS_PATH = str(Path(__file__).with_name("attach.tcss"))
     BINDINGS = [
         Binding("escape", "leave", "back", id="attach.back"),
         Binding("a", "promote", "attach (interactive)", id="attach.promote"),
@@ -249,13 +250,17 @@ class AttachScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.pane.focus()
+        self.start_session()
+
+    def start_session(self) -> None:
         self.link.start()
 
     def _status(self, text: str) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one("#attach-status", Static).update(text)
-        self.query_one("#attach-title", Static).update(self._title())
+        try:
+            self.query_one("#attach-status", Static).update(text)
+            self.query_one("#attach-title", Static).update(self._title())
+        except Exception:  # not composed yet, or already gone
+            pass
 
     @on(TerminalPane.Send)
     def _on_pane_send(self, event: TerminalPane.Send) -> None:

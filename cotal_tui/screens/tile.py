@@ -8,6 +8,7 @@ Esc on the grid closes the tile and hands every session back.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Iterable
 
 from textual import on
@@ -36,7 +37,7 @@ def tile_names(peers: Iterable, managed_names: Iterable[str] | None = None,
 
 
 class TileScreen(Screen[None]):
-    CSS_PATH = "tile.tcss"
+    CSS_PATH = str(Path(__file__).with_name("tile.tcss"))
     BINDINGS = [
         Binding("escape", "leave", "close the tile", id="tile.back"),
         Binding("enter,a", "promote", "attach to the focused pane", id="tile.promote"),
@@ -70,6 +71,9 @@ class TileScreen(Screen[None]):
     def on_mount(self) -> None:
         if self.panes:
             self.panes[0].focus()
+        self.start_sessions()
+
+    def start_sessions(self) -> None:
         for link in self.links.values():
             link.start()
 
