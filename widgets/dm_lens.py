@@ -15,7 +15,9 @@ from textual.widgets import Static
 
 from meshview.model import DmConversation, Snapshot
 from widgets.line_list import Item, LineList
-from widgets.presentation import clock, name_style, safe, safe_body, status_glyph, wrap_offsets
+from widgets.presentation import (
+    clock, name_style, safe, safe_body, set_title, status_glyph, wrap_offsets,
+)
 
 
 def roll_up(snap: Snapshot) -> list[tuple[str, list[DmConversation]]]:
@@ -106,8 +108,8 @@ class DmThread(LineList):
             return []
         a, b = self.pair
         msgs = snap.dm_thread(a, b)
-        self.border_title = (f"{safe(snap.name_of(a), 24)} ↔ {safe(snap.name_of(b), 24)}"
-                             f" · {len(msgs)} msg")
+        set_title(self, f"{safe(snap.name_of(a), 24)} ↔ {safe(snap.name_of(b), 24)}"
+                  f" · {len(msgs)} msg")
         items: list[Item] = []
         for m in msgs:
             fn, tn = snap.name_of(m.from_id), snap.name_of(m.to_id)
@@ -161,7 +163,7 @@ class DmLens(Horizontal):
         peers, thread = self.query_one(DmPeers), self.query_one(DmThread)
         peers.display = thread.display = visible
         self.query_one("#dm-hidden").display = not visible
-        peers.border_title = f"direct messages · {len(roll_up(snap))} peers"
+        set_title(peers, f"direct messages · {len(roll_up(snap))} peers")
         key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else ())
         if key != self._key:
             self._key = key

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from functools import lru_cache
 from itertools import accumulate
 
 from rich.cells import cell_len
@@ -23,7 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from meshview.model import FeedEntry, Snapshot
-from widgets.presentation import clock, name_style, safe, safe_body, wrap_offsets
+from widgets.presentation import clock, name_style, safe, safe_body, set_title, wrap_offsets
 
 INDENT = 9  # continuation lines align under the name, clear of the time column
 BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
@@ -34,6 +35,55 @@ LIFECYCLE_GLYPH = {
     "crash": ("✖", "feed--crash"), "incarnation": ("↻", "feed--incarnation"),
     "manager-up": ("▲", "feed--manager"), "manager-down": ("▼", "feed--manager"),
 }
+
+
+def _head_key(e: FeedEntry) -> tuple:
+    return (e.kind, e.from_name, e.from_role, e.channel, e.to_service, e.to_names or e.to_ids,
+            e.count, e.historical, e.event, e.lifecycle)
+
+
+@lru_cache(maxsize=8192)
+def _head_rest(key: tuple) -> tuple[tuple[str, str], ...]:
+    """Everything after the time column; identical for most rows of a sender, so cached."""
+    kind, from_name, from_role, channel, to_service, names, count, hist, event, lifecycle = key
+    parts: list[tuple[str, str]] = []
+    if hist:
+        parts.append(("↺ ", "hist"))
+    if kind == "lifecycle":
+        glyph, cls = LIFECYCLE_GLYPH.get(lifecycle or "", ("•", "feed--manager"))
+        parts.append((glyph + " ", cls))
+        parts.append((safe(from_name, 48), "name:" + from_name))
+        if from_role:
+            parts.append(("/" + safe(from_role, 32), "dim"))
+        parts.append((" ", ""))
+        return tuple(parts)
+    parts.append((safe(from_name, 48), "name:" + from_name))
+    if from_role:
+        parts.append(("/" + safe(from_role, 32), "dim"))
+    parts.append((" → ", "dim"))
+    if kind == "channel":
+        parts.append(("#" + safe(channel, 64), "channel"))
+        if event:
+            parts.append((" ev", "dim"))
+    elif kind == "anycast":
+        parts.append(("@" + safe(to_service, 64), "service"))
+    else:
+        shown_names = [n if n else "?" for n in names]
+        for k, n in enumerate(shown_names[:6]):
+            if k:
+                parts.append((", ", "dim"))
+            parts.append((safe(n, 48), "name:" + n))
+        if len(shown_names) > 6:
+            parts.append((f", …+{len(shown_names) - 6}", "dim"))
+        if count > 1:
+            parts.append((f" ({count}×)", "dim"))
+    parts.append((": ", "dim"))
+    return tuple(parts)
+
+
+@lru_cache(maxsize=8192)
+def _head_rest_len(key: tuple) -> int:
+    return sum(cell_len(s) for s, _ in _head_rest(key))
 
 
 def entry_matches(e: FeedEntry, query: str) -> bool:
@@ -52,6 +102,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     FeedView {
         background: $surface;
         overflow-x: hidden;
+        overflow-y: scroll;
         scrollbar-size-vertical: 1;
     }
     FeedView > .feed--time { color: $text-muted; }
@@ -110,6 +161,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._width = 0
         self._cache: OrderedDict[tuple[int, int, bool], list[Strip]] = OrderedDict()
         self.cursor: int | None = None
+        self._styles: dict[str, object] = {}
 
     # -- filtering and layout ----------------------------------------------------------
 
@@ -123,40 +175,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
-        t = clock(e.ts) + " "
-        parts: list[tuple[str, str]] = [(t, "time")]
-        if e.historical:
-            parts.append(("↺ ", "hist"))
-        if e.kind == "lifecycle":
-            glyph, cls = LIFECYCLE_GLYPH.get(e.lifecycle or "", ("•", "feed--manager"))
-            parts.append((glyph + " ", cls))
-            parts.append((safe(e.from_name, 48), "name:" + e.from_name))
-            if e.from_role:
-                parts.append(("/" + safe(e.from_role, 32), "dim"))
-            parts.append((" ", ""))
-            return parts
-        parts.append((safe(e.from_name, 48), "name:" + e.from_name))
-        if e.from_role:
-            parts.append(("/" + safe(e.from_role, 32), "dim"))
-        parts.append((" → ", "dim"))
-        if e.kind == "channel":
-            parts.append(("#" + safe(e.channel, 64), "channel"))
-            if e.event:
-                parts.append((" ev", "dim"))
-        elif e.kind == "anycast":
-            parts.append(("@" + safe(e.to_service, 64), "service"))
-        else:
-            names = e.to_names or tuple(i[:8] for i in e.to_ids)
-            for k, n in enumerate(names[:6]):
-                if k:
-                    parts.append((", ", "dim"))
-                parts.append((safe(n, 48), "name:" + n))
-            if len(names) > 6:
-                parts.append((f", …+{len(names) - 6}", "dim"))
-            if e.count > 1:
-                parts.append((f" ({e.count}×)", "dim"))
-        parts.append((": ", "dim"))
-        return parts
+        return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e))]
 
     def _layout(self, e: FeedEntry, width: int) -> tuple[list[tuple[str, str]], list[str],
                                                          list[tuple[int, int, int]]]:
@@ -179,24 +198,23 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         return head, lines, pieces
 
     def _height(self, e: FeedEntry, width: int) -> int:
-        # fast path: one short ASCII line
+        # fast path: one short printable ASCII line (most rows); the head's width is cached
         text = e.text
-        if len(text) < width // 2 and text.isascii() and "\n" not in text and text.isprintable():
-            head = self._head(e)
-            if sum(len(s) for s, _ in head) + len(text) <= width:
+        if len(text) < width and text.isascii() and text.isprintable():
+            if 9 + _head_rest_len(_head_key(e)) + len(text) <= width:
                 return 1
         return len(self._layout(e, width)[2])
 
     def _recount(self) -> None:
         self._starts = [0, *accumulate(self._heights)]
-        self.virtual_size = Size(self._width, self._starts[-1])
+        self._set_virtual(Size(self._width, self._starts[-1]))
         where = "#" + self.tab if self.tab else "all"
         title = f"feed · {where} · {len(self._rows)}"
         if self.query:
             title += f" · /{self.query}"
         if not self.show_lifecycle:
             title += " · lifecycle hidden"
-        self.border_title = title
+        set_title(self, title)
 
     def _refilter(self) -> None:
         """Rebuild the visible row list from the whole ring (tab, query or width change)."""
@@ -247,6 +265,19 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         if k or start < snap.feed_end:
             self._recount()
             self._after_change(removed_lines)
+
+    def _set_virtual(self, size: Size) -> None:
+        """Grow the scroll extent without a layout pass: the scrollbar is always shown
+        (``overflow-y: scroll``), so only its thumb moves. A layout per drain would repaint
+        the whole screen at flood rates."""
+        if size == self.virtual_size:
+            return
+        if not self.is_mounted or not self.container_size:
+            self.virtual_size = size
+            return
+        self.set_reactive(FeedView.virtual_size, size)
+        self._scroll_update(size)
+        self.refresh()
 
     def _after_change(self, removed_lines: int) -> None:
         if self.follow:
@@ -311,23 +342,27 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._styles.clear()
 
     # -- rendering -----------------------------------------------------------------------
 
     def _style(self, key: str):
-        if key == "time":
-            return self.get_component_rich_style("feed--time")
-        if key == "channel":
-            return self.get_component_rich_style("feed--channel")
-        if key == "service":
-            return self.get_component_rich_style("feed--service")
-        if key == "hist":
-            return self.get_component_rich_style("feed--hist")
-        if key.startswith("feed--"):
-            return self.get_component_rich_style(key)
-        if key.startswith("name:"):
+        """Component styles resolved once per style change (they are costly to compute)."""
+        hit = self._styles.get(key)
+        if hit is not None:
+            return hit
+        if key == "base":
+            value = self.rich_style
+        elif key in ("time", "channel", "service", "hist", "cursor", "more"):
+            value = self.get_component_rich_style("feed--" + key)
+        elif key.startswith("feed--"):
+            value = self.get_component_rich_style(key)
+        elif key.startswith("name:"):
             return name_style(key[5:])
-        return key
+        else:
+            return key
+        self._styles[key] = value
+        return value
 
     def _render_row(self, index: int, width: int, cursor: bool) -> list[Strip]:
         key = (index, width, cursor)
@@ -338,7 +373,8 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         assert self._snap is not None
         e = self._snap.entry(index)
         head, lines, pieces = self._layout(e, width)
-        head_text = Text()
+        base = self._style("base")
+        head_text = Text(style=base)
         for s, st in head:
             head_text.append(s, self._style(st) if st else None)
         body_style = self._style(LIFECYCLE_GLYPH.get(e.lifecycle or "", ("", "feed--manager"))[1]) \
@@ -352,18 +388,21 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 row = head_text.copy()
                 row.append(piece, body_style)
             else:
-                row = Text(" " * INDENT)
+                row = Text(" " * INDENT, style=base)
                 row.append(piece, body_style)
             out.append(row)
         console = self.app.console
-        base = self.rich_style
-        cur = self.get_component_rich_style("feed--cursor") if cursor else None
+        cur = self._style("cursor") if cursor else None
         strips = []
         for t in out:
-            strip = Strip(list(t.render(console, end=""))).crop_extend(0, width, None)
+            pad = width - t.cell_len
+            if pad > 0:
+                t.append(" " * pad)
+            elif pad < 0:
+                t.truncate(width)
             if cur is not None:
-                strip = strip.apply_style(cur)
-            strips.append(strip.apply_style(base))
+                t.stylize(cur)
+            strips.append(Strip(t.render(console, end=""), width))
         self._cache[key] = strips
         if len(self._cache) > CACHE_ROWS:
             self._cache.popitem(last=False)
@@ -377,19 +416,19 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             if more:
                 label = Text(f" ↓{more} more · G to follow ")
                 return Strip(list(label.render(self.app.console, end=""))).crop_extend(
-                    0, width, None).apply_style(self.get_component_rich_style("feed--more"))
+                    0, width, None).apply_style(self._style("more"))
         line = round(self.scroll_y) + y
         if line >= self._starts[-1] or not self._rows:
             if not self._rows and y == 0:
                 msg = "no messages match the search" if self.query else "no messages yet"
                 return Strip(list(Text(msg, style="dim italic").render(self.app.console, end=""))
                              ).crop_extend(0, width, None).apply_style(self.rich_style)
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._style("base"))
         k = bisect_right(self._starts, line, hi=len(self._rows)) - 1
         index = self._rows[k]
         strips = self._render_row(index, width, index == self.cursor)
         sub = line - self._starts[k]
-        return strips[sub] if sub < len(strips) else Strip.blank(width, self.rich_style)
+        return strips[sub] if sub < len(strips) else Strip.blank(width, self._style("base"))
 
     # -- actions -------------------------------------------------------------------------
 

@@ -124,11 +124,13 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
 
     def render_line(self, y: int) -> Strip:
         row = self.scroll_offset.y + y
+        strip = self._cache.get(row)
+        if strip is not None:
+            return strip
         width = self.size.width
         base = self.rich_style
         if row >= len(self._lines):
             return Strip.blank(width, base)
-        strip = self._cache.get(row)
         if strip is None:
             text, item = self._lines[row]
             segs = list(text.render(self.app.console, end=""))

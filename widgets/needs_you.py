@@ -10,7 +10,7 @@ from rich.text import Text
 
 from meshview.model import Snapshot
 from widgets.line_list import Item, LineList
-from widgets.presentation import age, join_wrapped, safe, who, wrap_offsets
+from widgets.presentation import age, join_wrapped, safe, set_title, who, wrap_offsets
 
 
 class NeedsYouRail(LineList):
@@ -24,7 +24,7 @@ class NeedsYouRail(LineList):
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         n = len(snap.signals.needs_you)
-        self.border_title = f"NEEDS YOU · {n}" if n else "NEEDS YOU"
+        set_title(self, f"NEEDS YOU · {n}" if n else "NEEDS YOU")
         key = (snap.signals.needs_you, int(snap.now // 1000))
         if key != self._key:
             self._key = key

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from functools import lru_cache
 from typing import Iterable
 
 from rich.text import Text
@@ -38,6 +39,7 @@ def safe_body(s: object) -> list[str]:
     return sanitize.text(s, indent="").split("\n")
 
 
+@lru_cache(maxsize=4096)
 def name_style(name: str) -> str:
     """A stable per-name colour (crc32, not ``hash``: the same across runs)."""
     return f"color({NAME_PALETTE[zlib.crc32(name.encode('utf-8', 'replace')) % len(NAME_PALETTE)]})"
@@ -78,11 +80,16 @@ def age(ms: float | None) -> str:
 
 
 def clock(ts_ms: float) -> str:
-    """``HH:MM:SS`` local time of an epoch-ms stamp."""
+    """``HH:MM:SS`` local time of an epoch-ms stamp (memoized per second: feeds ask a lot)."""
     try:
-        return time.strftime("%H:%M:%S", time.localtime(ts_ms / 1000.0))
-    except (OverflowError, OSError, ValueError):
+        return _clock_s(int(ts_ms // 1000))
+    except (OverflowError, OSError, ValueError, TypeError):
         return "--:--:--"
+
+
+@lru_cache(maxsize=4096)
+def _clock_s(sec: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(sec))
 
 
 def who(name: str, role: str | None) -> Text:
@@ -215,3 +222,10 @@ def join_wrapped(facts: list[str], width: int, sep: str = " · ") -> list[str]:
     if cur:
         lines.append(cur)
     return lines
+
+
+def set_title(widget, title: str) -> None:
+    """Set a border title only when it changed: every set repaints the whole widget."""
+    if getattr(widget, "_cotal_title", None) != title:
+        widget._cotal_title = title
+        widget.border_title = title

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from meshview.model import Peer, Snapshot
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
-    activity_line, harness_tag, join_wrapped, peer_facts, status_glyph, who,
+    activity_line, harness_tag, join_wrapped, peer_facts, set_title, status_glyph, who,
 )
 
 
@@ -32,7 +32,7 @@ class Roster(LineList):
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         n_ep = len(snap.endpoints)
-        self.border_title = f"roster · {len(snap.agents)} agents" + (f" · {n_ep} ep" if n_ep else "")
+        set_title(self, f"roster · {len(snap.agents)} agents" + (f" · {n_ep} ep" if n_ep else ""))
         key = (snap.agents, snap.endpoints, int(snap.now // 1000))
         if key != self._key:
             self._key = key

@@ -7,6 +7,7 @@ becomes Textual messages.
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
 from textual import on
@@ -29,6 +30,8 @@ from widgets.tiles import Tiles
 from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30
+BUSY_HZ = 10  # above BUSY_RATE msgs/s nobody reads rows: repaint the body less often
+BUSY_RATE = 300.0
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 
@@ -89,6 +92,7 @@ class ConsoleScreen(Screen[None]):
             self.app.start_session(self.session)  # type: ignore[attr-defined]
         self.query_one(StatusBar).set_hints(HINTS["body"])
         self.query_one(FeedView).focus()
+        self._next_drain = 0.0
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self.drain, name="drain")
 
@@ -107,7 +111,12 @@ class ConsoleScreen(Screen[None]):
         model = self.model
         if model.version == self._version and self.snap is not None:
             return
+        now = monotonic()
+        if now < self._next_drain:
+            return
         snap = model.snapshot()
+        busy = snap.rates.msgs_per_sec > BUSY_RATE
+        self._next_drain = now + (1 / BUSY_HZ if busy else 0.0)
         self._version = snap.version
         self.apply(snap)
 

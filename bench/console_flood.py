@@ -1,0 +1,184 @@
+"""Console under a flood: does the UI keep up with the model, and does the loop stay live?
+
+One run, side by side:
+
+1. a scripted team floods a space at ``--rate`` msgs/s (its own process: ``cotal demo
+   --headless --rate N``), so its CPU is not ours;
+2. *model only*: the real observer + MeshModel ingest for ``--model-seconds``;
+3. *console*: the same observer with the headless console App draining it (30 Hz, Line-API
+   feed, every widget live) for ``--console-seconds``, while a 10 ms probe task measures
+   event-loop lateness.
+
+Printed: offered rate (broker stream sequence), model-only ingest rate, console ingest rate,
+their ratio (goal ≥ 0.8), worst and p99 probe lateness (goal < 100 ms), main-thread CPU
+(observer + UI), and RSS at the end (bounded by the feed ring and caps).
+
+    .venv/bin/python bench/console_flood.py [--rate 20000] [--console-seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from meshview.connect import connect, resolve_target  # noqa: E402
+from meshview.model import MeshModel  # noqa: E402
+from meshview.observer import Observer, ObserverOptions  # noqa: E402
+
+
+def rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def stream_seq(nc, space: str) -> int:
+    si = await nc.jsm().stream_info(f"CHAT_{space}")
+    return int(si.state.last_seq)
+
+
+async def measure_model(nc, target, space: str, seconds: float) -> dict:
+    model = MeshModel(space)
+    obs = Observer(nc, space, model, options=ObserverOptions(backfill=0, dm_backfill=0))
+    await obs.start()
+    await asyncio.sleep(1.0)  # settle
+    t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+    await asyncio.sleep(seconds)
+    t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+    await obs.stop()
+    dt = t1 - t0
+    return {"ingest": (n1 - n0) / dt, "offered": (s1 - s0) / dt, "cpu": (c1 - c0) / dt}
+
+
+async def measure_console(nc, target, space: str, seconds: float) -> dict:
+    from cotal_tui.app import CotalApp
+    from cotal_tui.console import LiveSession
+
+    args = argparse.Namespace(backfill=0, no_dms=False)
+    session = LiveSession(nc, target, space, args)
+    app = CotalApp(session=session)
+    lateness: list[float] = []
+    stop = asyncio.Event()
+
+    async def probe() -> None:
+        period = 0.010
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            t = loop.time()
+            await asyncio.sleep(period)
+            lateness.append(loop.time() - t - period)
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        for _ in range(200):
+            if session.started and session.observer._started:
+                break
+            await pilot.pause(0.05)
+        await asyncio.sleep(1.0)
+        model = session.model
+        screen = app.screen
+        p = asyncio.create_task(probe())
+        t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+        v0 = screen._version
+        drains = 0
+        end = t0 + seconds
+        last_v = v0
+        while time.perf_counter() < end:
+            await asyncio.sleep(0.25)
+            if screen._version != last_v:
+                drains += 1
+                last_v = screen._version
+        t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+        stop.set()
+        await p
+        feed = screen.query_one("#feed")
+        shown_rows = len(feed.rows)
+        rss = rss_mb()
+        await pilot.press("q")
+    await session.stop()
+    dt = t1 - t0
+    lateness.sort()
+    return {
+        "ingest": (n1 - n0) / dt, "offered": (s1 - s0) / dt, "cpu": (c1 - c0) / dt,
+        "late_max": lateness[-1] * 1000 if lateness else 0.0,
+        "late_p99": lateness[int(len(lateness) * 0.99) - 1] * 1000 if lateness else 0.0,
+        "rss": rss, "feed_rows": shown_rows, "feed_cap": model.feed_cap,
+    }
+
+
+def start_flood(rate: int, space: str, agents: int) -> tuple[subprocess.Popen, str]:
+    cmd = [str(Path(sys.executable).with_name("cotal")), "demo", "--headless", "--rate", str(rate),
+           "--space", space, "--agents", str(agents)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = None
+    assert proc.stdout is not None
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        m = re.match(r"server:\s+(\S+)", line)
+        if m:
+            url = m.group(1)
+            break
+    if url is None:
+        proc.kill()
+        raise SystemExit("the flood mesh did not start")
+    return proc, url
+
+
+async def main(opts: argparse.Namespace) -> int:
+    proc, url = start_flood(opts.rate, opts.space, opts.agents)
+    try:
+        ns = argparse.Namespace(server=[url], space=opts.space)
+        target = resolve_target(ns)
+        nc, target = await connect(target)
+        nc._max_pending_msgs = 4_000_000  # noqa: SLF001 - bench: let the observer's queue judge
+        await asyncio.sleep(2.0)  # let the flood reach its rate
+        model = await measure_model(nc, target, opts.space, opts.model_seconds)
+        console = await measure_console(nc, target, opts.space, opts.console_seconds)
+        await nc.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    ratio = console["ingest"] / model["ingest"] if model["ingest"] else 0.0
+    print(f"flood target        {opts.rate:>10,} msgs/s  ({opts.agents} agents, own process)")
+    print(f"offered (broker)    {model['offered']:>10,.0f} msgs/s  model phase; "
+          f"{console['offered']:,.0f} console phase")
+    print(f"model-only ingest   {model['ingest']:>10,.0f} msgs/s  main-thread CPU "
+          f"{model['cpu'] * 100:.0f}%  ({opts.model_seconds:g} s)")
+    print(f"console ingest      {console['ingest']:>10,.0f} msgs/s  main-thread CPU "
+          f"{console['cpu'] * 100:.0f}% (observer + UI)  ({opts.console_seconds:g} s)")
+    print(f"console / model     {ratio:>10.2f}         goal >= 0.8  "
+          f"{'PASS' if ratio >= 0.8 else 'MISS'}")
+    print(f"probe lateness      {console['late_max']:>10.1f} ms worst, "
+          f"{console['late_p99']:.1f} ms p99   goal < 100 ms  "
+          f"{'PASS' if console['late_max'] < 100 else 'MISS'}")
+    print(f"RSS at end          {console['rss']:>10.0f} MB     feed ring "
+          f"{console['feed_rows']:,}/{console['feed_cap']:,} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rate", type=int, default=20_000)
+    ap.add_argument("--agents", type=int, default=6)
+    ap.add_argument("--space", default="flood")
+    ap.add_argument("--model-seconds", type=float, default=10.0)
+    ap.add_argument("--console-seconds", type=float, default=60.0)
+    sys.exit(asyncio.run(main(ap.parse_args())))
