@@ -1,8 +1,9 @@
 """Serving side of an attach: a seat's pty with its headless mirror, and the per-session bridge.
 
-A :class:`PtySeat` runs one real program on a real pty, feeds every output chunk to its
-:class:`~attach.mirror.Mirror` and then to any listening bridges (in that order, in one event
-loop, so a snapshot and the live stream never disagree). A :class:`ServingBridge` is one
+A :class:`PtySeat` runs one real program on a real pty and hands every output chunk to the
+listening bridges at once; its :class:`~attach.mirror.Mirror` is fed on a thread of its own
+(pyte is pure Python and far slower than the pty), and every snapshot first catches the mirror
+up to the last byte read, so a snapshot and the live stream never disagree. A :class:`ServingBridge` is one
 session: it listens from the moment it exists, answers ``ready`` with snapshot → buffered →
 live, drops output under a full window with a ``drop`` notice followed by a repaint, and ends
 with a reason frame sent after all queued output and before the advisory ``close``.
@@ -18,6 +19,7 @@ import signal
 import struct
 import subprocess
 import termios
+import threading
 from collections import deque
 from typing import Callable
 
@@ -29,6 +31,7 @@ PRE_READY_LIMIT = 1024 * 1024
 END_CREDIT_WAIT_S = 2.0
 SIGKILL_AFTER_S = 3.0
 READY_WAIT_S = 10.0
+MIRROR_BACKLOG_MAX = 1024 * 1024
 
 
 def set_winsize(fd: int, cols: int, rows: int) -> None:
@@ -58,6 +61,15 @@ class PtySeat:
         self.exited = asyncio.Event()
         self.returncode: int | None = None
         self.bytes_out = 0
+        self._backlog: deque[bytes] = deque()
+        self._backlog_bytes = 0
+        self._lock = threading.Lock()  # guards the backlog
+        self._mirror_lock = threading.Lock()  # guards the mirror
+        self._kick = threading.Event()
+        self._stop_feeder = False
+        self._paused = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._feeder = threading.Thread(target=self._mirror_thread, name="mirror-feed", daemon=True)
 
     @property
     def running(self) -> bool:
@@ -79,7 +91,9 @@ class PtySeat:
             os.close(slave)
         os.set_blocking(master, False)
         self.master = master
-        asyncio.get_running_loop().add_reader(master, self._readable)
+        self._loop = asyncio.get_running_loop()
+        self._feeder.start()
+        self._loop.add_reader(master, self._readable)
 
     def _readable(self) -> None:
         assert self.master is not None
@@ -95,14 +109,61 @@ class PtySeat:
             self._on_eof()
             return
         self.bytes_out += len(data)
-        self.mirror.feed(data)
+        # live bytes go out at once; the mirror (pure Python, slow) is fed on its own thread
+        with self._lock:
+            self._backlog.append(data)
+            self._backlog_bytes += len(data)
+            over = self._backlog_bytes > MIRROR_BACKLOG_MAX
+        self._kick.set()
+        if over and not self._paused:  # bound memory: stop reading until the mirror catches up
+            self._paused = True
+            asyncio.get_running_loop().remove_reader(self.master)
         for fn in list(self.listeners):
             fn(data)
+
+    def _mirror_thread(self) -> None:
+        while not self._stop_feeder:
+            self._kick.wait(0.5)
+            self._kick.clear()
+            while True:
+                with self._mirror_lock:  # catch_up() takes this lock first: no chunk is fed twice
+                    with self._lock:
+                        if not self._backlog:
+                            break
+                        chunk = self._backlog.popleft()
+                        self._backlog_bytes -= len(chunk)
+                        resume = self._paused and self._backlog_bytes < MIRROR_BACKLOG_MAX // 2
+                    self.mirror.feed(chunk)
+                if resume and self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._resume)
+
+    def _resume(self) -> None:
+        if self._paused and self.master is not None:
+            self._paused = False
+            self._loop.add_reader(self.master, self._readable)
+
+    def catch_up(self) -> None:
+        """Feed every byte read so far into the mirror (before any snapshot or resize)."""
+        with self._mirror_lock:
+            with self._lock:
+                pending = list(self._backlog)
+                self._backlog.clear()
+                self._backlog_bytes = 0
+            for chunk in pending:
+                self.mirror.feed(chunk)
+        if self._paused and self._loop is not None:
+            self._resume()
+
+    def snapshot(self) -> bytes:
+        self.catch_up()
+        with self._mirror_lock:
+            return self.mirror.snapshot()
 
     def _on_eof(self) -> None:
         loop = asyncio.get_running_loop()
         if self.master is not None:
-            loop.remove_reader(self.master)
+            if not self._paused:
+                loop.remove_reader(self.master)
             try:
                 os.close(self.master)
             except OSError:
@@ -115,6 +176,9 @@ class PtySeat:
         while self.proc.poll() is None:
             await asyncio.sleep(0.02)
         self.returncode = self.proc.returncode
+        self.catch_up()
+        self._stop_feeder = True
+        self._kick.set()
         self.exited.set()
         for fn in list(self.exit_listeners):
             fn(self.returncode)
@@ -136,7 +200,9 @@ class PtySeat:
         if cols < 1 or rows < 1:
             return  # a degenerate size is dropped, never a teardown
         self.cols, self.rows = cols, rows
-        self.mirror.resize(cols, rows)
+        self.catch_up()
+        with self._mirror_lock:
+            self.mirror.resize(cols, rows)
         if self.master is not None:
             set_winsize(self.master, cols, rows)
             if self.proc is not None:
@@ -184,7 +250,7 @@ class ServingBridge:
         self.on_done = on_done
         self._pending: deque[bytes] = deque()  # output after the first snapshot, before ready
         self._pending_bytes = 0
-        self._snapshot: bytes | None = seat.mirror.snapshot()
+        self._snapshot: bytes | None = seat.snapshot()
         self._ready = False
         self._ready_evt = asyncio.Event()
         self._out: deque[tuple[str, object]] = deque()
@@ -218,7 +284,7 @@ class ServingBridge:
     def _repaint(self) -> None:
         """Queue a fresh snapshot; everything queued before it is already inside it."""
         self._out = deque(item for item in self._out if item[0] == "end")
-        self._out.appendleft(("data", self.seat.mirror.snapshot()))
+        self._out.appendleft(("data", self.seat.snapshot()))
         self._wake.set()
 
     async def on_caller_data(self, data: object, seq: int) -> None:
@@ -231,7 +297,7 @@ class ServingBridge:
             if not self._ready:
                 self._ready = True
                 self._ready_evt.set()
-                first = self._snapshot if self._snapshot is not None else self.seat.mirror.snapshot()
+                first = self._snapshot if self._snapshot is not None else self.seat.snapshot()
                 head: list[tuple[str, object]] = [("data", first)]
                 head += [("data", chunk) for chunk in self._pending]
                 self._out = deque(head + list(self._out))  # before an `end` queued pre-ready
