@@ -164,9 +164,6 @@ async def test_peek_sends_nothing_and_can_be_promoted(seats):
         assert log.read_bytes() == b"z"
 
 
-@pytest.mark.xfail(strict=False, reason="attach/rail.py: a `close` frame tears the rail down while the "
-                   "`end` frame before it is still queued for the handler, so the caller sees a transient "
-                   "`peer-closed` and reconnects instead of reading `process-exit`")
 async def test_end_reasons_in_the_status_line(seats):
     sessions, mgr, log = seats
     app = ConsoleStub(sessions, "echo")
