@@ -23,6 +23,7 @@ import asyncio
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -139,13 +140,33 @@ def start_flood(rate: int, space: str, agents: int) -> tuple[subprocess.Popen, s
     return proc, url
 
 
+def pin(proc: subprocess.Popen) -> str:
+    """On ≥ 2 CPUs: the flood (team + broker) on the last CPU, this process (observer + UI) on
+    the first, so the figures measure our code and not CPU contention."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) < 2 or not shutil.which("taskset"):
+        return "unpinned (fewer than 2 CPUs)"
+    last = cpus[-1]
+    pids = [proc.pid] + [int(p) for p in subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", str(last), str(pid)],
+                       capture_output=True)
+    os.sched_setaffinity(0, {cpus[0]})
+    return f"flood pinned to CPU {last}, console to CPU {cpus[0]}"
+
+
 async def main(opts: argparse.Namespace) -> int:
     proc, url = start_flood(opts.rate, opts.space, opts.agents)
+    placement = pin(proc) if opts.pin else "unpinned"
     try:
         ns = argparse.Namespace(server=[url], space=opts.space)
         target = resolve_target(ns)
         nc, target = await connect(target)
         nc._max_pending_msgs = 4_000_000  # noqa: SLF001 - bench: let the observer's queue judge
+        from cotal_tui.console import tune_gc
+
+        tune_gc()  # as run_console does, for both phases
         await asyncio.sleep(2.0)  # let the flood reach its rate
         model = await measure_model(nc, target, opts.space, opts.model_seconds)
         console = await measure_console(nc, target, opts.space, opts.console_seconds)
@@ -157,7 +178,8 @@ async def main(opts: argparse.Namespace) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
     ratio = console["ingest"] / model["ingest"] if model["ingest"] else 0.0
-    print(f"flood target        {opts.rate:>10,} msgs/s  ({opts.agents} agents, own process)")
+    print(f"flood target        {opts.rate:>10,} msgs/s  ({opts.agents} agents, own process; "
+          f"{placement})")
     print(f"offered (broker)    {model['offered']:>10,.0f} msgs/s  model phase; "
           f"{console['offered']:,.0f} console phase")
     print(f"model-only ingest   {model['ingest']:>10,.0f} msgs/s  main-thread CPU "
@@ -181,4 +203,6 @@ if __name__ == "__main__":
     ap.add_argument("--space", default="flood")
     ap.add_argument("--model-seconds", type=float, default=10.0)
     ap.add_argument("--console-seconds", type=float, default=60.0)
+    ap.add_argument("--no-pin", dest="pin", action="store_false",
+                    help="do not pin the flood and the console to separate CPUs")
     sys.exit(asyncio.run(main(ap.parse_args())))
