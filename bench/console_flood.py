@@ -49,8 +49,14 @@ def rss_mb() -> float:
 
 
 async def stream_seq(nc, space: str) -> int:
-    si = await nc.jsm().stream_info(f"CHAT_{space}")
-    return int(si.state.last_seq)
+    """The CHAT stream's last sequence (what the broker accepted); retried under load."""
+    for attempt in range(5):
+        try:
+            si = await nc.jsm().stream_info(f"CHAT_{space}")
+            return int(si.state.last_seq)
+        except Exception:  # noqa: BLE001 - a busy broker: try again
+            await asyncio.sleep(0.5 * (attempt + 1))
+    return 0
 
 
 async def measure_model(nc, target, space: str, seconds: float) -> dict:
