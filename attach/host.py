@@ -15,11 +15,13 @@ import asyncio
 import errno
 import fcntl
 import os
+import re
 import signal
 import struct
 import subprocess
 import termios
 import threading
+import time
 from collections import deque
 from typing import Callable
 
@@ -31,7 +33,13 @@ PRE_READY_LIMIT = 1024 * 1024
 END_CREDIT_WAIT_S = 2.0
 SIGKILL_AFTER_S = 3.0
 READY_WAIT_S = 10.0
-MIRROR_BACKLOG_MAX = 1024 * 1024
+# The mirror (pure-Python pyte, ~1 MB/s) must never throttle the program: past MAX bytes of
+# unmirrored output the oldest bytes are skipped down to KEEP, keeping only their mode switches
+# (alt screen, cursor, paste, mouse), so a flood costs repaint fidelity, not program speed.
+MIRROR_BACKLOG_MAX = 256 * 1024
+MIRROR_BACKLOG_KEEP = 64 * 1024
+MIRROR_YIELD = 2.0  # the feeder sleeps this many times as long as each feed took
+_MODE_SEQ = re.compile(rb"\x1b\[\?[0-9;]*[hl]|\x1bc")
 
 
 def set_winsize(fd: int, cols: int, rows: int) -> None:
@@ -67,7 +75,7 @@ class PtySeat:
         self._mirror_lock = threading.Lock()  # guards the mirror
         self._kick = threading.Event()
         self._stop_feeder = False
-        self._paused = False
+        self.mirror_skipped = 0  # bytes never mirrored (floods); repaints after a skip are approximate
         self._loop: asyncio.AbstractEventLoop | None = None
         self._feeder = threading.Thread(target=self._mirror_thread, name="mirror-feed", daemon=True)
 
@@ -97,29 +105,50 @@ class PtySeat:
 
     def _readable(self) -> None:
         assert self.master is not None
-        try:
-            data = os.read(self.master, 65536)
-        except BlockingIOError:
-            return
-        except OSError as e:
-            if e.errno not in (errno.EIO, errno.EBADF):
-                raise
-            data = b""
+        chunks: list[bytes] = []
+        eof = False
+        for _ in range(16):  # drain what is there (a pty hands out ~4 KiB per read)
+            try:
+                got = os.read(self.master, 65536)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno not in (errno.EIO, errno.EBADF):
+                    raise
+                got = b""
+            if not got:
+                eof = True
+                break
+            chunks.append(got)
+        data = b"".join(chunks)
         if not data:
-            self._on_eof()
+            if eof:
+                self._on_eof()
             return
         self.bytes_out += len(data)
         # live bytes go out at once; the mirror (pure Python, slow) is fed on its own thread
         with self._lock:
             self._backlog.append(data)
             self._backlog_bytes += len(data)
-            over = self._backlog_bytes > MIRROR_BACKLOG_MAX
+            if self._backlog_bytes > MIRROR_BACKLOG_MAX:
+                self._skip_backlog()
         self._kick.set()
-        if over and not self._paused:  # bound memory: stop reading until the mirror catches up
-            self._paused = True
-            asyncio.get_running_loop().remove_reader(self.master)
         for fn in list(self.listeners):
             fn(data)
+
+    def _skip_backlog(self) -> None:
+        """Drop the oldest unmirrored bytes down to KEEP (caller holds ``_lock``)."""
+        dropped: list[bytes] = []
+        while self._backlog_bytes > MIRROR_BACKLOG_KEEP and len(self._backlog) > 1:
+            chunk = self._backlog.popleft()
+            self._backlog_bytes -= len(chunk)
+            dropped.append(chunk)
+        joined = b"".join(dropped)
+        self.mirror_skipped += len(joined)
+        modes = b"".join(_MODE_SEQ.findall(joined))
+        if modes:
+            self._backlog.appendleft(modes)
+            self._backlog_bytes += len(modes)
 
     def _mirror_thread(self) -> None:
         while not self._stop_feeder:
@@ -132,15 +161,12 @@ class PtySeat:
                             break
                         chunk = self._backlog.popleft()
                         self._backlog_bytes -= len(chunk)
-                        resume = self._paused and self._backlog_bytes < MIRROR_BACKLOG_MAX // 2
+                    t0 = time.perf_counter()
                     self.mirror.feed(chunk)
-                if resume and self._loop is not None:
-                    self._loop.call_soon_threadsafe(self._resume)
-
-    def _resume(self) -> None:
-        if self._paused and self.master is not None:
-            self._paused = False
-            self._loop.add_reader(self.master, self._readable)
+                    spent = time.perf_counter() - t0
+                # at most ~1/3 of the interpreter while output streams: the live path comes
+                # first, and the skip-ahead bounds what the mirror falls behind
+                time.sleep(min(spent * MIRROR_YIELD, 0.05))
 
     def catch_up(self) -> None:
         """Feed every byte read so far into the mirror (before any snapshot or resize)."""
@@ -151,8 +177,6 @@ class PtySeat:
                 self._backlog_bytes = 0
             for chunk in pending:
                 self.mirror.feed(chunk)
-        if self._paused and self._loop is not None:
-            self._resume()
 
     def snapshot(self) -> bytes:
         self.catch_up()
@@ -162,8 +186,7 @@ class PtySeat:
     def _on_eof(self) -> None:
         loop = asyncio.get_running_loop()
         if self.master is not None:
-            if not self._paused:
-                loop.remove_reader(self.master)
+            loop.remove_reader(self.master)
             try:
                 os.close(self.master)
             except OSError:
@@ -348,6 +371,8 @@ class ServingBridge:
                         self.dropped += len(payload)  # type: ignore[arg-type]
                     continue
                 data: bytes = payload  # type: ignore[assignment]
+                if len(data) < CHUNK and len(self._out) > 1 and self._out[1][0] == "data":
+                    data = self._coalesce()  # many small pty reads → one frame, not one each
                 piece, rest = data[:CHUNK], data[CHUNK:]
                 try:
                     await self.rail.send(tf.encode(tf.Data(piece)))
@@ -363,6 +388,21 @@ class ServingBridge:
                     self._out.popleft()
         finally:
             self._finish()
+
+    def _coalesce(self) -> bytes:
+        """Merge the queued data items at the head into one of at most CHUNK bytes."""
+        parts: list[bytes] = []
+        size = 0
+        while self._out and self._out[0][0] == "data":
+            nxt: bytes = self._out[0][1]  # type: ignore[assignment]
+            if parts and size + len(nxt) > CHUNK:
+                break
+            self._out.popleft()
+            parts.append(nxt)
+            size += len(nxt)
+        data = b"".join(parts)
+        self._out.appendleft(("data", data))
+        return data
 
     async def _wait_credit_or_data(self) -> None:
         credit = asyncio.ensure_future(self.rail.wait_credit())

@@ -87,7 +87,7 @@ async def nc2(broker):
 async def test_echo_round_trip(managers, nc2, space):
     m = await managers([SeatSpec("alice", "local.alice")])
     c = await Client(nc2, space, "alice").open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")  # a snapshot ends rows at the last glyph
     assert await c.s.send_keys(b"hello mesh\r")
     await c.wait_text("echo: hello mesh")
     assert m.live_sessions == 1
@@ -99,7 +99,7 @@ async def test_echo_round_trip(managers, nc2, space):
 async def test_resize_reaches_the_pty(managers, nc2, space):
     await managers([SeatSpec("alice", "local.alice", cols=100, rows=30)])
     c = await Client(nc2, space, "alice").open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")
     await c.s.send_keys(b"size\r")
     await c.wait_text("30 100")
     await c.s.resize(77, 21)
@@ -111,7 +111,7 @@ async def test_resize_reaches_the_pty(managers, nc2, space):
 async def test_attach_sends_initial_size(managers, nc2, space):
     await managers([SeatSpec("alice", "local.alice")])
     c = await Client(nc2, space, "alice", size=(91, 19)).open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")
     await c.s.send_keys(b"size\r")
     await c.wait_text("19 91")
     await c.s.close()
@@ -161,7 +161,7 @@ def Mirror_text(data: bytes | bytearray) -> list[str]:
 async def test_detach_then_reattach_gets_a_new_session(managers, nc2, space):
     m = await managers([SeatSpec("alice", "local.alice")])
     c1 = await Client(nc2, space, "alice").open()
-    await c1.wait_text("alice> ")
+    await c1.wait_text("alice>")
     await c1.s.send_keys(b"first\r")
     await c1.wait_text("echo: first")
     sid1 = c1.s.link.grant["sessionId"]
@@ -180,7 +180,7 @@ async def test_detach_then_reattach_gets_a_new_session(managers, nc2, space):
 async def test_keystrokes_with_no_session_open_are_dropped(managers, nc2, space):
     await managers([SeatSpec("alice", "local.alice")])
     c1 = await Client(nc2, space, "alice").open()
-    await c1.wait_text("alice> ")
+    await c1.wait_text("alice>")
     await c1.s.close()
     await c1.result()
     assert await c1.s.send_keys(b"secret\r") is False
@@ -198,7 +198,7 @@ async def test_keystrokes_with_no_session_open_are_dropped(managers, nc2, space)
 async def test_process_exit_ends_the_session(managers, nc2, space):
     m = await managers([SeatSpec("alice", "local.alice")])
     c = await Client(nc2, space, "alice").open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")
     await c.s.send_keys(b"exit\r")
     assert await c.result() == "process-exit"
     await c.wait_text("bye")  # output before the end is delivered first
@@ -211,7 +211,7 @@ async def test_process_exit_ends_the_session(managers, nc2, space):
 async def test_despawn_mid_session_then_seat_is_gone(managers, nc2, space):
     m = await managers([SeatSpec("alice", "local.alice"), SeatSpec("bob", "local.bob")])
     c = await Client(nc2, space, "alice").open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")
     await m.despawn("alice")
     assert await c.result() == "target-despawn"
     with pytest.raises(AttachError) as e:
@@ -222,7 +222,7 @@ async def test_despawn_mid_session_then_seat_is_gone(managers, nc2, space):
 async def test_manager_restart_is_final_and_the_successor_serves_a_new_epoch(managers, nc, nc2, space):
     m = await managers([SeatSpec("alice", "local.alice")])
     c = await Client(nc2, space, "alice").open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")
     old_epoch = c.s.link.grant["serving"]["epoch"]
     await m.stop()
     assert await c.result() == "manager-restart"
@@ -276,7 +276,7 @@ async def test_session_ceiling_refuses_with_resource_exhausted(managers, nc2, sp
 async def test_repeated_ready_repaints(managers, nc2, space):
     await managers([SeatSpec("alice", "local.alice")])
     c = await Client(nc2, space, "alice").open()
-    await c.wait_text("alice> ")
+    await c.wait_text("alice>")
     n = len(c.out)
     await c.s.repaint()
     await until(lambda: len(c.out) > n)
