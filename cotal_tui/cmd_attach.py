@@ -4,39 +4,46 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from meshview.connect import add_connection_arguments
+
     p.add_argument("name", help="seat name (see `cotal ps`)")
-    p.add_argument("--server", default="nats://127.0.0.1:4222", help="NATS URL (default: %(default)s)")
-    p.add_argument("--space", default="main", help="space name (default: %(default)s)")
     p.add_argument("--on", metavar="INSTANCE", default=None, help="pin one manager instance")
     p.add_argument("--no-reconnect", action="store_true", help="exit instead of re-attaching on a link fault")
+    add_connection_arguments(p)
 
 
-async def connect(server: str):
-    """One bare connection, no automatic reconnect (a session owns its re-establishment).
+async def connect(target):
+    """One connection through the shared connection layer (creds, nkey, TLS, clusters, inbox
+    prefix), with the client's own reconnect turned off: a session owns its re-establishment,
+    so a dropped link must end the session, not be silently revived under it."""
+    from meshview.connect import Target, connect as mesh_connect
 
-    Kept in one place so it can be swapped for ``meshview.connect`` later."""
-    import nats
-
-    async def quiet(_e: Exception) -> None:  # failures are reported once, by the caller
-        pass
-
-    return await nats.connect(
-        server, allow_reconnect=False, connect_timeout=2, max_reconnect_attempts=1,
-        reconnect_time_wait=0.1, ping_interval=10, name="cotal-attach",
-        error_cb=quiet, disconnected_cb=None,
-    )
+    if isinstance(target, str):  # a bare URL (open mesh)
+        target = Target((target,), name="cotal-attach", timeout=2.0)
+    nc, _ = await mesh_connect(target)
+    nc.options["allow_reconnect"] = False
+    return nc
 
 
-async def _preflight(server: str) -> str | None:
+def resolve(args: argparse.Namespace):
+    from meshview.connect import resolve_target
+
+    return dataclasses.replace(resolve_target(args), name="cotal-attach")
+
+
+async def _preflight(target) -> str | None:
+    from meshview.connect import ConnectError
+
     try:
-        nc = await connect(server)
-    except Exception:
-        return f"cotal attach: cannot reach the broker at {server}."
+        nc = await connect(target)
+    except ConnectError as e:
+        return f"cotal attach: {e}"
     await nc.close()
     return None
 
@@ -45,13 +52,14 @@ async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     from attach.client import AttachSession
     from attach.passthrough import run_passthrough
 
-    problem = await _preflight(args.server)
+    target = resolve(args)
+    problem = await _preflight(target)
     if problem:
         print(problem, file=sys.stderr)
         return 1
 
     def factory(**kw):
-        return AttachSession(args.space, args.name, connect=lambda: connect(args.server),
+        return AttachSession(target.space, args.name, connect=lambda: connect(target),
                              reconnect=not args.no_reconnect, instance_id=args.on, **kw)
 
     _, code = await run_passthrough(factory, name=args.name, detach_byte=detach_byte)

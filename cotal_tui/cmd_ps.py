@@ -9,10 +9,11 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", default="nats://127.0.0.1:4222", help="NATS URL (default: %(default)s)")
-    p.add_argument("--space", default="main", help="space name (default: %(default)s)")
+    from meshview.connect import add_connection_arguments
+
     p.add_argument("--json", action="store_true", help="one JSON object per row")
     p.add_argument("--on", metavar="INSTANCE", default=None, help="ask one manager instance only")
+    add_connection_arguments(p)
 
 
 def _age(ms: int) -> str:
@@ -44,23 +45,26 @@ def describe_row(row: dict) -> tuple[str, str]:
 async def _main(args: argparse.Namespace) -> int:
     from attach.client import live_instances
     from attach.endpoint import EndpointClient, EndpointError
-    from cotal_tui.cmd_attach import connect
+    from cotal_tui.cmd_attach import connect, resolve
+    from meshview.connect import ConnectError
     from meshview.sanitize import inline as clean  # neutralise untrusted text
 
+    target = resolve(args)
+    space, where = target.space, target.display
     try:
-        nc = await connect(args.server)
-    except Exception:
-        print(f"cotal ps: cannot reach the broker at {args.server}.", file=sys.stderr)
+        nc = await connect(target)
+    except ConnectError as e:
+        print(f"cotal ps: {e}", file=sys.stderr)
         return 1
     try:
-        ep = EndpointClient(nc, args.space)
+        ep = EndpointClient(nc, space)
         try:
-            expected = {args.on} if args.on else await live_instances(nc, args.space)
+            expected = {args.on} if args.on else await live_instances(nc, space)
         except Exception:
-            print(f"cotal ps: space {args.space!r} is not provisioned on {args.server}.", file=sys.stderr)
+            print(f"cotal ps: space {space!r} is not provisioned on {where}.", file=sys.stderr)
             return 1
         if not expected:
-            print(f"cotal ps: no manager is serving space {args.space!r}.", file=sys.stderr)
+            print(f"cotal ps: no manager is serving space {space!r}.", file=sys.stderr)
             return 1
         try:
             if args.on:
