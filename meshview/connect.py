@@ -40,6 +40,24 @@ BACKOFF_BASE = 0.25
 BACKOFF_CAP = 5.0
 
 
+class LenientClient(NATS):
+    """nats-py's client, except that a received subject with invalid UTF-8 is decoded with
+    U+FFFD instead of raising inside the read loop. Stock nats-py decodes strictly there, so a
+    single hostile publish (any agent may publish on its own chat subjects) would end the read
+    loop and leave the observer connected but deaf until pings time out. The replaced subject
+    then fails subject parsing and is counted as ``malformed-subject`` like any bad input."""
+
+    def _build_message(self, sid, subject, reply, data, headers):  # noqa: D401 - override
+        return self.msg_class(
+            subject=subject.decode("utf-8", "replace"),
+            reply=reply.decode("utf-8", "replace"),
+            data=data,
+            headers=headers,
+            _client=self,
+            _sid=sid,
+        )
+
+
 class ConnectError(RuntimeError):
     """The target could not be reached or accepted; the message is one sentence, no secrets."""
 
@@ -332,7 +350,7 @@ async def connect(
     """Open the connection; raises :class:`ConnectError` (one sentence) within the timeout."""
     target = args_or_target if isinstance(args_or_target, Target) else resolve_target(args_or_target)
     opts = connect_options(target)
-    nc = NATS()
+    nc = LenientClient()
     ev = events_of(nc)
     opts.update(error_cb=ev.error, disconnected_cb=ev.disconnected,
                 reconnected_cb=ev.reconnected, closed_cb=ev.closed)
