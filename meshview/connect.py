@@ -22,6 +22,7 @@ import secrets
 import ssl
 import stat
 import sys
+import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,22 +186,37 @@ def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None 
     return Target((DEFAULT_SERVER,), want or DEFAULT_SPACE, source="default", **common)
 
 
-def _creds_public_key(path: str) -> str | None:
-    """The user nkey public key (``sub`` of the user JWT) — the connId of a creds file."""
+def _creds_claims(path: str) -> dict[str, Any]:
+    """The user JWT's claims from a creds file (not secret; never the seed), or {}."""
     try:
         raw = Path(path).read_text()
     except OSError:
-        return None
+        return {}
     lines = [ln.strip() for ln in raw.splitlines()]
     for i, ln in enumerate(lines):
         if "BEGIN NATS USER JWT" in ln and i + 1 < len(lines):
             try:
                 body = lines[i + 1].split(".")[1]
                 claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-                sub = claims.get("sub")
-                return sub if isinstance(sub, str) else None
             except (IndexError, ValueError):
-                return None
+                return {}
+            return claims if isinstance(claims, dict) else {}
+    return {}
+
+
+def _creds_public_key(path: str) -> str | None:
+    """The user nkey public key (``sub`` of the user JWT) — the connId of a creds file."""
+    sub = _creds_claims(path).get("sub")
+    return sub if isinstance(sub, str) else None
+
+
+def _creds_expiry(path: str | None) -> str | None:
+    """When the creds' JWT expired, if it has: the broker's refusal does not say why."""
+    if not path:
+        return None
+    exp = _creds_claims(path).get("exp")
+    if isinstance(exp, (int, float)) and not isinstance(exp, bool) and exp < time.time():
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(exp))
     return None
 
 
@@ -324,7 +340,10 @@ def _reason(e: BaseException | None, target: Target) -> str:
     name = type(e).__name__
     s = str(e) or name
     if "Authorization" in name or "authorization" in s.lower():
-        return "the broker refused the credentials"
+        expired = _creds_expiry(target.creds)
+        if expired:
+            return f"the credentials expired at {expired}"
+        return "the broker refused the credentials (wrong, revoked or not permitted)"
     if isinstance(e, ssl.SSLError) or "SSL" in name or "certificate" in s.lower():
         return "the TLS handshake failed"
     if isinstance(e, (ConnectionRefusedError,)) or "Connect call failed" in s or "refused" in s:

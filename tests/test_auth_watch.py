@@ -175,10 +175,6 @@ async def test_refused_creds_are_one_sentence_and_exit_1(auth_mesh, who):
     _assert_no_secrets(auth_mesh, w)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "meshview/connect.py _reason() maps every Authorization Violation to 'the broker refused "
-    "the credentials'; the creds file's own JWT exp is readable locally and could say "
-    "'expired at <time>' (improvement, not a safety bug)"))
 async def test_expired_creds_name_the_expiry(auth_mesh):
     """The broker says 'Authorization Violation' for expired and revoked alike; the JWT's
     ``exp`` is readable locally, so the sentence can say *why*."""
