@@ -332,6 +332,8 @@ class DemoManager:
             "instanceId": self.instance_id,
             "host": socket.gethostname(),
             "cwd": self.root,
+            "cols": seat.pty.cols,  # the pane opens at the seat's real size (late-attach repaint)
+            "rows": seat.pty.rows,
         }
         if seat.pty.pid:
             row["pid"] = seat.pty.pid
