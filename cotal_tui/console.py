@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import signal
 import sys
@@ -16,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from attach.managed import PsPoller
 from meshview.connect import ConnectError, Target, connect, resolve_target
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
@@ -53,30 +55,55 @@ class ConsoleObserver(Observer):
 
 
 class LiveSession:
-    """One observed space: what the App needs (``model``, ``start``, ``stop``)."""
+    """One observed space: what the App needs (``model``, ``start``, ``stop``), plus how the
+    console reaches the space's managed seats: ``managed`` (a ``ps`` poller over the observer's
+    connection, feeding the roster markers and agent cards) and ``seat_sessions`` (attach
+    sessions on fresh connections made with the console's own target: same servers, creds,
+    nkey and TLS, so attach works wherever the console connects)."""
 
     def __init__(self, nc: Any, target: Target, space: str, args: argparse.Namespace) -> None:
         backfill = getattr(args, "backfill", None)
         backfill = 50 if backfill is None else int(backfill)
         self.space = space
+        self.target = target
         self.model = MeshModel(space, server=target.display)
         self.observer = ConsoleObserver(
             nc, space, self.model, has_credential=target.has_credential,
             options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
                                     dm_backfill=min(1000, max(backfill, 0) * 20)))
+        self.managed = PsPoller(nc, space)
+        self._seat_sessions: Any = None
         self.started = False
 
     @property
     def skills(self) -> dict[str, list[tuple[str, str]]]:
         return self.observer.skills
 
+    @property
+    def seat_sessions(self) -> Any:
+        """The attach side (made on first use: it imports the Textual attach screen)."""
+        if self._seat_sessions is None:
+            from cotal_tui.screens.attach import SeatSessions
+
+            self._seat_sessions = SeatSessions(self.space, self._seat_connect)
+        return self._seat_sessions
+
+    async def _seat_connect(self) -> Any:
+        """A fresh connection for one attach session through the console's own target, made
+        the way ``cotal attach`` makes it (the session owns reconnects)."""
+        from cotal_tui.cmd_attach import connect as attach_connect
+
+        return await attach_connect(dataclasses.replace(self.target, name="cotal-attach"))
+
     async def start(self) -> None:
         self.started = True
         await self.observer.start()
+        self.managed.start()
 
     async def stop(self) -> None:
         if self.started:
             self.started = False
+            await self.managed.stop()
             await self.observer.stop()
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -279,6 +280,7 @@ class AttachScreen(Screen[None]):
         self._leaving = True
         await self.link.close()
         if self.app.screen is self:
+            hold_escape(self.app)  # after the hand-back: Escs queued meanwhile land in the window
             self.app.pop_screen()
 
     def action_promote(self) -> None:
@@ -315,17 +317,31 @@ def console_screen(app):
     return next((s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen)), None)
 
 
+def hold_escape(app) -> None:
+    """Leaving a terminal with Esc (or Esc Esc): the console ignores an Esc that follows within
+    the double-Esc window, so a habitual second Esc does not also close the rail or the lens."""
+    from widgets.terminal import ESC_DOUBLE_S
+
+    screen = console_screen(app)
+    if screen is not None:
+        screen.escape_grace_until = time.monotonic() + ESC_DOUBLE_S
+
+
 _SESSIONS: "dict[int, tuple[object, SeatSessions]]" = {}
 
 
 def seat_sessions_for(app) -> SeatSessions | None:
-    """How this app reaches seats: ``app.seat_sessions`` when the app sets one, else derived
-    from the open console's observer connection (its server, the console's space)."""
+    """How this app reaches seats: ``app.seat_sessions`` when the app sets one, else the open
+    console's session's own (``LiveSession.seat_sessions``: its target, creds included), else
+    derived from the observer connection's URL (open meshes only)."""
     given = getattr(app, "seat_sessions", None)
     if isinstance(given, SeatSessions):
         return given
     screen = console_screen(app)
     session = getattr(screen, "session", None)
+    given = getattr(session, "seat_sessions", None)
+    if isinstance(given, SeatSessions):
+        return given
     observer = getattr(session, "observer", None)
     nc = getattr(observer, "nc", None)
     space = getattr(session, "space", None) or getattr(getattr(session, "model", None), "space", None)
@@ -342,12 +358,37 @@ def seat_sessions_for(app) -> SeatSessions | None:
     return sessions
 
 
+def managed_fold(app):
+    """The open console's ``ps`` fold (``None`` when the session polls no managers)."""
+    session = getattr(console_screen(app), "session", None)
+    return getattr(getattr(session, "managed", None), "fold", None)
+
+
+def learn_sizes(sessions: SeatSessions, fold) -> None:
+    """Seed the panes' sizes from the ``ps`` rows (``cols``/``rows``), so a pane opens at the
+    seat's real size rather than resizing when the seat's own ``inspect`` row arrives."""
+    for s in fold.seats() if fold is not None else ():
+        if s.cols and s.rows and not s.silent:
+            sessions.sizes[s.name] = (s.cols, s.rows)
+
+
 def open_seat(app, name: str, *, peek: bool = False) -> bool:
-    """Push the attach (or peek) screen for ``name``; False (with a notice) when it cannot."""
+    """Push the attach (or peek) screen for ``name``; False (with a notice) when it cannot.
+
+    When the console's ``ps`` poll has answered, a name no manager hosts is refused here with a
+    notice (not a screen that opens only to say so), and a known seat opens at its real size."""
     sessions = seat_sessions_for(app)
     say = getattr(app, "notify_line", None) or app.notify
+    verb = "peek" if peek else "attach"
     if sessions is None:
-        say("attach: no mesh connection to attach through")
+        say(f"{verb}: no mesh connection to attach through")
         return False
+    fold = managed_fold(app)
+    if fold is not None and fold.rounds and not any(s.name == name for s in fold.seats()):
+        n = len(fold.managers)
+        why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
+        say(f"{verb}: {name} is not hosted by any manager ({why})")
+        return False
+    learn_sizes(sessions, fold)
     app.push_screen(AttachScreen(sessions, name, peek=peek))
     return True

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from cotal_tui.screens.attach import PaneLink, SeatSessions, detach_byte_from_env
+from cotal_tui.screens.attach import PaneLink, SeatSessions, detach_byte_from_env, hold_escape
 from widgets.terminal import TerminalPane
 from widgets.tile import TileGrid, TilePane
 
@@ -130,6 +130,7 @@ class TileScreen(Screen[None]):
         self._leaving = True
         await self.close_all()
         if self.app.screen is self:
+            hold_escape(self.app)  # after the hand-back: Escs queued meanwhile land in the window
             self.app.pop_screen()
 
     async def close_all(self) -> None:
@@ -140,18 +141,22 @@ class TileScreen(Screen[None]):
 
 
 def open_tile(app, names: list[str] | None = None, managed_names: Iterable[str] | None = None) -> bool:
-    """Push a tile of ``names``, or of every working agent of the console's roster."""
-    from cotal_tui.screens.attach import console_screen, seat_sessions_for
+    """Push a tile of ``names``, or of every working agent of the console's roster (those a
+    manager hosts, when ``managed_names`` is known; all of those when none is working)."""
+    from cotal_tui.screens.attach import console_screen, learn_sizes, managed_fold, seat_sessions_for
 
     sessions = seat_sessions_for(app)
     say = getattr(app, "notify_line", None) or app.notify
     if sessions is None:
         say("tile: no mesh connection to attach through")
         return False
+    learn_sizes(sessions, managed_fold(app))
     if not names:
         screen = console_screen(app)
         snap = getattr(screen, "snap", None)
         names = tile_names(getattr(snap, "agents", ()) or (), managed_names)
+        if not names and managed_names:  # nobody is working: every managed seat instead
+            names = tile_names((), chosen=managed_names)
     else:
         names = tile_names((), chosen=names)
     if not names:
