@@ -19,15 +19,35 @@ OpenSpace = Callable[[str], Any]
 ListSpaces = Callable[[], Awaitable[list]]
 
 
-class MeshCommands(Provider):
-    """``:`` palette: navigation verbs, ``#channel`` tabs, ``@agent`` cards, ``attach``."""
+SEAT_VERBS = ("attach", "peek", "tile")
 
-    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+
+class MeshCommands(Provider):
+    """``:`` palette: navigation verbs, ``#channel`` tabs, ``@agent`` cards, and the seat verbs
+    ``attach <name>``, ``peek <name>``, ``tile`` and ``tile <name> <name>…``."""
+
+    def _console(self):
         from cotal_tui.screens.console import ConsoleScreen
 
+        return next((s for s in reversed(self.app.screen_stack) if isinstance(s, ConsoleScreen)),
+                    None)
+
+    def _seat_names(self, screen) -> tuple[list[str], bool]:
+        """(names the seat verbs offer, whether a manager's ``ps`` answered for them).
+
+        Once the console's ``ps`` poll answered, the managed seats; before (or without a poll),
+        every agent on the roster."""
+        fold = getattr(screen, "managed", None)
+        if fold is not None and fold.rounds:
+            return sorted({s.name for s in fold.seats()}), True
+        snap = getattr(screen, "snap", None)
+        return [p.name for p in (snap.agents if snap is not None else ())], False
+
+    def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        from cotal_tui.screens.attach import open_seat
+
         app = self.app
-        screen = next((s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen)),
-                      None)
+        screen = self._console()
         cmds: list[tuple[str, str, Callable[[], Any]]] = [
             ("help", "show the keys of the focused panel", lambda: screen and screen.action_help()),
             ("quit", "leave the console", lambda: app.exit(0)),
@@ -42,12 +62,17 @@ class MeshCommands(Provider):
                 ("search", "filter the feed", screen.action_search),
                 ("lifecycle", "show or hide lifecycle rows in the feed",
                  lambda: screen.query_one("#feed").action_toggle_lifecycle()),
+                ("tile", "live terminals of the working agents, read-only until promoted",
+                 lambda: self._tile(None)),
             ]
+            names, _ = self._seat_names(screen)
+            for n in names:
+                cmds.append((f"attach {n}", f"open {n}'s terminal",
+                             lambda n=n: open_seat(app, n)))
+                cmds.append((f"peek {n}", f"watch {n}'s terminal, read-only",
+                             lambda n=n: open_seat(app, n, peek=True)))
             snap = screen.snap
             if snap is not None:
-                for p in snap.agents:
-                    cmds.append((f"attach {p.name}", f"open {p.name}'s terminal",
-                                 lambda: app.notify_line("attach: coming with the attach pane")))
                 for c in snap.channels:
                     cmds.append((f"#{c.name}", "switch to this channel tab",
                                  lambda n=c.name: screen.query_one("#tabs").select(n)))
@@ -61,24 +86,61 @@ class MeshCommands(Provider):
                          lambda: app.notify_line("no spaces overview: opened on one space")))
         return cmds
 
+    def _tile(self, names: list[str] | None) -> None:
+        from cotal_tui.screens.tile import open_tile
+
+        screen = self._console()
+        known, managed = self._seat_names(screen)
+        if names:
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                self.app.notify_line(f"tile: no {'managed seat' if managed else 'agent'} named "
+                                     + ", ".join(unknown), True)
+                return
+        open_tile(self.app, names, known if managed and not names else None)
+
+    def _typed(self, q: str) -> Hit | None:
+        """A seat verb typed out in full (``attach zed``, ``tile a b``): one exact hit, or a hit
+        that says why it cannot run. Never a traceback."""
+        verb, _, rest = q.partition(" ")
+        args = rest.split()
+        if verb not in SEAT_VERBS or (verb != "tile" and not args):
+            return None
+        app = self.app
+        screen = self._console()
+        if screen is None:
+            return Hit(0.5, q, lambda: app.notify_line(f"{verb}: open a space first", True),
+                       help="needs a space console")
+        if verb == "tile":
+            return Hit(1.0, q, lambda: self._tile(args or None),
+                       help=f"tile {len(args)} seat{'s' if len(args) != 1 else ''}"
+                       if args else "tile the working agents")
+        name = " ".join(args)
+        known, managed = self._seat_names(screen)
+        if any(n.startswith(name) for n in known):
+            return None  # the listed commands match it (a name typed in part, or whole)
+        what = "managed seat" if managed else "agent"
+        return Hit(0.5, q, lambda: app.notify_line(f"{verb}: no {what} named {name}", True),
+                   help=f"no {what} by that name")
+
     async def discover(self) -> Hits:
         for name, help_, cb in self._commands():
-            if name.startswith(("#", "@", "attach ")):
+            if name.startswith(("#", "@", "attach ", "peek ")):
                 continue
             yield DiscoveryHit(name, cb, help=help_)
 
     async def search(self, query: str) -> Hits:
-        q = query.strip()
-        if q == "attach" or q.startswith("attach "):
-            pass
+        q = " ".join(query.split())
+        typed = self._typed(q)
+        if typed is not None:
+            yield typed
+            if q.startswith("tile"):
+                return
         matcher = self.matcher(q)
         for name, help_, cb in self._commands():
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), cb, help=help_)
-        if q.startswith("attach"):
-            yield Hit(0.01, "attach", lambda: self.app.notify_line(
-                "attach: coming with the attach pane"), help="reserved")
 
 
 class CotalApp(App[int]):

@@ -288,8 +288,11 @@ async def test_roster_enter_opens_agent_card_with_skills_model_and_traffic():
         assert "recent traffic" in text and "→ #general: standup in 5 minutes" in text
         assert "← eve: PR 42 looks good" in text or "←" in text
         await pilot.press("escape")
-        await pilot.press("j", "a")  # attach is reserved
-        await until(pilot, lambda: "attach: coming with the attach pane" in shown(app))
+        await pilot.press("j", "a")  # a fixed model has no mesh to attach through: one notice
+        await until(pilot, lambda: "attach: no mesh connection to attach through" in shown(app))
+        await pilot.press("p")
+        await until(pilot, lambda: "peek: no mesh connection to attach through" in shown(app))
+        assert type(app.screen).__name__ == "ConsoleScreen"
 
 
 async def test_needs_you_rail_toggles_and_opens_cards():
@@ -482,9 +485,15 @@ async def test_help_lists_panel_and_global_keys_and_closes_on_any_key():
         await pilot.press("t", "question_mark")
         await until(pilot, lambda: "context: topology panel" in shown(app))
         assert "cycle view" in shown(app)
+        # the roster's own keys: attach and peek
+        await pilot.press("z", "t", "h", "question_mark")
+        await until(pilot, lambda: "context: roster panel" in shown(app))
+        body = app.screen.query_one("#help-body").line_texts()
+        assert any(line.split()[:2] == ["a", "attach"] for line in body), body
+        assert any(line.split()[:2] == ["p", "peek"] for line in body), body
 
 
-async def test_palette_runs_navigation_verbs_and_reserves_attach():
+async def test_palette_runs_navigation_verbs_and_seat_verbs():
     app = make_app()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -497,7 +506,15 @@ async def test_palette_runs_navigation_verbs_and_reserves_attach():
         await pilot.press("escape", "colon", *"attach ada")
         await until(pilot, lambda: "open ada's terminal" in shown(app), what="attach hit")
         await pilot.press("enter")
-        await until(pilot, lambda: "attach: coming with the attach pane" in shown(app))
+        await until(pilot, lambda: "attach: no mesh connection to attach through" in shown(app))
+        await pilot.press("colon", *"attach nobody")  # an unknown name: a notice, no traceback
+        await until(pilot, lambda: "no agent by that name" in shown(app), what="unknown hit")
+        await pilot.press("enter")
+        await until(pilot, lambda: "attach: no agent named nobody" in shown(app))
+        await pilot.press("colon", *"tile ada zed")
+        await until(pilot, lambda: "tile 2 seats" in shown(app), what="tile hit")
+        await pilot.press("enter")
+        await until(pilot, lambda: "tile: no agent named zed" in shown(app))
         await pilot.press("colon", *"#releases")
         await until(pilot, lambda: "switch to this channel tab" in shown(app))
         await pilot.press("enter")

@@ -95,7 +95,10 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
     return [("card", lines)]
 
 
-def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None) -> list[Item]:
+def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
+               managed: list[tuple[str, str]] | None = None) -> list[Item]:
+    """``managed``: the label/value lines of the seat a manager hosts for this agent
+    (``attach.managed.detail_lines``), shown as their own section."""
     now = snap.now
     glyph, style = status_glyph(p.status)
     title = Text(f" {glyph} ", style=style)
@@ -140,6 +143,17 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None) -
     lines += _field("lifecycle", f"{safe(p.lifecycle_uid or '-', 40)} · incarnation {p.incarnations}",
                     width)
     lines += _field("heartbeat", f"{age(now - p.ts)} ago", width)
+    if managed:
+        lines.append(Text(""))
+        head = Text("managed seat", style="bold")
+        head.append("  a attach · p peek", style="dim")
+        lines.append(head)
+        labw = max(len(k) for k, _ in managed)
+        for k, v in managed:
+            row = Text(f"  {k:>{labw}}  ", style="bold")
+            row.append(safe(v, 200))
+            row.truncate(width, overflow="ellipsis")
+            lines.append(row)
     # recent traffic: last 6 rows sent or received
     recent = []
     for e in reversed(snap.feed):

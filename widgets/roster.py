@@ -2,14 +2,20 @@
 
 Shape and colour for status; ``name/role`` in the name's stable colour; the harness tag from
 ``card.meta.connector``. On a wide panel each seat's facts (condition, ages) and activity wrap
-onto indented rows; on a narrow one each seat is one line.
+onto indented rows; on a narrow one each seat is one line. A seat a manager hosts (the
+console's ``ps`` fold) carries its marker (``managed pty``) on its head line; ``a`` attaches to
+it, ``p`` peeks read-only.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 
+from attach.managed import marker
 from meshview.model import Peer, Snapshot
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
@@ -20,6 +26,7 @@ from widgets.presentation import (
 class Roster(LineList):
     BINDINGS = [
         Binding("a", "attach", "attach", id="roster.attach"),
+        Binding("p", "peek", "peek", id="roster.peek"),
     ]
     empty_text = "no agents present yet"
 
@@ -28,20 +35,33 @@ class Roster(LineList):
         self.snap: Snapshot | None = None
         self.wide = True
         self._key: object = None
+        self.managed: Any = None  # attach.managed.ManagedFold, when the session polls managers
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         n_ep = len(snap.endpoints)
         set_title(self, f"roster · {len(snap.agents)} agents" + (f" · {n_ep} ep" if n_ep else ""))
-        key = (snap.agents, snap.endpoints, int(snap.now // 1000))
+        key = (snap.agents, snap.endpoints, int(snap.now // 1000),
+               getattr(self.managed, "version", -1))
         if key != self._key:
             self._key = key
             self.rebuild()
+
+    def set_managed(self, fold: Any) -> None:
+        """A ``ps`` round finished: one rebuild for every marker at once."""
+        self.managed = fold
+        if self.snap is not None:
+            self.update_snapshot(self.snap)
 
     def set_wide(self, wide: bool) -> None:
         if wide != self.wide:
             self.wide = wide
             self.rebuild()
+
+    @staticmethod
+    def _marker(seat: Any) -> Text:
+        style = "dim" if seat.silent or seat.process != "running" else "cyan"
+        return Text(f"▸ {marker(seat)}", style=style)
 
     def _head(self, p: Peer) -> Text:
         glyph, style = status_glyph(p.status)
@@ -63,19 +83,31 @@ class Roster(LineList):
             return []
         items: list[Item] = []
         now = snap.now
+        fold = self.managed
         for p in snap.peers:
             head = self._head(p)
+            seat = fold.for_peer(p.id, p.name) if fold is not None else None
+            mark = self._marker(seat) if seat is not None else None
             facts = peer_facts(p, now)
             act = activity_line(p, now)
             dim = p.kind != "agent" or p.status == "offline"
             if self.wide:
                 lines = [head]
+                if mark is not None:  # on the head line when it fits whole, else its own row
+                    if head.cell_len + 1 + mark.cell_len <= width:
+                        head.append(" ")
+                        head.append_text(mark)
+                    else:
+                        lines.append(Text("   ").append_text(mark))
                 for f in join_wrapped(facts, max(8, width - 4)):
                     lines.append(Text("   " + f, style="dim" if dim else ""))
                 if act:
                     lines.append(Text("   " + act, style="italic dim"))
             else:
                 line = head.copy()
+                if mark is not None:
+                    line.append(" ")
+                    line.append_text(mark)
                 line.append("  " + facts[0], style="dim" if dim else "")
                 if act:
                     line.append(" · " + act, style="italic dim")
@@ -90,7 +122,26 @@ class Roster(LineList):
             return None
         return next((p for p in self.snap.peers if p.id == self.cursor_key), None)
 
+    class OpenSeat(Message):
+        """``a``/``p`` on a row: the console opens that seat's terminal (``peek``: read-only).
+
+        A message rather than a call, so widgets never import the screens above them."""
+
+        def __init__(self, name: str, peek: bool) -> None:
+            super().__init__()
+            self.name = name
+            self.peek = peek
+
     def action_attach(self) -> None:
+        self._open(peek=False)
+
+    def action_peek(self) -> None:
+        self._open(peek=True)
+
+    def _open(self, *, peek: bool) -> None:
         p = self.peer_at_cursor()
-        say = getattr(self.app, "notify_line", self.app.notify)
-        say("attach: coming with the attach pane" + (f" ({p.name})" if p else ""))
+        if p is None:
+            say = getattr(self.app, "notify_line", self.app.notify)
+            say(f"{'peek' if peek else 'attach'}: no agent under the cursor")
+            return
+        self.post_message(self.OpenSeat(p.name, peek))

@@ -17,6 +17,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
+from attach.managed import detail_lines
 from meshview.model import FeedEntry, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.detail_card import agent_card, message_card
@@ -68,6 +69,8 @@ class ConsoleScreen(Screen[None]):
         self.can_go_back = can_go_back
         self.snap: Snapshot | None = None
         self._version = -1
+        self._managed_version = -1
+        self.escape_grace_until = 0.0  # set by the attach/tile screens as they close
         self.rail_open: bool | None = None  # decided on the first layout
 
     # -- composition ---------------------------------------------------------------------
@@ -106,8 +109,17 @@ class ConsoleScreen(Screen[None]):
 
     # -- the drain -----------------------------------------------------------------------
 
+    @property
+    def managed(self):
+        """The session's ``ps`` fold (``attach.managed.ManagedFold``), if it polls managers."""
+        return getattr(getattr(self.session, "managed", None), "fold", None)
+
     def drain(self) -> None:
         """Apply everything that changed since the last drain in one go."""
+        fold = self.managed
+        if fold is not None and fold.version != self._managed_version and self.lens == "body":
+            self._managed_version = fold.version  # a ps round finished: one roster rebuild
+            self.query_one(Roster).set_managed(fold)
         model = self.model
         if model.version == self._version and self.snap is not None:
             return
@@ -195,6 +207,13 @@ class ConsoleScreen(Screen[None]):
     def _open_peer(self, event: LineList.Selected) -> None:
         self.open_agent(str(event.key))
 
+    @on(Roster.OpenSeat)
+    def _open_seat(self, event: Roster.OpenSeat) -> None:
+        from cotal_tui.screens.attach import open_seat
+
+        event.stop()
+        open_seat(self.app, event.name, peek=event.peek)
+
     def open_agent(self, pid: str) -> bool:
         snap = self.snap
         if snap is None:
@@ -203,13 +222,21 @@ class ConsoleScreen(Screen[None]):
         if peer is None:
             return False
         skills = getattr(self.session, "skills", None)
+        fold = self.managed
 
         def build(width: int):
             s = self.snap or snap
             p = next((q for q in s.peers if q.id == pid), peer)
-            return agent_card(p, s, width, skills)
+            seat = fold.for_peer(p.id, p.name) if fold is not None else None
+            return agent_card(p, s, width, skills, detail_lines(seat, p.status) if seat else None)
 
-        self.app.push_screen(_detail(f"{peer.name}", build))
+        keys = {}
+        if fold is not None and fold.for_peer(peer.id, peer.name) is not None:
+            from cotal_tui.screens.attach import open_seat
+
+            keys = {"a": lambda: open_seat(self.app, peer.name),
+                    "p": lambda: open_seat(self.app, peer.name, peek=True)}
+        self.app.push_screen(_detail(f"{peer.name}", build, keys))
         return True
 
     # -- search --------------------------------------------------------------------------
@@ -287,6 +314,9 @@ class ConsoleScreen(Screen[None]):
 
     def action_back(self) -> None:
         """Esc: lens → normal → close search → close rail → clear query → overview."""
+        if monotonic() < self.escape_grace_until:  # the second Esc of leaving a terminal
+            self.escape_grace_until = 0.0
+            return
         box = self.query_one("#search", Input)
         if box.display:
             box.display = False
@@ -334,7 +364,7 @@ class ConsoleScreen(Screen[None]):
         self.query_one(ChannelTabs).select_index(n - 1)
 
 
-def _detail(title: str, builder):
+def _detail(title: str, builder, keys: dict | None = None):
     from cotal_tui.screens.detail import DetailScreen
 
-    return DetailScreen(title, builder)
+    return DetailScreen(title, builder, keys)

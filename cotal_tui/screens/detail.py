@@ -1,4 +1,6 @@
-"""A full-screen detail card (message or agent). Any key closes it; arrows scroll."""
+"""A full-screen detail card (message or agent). Any key closes it; arrows scroll; a card may
+name a few keys of its own (an agent's managed seat: ``a`` attach, ``p`` peek) that close it
+and then act."""
 
 from __future__ import annotations
 
@@ -14,15 +16,17 @@ SCROLL_KEYS = {"up", "down", "j", "k", "pageup", "pagedown", "home", "end", "g",
 class DetailScreen(ModalScreen[None]):
     CSS_PATH = "detail.tcss"
 
-    def __init__(self, title: str, builder) -> None:
+    def __init__(self, title: str, builder, keys: dict | None = None) -> None:
         super().__init__()
         self._title = title
         self._builder = builder
+        self._keys = dict(keys or {})  # key → callable, run after the card closes
 
     def compose(self) -> ComposeResult:
         card = DetailCard(self._builder, id="detail-card")
         card.border_title = self._title
-        card.border_subtitle = "any key closes"
+        card.border_subtitle = ("a attach · p peek · any other key closes"
+                                if {"a", "p"} <= set(self._keys) else "any key closes")
         yield card
 
     def on_mount(self) -> None:
@@ -41,6 +45,10 @@ class DetailScreen(ModalScreen[None]):
                 card.scroll_to(y=0, animate=False)
             else:
                 card.scroll_to(y=card.max_scroll_y, animate=False)
+        elif event.key in self._keys:
+            act = self._keys[event.key]
+            self.dismiss()
+            self.app.call_later(act)
         elif event.key not in ("ctrl+c", "ctrl+q"):
             self.dismiss()
         event.stop()
