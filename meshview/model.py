@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 Clock = Callable[[], float]
 """Returns the observer's wall clock in epoch milliseconds."""
@@ -199,6 +200,8 @@ class StateEvent:
     dm_visible: bool
     received: float
     detail: str | None = None
+    lagging: bool = False  # the observer is behind and may drop (see ConnectionStatus)
+    dropped: int = 0
 
 
 ModelEvent = FeedEntry | PresenceEvent | Rejected | StateEvent
@@ -346,7 +349,64 @@ class ConnectionStatus:
     tap: tuple[str, ...]
     error: str | None = None
     warning: str | None = None
+    lagging: bool = False  # the observer's backlog is past its high-water mark
+    dropped: int = 0  # tap messages dropped unapplied because the backlog was full (total)
 
+
+
+class FeedRows(Sequence):
+    """An immutable window ``[base, end)`` over the model's append-only feed buffer.
+
+    Taking one is O(1): the model only ever appends past ``end`` to the list it shares, and
+    when it compacts it starts a new list instead of shrinking the shared one. So rows a
+    snapshot handed out never change and never move. ``rows[k]`` is the row at absolute index
+    ``base + k``; slices return tuples."""
+
+    __slots__ = ("_buf", "_off", "_base", "_end")
+
+    def __init__(self, buf: list[FeedEntry], off: int, base: int, end: int) -> None:
+        self._buf, self._off, self._base, self._end = buf, off, base, end
+
+    def __len__(self) -> int:
+        return self._end - self._base
+
+    def __getitem__(self, k: Any) -> Any:
+        n = self._end - self._base
+        if isinstance(k, slice):
+            start = self._base - self._off
+            return tuple(self._buf[start + j] for j in range(*k.indices(n)))
+        if k < 0:
+            k += n
+        if k < 0 or k >= n:
+            raise IndexError(k)
+        return self._buf[self._base - self._off + k]
+
+    def __iter__(self) -> Iterator[FeedEntry]:
+        return islice(self._buf, self._base - self._off, self._end - self._off)
+
+    def __reversed__(self) -> Iterator[FeedEntry]:
+        lo = self._base - self._off
+        return (self._buf[j] for j in range(self._end - self._off - 1, lo - 1, -1))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (FeedRows, tuple, list)):
+            return len(self) == len(other) and all(a is b or a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FeedRows(base={self._base}, end={self._end})"
+
+    def at(self, i: int) -> FeedEntry:
+        """The row at absolute index ``i`` (IndexError when outside ``[base, end)``)."""
+        if i < self._base or i >= self._end:
+            raise IndexError(i)
+        return self._buf[i - self._off]
+
+    def since(self, i: int) -> Iterator[FeedEntry]:
+        """Rows from absolute index ``max(i, base)`` to the end, oldest first."""
+        return islice(self._buf, max(i, self._base) - self._off, self._end - self._off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +419,7 @@ class Snapshot:
     agents: tuple[Peer, ...]  # kind == agent, by status then name
     endpoints: tuple[Peer, ...]  # everything else, same order
     channels: tuple[ChannelInfo, ...]  # by name, event channels excluded
-    feed: tuple[FeedEntry, ...]  # oldest first; feed[k].index == feed_base + k
+    feed: FeedRows  # oldest first; feed[k].index == feed_base + k (immutable view)
     feed_base: int
     signals: Signals
     rates: Rates
@@ -381,10 +441,7 @@ class Snapshot:
 
     def entry(self, i: int) -> FeedEntry:
         """Feed row at absolute index ``i`` (IndexError when evicted or not yet there)."""
-        k = i - self.feed_base
-        if k < 0 or k >= len(self.feed):
-            raise IndexError(i)
-        return self.feed[k]
+        return self.feed.at(i)
 
     def name_of(self, pid: str) -> str:
         return self.names.get(pid) or pid[:8]
@@ -460,9 +517,13 @@ class MeshModel:
         self.dirty = True
         self._snap: Snapshot | None = None
 
-        # feed ring addressed by absolute index
-        self._feed: deque[FeedEntry] = deque()
+        # feed ring addressed by absolute index: an append-only list shared with snapshots
+        # (``_buf[0]`` is absolute index ``_buf_off``); rows before ``_feed_base`` are evicted
+        # and dropped from memory when the list is compacted (a new list, never in place)
+        self._buf: list[FeedEntry] = []
+        self._buf_off = 0
         self._feed_base = 0
+        self._compact_at = max(1024, self.feed_cap // 4)
         self._seen: dict[str, int] = {}  # message id -> absolute index of its row
         self._bursts: dict[tuple[str, str], _Burst] = {}
 
@@ -543,30 +604,35 @@ class MeshModel:
 
     @property
     def feed_len(self) -> int:
-        return len(self._feed)
+        return self._buf_off + len(self._buf) - self._feed_base
 
     @property
     def feed_end(self) -> int:
-        return self._feed_base + len(self._feed)
+        return self._buf_off + len(self._buf)
 
     def entry(self, i: int) -> FeedEntry:
-        k = i - self._feed_base
-        if k < 0 or k >= len(self._feed):
+        if i < self._feed_base or i >= self._buf_off + len(self._buf):
             raise IndexError(i)
-        return self._feed[k]
+        return self._buf[i - self._buf_off]
 
     def _append(self, **kw: Any) -> FeedEntry:
-        e = FeedEntry(index=self._feed_base + len(self._feed), **kw)
-        self._feed.append(e)
+        buf = self._buf
+        e = FeedEntry(index=self._buf_off + len(buf), **kw)
+        buf.append(e)
+        seen = self._seen
         for mid in e.ids:
             if mid:
-                self._seen[mid] = e.index
-        while len(self._feed) > self.feed_cap:
-            old = self._feed.popleft()
+                seen[mid] = e.index
+        if e.index + 1 - self._feed_base > self.feed_cap:
+            old = buf[self._feed_base - self._buf_off]
             self._feed_base += 1
             for mid in old.ids:
-                if self._seen.get(mid) == old.index:
-                    del self._seen[mid]
+                if seen.get(mid) == old.index:
+                    del seen[mid]
+            if self._feed_base - self._buf_off >= self._compact_at:
+                # a fresh list: snapshots keep the old one, which nobody appends to again
+                self._buf = buf[self._feed_base - self._buf_off:]
+                self._buf_off = self._feed_base
         self._emit(e)
         self._touch()
         return e
@@ -1080,6 +1146,19 @@ class MeshModel:
         self._emit_state("tap")
         self._touch()
 
+    def set_backlog(self, *, lagging: bool, dropped: int = 0) -> None:
+        """The observer's ingest state: ``lagging`` while its backlog is past the high-water
+        mark, ``dropped`` more tap messages thrown away unapplied because it was full. Both
+        land in :attr:`ConnectionStatus` (and a ``StateEvent`` for the line stream)."""
+        st = self._status
+        if lagging == st.lagging and dropped <= 0:
+            return
+        self._status = replace(st, lagging=lagging, dropped=st.dropped + max(0, dropped))
+        if lagging != st.lagging:
+            self._emit_state(f"lagging, {self._status.dropped} dropped" if lagging
+                             else f"caught up, {self._status.dropped} dropped")
+        self._touch()
+
     def set_server(self, server: str) -> None:
         self._status = replace(self._status, server=server)
         self._touch()
@@ -1094,7 +1173,8 @@ class MeshModel:
 
     def _emit_state(self, detail: str | None = None) -> None:
         s = self._status
-        self._emit(StateEvent(s.connection, s.presence_view, s.dm_visible, self.clock(), detail))
+        self._emit(StateEvent(s.connection, s.presence_view, s.dm_visible, self.clock(), detail,
+                              s.lagging, s.dropped))
 
     # ------------------------------------------------------------------ time
 
@@ -1173,7 +1253,8 @@ class MeshModel:
         ))
         snap = Snapshot(
             version=self.version, now=now, status=self._status, agents=agents,
-            endpoints=endpoints, channels=self._channels(), feed=tuple(self._feed),
+            endpoints=endpoints, channels=self._channels(),
+            feed=FeedRows(self._buf, self._buf_off, self._feed_base, self.feed_end),
             feed_base=self._feed_base, signals=signals, rates=rates, dms=dms,
             dm_log=tuple(self._dm_log), topology=Topology(edges, tuple(self._hops)),
             rejections=tuple(sorted(self._rejections.items())),

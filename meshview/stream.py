@@ -184,6 +184,7 @@ class StreamWriter:
         self.text = TextRenderer(use_colour(out) if colour is None else colour)
         self.err_colour = use_colour(err)
         self._last_conn: str | None = None
+        self._last_lag = False
         self._rej_last: dict[str, float] = {}
         self._rej_quiet: dict[str, int] = {}
 
@@ -223,6 +224,14 @@ class StreamWriter:
             self._reject_diag(ev)
             return None
         if isinstance(ev, StateEvent):
+            if ev.lagging != self._last_lag:
+                self._last_lag = ev.lagging
+                if js:
+                    return json.dumps({"type": "state", "lagging": ev.lagging,
+                                       "dropped": ev.dropped})
+                self.diag(f"{'lagging behind the mesh' if ev.lagging else 'caught up'}: "
+                          f"{ev.dropped} messages dropped so far")
+                return None
             if ev.connection == self._last_conn or ev.connection == "connecting":
                 return None
             first = self._last_conn is None

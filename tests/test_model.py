@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import pytest
 
@@ -69,7 +70,10 @@ def test_snapshot_is_immutable_and_cached(m, clock):
         s.version = 99  # type: ignore[misc]
     with pytest.raises(TypeError):
         s.names["x"] = "y"  # type: ignore[index]
-    assert isinstance(s.feed, tuple) and isinstance(s.agents, tuple)
+    assert isinstance(s.feed, Sequence) and isinstance(s.agents, tuple)
+    with pytest.raises(TypeError):
+        s.feed[0] = s.feed[0]  # type: ignore[index]
+    assert not hasattr(s.feed, "append")
     msg(m, "2")
     assert m.snapshot() is not s and m.snapshot().version > s.version
 
