@@ -12,8 +12,11 @@ It registers no presence and publishes nothing. Inputs:
   per channel and DM history through ephemeral consumers that are always deleted;
 * the membership feed and manager leases when readable.
 
-NATS callbacks only decode and enqueue; a drain task applies batches to the model, and a
-ticker publishes to listeners at most once per ``BATCH_MS``.
+NATS callbacks only enqueue the raw frame on a bounded deque; a drain task decodes and applies
+the backlog in time-boxed slices (``SLICE_MS``), yielding to the event loop between slices,
+and a ticker publishes to listeners at most once per ``BATCH_MS``. When input outruns what we
+can apply, the deque's cap drops the oldest frames: counted in ``status.dropped`` and shown as
+``status.lagging`` until the backlog is worked off, never silent and never unbounded.
 """
 
 from __future__ import annotations
@@ -60,7 +63,11 @@ _DELIVERY_KINDS = frozenset(("chat", "inst", "svc"))
 SWEEP_MS = 250.0
 CHANNEL_POLL_S = 2.0
 MANAGER_TTL_MS = 12_000.0
-QUEUE_CAP = 200_000
+QUEUE_CAP = 100_000  # raw frames (~0.5 KB each): the backlog's memory bound
+SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
+TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
+LAG_HIGH = 0.25  # backlog fraction of the cap that turns ``lagging`` on ...
+LAG_LOW = 0.01  # ... and the fraction it must fall under to turn it off again
 
 
 @dataclass
@@ -76,6 +83,7 @@ class ObserverOptions:
     batch_ms: float = BATCH_MS
     history_timeout: float = 5.0
     queue_cap: int = QUEUE_CAP
+    slice_ms: float = SLICE_MS
 
 
 class _KvWatch:
@@ -201,7 +209,11 @@ class Observer:
         self.watermark: dict[str, int] = {}
         self.dm_history_error: str | None = None
         self.prefill_done = asyncio.Event()
-        self.queue_dropped = 0
+        self.queue_dropped = 0  # dropped since the model was last told
+        self.dropped_total = 0
+        self.slices = 0  # drain slices run (a backlog longer than one slice takes several)
+        self._tap_run = 0
+        self._lagging = False
         self._presence = _KvWatch(self, self.buckets.presence, self._on_presence,
                                   self._on_presence_ready, self._on_presence_error)
         self._channels = _KvWatch(self, self.buckets.channels, self._on_registry,
@@ -358,18 +370,20 @@ class Observer:
         self._publish_tap()
 
     async def _on_tap(self, msg: Any) -> None:
-        subject = msg.subject
+        # The transport callback: one bounded append. Decoding happens in the drain's slices,
+        # so a backlog is raw bytes (few GC-tracked objects) and an overflow wastes no work.
         q = self._q
         if len(q) >= self.opts.queue_cap:
-            q.popleft()
+            q.popleft()  # the oldest frame goes: the view stays current, the gap is counted
             self.queue_dropped += 1
-        toks = subject.split(".", 3)
-        if len(toks) < 3 or toks[2] not in _DELIVERY_KINDS:
-            q.append((None, subject))  # a non-delivery frame: counts toward the rate only
-        else:
-            q.append((decode_delivery(subject, msg.data), subject))
+        q.append((msg.subject, msg.data))
         if not self._wake.is_set():
             self._wake.set()
+        # nats-py runs this callback for every queued frame without yielding; bound that run
+        self._tap_run += 1
+        if self._tap_run >= TAP_YIELD:
+            self._tap_run = 0
+            await asyncio.sleep(0)
 
     async def _drain(self) -> None:
         while True:
@@ -377,26 +391,52 @@ class Observer:
             self._wake.clear()
             if not self._live_open.is_set():
                 await self._live_open.wait()
-            self._apply_pending()
-            await asyncio.sleep(0)
+            self._tap_run = 0
+            while self._q:
+                self._apply_pending(self.opts.slice_ms / 1000.0)
+                await asyncio.sleep(0)  # taps, timers and the UI run between slices
 
-    def _apply_pending(self) -> None:
+    def _apply_pending(self, budget: float | None = None) -> int:
+        """Decode and apply queued frames in arrival order: all of them, or as many as fit in
+        ``budget`` seconds (checked every 32 frames). Returns how many were applied."""
         q = self._q
         m = self.model
         now = m.clock()
+        deadline = None if budget is None else time.perf_counter() + budget
+        n = 0
+        pop = q.popleft
         while q:
-            d, subject = q.popleft()
-            if d is None:
-                m.count_tap()
-            elif type(d) is Delivery:
-                self._apply_delivery(d, False, now)
-            else:
-                m.count_tap()
-                m.apply_rejection(d.reason, subject)
-        if self.queue_dropped:
-            n, self.queue_dropped = self.queue_dropped, 0
-            for _ in range(min(n, 1)):
-                m.apply_rejection("queue-overflow", f"({n} dropped)")
+            k = min(32, len(q))
+            n += k
+            for _ in range(k):
+                subject, data = pop()
+                toks = subject.split(".", 3)
+                if len(toks) < 3 or toks[2] not in _DELIVERY_KINDS:
+                    m.count_tap()  # a non-delivery frame: counts toward the rate only
+                    continue
+                d = decode_delivery(subject, data)
+                if type(d) is Delivery:
+                    self._apply_delivery(d, False, now)
+                else:
+                    m.count_tap()
+                    m.apply_rejection(d.reason, subject)
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+        self.slices += 1
+        self._note_backlog(len(q))
+        return n
+
+    def _note_backlog(self, pending: int) -> None:
+        dropped, self.queue_dropped = self.queue_dropped, 0
+        self.dropped_total += dropped
+        cap = self.opts.queue_cap
+        if self._lagging:
+            lagging = pending > cap * LAG_LOW or (dropped > 0)
+        else:
+            lagging = pending >= cap * LAG_HIGH or dropped > 0
+        self._lagging = lagging
+        if dropped or lagging != self.model.status.lagging:
+            self.model.set_backlog(lagging=lagging, dropped=dropped)
 
     def _apply_delivery(self, d: Delivery, historical: bool, now: float) -> bool:
         msg = d.message

@@ -254,13 +254,11 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 self.cursor = None
         start = max(self._end, snap.feed_base)
         width = self._width
-        feed = snap.feed
-        base = snap.feed_base
-        for i in range(start, snap.feed_end):
-            e = feed[i - base]
-            if self._passes(e):
-                self._rows.append(i)
-                self._heights.append(self._height(e, width))
+        rows, heights, passes, height = self._rows, self._heights, self._passes, self._height
+        for e in snap.feed.since(start):
+            if passes(e):
+                rows.append(e.index)
+                heights.append(height(e, width))
         self._end = snap.feed_end
         if k or start < snap.feed_end:
             self._recount()
