@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 
 import pytest
 from test_console_support import screen_text
@@ -278,3 +279,35 @@ async def test_seat_sessions_use_the_consoles_own_target(mesh):
             assert nc.is_connected and nc.options["allow_reconnect"] is False
         finally:
             await nc.close()
+
+
+async def test_needs_you_a_and_p_open_the_waiting_seat(mesh):
+    """Blocked agents are the ones an operator steps into: the NEEDS YOU rail attaches too."""
+    team, mgr, session = mesh
+    for t in team._tasks:  # freeze the script so the waiting agent stays waiting
+        if t.get_name() == "team-script":
+            t.cancel()
+    b = team.members[1]
+    team._set_status(b, "waiting", "blocked", {"code": "approval", "message": "ok to deploy?"},
+                     int(time.time() * 1000))
+    await team._put_presence(b)
+    app = CotalApp(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, session, team)
+        rail = app.screen.query_one("#rail")
+        await until(pilot, lambda: [k for k, _ in rail.items] == [b.id], what="b in NEEDS YOU")
+        rail.focus()
+        await pilot.press("g")
+        assert rail.cursor_key == b.id
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, AttachScreen), what="peek screen")
+        assert app.screen.seat == b.name and app.screen.peek
+        await until(pilot, lambda: f"{b.name}>" in pane_text(app), what="the seat's screen")
+        await pilot.press("escape")  # a peek takes no keys, so Esc alone backs out
+        await until(pilot, lambda: is_console(app), what="the console back")
+        assert app.screen.focused is rail
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, AttachScreen), what="attach screen")
+        assert app.screen.seat == b.name and not app.screen.peek
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: mgr.live_sessions == 0, what="session handed back")

@@ -7,13 +7,22 @@ status have held (only when stamped), the heartbeat age, and the activity.
 from __future__ import annotations
 
 from rich.text import Text
+from textual.binding import Binding
 
 from meshview.model import Snapshot
 from widgets.line_list import Item, LineList
+from widgets.roster import Roster
 from widgets.presentation import age, join_wrapped, safe, set_title, who, wrap_offsets
 
 
 class NeedsYouRail(LineList):
+    """Blocked agents are the ones an operator steps into: ``a``/``p`` work here as on the
+    roster (the console screen opens the seat)."""
+
+    BINDINGS = [
+        Binding("a", "attach", "attach", id="needs.attach"),
+        Binding("p", "peek", "peek", id="needs.peek"),
+    ]
     empty_text = "nothing waiting - all clear ✓"
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -58,3 +67,19 @@ class NeedsYouRail(LineList):
                 t.truncate(width, overflow="ellipsis")
             items.append((n.id, lines))
         return items
+
+    def action_attach(self) -> None:
+        self._open(peek=False)
+
+    def action_peek(self) -> None:
+        self._open(peek=True)
+
+    def _open(self, *, peek: bool) -> None:
+        n = None
+        if self.snap is not None and self.cursor_key is not None:
+            n = next((x for x in self.snap.signals.needs_you if x.id == self.cursor_key), None)
+        if n is None:
+            say = getattr(self.app, "notify_line", self.app.notify)
+            say(f"{'peek' if peek else 'attach'}: nobody waiting under the cursor")
+            return
+        self.post_message(Roster.OpenSeat(n.name, peek))
