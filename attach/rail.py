@@ -3,7 +3,13 @@
 One :class:`Rail` is one side of a session (caller or serving) over its two core subjects.
 The window is per direction; control frames are exempt from it. Acks are absolute contiguous
 watermarks, piggybacked on reverse data frames and re-advertised on idle ticks. Any fault breaks
-the rail (no retransmit); the fix is to re-establish the session.
+the rail (no retransmit); the fix is to re-establish the session. A side that faults first sends
+the advisory ``close`` (the frame has no room for a reason), so its peer learns at once instead of
+waiting on a silent subject.
+
+Liveness: a live side that has delivered anything says something on every tick (data, a credit,
+or the idle re-advertisement), so a peer silent for ``peer_silence_ms`` is gone and the rail
+breaks with ``peer-silent``. Output is never needed: an idle session stays up on keepalives.
 
 The frame logic is transport-neutral (``feed`` in, ``publish`` out) so it can be unit-tested
 without a broker; :func:`open_rail` wires it to a NATS connection.
@@ -26,6 +32,7 @@ WINDOW_MAX = 1024
 MAX_PAYLOAD = 1024 * 1024
 IDLE_CREDIT_MS = 1000
 STALL_TIMEOUT_MS = 30_000
+PEER_SILENT = "peer-silent"  # a local fault name: nothing heard from the peer within the bound
 _MAX_SEQ = 2**53 - 2
 log = logging.getLogger(__name__)
 CLOSE_DRAIN_S = 2.0
@@ -114,6 +121,7 @@ class Rail:
         window: int = WINDOW_DEFAULT,
         idle_credit_ms: int = IDLE_CREDIT_MS,
         stall_timeout_ms: int = STALL_TIMEOUT_MS,
+        peer_silence_ms: int = 0,
         max_payload: int = MAX_PAYLOAD,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -122,6 +130,7 @@ class Rail:
         self._publish = publish
         self._on_data, self._on_close, self._on_fault = on_data, on_close, on_fault
         self.idle_credit_ms, self.stall_timeout_ms = idle_credit_ms, stall_timeout_ms
+        self.peer_silence_ms = peer_silence_ms
         self.max_payload = max_payload
         self._clock = clock
         self.credit_every = max(1, math.ceil(self.window / 2))
@@ -131,6 +140,9 @@ class Rail:
         self.delivered = 0
         self._since_credit = 0
         self._data_since_tick = False
+        self._last_sent = -math.inf
+        self._last_heard = clock()
+        self._last_tick = self._last_heard
         self._window_full_since: float | None = None
         self._queue: deque[tuple[int, Any]] = deque()
         self._drain_task: asyncio.Task | None = None
@@ -139,6 +151,8 @@ class Rail:
         self.closed = False
         self.broken = False
         self.fault: str | None = None
+        self.peer_closed = False  # the peer's close arrived (nothing to hand back)
+        self.close_sent = False  # our close left (published; a flush confirms delivery)
         self._torn_down = False
         self._credit = asyncio.Event()
 
@@ -149,7 +163,8 @@ class Rail:
         return not (self.closed or self.broken)
 
     def start_timer(self) -> None:
-        if self._timer is None and (self.idle_credit_ms > 0 or self.stall_timeout_ms > 0):
+        if self._timer is None and (self.idle_credit_ms > 0 or self.stall_timeout_ms > 0
+                                    or self.peer_silence_ms > 0):
             period = (self.idle_credit_ms or 1000) / 1000
             self._timer = asyncio.get_running_loop().create_task(self._tick_loop(period))
 
@@ -183,12 +198,24 @@ class Rail:
         if inspect.isawaitable(r):
             await r
 
+    async def _send_close(self) -> None:
+        """Best effort: the advisory ``close`` on our egress (once)."""
+        if self.close_sent:
+            return
+        self.close_sent = True
+        try:
+            await self._publish(self.egress, encode_frame({"t": "close"}))
+        except Exception:
+            self.close_sent = False  # never left: a hand-back must retry on another link
+
     async def _protocol_error(self, reason: str, detail: Any = None) -> None:
         if self.broken or self.closed:
             return
         self.broken = True
         self.fault = reason
         log.debug("rail %s broke: %s %s", self.ingress, reason, detail)
+        # tell the peer before going quiet, or it holds the session until its own watchdogs fire
+        await self._send_close()
         self._teardown()
         await self._call(self._on_fault, reason, detail)
 
@@ -207,6 +234,7 @@ class Rail:
         """One NATS message arrived on the ingress subject."""
         if not self.alive:
             return
+        self._last_heard = self._clock()  # any frame, even a bad one, proves someone is there
         try:
             frame = parse_frame(raw)
         except FrameError as e:
@@ -225,6 +253,7 @@ class Rail:
             if not self.alive:
                 return
             self.closed = True
+            self.peer_closed = True
             self._teardown()
             await self._call(self._on_close)
             return
@@ -272,15 +301,33 @@ class Rail:
             await asyncio.shield(self._drain_task)
 
     async def _emit_credit(self) -> None:
+        self._last_sent = self._clock()
         try:
             await self._publish(self.egress, encode_frame({"t": "credit", "ack": self.expected - 1}))
         except Exception as e:
             await self._protocol_error("publish", str(e))
 
     async def tick(self) -> None:
-        """One timer tick: stall watchdog, then the idle credit re-advertisement."""
+        """One timer tick: silence and stall watchdogs, then the idle credit re-advertisement.
+
+        The re-advertisement goes out when the peer was quiet (the §13.6 keepalive, which also
+        heals lost credits) and also when this side has sent nothing for half a period, so a
+        peer typing into a program that prints nothing still hears from us: a live side is
+        never silent for more than ~1.5 periods, which is what ``peer_silence_ms`` relies on.
+        """
         if not self.alive:
             return
+        now = self._clock()
+        if self.peer_silence_ms > 0:
+            if now - self._last_tick > 3 * ((self.idle_credit_ms or 1000) / 1000):
+                # our own loop stalled (a blocked event loop, not a dead peer): frames may be
+                # waiting unread, so give the peer a fresh bound rather than a verdict
+                self._last_heard = max(self._last_heard, now)
+            elif (now - self._last_heard) * 1000 > self.peer_silence_ms:
+                silent = int((now - self._last_heard) * 1000)
+                await self._protocol_error(PEER_SILENT, {"silentMs": silent})
+                return
+        self._last_tick = now
         if self.stall_timeout_ms > 0 and self._window_full_since is not None:
             blocked = (self._clock() - self._window_full_since) * 1000
             if blocked > self.stall_timeout_ms:
@@ -288,9 +335,11 @@ class Rail:
                     "stall", {"window": self.window, "ackedThrough": self.acked_through,
                               "sent": self.seq, "blockedMs": int(blocked)})
                 return
-        if self.idle_credit_ms > 0 and not self._data_since_tick and self.expected > 1:
-            await self._emit_credit()
+        quiet = not self._data_since_tick
         self._data_since_tick = False
+        mute = (now - self._last_sent) * 1000 >= self.idle_credit_ms / 2
+        if self.idle_credit_ms > 0 and (quiet or mute) and self.expected > 1:
+            await self._emit_credit()
 
     # ---- egress ------------------------------------------------------------------------------
 
@@ -333,6 +382,7 @@ class Rail:
         if len(raw) > self.max_payload:
             raise RailError("contract-invalid", f"session frame is {len(raw)} bytes, over {self.max_payload}")
         self.seq += 1  # claim the seq before yielding so concurrent sends stay ordered
+        self._last_sent = self._clock()
         try:
             await self._publish(self.egress, raw)
         except Exception as e:
@@ -343,15 +393,21 @@ class Rail:
         return self.seq
 
     async def close(self) -> None:
-        """Send the advisory close and stop locally. Idempotent."""
-        if self.closed or self.broken:
-            self._teardown()
-            return
-        self.closed = True
-        try:
-            await self._publish(self.egress, encode_frame({"t": "close"}))
-        except Exception:
-            pass  # advisory only
+        """Send the advisory close and stop locally. Idempotent.
+
+        On a rail that already ended, the close still goes out unless the peer closed first or
+        ours already left: a side abandoning a session always hands it back.
+        """
+        if not (self.closed or self.broken):
+            self.closed = True
+        if not self.peer_closed:
+            await self._send_close()
+        self._teardown()
+
+    def stop(self) -> None:
+        """Stop locally without a frame: the peer already let the session go."""
+        if not (self.closed or self.broken):
+            self.closed = True
         self._teardown()
 
     def stats(self) -> RailStats:

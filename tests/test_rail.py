@@ -211,11 +211,141 @@ async def test_idle_tick_re_advertises_the_watermark():
     assert wire.frames("credit") == []  # nothing delivered yet: nothing to advertise
     await rail.feed(f(1))
     await rail.idle()
-    await rail.tick()  # data arrived since the last tick: stay quiet
+    await rail.send("reply")  # our data carries the ack
+    await rail.tick()  # data both ways since the last tick: stay quiet
     assert wire.frames("credit") == []
     await rail.tick()
     await rail.tick()  # quiet peer: re-advertise every tick, even the same watermark
     assert [c["ack"] for c in wire.frames("credit")] == [1, 1]
+
+
+async def test_a_side_that_only_receives_still_speaks_every_tick():
+    """Keys typed into a program that prints nothing: the receiver is heard every tick anyway."""
+    now = [0.0]
+    rail, wire, _, _, _ = make(window=64, clock=lambda: now[0])
+    for seq in range(1, 6):
+        now[0] += 1.0
+        await rail.feed(f(seq))
+        await rail.idle()
+        await rail.tick()
+    assert [c["ack"] for c in wire.frames("credit")] == [1, 2, 3, 4, 5]
+
+
+async def test_a_side_sending_steadily_adds_no_keepalives():
+    now = [0.0]
+    rail, wire, _, _, _ = make(window=64, clock=lambda: now[0])
+    for seq in range(1, 6):  # a chatty exchange: keys in, echoes out
+        await rail.feed(f(seq, ack=rail.seq))
+        await rail.idle()
+        now[0] += 0.6
+        await rail.send("output")  # our data frames carry the ack and prove we are alive
+        now[0] += 0.4
+        await rail.tick()
+    assert wire.frames("credit") == []
+
+
+# ---- faults hand the session back --------------------------------------------------------------
+
+
+async def _garbled(rail):
+    await rail.feed(b"{nope")
+
+
+async def _gap(rail):
+    await rail.feed(f(2))
+
+
+async def _overrun(rail):
+    await rail.feed(encode_frame({"t": "credit", "ack": 3}))
+
+
+@pytest.mark.parametrize("fault,name", [(_garbled, "garbled-frame"), (_gap, "gap"),
+                                        (_overrun, "credit-overrun")])
+async def test_a_fault_sends_close_to_the_peer_before_tearing_down(fault, name):
+    rail, wire, _, faults, _ = make()
+    await fault(rail)
+    assert faults == [name] and not rail.alive
+    assert wire.frames("close") == [{"t": "close"}]  # the frame has no room for a reason
+    assert rail.close_sent
+    await rail.close()  # abandoning it later sends no second close
+    assert len(wire.frames("close")) == 1
+
+
+async def test_a_stall_sends_close():
+    now = [0.0]
+    rail, wire, _, faults, _ = make(window=1, stall_timeout_ms=1000, clock=lambda: now[0])
+    await rail.send(1)
+    now[0] += 1.5
+    await rail.tick()
+    assert faults == ["stall"] and wire.frames("close") == [{"t": "close"}]
+
+
+async def test_a_peer_close_is_not_answered_with_a_close():
+    rail, wire, _, _, closes = make()
+    await rail.feed(encode_frame({"t": "close"}))
+    await rail.close()
+    assert closes == [1] and rail.peer_closed and wire.frames("close") == []
+
+
+async def test_a_close_that_never_left_is_retried_on_close():
+    fail = [True]
+    sent: list[dict] = []
+
+    async def flaky(subject, payload):
+        if fail[0]:
+            raise OSError("link down")
+        sent.append(json.loads(payload))
+
+    faults: list = []
+    rail = Rail(egress="e", ingress="i", publish=flaky, on_data=lambda d, s: None,
+                on_fault=lambda r, d: faults.append(r))
+    with pytest.raises(RailError):
+        await rail.send(1)
+    assert faults == ["publish"] and not rail.close_sent
+    fail[0] = False
+    await rail.close()
+    assert sent == [{"t": "close"}] and rail.close_sent
+
+
+# ---- a silent peer ------------------------------------------------------------------------------
+
+
+async def test_an_idle_session_lives_on_keepalives_for_minutes():
+    """No output at all for ten minutes: only the peer's idle credits arrive, and that is enough."""
+    now = [0.0]
+    rail, wire, _, faults, _ = make(peer_silence_ms=3000, clock=lambda: now[0])
+    await rail.feed(f(1))
+    for _ in range(600):
+        now[0] += 1.0
+        await rail.feed(encode_frame({"t": "credit", "ack": 0}))
+        await rail.tick()
+    assert faults == [] and rail.alive
+
+
+async def test_a_silent_peer_breaks_the_rail_within_the_bound():
+    now = [0.0]
+    rail, wire, _, faults, _ = make(peer_silence_ms=3000, clock=lambda: now[0])
+    await rail.feed(f(1))
+    await rail.idle()
+    ticks = 0
+    while rail.alive and ticks < 10:
+        now[0] += 1.0
+        ticks += 1
+        await rail.tick()
+    assert faults == ["peer-silent"] and ticks == 4  # 4 s after the last frame, bound 3 s
+    assert wire.frames("close") == [{"t": "close"}]
+
+
+async def test_our_own_stalled_loop_is_not_blamed_on_the_peer():
+    now = [0.0]
+    rail, _, _, faults, _ = make(peer_silence_ms=3000, clock=lambda: now[0])
+    now[0] += 20.0  # the event loop was blocked: no tick ran, frames may sit unread
+    await rail.tick()
+    assert faults == []
+    for _ in range(4):
+        now[0] += 1.0
+        await rail.tick()
+    assert faults == ["peer-silent"]  # a fresh bound, then the verdict
 
 
 async def test_stall_watchdog_fires_on_a_full_window_with_no_ack():
@@ -301,3 +431,38 @@ async def test_two_rails_over_nats_flow_both_ways(nc):
     assert got_b == list(range(20))
     await a.close()
     await until(lambda: b.closed)
+
+
+async def test_idle_rails_over_nats_stay_up_and_a_vanished_peer_is_noticed(nc):
+    """Keepalives alone keep an idle pair alive past the silence bound; when one side vanishes
+    without a close, the other breaks with ``peer-silent`` within the bound."""
+    heard: list[str] = []
+    faults: list[str] = []
+    a = await open_rail(nc, egress="t.live.ab", ingress="t.live.ba", window=4, idle_credit_ms=100,
+                        peer_silence_ms=1000, on_data=lambda d, s: None,
+                        on_fault=lambda r, d: faults.append(r))
+    b = await open_rail(nc, egress="t.live.ba", ingress="t.live.ab", window=4, idle_credit_ms=100,
+                        peer_silence_ms=1000, on_data=lambda d, s: None)
+
+    async def listen(msg):
+        heard.append(json.loads(msg.data)["t"])
+
+    tap = await nc.subscribe("t.live.ba", cb=listen)
+    await a.send("ready")
+    await b.send("snapshot")
+
+    async def until(cond, timeout):
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not cond():
+            assert loop.time() < end, "condition not met"
+            await asyncio.sleep(0.01)
+
+    await until(lambda: heard.count("credit") >= 25, 10)  # 2.5 s of idleness, bound 1 s
+    assert a.alive and b.alive and faults == []
+    b.stop()  # vanishes without a close (kill -9)
+    t0 = asyncio.get_running_loop().time()
+    await until(lambda: not a.alive, 5)
+    assert faults == ["peer-silent"]
+    assert asyncio.get_running_loop().time() - t0 < 1.5
+    await tap.unsubscribe()
