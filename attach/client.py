@@ -4,6 +4,10 @@
 flows back only once the consumer has taken them), status lines through ``on_notice``, and
 keystrokes go in with :meth:`AttachSession.send_keys`. The CLI passthrough and the console's
 embedded pane both drive it; neither needs a tty.
+
+A link is left when the manager ends it, a rail faults, the connection drops or the manager
+falls silent past ``liveness_s`` (idle credits, not output, prove it alive). Unless the manager
+let go first, every abandoned session is handed back: ``close`` on its ``in`` rail, flushed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from meshview.wire.names import bucket_names, space_token
 
 from . import terminal as tf
 from .endpoint import BIND_REFUSED, MANAGER, EndpointClient, EndpointError, Reply
-from .rail import Rail, RailError, check_window, open_rail
+from .rail import PEER_SILENT, Rail, RailError, check_window, open_rail
 from .subjects import Caller, eps_subject, is_id_token
 
 BACKOFF_S = (1, 2, 5, 10, 30)
@@ -26,6 +30,10 @@ MAX_REBIND = 16
 CALL_DEADLINE_MS = 10_000
 LOCATE_DEADLINE_MS = 3_000
 KEYS_CREDIT_WAIT_S = 2.0
+# A live manager re-advertises credit every second on an idle session; this many seconds of
+# nothing means it is gone (a crash, a partition, a rail it tore down). Output is not needed.
+LIVENESS_S = 10.0
+HAND_BACK_S = 2.0  # per step (connect, flush) of handing an abandoned session back
 
 
 class AttachError(Exception):
@@ -39,7 +47,11 @@ class AttachError(Exception):
 
 @dataclass
 class Notice:
-    """A status line for the user. ``kind``: reconnecting | reconnected | drop | refused | end."""
+    """A status line for the user.
+
+    ``kind``: reconnecting | reconnected | drop | refused | end | held (a session we abandoned
+    could not be handed back; the manager releases it when it notices the silence).
+    """
 
     kind: str
     text: str
@@ -59,7 +71,15 @@ def end_text(reason: str, name: str) -> str:
         return "[cotal: manager restarted; re-attach]"
     if reason == "expired":
         return "[cotal: the session expired; re-attach]"
+    if reason == PEER_SILENT:
+        return "[cotal: the manager stopped answering; session lost]"
     return f"[cotal: session ended ({reason})]"
+
+
+def reconnect_text(reason: str) -> str:
+    if reason == PEER_SILENT:
+        return "[cotal: the manager stopped answering, reconnecting]"
+    return "[cotal: connection lost, reconnecting]"
 
 
 def drop_text(n: int) -> str:
@@ -166,6 +186,7 @@ class AttachSession:
         size: tuple[int, int] | None = None,
         instance_id: str | None = None,
         caller: Caller | None = None,
+        liveness_s: float = LIVENESS_S,
     ):
         if nc is None and connect is None:
             raise ValueError("AttachSession needs a connection or a connect factory")
@@ -180,6 +201,7 @@ class AttachSession:
         self.size = size
         self.pin = instance_id
         self.caller = caller or Caller.fresh()
+        self.liveness_s = liveness_s  # 0 disables the silent-peer check
         self.link: _Link | None = None
         self.final_reason: str | None = None
         self.keys_dropped = 0
@@ -212,7 +234,7 @@ class AttachSession:
                     return self._final(reason)
                 if not self.reconnect:
                     return self._final(reason)
-                await self._notice(Notice("reconnecting", "[cotal: connection lost, reconnecting]", reason))
+                await self._notice(Notice("reconnecting", reconnect_text(reason), reason))
                 attempt = 0
             # backoff ladder; 30 s repeats
             delay = self.backoff[min(attempt, len(self.backoff) - 1)]
@@ -340,6 +362,7 @@ class AttachSession:
             link.rail = await open_rail(
                 nc, egress=grant["subjects"]["in"], ingress=grant["subjects"]["out"],
                 window=grant.get("window", 64),
+                peer_silence_ms=int(self.liveness_s * 1000),
                 on_data=lambda data, seq: self._on_frame(link, data),
                 on_close=lambda: link.finish("peer-closed"),
                 on_fault=lambda reason, detail: link.finish(reason),
@@ -405,23 +428,59 @@ class AttachSession:
         # ready / resize from the serving side mean nothing to a caller: ignored
 
     async def _drop_link(self, link: _Link) -> None:
-        if link.rail is not None and link.rail.alive and link.end_reason is None:
-            await link.rail.close()
-        elif link.rail is not None:
-            link.rail._teardown()
+        """Leave a link for good. Unless the manager let go first, hand its session back."""
         if self.link is link:
             self.link = None
+        rail = link.rail
+        held = False
+        if rail is not None:
+            if rail.peer_closed or link.end_reason is not None:
+                rail.stop()  # the manager ended it (its `close` follows an `end`)
+            else:
+                held = not await self._hand_back_link(link)
         if link.owns_nc:
             await _close_nc(link.nc)
+        if held:
+            await self._notice(Notice(
+                "held", f"[cotal: the manager still holds a session on seat {self.name}; "
+                        "it lets go once it notices the silence]"))
+
+    async def _hand_back_link(self, link: _Link) -> bool:
+        """``close`` on the link's ``in`` rail, confirmed by a flush; over a fresh connection
+        when the link's own is gone. Best effort, bounded; True once the close is delivered."""
+        rail = link.rail
+        assert rail is not None
+        await rail.close()  # once: a rail that faulted already sent it
+        if rail.close_sent and _usable(link.nc):
+            try:
+                await link.nc.flush(timeout=HAND_BACK_S)
+                return True
+            except Exception:
+                pass
+        if self._connect is None:
+            return False
+        try:
+            nc = await asyncio.wait_for(self._connect(), HAND_BACK_S)
+        except Exception:
+            return False
+        try:
+            return await _hand_back(nc, link.grant)
+        finally:
+            await _close_nc(nc)
 
 
-async def _hand_back(nc, grant: dict) -> None:
+async def _hand_back(nc, grant: dict) -> bool:
     """Release a session we will not use: ``close`` on its ``in`` rail, confirmed by a flush."""
     try:
         await nc.publish(grant["subjects"]["in"], json.dumps({"t": "close"}).encode())
-        await nc.flush(timeout=2)
+        await nc.flush(timeout=HAND_BACK_S)
+        return True
     except Exception:
-        pass
+        return False
+
+
+def _usable(nc) -> bool:
+    return not nc.is_closed and nc.is_connected
 
 
 async def _close_nc(nc) -> None:
