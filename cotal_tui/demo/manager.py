@@ -7,6 +7,8 @@ instance rails. ``attach`` mints a holder-bound session grant, writes the ``sess
 row, opens the serving rail and starts a :class:`~attach.host.ServingBridge`.
 
 On an open mesh nothing is minted per session and the sessions share the manager's connection.
+A session whose caller falls silent (no frame, not even an idle credit, for ``caller_silence_ms``)
+is reaped, so a caller that vanished without a ``close`` cannot pin a ``maxSessions`` slot.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from attach.endpoint import (
     validate_request,
 )
 from attach.host import PtySeat, ServingBridge
-from attach.rail import WINDOW_DEFAULT, check_window, open_rail
+from attach.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
 from attach.subjects import (
     Caller,
     ParsedRequest,
@@ -54,6 +56,10 @@ HEARTBEAT_S = 2.0
 LEASE_TTL_MS = 10_000
 GRANT_TTL_MS = 24 * 3600 * 1000
 CONTRACT_REVISION = 17
+# A live caller says something every second (data, credit or the idle re-advertisement); one
+# silent this long vanished without a close (kill -9, a cut link) and its slot is reaped. As
+# long as the stall bound: a false reap costs a user their session, so err on the slow side.
+CALLER_SILENCE_MS = STALL_TIMEOUT_MS
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
@@ -150,7 +156,8 @@ def _load_or_mint_instance_id(root: str | None) -> str:
 
 class DemoManager:
     def __init__(self, nc, space: str, seats: list[SeatSpec], *, instance_id: str | None = None,
-                 max_sessions: int = 64, root: str | None = None, window: int = WINDOW_DEFAULT):
+                 max_sessions: int = 64, root: str | None = None, window: int = WINDOW_DEFAULT,
+                 caller_silence_ms: int = CALLER_SILENCE_MS):
         self.nc = nc
         self.space = space_token(space)
         self.seat_specs = list(seats)
@@ -159,6 +166,7 @@ class DemoManager:
         self.max_sessions = max_sessions
         self.root = root or os.getcwd()
         self.window = check_window(window)
+        self.caller_silence_ms = caller_silence_ms  # 0: never reap a silent caller
         self.buckets = bucket_names(self.space)
         self.actor = self.instance_id
         self.uid = mint_lifecycle_uid()
@@ -472,6 +480,7 @@ class DemoManager:
             return holder["b"].on_caller_data(data, seq)
 
         rail = await open_rail(self.nc, egress=sout, ingress=sin, window=self.window, on_data=on_data,
+                               peer_silence_ms=self.caller_silence_ms,
                                on_close=lambda: holder["b"].rail_gone(),
                                on_fault=lambda reason, detail: holder["b"].rail_gone())
         bridge = ServingBridge(seat.pty, rail, on_done=lambda b, reason: self._session_done(sid, b, reason))
