@@ -139,11 +139,6 @@ async def test_foreign_garbage_on_the_in_rail_ends_the_session_without_a_leak(
     await c.s.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "attach/rail.py Rail._protocol_error (serving side) tears down silently: no `end`/`close` "
-    "reaches the caller, and attach/client.py has no liveness check on an idle session, so "
-    "`cotal attach` sits on a dead session until the user types a full window and the 30 s "
-    "stall fires"))
 async def test_the_caller_is_told_when_the_serving_side_faults(manager, nc_a, nc_evil, space):
     c = await Client(nc_a, space, "alice", reconnect=False).open()
     await until(lambda: "alice>" in c.text, 10, "the prompt")
@@ -328,11 +323,6 @@ async def test_session_ceiling_refuses_by_code_and_recovers(manager, nc_a, nc_ev
     await until(lambda: manager.live_sessions == 0, 5, "all slots free")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "attach/client.py AttachSession._drop_link only tears its own rail down when the rail "
-    "faulted (no close on the `in` rail), then the reconnect loop attaches again: each "
-    "injected frame on the `out` rail leaves the old session held by the manager (idle seat: "
-    "nothing reaps it), so repeated faults exhaust maxSessions"))
 async def test_client_fault_hands_the_old_session_back(manager, nc_a, nc_evil, space):
     c = await Client(nc_a, space, "alice", reconnect=True, backoff=(0.2,)).open()
     await until(lambda: "alice>" in c.text, 10, "the prompt")
