@@ -1,0 +1,63 @@
+"""Memory under large-but-legal messages: the observer's feed must be bounded in bytes, not
+only in rows. Each message here is valid and under the broker's 1 MiB max_payload; an agent
+(or anyone on an open mesh) may send them. The space is deliberately left unprovisioned so
+the broker stores nothing: only the live tap carries the load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from cotal_tui.demo.broker import Broker
+from hostile import RawPublisher
+from watchproc import WatchProc
+
+SPACE = "mem"
+N = 600
+TEXT = 900 * 1024  # bytes of text per message
+
+
+@pytest.fixture(scope="module")
+def broker_mem():
+    b = Broker(name="cotal-mem").start()
+    yield b
+    b.stop()
+
+
+def _msg(i: int) -> tuple[bytes, bytes, str]:
+    mid = f"big-{i}"
+    env = {"id": mid, "ts": int(time.time() * 1000), "space": SPACE,
+           "from": {"id": "local.big", "name": "big"}, "channel": "general",
+           "parts": [{"kind": "text", "text": f"{i:06d}" + "A" * TEXT}]}
+    return f"cotal.{SPACE}.chat.local.big.general".encode(), json.dumps(env).encode(), mid
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "meshview/model.py bounds the feed ring by rows (FEED_CAP 10,000) with no per-entry or "
+    "total byte cap, and keeps every message's full text: N legal ~1 MiB messages hold ~N MiB "
+    "(10,000 of them would hold ~10 GiB)"))
+async def test_rss_is_bounded_under_a_stream_of_near_max_payload_messages(broker_mem):
+    w = WatchProc.start("--json", "--server", broker_mem.url, "--space", SPACE)
+    try:
+        await w.wait_for(lambda: w.objs("state"), 30, "watch up")
+        rss0 = w.rss_kb() / 1024
+        peak = rss0
+        with RawPublisher.to(broker_mem.url) as pub:
+            for i in range(N):
+                subj, payload, mid = _msg(i)
+                pub.publish(subj, payload)
+                if i % 20 == 19:  # pace: never a broker slow consumer (64 MiB pending)
+                    pub.flush()
+                    await w.wait_for(lambda m=mid: any(o.get("id") == m
+                                                       for o in w.objs("message")[-25:]),
+                                     60, f"message {mid}")
+                    peak = max(peak, w.rss_kb() / 1024)
+        sent = N * TEXT / 2**20
+        print(f"\nrss {rss0:.0f} MB -> peak {peak:.0f} MB after {sent:.0f} MiB of legal messages")
+        assert peak - rss0 < 256, f"RSS grew {peak - rss0:.0f} MB for {sent:.0f} MiB of input"
+    finally:
+        w.stop()
