@@ -48,15 +48,20 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def stream_seq(nc, space: str) -> int:
-    """The CHAT stream's last sequence (what the broker accepted); retried under load."""
+async def stream_seq(nc, space: str) -> int | None:
+    """The CHAT stream's last sequence (what the broker accepted); retried under load, None
+    when the broker never answered (the offered rate is then unknown, not negative)."""
     for attempt in range(5):
         try:
             si = await nc.jsm().stream_info(f"CHAT_{space}")
             return int(si.state.last_seq)
         except Exception:  # noqa: BLE001 - a busy broker: try again
             await asyncio.sleep(0.5 * (attempt + 1))
-    return 0
+    return None
+
+
+def offered(s0: int | None, s1: int | None, dt: float) -> float | None:
+    return (s1 - s0) / dt if s0 is not None and s1 is not None and s1 >= s0 else None
 
 
 async def measure_model(nc, target, space: str, seconds: float) -> dict:
@@ -69,7 +74,7 @@ async def measure_model(nc, target, space: str, seconds: float) -> dict:
     t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
     await obs.stop()
     dt = t1 - t0
-    return {"ingest": (n1 - n0) / dt, "offered": (s1 - s0) / dt, "cpu": (c1 - c0) / dt}
+    return {"ingest": (n1 - n0) / dt, "offered": offered(s0, s1, dt), "cpu": (c1 - c0) / dt}
 
 
 async def measure_console(nc, target, space: str, seconds: float) -> dict:
@@ -120,7 +125,8 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
     dt = t1 - t0
     lateness.sort()
     return {
-        "ingest": (n1 - n0) / dt, "offered": (s1 - s0) / dt, "cpu": (c1 - c0) / dt,
+        "ingest": (n1 - n0) / dt, "offered": offered(s0, s1, dt), "cpu": (c1 - c0) / dt,
+        "dropped": getattr(model.status, "dropped", 0),
         "late_max": lateness[-1] * 1000 if lateness else 0.0,
         "late_p99": lateness[int(len(lateness) * 0.99) - 1] * 1000 if lateness else 0.0,
         "rss": rss, "feed_rows": shown_rows, "feed_cap": model.feed_cap,
@@ -186,17 +192,27 @@ async def main(opts: argparse.Namespace) -> int:
     ratio = console["ingest"] / model["ingest"] if model["ingest"] else 0.0
     print(f"flood target        {opts.rate:>10,} msgs/s  ({opts.agents} agents, own process; "
           f"{placement})")
-    print(f"offered (broker)    {model['offered']:>10,.0f} msgs/s  model phase; "
-          f"{console['offered']:,.0f} console phase")
+    def rate(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:,.0f}"
+
+    def keep(ph: dict) -> str:
+        o = ph["offered"]
+        return f"{ph['ingest'] / o:.2f} of offered" if o else "offered n/a"
+
+    print(f"offered (broker)    {rate(model['offered']):>10} msgs/s  model phase; "
+          f"{rate(console['offered'])} console phase (the flood's rate drifts with load)")
     print(f"model-only ingest   {model['ingest']:>10,.0f} msgs/s  main-thread CPU "
-          f"{model['cpu'] * 100:.0f}%  ({opts.model_seconds:g} s)")
+          f"{model['cpu'] * 100:.0f}%  ({opts.model_seconds:g} s; {keep(model)})")
     print(f"console ingest      {console['ingest']:>10,.0f} msgs/s  main-thread CPU "
-          f"{console['cpu'] * 100:.0f}% (observer + UI)  ({opts.console_seconds:g} s)")
+          f"{console['cpu'] * 100:.0f}% (observer + UI)  ({opts.console_seconds:g} s; "
+          f"{keep(console)}; {console['dropped']:,} dropped)")
     print(f"console / model     {ratio:>10.2f}         goal >= 0.8  "
           f"{'PASS' if ratio >= 0.8 else 'MISS'}")
     print(f"probe lateness      {console['late_max']:>10.1f} ms worst, "
           f"{console['late_p99']:.1f} ms p99   goal < 100 ms  "
           f"{'PASS' if console['late_max'] < 100 else 'MISS'}")
+    print(f"load average        {os.getloadavg()[0]:>10.2f}         at the end (2 CPUs; other work "
+          "skews every figure)")
     print(f"RSS at end          {console['rss']:>10.0f} MB     feed ring "
           f"{console['feed_rows']:,}/{console['feed_cap']:,} rows")
     return 0
