@@ -562,6 +562,10 @@ async def test_status_bar_shows_connection_states():
         model.set_connection("connected")
         model.sweep(model.clock() + 60_000)  # the presence watch went silent: stale view
         await until(pilot, lambda: "stale" in shown(app))
+        model.set_backlog(lagging=True, dropped=1234)  # the mesh outran the observer
+        await until(pilot, lambda: "⚠ lagging · 1234 dropped" in shown(app))
+        model.set_backlog(lagging=False)  # caught up; the shed count stays on show
+        await until(pilot, lambda: "lagging" not in shown(app) and "1234 dropped" in shown(app))
 
 
 # --------------------------------------------------------------------------- keymap

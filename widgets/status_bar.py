@@ -46,7 +46,7 @@ class StatusBar(Widget):
         st = snap.status
         return (st.space, st.connection, st.presence_view, st.dm_visible, st.error, st.warning,
                 len(snap.agents), round(snap.rates.msgs_per_sec, 1), snap.rates.buckets,
-                sum(n for _, n in snap.rejections))
+                sum(n for _, n in snap.rejections), st.lagging, st.dropped)
 
     def set_hints(self, hints: str) -> None:
         if hints != self.hints:
@@ -95,6 +95,10 @@ class StatusBar(Widget):
         if rejected:
             t.append(" · ", style="dim")
             t.append(f"! {rejected} rej" if compact else f"! {rejected} rejected", style="red")
+        if st.lagging or st.dropped:  # the mesh outran us: say so, with what was shed
+            t.append(" · ", style="dim")
+            lag = "⚠ lagging" + (f" · {st.dropped} dropped" if st.dropped else "")
+            t.append(lag if st.lagging else f"{st.dropped} dropped", style="yellow")
         return t
 
     def render(self) -> Text:
