@@ -34,6 +34,7 @@ from nats.aio.client import Client as NATS
 from nats.js import api
 from nats.js.errors import BucketNotFoundError, NotFoundError
 
+from meshview import kvwatch
 from meshview.connect import events_of
 from meshview.model import (
     BATCH_MS,
@@ -96,7 +97,6 @@ class _KvWatch:
         self.obs, self.bucket = obs, bucket
         self.on_entry, self.on_ready, self.on_error = on_entry, on_ready, on_error
         self.task: asyncio.Task | None = None
-        self.watcher: Any = None
         self.ready = asyncio.Event()
         self.generation = 0
         self.missing = False
@@ -118,26 +118,17 @@ class _KvWatch:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
-        await self._drop_watcher()
-
-    async def _drop_watcher(self) -> None:
-        w, self.watcher = self.watcher, None
-        if w is not None:
-            try:
-                await asyncio.wait_for(w.stop(), 1.0)
-            except (asyncio.CancelledError, Exception):
-                pass
+        # the watch's consumer goes with its generator (``kvwatch.watch`` deletes it)
 
     async def _run(self, gen: int) -> None:
         delay = 0.2
         while gen == self.generation and not self.obs._closing:
             try:
-                kv = await self.obs.js.key_value(self.bucket)
-                self.watcher = await kv.watchall(inactive_threshold=30.0)
+                await self.obs.js.key_value(self.bucket)  # BucketNotFoundError if absent
                 self.missing = False
                 keys: set[str] = set()
                 initial = True
-                async for e in self.watcher:
+                async for e in kvwatch.watch(self.obs.nc, self.bucket):
                     if e is None:
                         if initial:
                             initial = False
@@ -161,11 +152,11 @@ class _KvWatch:
             except Exception as e:  # noqa: BLE001 - denied, timeout, broker down: retry
                 self.on_error(_short(e), e)
                 self.ready.set()
-                await self._drop_watcher()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
 
+WATERMARK_TIMEOUT_S = 2.0
 CATCHUP_SLACK_MS = 2000  # clock skew between publishers and us when judging "during the gap"
 
 
@@ -247,13 +238,15 @@ class Observer:
         ev.on_disconnect.append(self._on_disconnect)
         ev.on_reconnect.append(self._on_reconnect)
         ev.on_close.append(self._on_close)
-        # watermark before subscribing (SPEC §7 step 1)
-        for st in (chat_stream(self.space), dm_stream(self.space)):
+        # watermark before subscribing (SPEC §7 step 1); both at once, and briefly: a scoped
+        # credential is refused DM stream info, and a refused request only ends by timeout
+        async def mark(st: str) -> None:
             try:
-                info = await self.js.stream_info(st)
+                info = await asyncio.wait_for(self.js.stream_info(st), WATERMARK_TIMEOUT_S)
                 self.watermark[st] = info.state.last_seq
             except Exception:
                 pass
+        await asyncio.gather(mark(chat_stream(self.space)), mark(dm_stream(self.space)))
         await self._subscribe_taps()
         self.model.set_connection("connected")
         for w in self._watches:
@@ -326,10 +319,11 @@ class Observer:
         subjects, dm = self._tap_plan()
         for subj in subjects:
             await self._sub(subj)
-        try:
-            await self.nc.flush(timeout=5)  # a denial arrives before the PONG
-        except Exception:
-            pass
+        for _ in range(2):  # a denial arrives before the PONG; a second round trip covers
+            try:            # a PONG that answered an earlier PING (seen under JWT auth)
+                await self.nc.flush(timeout=5)
+            except Exception:
+                pass
         self._publish_tap()
 
     async def _sub(self, subj: str) -> None:

@@ -183,7 +183,7 @@ class StreamWriter:
         self.out, self.err = out, err
         self.text = TextRenderer(use_colour(out) if colour is None else colour)
         self.err_colour = use_colour(err)
-        self._last_conn: str | None = None
+        self._last_state: tuple[str, bool, str] | None = None
         self._last_lag = False
         self._rej_last: dict[str, float] = {}
         self._rej_quiet: dict[str, int] = {}
@@ -232,15 +232,24 @@ class StreamWriter:
                 self.diag(f"{'lagging behind the mesh' if ev.lagging else 'caught up'}: "
                           f"{ev.dropped} messages dropped so far")
                 return None
-            if ev.connection == self._last_conn or ev.connection == "connecting":
+            if ev.connection == "connecting":
                 return None
-            first = self._last_conn is None
-            self._last_conn = ev.connection
+            shown = (ev.connection, ev.dm_visible, ev.presence_view)
+            if shown == self._last_state:
+                return None
+            first = self._last_state is None
+            prev, self._last_state = self._last_state, shown
             if js:
                 return json.dumps({"type": "state", "connection": ev.connection,
-                                   "dmVisible": ev.dm_visible})
-            if not first or ev.connection != "connected":
+                                   "dmVisible": ev.dm_visible,
+                                   "presenceView": ev.presence_view})
+            if prev is not None and prev[0] != ev.connection:
                 self.diag(f"connection {ev.connection}")
+            elif first and ev.connection != "connected":
+                self.diag(f"connection {ev.connection}")
+            if prev is not None and prev[2] != ev.presence_view:
+                self.diag("presence view stale: no presence traffic for a full TTL; rebinding"
+                          if ev.presence_view == "stale" else "presence view live again")
             return None
         return None
 

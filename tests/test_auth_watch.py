@@ -113,11 +113,6 @@ async def test_observer_creds_plain_mode_says_channels_only(auth_mesh):
     _assert_no_secrets(auth_mesh, w)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "meshview/observer.py _KvWatch uses nats-py kv.watchall(): an unnamed ordered consumer "
-    "created on the bare $JS.API.CONSUMER.CREATE.KV_cotal_presence_<s> subject, which the "
-    "observer/admin profiles do not grant (only the named .> forms, SPEC App. B); the roster "
-    "stays empty under observer or admin creds"))
 @pytest.mark.parametrize("who", ["observer", "admin"])
 async def test_scoped_creds_see_presence(auth_mesh, who):
     w = _watch(auth_mesh, who)

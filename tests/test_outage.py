@@ -115,11 +115,6 @@ def test_no_peer_blamed_for_the_observers_deafness(outage):
     assert not wrong, wrong[:5]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "meshview/stream.py StreamWriter.render prints a state line only when `connection` "
-    "changes; the model's StateEvent for presence_view='stale' (watch silent > ttl while "
-    "the broker is away) is dropped and the JSON state line has no presenceView field, so "
-    "--json never says the roster went stale"))
 def test_stale_view_is_reported_during_the_outage(outage):
     r = outage
     during = [ln.obj for ln in r.watch.out

@@ -90,7 +90,8 @@ async def test_plain_stream_lines(broker, nc, space):
 async def test_json_stream_lines(broker, nc, space):
     p = await spawn("--json", "--server", broker.url, "--space", space)
     state = json.loads((await read_lines(p, 1))[0])
-    assert state == {"type": "state", "connection": "connected", "dmVisible": True}
+    assert state == {"type": "state", "connection": "connected", "dmVisible": True,
+                     "presenceView": "live"}
     await scenario(nc, space)
     await nc.publish(f"cotal.{space}.chat.local.alice.general", b"\x00garbage")
     objs = [json.loads(x) for x in await read_lines(p, 6)]

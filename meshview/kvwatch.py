@@ -1,0 +1,117 @@
+"""A KV bucket watch built on a *named* ephemeral push consumer.
+
+nats-py's ``kv.watchall()`` creates an unnamed ordered consumer through the bare
+``$JS.API.CONSUMER.CREATE.<stream>`` subject. The Cotal observer and admin profiles (SPEC
+App. B) grant only the named, filtered form ``$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>``
+on the presence bucket, so under scoped credentials the stock watch is refused and the roster
+stays empty. This watch uses the named form, delivers to our own inbox (the SPEC §10 inbox
+prefix applies), answers flow control, and detects gaps and silence itself: any of those ends
+the iteration with :class:`WatchBroken`, and the caller rebinds from current state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+from nats.js import api
+
+IDLE_HEARTBEAT_S = 5.0
+SILENCE_S = 3 * IDLE_HEARTBEAT_S
+MAX_QUEUED = 100_000
+
+
+class WatchBroken(RuntimeError):
+    """The watch lost continuity (gap, silence, consumer gone); rebind from current state."""
+
+
+@dataclass(frozen=True, slots=True)
+class KvEntry:
+    key: str
+    value: bytes
+    operation: str  # PUT | DEL | PURGE
+    revision: int
+
+
+def _ack_meta(reply: str) -> tuple[int, int, int] | None:
+    """(stream seq, consumer seq, pending) from a JetStream ack subject, or None."""
+    tok = reply.split(".")
+    # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens), or the
+    # v2 form with domain and account hash in front (12+ tokens): count from the end.
+    if len(tok) < 9 or tok[0] != "$JS" or tok[1] != "ACK":
+        return None
+    try:
+        return int(tok[-4]), int(tok[-3]), int(tok[-1])
+    except ValueError:
+        return None
+
+
+async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
+    """Yield the bucket's current entries (last per key), then ``None`` once the initial state
+    is delivered, then live updates. Raises :class:`WatchBroken` on any loss of continuity."""
+    js = nc.jetstream()
+    stream = f"KV_{bucket}"
+    prefix = f"$KV.{bucket}."
+    inbox = nc.new_inbox()
+    queue: asyncio.Queue = asyncio.Queue()
+    overflow = False
+
+    async def cb(msg: Any) -> None:
+        nonlocal overflow
+        if queue.qsize() >= MAX_QUEUED:
+            overflow = True  # we cannot keep up: rebind from current state instead
+            return
+        queue.put_nowait(msg)
+
+    sub = await nc.subscribe(inbox, cb=cb)
+    name = f"cotal_watch_{secrets.token_hex(8)}"
+    created = False
+    try:
+        info = await js.add_consumer(stream, api.ConsumerConfig(
+            name=name, deliver_subject=inbox, filter_subject=f"{prefix}>",
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT, ack_policy=api.AckPolicy.NONE,
+            flow_control=True, idle_heartbeat=IDLE_HEARTBEAT_S, mem_storage=True,
+            inactive_threshold=30.0, num_replicas=1))
+        created = True
+        initial = info.num_pending > 0
+        if not initial:
+            yield None
+        expect = 1
+        while True:
+            if overflow:
+                raise WatchBroken(f"the {bucket} watch fell too far behind")
+            try:
+                msg = await asyncio.wait_for(queue.get(), SILENCE_S)
+            except asyncio.TimeoutError:
+                raise WatchBroken(f"no heartbeat from the {bucket} watch for {SILENCE_S:g}s")
+            hdrs = msg.headers or {}
+            if hdrs.get("Status") == "100" and not msg.data:
+                if msg.reply:  # a flow-control request: answer it or delivery stalls
+                    await nc.publish(msg.reply, b"")
+                continue
+            meta = _ack_meta(msg.reply or "")
+            if meta is None:
+                continue  # not a stream delivery
+            sseq, cseq, pending = meta
+            if cseq != expect:
+                raise WatchBroken(f"gap in the {bucket} watch (expected {expect}, got {cseq})")
+            expect = cseq + 1
+            if not msg.subject.startswith(prefix):
+                continue
+            op = hdrs.get("KV-Operation", "PUT")
+            yield KvEntry(msg.subject[len(prefix):], msg.data or b"", op, sseq)
+            if initial and pending == 0:
+                initial = False
+                yield None
+    finally:
+        try:
+            await sub.unsubscribe()
+        except Exception:
+            pass
+        if created:
+            try:
+                await asyncio.wait_for(js.delete_consumer(stream, name), 1.0)
+            except Exception:
+                pass  # the inactive threshold reaps it
