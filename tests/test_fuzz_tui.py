@@ -1,0 +1,161 @@
+"""The hostile corpus through the real console in a real terminal (tmux).
+
+The console (``cotal watch`` on a TTY) reads a space while a raw publisher sends the
+content-level hostile families (escape/OSC/C1/bidi text in every field, presence records,
+channel configs, membership rows, odd ids and timestamps, oversized fields). Asserted after
+the flood: the console is still running and answering keys, the pane title was never
+changed (OSC 0/2), nothing reached the clipboard (OSC 52 with ``set-clipboard on``), the
+screen was never cleared, and the captured screen holds no raw bidi or control characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import nats
+import pytest
+
+from cotal_tui.demo.broker import Broker
+from cotal_tui.demo.provision import provision_space
+from hostile import BIDI_CPS, RawPublisher, generate
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+
+COTAL = str(Path(sys.executable).with_name("cotal"))
+SPACE = "tui"
+FAMILIES = ["escapes", "presence-escapes", "bad-subject-token", "oversized-fields", "ids",
+            "timestamps", "routing-confusion", "channel-config", "membership-rows",
+            "presence-time", "presence-mismatch", "weird-headers", "forged-sender",
+            "wrong-types", "malformed-json"]
+N = 3000
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.sock = f"cotal-fuzz-{uuid.uuid4().hex[:8]}"
+
+    async def run(self, *args: str) -> str:
+        p = await asyncio.create_subprocess_exec(
+            "tmux", "-L", self.sock, *args, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"tmux {args[0]}: {err.decode().strip()}")
+        return out.decode("utf-8", "replace")
+
+    async def start(self, command: str, env: dict[str, str]) -> None:
+        await self.run("-f", "/dev/null", "new-session", "-d", "-s", "fz", "-x", "140",
+                       "-y", "45", *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
+                       command)
+        await self.run("set-option", "-g", "set-clipboard", "on")
+        await self.run("set-option", "-g", "allow-rename", "on")
+
+    async def screen(self, escapes: bool = False) -> str:
+        return await self.run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "fz")
+
+    async def title(self) -> str:
+        return (await self.run("display-message", "-p", "-t", "fz", "#{pane_title}")).strip()
+
+    async def window_name(self) -> str:
+        return (await self.run("display-message", "-p", "-t", "fz", "#{window_name}")).strip()
+
+    async def buffers(self) -> str:
+        return await self.run("list-buffers")
+
+    async def until(self, cond, timeout: float = 20.0, what: str = "screen") -> str:
+        end = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < end:
+            text = await self.screen()
+            if cond(text):
+                return text
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}; screen was:\n{text}")
+
+    async def kill(self) -> None:
+        try:
+            await self.run("kill-server")
+        except RuntimeError:
+            pass
+
+
+@pytest.fixture
+def broker_tui():
+    b = Broker(name="cotal-fuzz-tui").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+async def tmux():
+    t = Tmux()
+    yield t
+    await t.kill()
+
+
+def _controls(s: str) -> list[str]:
+    bad = []
+    for ch in s:
+        cp = ord(ch)
+        if (cp < 0x20 and ch != "\n") or 0x7F <= cp <= 0x9F or cp in BIDI_CPS:
+            bad.append(f"U+{cp:04X}")
+    return bad
+
+
+async def test_console_survives_the_hostile_corpus(broker_tui, tmux, tmp_path):
+    nc = await nats.connect(broker_tui.url)
+    try:
+        await provision_space(nc, SPACE)
+    finally:
+        await nc.close()
+    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
+           "PATH": os.environ.get("PATH", "")}
+    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker_tui.url} "
+                     f"--space {SPACE}; echo console-exit=$?; sleep 60", env)
+    await tmux.until(lambda s: "roster ·" in s and "connected" in s, 30, "console up")
+    title0, name0 = await tmux.title(), await tmux.window_name()
+
+    items = list(generate(SPACE, N, seed=11, families=FAMILIES))
+    with RawPublisher.to(broker_tui.url) as pub:
+        for n, it in enumerate(items, 1):
+            pub.send(it)
+            if n % 50 == 0:
+                pub.flush()
+                await asyncio.sleep(0.02)
+        mid = f"fuzz-done-{uuid.uuid4().hex[:6]}"
+        env_ = {"id": mid, "ts": int(time.time() * 1000), "space": SPACE,
+                "from": {"id": "local.sentinel", "name": "sentinel"}, "channel": "general",
+                "parts": [{"kind": "text", "text": f"FUZZDONE {mid}"}]}
+        pub.publish(f"cotal.{SPACE}.chat.local.sentinel.general".encode(),
+                    json.dumps(env_).encode())
+        pub.flush()
+
+    s = await tmux.until(lambda s: mid in s or "console-exit=" in s, 60,
+                         "the console to show the end sentinel")
+    assert "console-exit=" not in s, s
+    assert "roster ·" in s and "msg/s" in s, s  # never cleared
+    assert await tmux.title() == title0
+    assert await tmux.window_name() == name0
+    assert "pwned" not in await tmux.title()
+    assert (await tmux.buffers()).strip() == "", "an OSC 52 reached the clipboard"
+    bad = _controls(s)
+    assert not bad, bad[:20]
+    # the hostile text was shown, visibly escaped (not silently dropped)
+    assert any(tok in s for tok in ("\\x1b", "\\u202e", "\\u2066", "\\x07", "\\x00")), s
+    # still answering keys: the help overlay opens and closes
+    await tmux.run("send-keys", "-t", "fz", "?")
+    await tmux.until(lambda s: "any key closes" in s, 20, "help overlay")
+    await tmux.run("send-keys", "-t", "fz", "x")
+    await tmux.until(lambda s: "any key closes" not in s, 20, "help closed")
+    await tmux.run("send-keys", "-t", "fz", "q")
+    t_q = time.monotonic()
+    s = await tmux.until(lambda s: "console-exit=" in s, 30, "a clean quit")
+    print(f"\nquit took {time.monotonic() - t_q:.1f}s")
+    assert "console-exit=0" in s
