@@ -187,6 +187,7 @@ class PtySeat:
         loop = asyncio.get_running_loop()
         if self.master is not None:
             loop.remove_reader(self.master)
+            loop.remove_writer(self.master)
             try:
                 os.close(self.master)
             except OSError:
@@ -206,18 +207,44 @@ class PtySeat:
         for fn in list(self.exit_listeners):
             fn(self.returncode)
 
-    def write(self, data: bytes) -> None:
-        if self.master is None:
-            return
+    async def write(self, data: bytes) -> None:
+        """Write caller input without ever blocking the loop. When the pty's input queue is
+        full (the program is not reading, e.g. a paste into a busy echo) this waits for the
+        fd to become writable; the rail grants no credit meanwhile, so backpressure reaches
+        the caller instead of freezing every seat, heartbeat and lease of the manager."""
         view = memoryview(data)
-        while view:
+        while view and self.master is not None:
             try:
                 n = os.write(self.master, view)
             except BlockingIOError:
-                continue  # a full pty input queue: the program is not reading; spin briefly
+                await self._writable()
+                continue
             except OSError:
                 return
             view = view[n:]
+
+    async def _writable(self) -> None:
+        fd = self.master
+        if fd is None:
+            return
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        def on_exit(_rc: int | None) -> None:  # a dying program releases the writer
+            wake()
+
+        loop.add_writer(fd, wake)
+        self.exit_listeners.append(on_exit)
+        try:
+            await ready
+        finally:
+            self.exit_listeners.remove(on_exit)
+            if self.master == fd:
+                loop.remove_writer(fd)
 
     def resize(self, cols: int, rows: int) -> None:
         if cols < 1 or rows < 1:
@@ -331,7 +358,7 @@ class ServingBridge:
             else:
                 self._repaint()  # a repeated ready is an explicit repaint
         elif isinstance(frame, tf.Data):
-            self.seat.write(frame.payload)
+            await self.seat.write(frame.payload)
         elif isinstance(frame, tf.Resize):
             self.seat.resize(frame.cols, frame.rows)
         # End / Drop from the caller are ignored

@@ -226,11 +226,6 @@ def manager_proc(broker, space):
     p.wait(5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "attach/host.py PtySeat.write busy-spins on BlockingIOError inside the manager's event "
-    "loop; when the program's own output is not being read (the same loop is spinning), "
-    "it stops reading stdin and the spin never ends: ~64 KiB of pasted lines into an "
-    "echoing seat freezes the whole manager (every seat, heartbeat and lease)"))
 async def test_a_large_paste_does_not_freeze_the_manager(manager_proc, nc_a, space):
     grant = await raw_attach(nc_a, space, "alice")
     sin = grant["subjects"]["in"]

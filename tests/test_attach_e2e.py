@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import subprocess
 import sys
@@ -281,4 +282,21 @@ async def test_repeated_ready_repaints(managers, nc2, space):
     await c.s.repaint()
     await until(lambda: len(c.out) > n)
     assert bytes(c.out[n:]).startswith(Mirror(cols=10, rows=2).snapshot()[:12])
+    await c.s.close()
+
+
+async def test_a_paste_larger_than_the_pty_queue_arrives_whole_and_in_order(managers, nc2, space):
+    """The pty input queue holds ~4 KiB; a 60 KiB paste waits on writability (rail credit
+    holds the caller back) instead of spinning the manager, and every line gets through."""
+    m = await managers([SeatSpec("alice", "local.alice")])
+    c = await Client(nc2, space, "alice").open()
+    await c.wait_text("alice>")
+    lines = [f"line-{i:03d}-" + "p" * 180 for i in range(320)]
+    for i in range(0, len(lines), 20):  # a client sends a paste in frame-sized pieces
+        assert await c.s.send_keys("".join(x + "\r" for x in lines[i:i + 20]).encode())
+    await c.wait_text(f"echo: {lines[-1]}", timeout=30)
+    # the tty's own echo of the paste interleaves with the program's; pick the program's
+    got = re.findall(r"echo: (line-\d{3}-p{180})", c.text)
+    assert got == lines
+    assert m.live_sessions == 1
     await c.s.close()
