@@ -177,3 +177,43 @@ async def test_expired_creds_name_the_expiry(auth_mesh):
     rc = await asyncio.to_thread(w.wait_exit, 20)
     assert rc == 1
     assert "expire" in w.stderr_text.lower(), w.stderr_text
+
+
+async def test_watch_leaves_no_consumers_and_no_presence_behind(auth_mesh):
+    """The console is invisible: no presence key of its own, and after it exits no consumer
+    it made (history reads, KV watches) is left on any stream."""
+    s = auth_mesh.space
+    await _traffic(auth_mesh, "ghost")
+    nc = await auth_mesh.connect("infra")
+    try:
+        js = nc.jetstream()
+        async def presence_keys() -> set[str]:  # no kv.keys(): it makes a consumer itself
+            info = await js.stream_info(f"KV_cotal_presence_{s}", subjects_filter=">")
+            pre = f"$KV.cotal_presence_{s}."
+            return {k[len(pre):] for k in (info.state.subjects or {})}
+
+        keys_before = await presence_keys()
+        w = _watch(auth_mesh, "admin", "--backfill", "10")
+        try:
+            await _started(w)
+            await w.wait_for(lambda: any(o.get("historical") for o in w.objs("message")), 15,
+                             "backfilled rows")
+            assert await presence_keys() <= keys_before | {"local.ghost"}
+        finally:
+            assert w.stop() == 0
+
+        async def leftovers() -> list[str]:
+            out = []
+            for st in await js.streams_info():
+                for ci in await js._jsm.consumers_info(st.config.name):
+                    out.append(f"{st.config.name}/{ci.name}")
+            return out
+
+        deadline = time.monotonic() + 10
+        left = await leftovers()
+        while left and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            left = await leftovers()
+        assert left == [], left
+    finally:
+        await nc.close()
