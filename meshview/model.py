@@ -41,6 +41,12 @@ PRESENCE_TTL_MS = 6000.0
 BURST_MS = 400.0
 BATCH_MS = 75.0
 FEED_CAP = 10_000
+# The ring is bounded in bytes as well as rows: any agent may send ~1 MiB messages, and 10,000
+# of them would be ~10 GiB. A row keeps at most KEPT_TEXT characters (the line stream still
+# gets the exact text: events carry the full row), and the oldest rows go once the kept text
+# of the whole ring passes FEED_TEXT_BUDGET.
+KEPT_TEXT = 64 * 1024
+FEED_TEXT_BUDGET = 64 * 1024 * 1024
 DM_LOG_CAP = 1000
 RATE_BUCKETS = 15
 RATE_BUCKET_MS = 4000.0
@@ -524,6 +530,7 @@ class MeshModel:
         self._buf_off = 0
         self._feed_base = 0
         self._compact_at = max(1024, self.feed_cap // 4)
+        self._text_bytes = 0  # characters of text kept by the live rows
         self._seen: dict[str, int] = {}  # message id -> absolute index of its row
         self._bursts: dict[tuple[str, str], _Burst] = {}
 
@@ -618,22 +625,30 @@ class MeshModel:
     def _append(self, **kw: Any) -> FeedEntry:
         buf = self._buf
         e = FeedEntry(index=self._buf_off + len(buf), **kw)
+        self._emit(e)  # the line stream gets the row as it came (exact text)
+        if len(e.text) > KEPT_TEXT:
+            more = len(e.text) - KEPT_TEXT
+            e = replace(e, text=e.text[:KEPT_TEXT] + f"\n… [{more} more characters not kept]",
+                        parts=())
         buf.append(e)
+        self._text_bytes += len(e.text)
         seen = self._seen
         for mid in e.ids:
             if mid:
                 seen[mid] = e.index
-        if e.index + 1 - self._feed_base > self.feed_cap:
+        end = e.index + 1
+        while end - self._feed_base > self.feed_cap or (
+                self._text_bytes > FEED_TEXT_BUDGET and end - self._feed_base > 1):
             old = buf[self._feed_base - self._buf_off]
             self._feed_base += 1
+            self._text_bytes -= len(old.text)
             for mid in old.ids:
                 if seen.get(mid) == old.index:
                     del seen[mid]
-            if self._feed_base - self._buf_off >= self._compact_at:
-                # a fresh list: snapshots keep the old one, which nobody appends to again
-                self._buf = buf[self._feed_base - self._buf_off:]
-                self._buf_off = self._feed_base
-        self._emit(e)
+        if self._feed_base - self._buf_off >= self._compact_at:
+            # a fresh list: snapshots keep the old one, which nobody appends to again
+            self._buf = buf[self._feed_base - self._buf_off:]
+            self._buf_off = self._feed_base
         self._touch()
         return e
 
@@ -756,6 +771,8 @@ class MeshModel:
             if len(self._dm_seen) > 4 * (self._dm_log.maxlen or DM_LOG_CAP):
                 self._dm_seen = {m.id for m in self._dm_log}
             self._dm_seen.add(mid)
+        if len(text) > KEPT_TEXT:
+            text = text[:KEPT_TEXT] + f"\n… [{len(text) - KEPT_TEXT} more characters not kept]"
         self._dm_log.append(DmMessage(mid, ts, f, t, text, hist))
         if f == t:
             return  # self-DMs are skipped in the roll-up

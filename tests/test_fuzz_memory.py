@@ -36,10 +36,6 @@ def _msg(i: int) -> tuple[bytes, bytes, str]:
     return f"cotal.{SPACE}.chat.local.big.general".encode(), json.dumps(env).encode(), mid
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "meshview/model.py bounds the feed ring by rows (FEED_CAP 10,000) with no per-entry or "
-    "total byte cap, and keeps every message's full text: N legal ~1 MiB messages hold ~N MiB "
-    "(10,000 of them would hold ~10 GiB)"))
 async def test_rss_is_bounded_under_a_stream_of_near_max_payload_messages(broker_mem):
     w = WatchProc.start("--json", "--server", broker_mem.url, "--space", SPACE)
     try:

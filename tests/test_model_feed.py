@@ -95,3 +95,22 @@ def test_line_stream_reports_lagging_once_per_change():
     js = io.StringIO()
     StreamWriter("json", js, io.StringIO()).write(m.take_events())
     assert '"lagging": true' in js.getvalue() and '"dropped": 11' in js.getvalue()
+
+
+def test_ring_is_bounded_in_bytes_and_the_stream_still_gets_exact_text(monkeypatch):
+    import meshview.model as mm
+
+    monkeypatch.setattr(mm, "FEED_TEXT_BUDGET", 1_000_000)
+    m = MeshModel("main", feed_cap=10_000, record_events=True, burst_ms=0)
+    big = "A" * 300_000
+    for i in range(20):
+        m.apply_message(kind="channel", id=f"m{i}", ts=i, from_id="local.a", from_name="a",
+                        text=f"{i:02d}" + big, channel="general", received=i)
+    events = [e for e in m.take_events() if getattr(e, "kind", None) == "channel"]
+    assert len(events) == 20 and all(len(e.text) == 300_002 for e in events)  # exact text out
+    feed = m.snapshot().feed
+    kept = sum(len(e.text) for e in feed)
+    assert kept <= 1_000_000 and len(feed) < 20  # oldest rows went to honour the budget
+    last = feed[-1]
+    assert last.text.startswith("19") and "more characters not kept" in last.text
+    assert len(last.text) < mm.KEPT_TEXT + 100 and last.parts == ()
