@@ -6,6 +6,10 @@
                             vs reading the same program's pty directly
   snapshot serialization  - Mirror.snapshot() of a busy 120x32 screen
 
+The serving side runs as in real use: a manager process of its own (this file with ``--serve``:
+a broker-connected DemoManager with a `cat` seat, plus the flood seat on request), while the
+client (AttachSession) runs in this process, like `cotal attach`.
+
 Run: .venv/bin/python bench/attach.py
 """
 
@@ -80,11 +84,53 @@ def local_throughput() -> float:
     return got / dt
 
 
-async def mesh_figures(url: str) -> dict:
+FLOOD_SPEC = SeatSpec("flood", "local.flood", argv=[sys.executable, "-c", "import time; time.sleep(0.5)\n" +
+                                                       FLOOD[2]], cols=120, rows=32)
+
+
+async def serve(url: str) -> None:
+    """The manager side, in a process of its own: `ready` once serving, `flood` spawns the
+    flood seat (answered `spawned`), end of stdin stops it."""
     nc = await nats.connect(url)
     await provision_space(nc, "bench")
     m = DemoManager(nc, "bench", [SeatSpec("cat", "local.cat", argv=["cat"], cols=120, rows=32)])
     await m.start()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print("ready", flush=True)
+    while line := await reader.readline():
+        if line.strip() == b"flood":
+            m._spawn(FLOOD_SPEC)
+            print("spawned", flush=True)
+    await m.stop()
+    await nc.close()
+
+
+async def _line(proc: asyncio.subprocess.Process, want: bytes) -> None:
+    assert proc.stdout is not None
+    while (got := await asyncio.wait_for(proc.stdout.readline(), 30)).strip() != want:
+        if not got:
+            raise RuntimeError(f"manager process ended before {want!r}")
+
+
+async def mesh_figures(url: str) -> dict:
+    mgr = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--serve", url, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        await _line(mgr, b"ready")
+        return await _client_figures(url, mgr)
+    finally:
+        assert mgr.stdin is not None
+        mgr.stdin.close()
+        try:
+            await asyncio.wait_for(mgr.wait(), 15)
+        except asyncio.TimeoutError:
+            mgr.kill()
+            await mgr.wait()
+
+
+async def _client_figures(url: str, mgr: asyncio.subprocess.Process) -> dict:
     ncc = await nats.connect(url)
 
     # echo latency
@@ -116,8 +162,9 @@ async def mesh_figures(url: str) -> dict:
 
     # throughput: attach before the flood starts is not possible (it starts at spawn), so
     # measure from the first live byte after ready until FLOOD-END arrives
-    m._spawn(SeatSpec("flood", "local.flood", argv=[sys.executable, "-c", "import time; time.sleep(0.5)\n" +
-                                                      FLOOD[2]], cols=120, rows=32))
+    assert mgr.stdin is not None
+    mgr.stdin.write(b"flood\n")
+    await _line(mgr, b"spawned")
     counter = {"n": 0, "t0": 0.0, "t1": 0.0}
     tail = bytearray()
     done = asyncio.Event()
@@ -140,9 +187,7 @@ async def mesh_figures(url: str) -> dict:
     await r2
     mesh_tp = counter["n"] / (counter["t1"] - counter["t0"])
     dropped = s2.bytes_dropped
-    await m.stop()
     await ncc.close()
-    await nc.close()
     return {"lat": lat, "tp": mesh_tp, "dropped": dropped, "flood_bytes": counter["n"]}
 
 
@@ -161,6 +206,10 @@ def snapshot_time() -> float:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        asyncio.run(serve(sys.argv[2]))
+        return
+    load0 = os.getloadavg()
     b = Broker(name="cotal-bench").start()
     try:
         mesh = asyncio.run(mesh_figures(b.url))
@@ -178,8 +227,10 @@ def main() -> None:
           f"{mesh['tp'] / local_tp:15.2f}x   goal >= 0.5x")
     print(f"{'  bytes received / dropped':34}{mesh['flood_bytes']:14d}{mesh['dropped']:14d}")
     print(f"{'snapshot 120x32 (ms/snapshot)':34}{snap:14.3f}")
+    load1 = os.getloadavg()
     print(f"(n={N_KEYS} keystrokes, flood {FLOOD_BYTES // (1024 * 1024)} MiB, window 64, loopback, "
-          f"{os.cpu_count()} cpus)")
+          f"{os.cpu_count()} cpus, manager in its own process; load avg 1/5/15 min "
+          f"{load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f} before, {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} after)")
 
 
 if __name__ == "__main__":
