@@ -7,6 +7,8 @@ import asyncio
 import json
 import sys
 
+from attach.managed import age
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from meshview.connect import add_connection_arguments
@@ -16,19 +18,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_arguments(p)
 
 
-def _age(ms: int) -> str:
-    s = ms / 1000
-    if s < 60:
-        return f"{s:.0f}s"
-    if s < 3600:
-        return f"{s / 60:.0f}m"
-    if s < 86400:
-        return f"{s / 3600:.1f}h"
-    return f"{s / 86400:.1f}d"
-
-
 def describe_row(row: dict) -> tuple[str, str]:
-    up = _age(int(row.get("uptimeMs") or 0))
+    up = age(int(row.get("uptimeMs") or 0))
     process = f"running {up}" if row.get("status") == "running" else f"exited after {up}"
     mesh = row.get("mesh")
     if row.get("meshView", "current") != "current":

@@ -55,17 +55,20 @@ def use_colour(stream: TextIO) -> bool:
 
 
 def age(ms: float | None) -> str:
-    """Compact floored age: ``45s``, ``3m``, ``9h``, ``2d``; future stamps clamp to 0."""
+    """Compact floored age, the one spelling of the stream and the console: ``0s``, ``59s``,
+    ``40m``, ``9h`` (hours up to two days), ``3d``. Future stamps clamp to 0."""
     if ms is None:
         return "?"
-    s = max(0, int(ms // 1000))
+    s = int(max(0.0, ms) // 1000)
     if s < 60:
         return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
+    m = s // 60
+    if m < 60:
+        return f"{m}m"
+    h = m // 60
+    if h < 48:
+        return f"{h}h"
+    return f"{h // 24}d"
 
 
 class TextRenderer:

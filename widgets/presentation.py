@@ -15,6 +15,7 @@ from typing import Iterable
 from rich.text import Text
 
 from meshview import sanitize
+from meshview.stream import age  # noqa: F401 - one spelling of ages for stream and console
 
 STATUS_GLYPH = {"working": "●", "waiting": "◐", "idle": "○", "offline": "⨯"}
 # Theme-independent ANSI names so shape *and* colour survive any palette.
@@ -63,20 +64,6 @@ def harness_tag(meta: Iterable[tuple[str, str]]) -> str | None:
     return safe(c[:2], None) or None
 
 
-def age(ms: float | None) -> str:
-    """Compact floored age: ``0s``, ``59s``, ``40m``, ``9h``, ``3d``. Future stamps clamp to 0."""
-    if ms is None:
-        return "?"
-    s = int(max(0.0, ms) // 1000)
-    if s < 60:
-        return f"{s}s"
-    m = s // 60
-    if m < 60:
-        return f"{m}m"
-    h = m // 60
-    if h < 48:
-        return f"{h}h"
-    return f"{h // 24}d"
 
 
 def clock(ts_ms: float) -> str:
