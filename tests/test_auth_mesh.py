@@ -327,7 +327,7 @@ async def test_agent_publishes_only_as_itself(auth_mesh):
     log = ErrorLog()
     ag = await auth_mesh.connect("agent", error_cb=log.cb)
     try:
-        js = ag.jetstream(timeout=2)
+        js = ag.jetstream(timeout=1)
         ack = await js.publish(f"cotal.{s}.chat.local.{actor}.general",
                                _msg(s, me, channel="general"))
         assert ack.stream == f"CHAT_{s}"
