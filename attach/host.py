@@ -1,9 +1,11 @@
 """Serving side of an attach: a seat's pty with its headless mirror, and the per-session bridge.
 
 A :class:`PtySeat` runs one real program on a real pty and hands every output chunk to the
-listening bridges at once; its :class:`~attach.mirror.Mirror` is fed on a thread of its own
-(pyte is pure Python and far slower than the pty), and every snapshot first catches the mirror
-up to the last byte read, so a snapshot and the live stream never disagree. A :class:`ServingBridge` is one
+listening bridges at once; its :class:`~attach.mirror.Mirror` lives in a worker process of its
+own (:mod:`attach.mirror_proc` — pyte is pure Python, far slower than the pty, and must not take
+the manager's GIL from the live path), and every snapshot is ordered after the last byte read,
+so a snapshot and the live stream never disagree. Once the program has exited the worker is
+stopped and the seat keeps an in-process mirror rebuilt from its final snapshot. A :class:`ServingBridge` is one
 session: it listens from the moment it exists, answers ``ready`` with snapshot → buffered →
 live, drops output under a full window with a ``drop`` notice followed by a repaint, and ends
 with a reason frame sent after all queued output and before the advisory ``close``.
@@ -15,17 +17,15 @@ import asyncio
 import errno
 import fcntl
 import os
-import re
 import signal
 import struct
 import subprocess
 import termios
-import threading
-import time
 from collections import deque
 from typing import Callable
 
 from . import terminal as tf
+from .mirror_proc import MirrorProc
 from .rail import Rail, RailError
 
 CHUNK = 48 * 1024  # raw bytes per data frame (base64 keeps it far under the 1 MiB frame cap)
@@ -38,8 +38,6 @@ READY_WAIT_S = 10.0
 # (alt screen, cursor, paste, mouse), so a flood costs repaint fidelity, not program speed.
 MIRROR_BACKLOG_MAX = 256 * 1024
 MIRROR_BACKLOG_KEEP = 64 * 1024
-MIRROR_YIELD = 2.0  # the feeder sleeps this many times as long as each feed took
-_MODE_SEQ = re.compile(rb"\x1b\[\?[0-9;]*[hl]|\x1bc")
 
 
 def set_winsize(fd: int, cols: int, rows: int) -> None:
@@ -55,13 +53,13 @@ class PtySeat:
 
     def __init__(self, argv: list[str], *, cols: int = 120, rows: int = 32,
                  env: dict[str, str] | None = None, cwd: str | None = None):
-        from .mirror import Mirror  # lands separately; imported when a seat is made
-
         self.argv = list(argv)
         self.cols, self.rows = cols, rows
         self.env = env if env is not None else _default_env()
         self.cwd = cwd
-        self.mirror = Mirror(cols=cols, rows=rows)
+        self._mirror_proc = MirrorProc(cols, rows, backlog_max=MIRROR_BACKLOG_MAX,
+                                       backlog_keep=MIRROR_BACKLOG_KEEP)
+        self._final = None  # the in-process Mirror once the program has exited
         self.proc: subprocess.Popen | None = None
         self.master: int | None = None
         self.listeners: list[Callable[[bytes], None]] = []
@@ -69,15 +67,29 @@ class PtySeat:
         self.exited = asyncio.Event()
         self.returncode: int | None = None
         self.bytes_out = 0
-        self._backlog: deque[bytes] = deque()
-        self._backlog_bytes = 0
-        self._lock = threading.Lock()  # guards the backlog
-        self._mirror_lock = threading.Lock()  # guards the mirror
-        self._kick = threading.Event()
-        self._stop_feeder = False
-        self.mirror_skipped = 0  # bytes never mirrored (floods); repaints after a skip are approximate
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._feeder = threading.Thread(target=self._mirror_thread, name="mirror-feed", daemon=True)
+
+    @property
+    def mirror_skipped(self) -> int:
+        """Bytes never mirrored (floods); repaints after a skip are approximate."""
+        return self._mirror_proc.skipped
+
+    @property
+    def _backlog_bytes(self) -> int:
+        """Bytes read but not yet fed to the mirror (bounded by the skip-ahead)."""
+        return self._mirror_proc.backlog_bytes
+
+    @property
+    def mirror(self):
+        """An in-process :class:`~attach.mirror.Mirror` equal to the seat's screen right now
+        (rebuilt from a snapshot while the worker holds the live one)."""
+        from .mirror import Mirror
+
+        if self._final is not None:
+            return self._final
+        m = Mirror(cols=self.cols, rows=self.rows)
+        m.feed(self.snapshot())
+        return m
 
     @property
     def running(self) -> bool:
@@ -100,7 +112,7 @@ class PtySeat:
         os.set_blocking(master, False)
         self.master = master
         self._loop = asyncio.get_running_loop()
-        self._feeder.start()
+        self._mirror_proc.start()
         self._loop.add_reader(master, self._readable)
 
     def _readable(self) -> None:
@@ -126,62 +138,31 @@ class PtySeat:
                 self._on_eof()
             return
         self.bytes_out += len(data)
-        # live bytes go out at once; the mirror (pure Python, slow) is fed on its own thread
-        with self._lock:
-            self._backlog.append(data)
-            self._backlog_bytes += len(data)
-            if self._backlog_bytes > MIRROR_BACKLOG_MAX:
-                self._skip_backlog()
-        self._kick.set()
+        # live bytes go out at once; the mirror worker gets them down a pipe that never blocks
+        self._mirror_proc.feed(data)
         for fn in list(self.listeners):
             fn(data)
 
-    def _skip_backlog(self) -> None:
-        """Drop the oldest unmirrored bytes down to KEEP (caller holds ``_lock``)."""
-        dropped: list[bytes] = []
-        while self._backlog_bytes > MIRROR_BACKLOG_KEEP and len(self._backlog) > 1:
-            chunk = self._backlog.popleft()
-            self._backlog_bytes -= len(chunk)
-            dropped.append(chunk)
-        joined = b"".join(dropped)
-        self.mirror_skipped += len(joined)
-        modes = b"".join(_MODE_SEQ.findall(joined))
-        if modes:
-            self._backlog.appendleft(modes)
-            self._backlog_bytes += len(modes)
-
-    def _mirror_thread(self) -> None:
-        while not self._stop_feeder:
-            self._kick.wait(0.5)
-            self._kick.clear()
-            while True:
-                with self._mirror_lock:  # catch_up() takes this lock first: no chunk is fed twice
-                    with self._lock:
-                        if not self._backlog:
-                            break
-                        chunk = self._backlog.popleft()
-                        self._backlog_bytes -= len(chunk)
-                    t0 = time.perf_counter()
-                    self.mirror.feed(chunk)
-                    spent = time.perf_counter() - t0
-                # at most ~1/3 of the interpreter while output streams: the live path comes
-                # first, and the skip-ahead bounds what the mirror falls behind
-                time.sleep(min(spent * MIRROR_YIELD, 0.05))
-
     def catch_up(self) -> None:
-        """Feed every byte read so far into the mirror (before any snapshot or resize)."""
-        with self._mirror_lock:
-            with self._lock:
-                pending = list(self._backlog)
-                self._backlog.clear()
-                self._backlog_bytes = 0
-            for chunk in pending:
-                self.mirror.feed(chunk)
+        """Return once every byte read so far is in the mirror."""
+        if self._final is None:
+            self._mirror_proc.sync()
 
     def snapshot(self) -> bytes:
-        self.catch_up()
-        with self._mirror_lock:
-            return self.mirror.snapshot()
+        if self._final is not None:
+            return self._final.snapshot()
+        return self._mirror_proc.snapshot()
+
+    def _retire_mirror(self) -> None:
+        """The program is gone: keep its last screen in-process and stop the worker."""
+        from .mirror import Mirror
+
+        if self._final is not None:
+            return
+        final = Mirror(cols=self.cols, rows=self.rows)
+        final.feed(self._mirror_proc.snapshot())
+        self._final = final
+        self._mirror_proc.close()
 
     def _on_eof(self) -> None:
         loop = asyncio.get_running_loop()
@@ -200,9 +181,7 @@ class PtySeat:
         while self.proc.poll() is None:
             await asyncio.sleep(0.02)
         self.returncode = self.proc.returncode
-        self.catch_up()
-        self._stop_feeder = True
-        self._kick.set()
+        self._retire_mirror()
         self.exited.set()
         for fn in list(self.exit_listeners):
             fn(self.returncode)
@@ -250,9 +229,10 @@ class PtySeat:
         if cols < 1 or rows < 1:
             return  # a degenerate size is dropped, never a teardown
         self.cols, self.rows = cols, rows
-        self.catch_up()
-        with self._mirror_lock:
-            self.mirror.resize(cols, rows)
+        if self._final is not None:
+            self._final.resize(cols, rows)
+        else:
+            self._mirror_proc.resize(cols, rows)
         if self.master is not None:
             set_winsize(self.master, cols, rows)
             if self.proc is not None:
