@@ -68,7 +68,7 @@ class Hostile:
 
     index: int
     family: str
-    target: str  # chat | inst | svc | presence | channels | membership
+    target: str  # chat | inst | svc | presence | channels | membership | manager
     subject: bytes
     payload: bytes
     headers: tuple[tuple[bytes, bytes], ...] = ()
@@ -82,7 +82,7 @@ class Hostile:
 
     @property
     def is_kv(self) -> bool:
-        return self.target in ("presence", "channels", "membership")
+        return self.target in ("presence", "channels", "membership", "manager")
 
     @property
     def size(self) -> int:
@@ -664,6 +664,22 @@ def _membership(c: _Ctx, i: int) -> Hostile:
         _j({"observedAt": 10**20}), b"\xc0\xaf",
     ])
     return _kv(i, "membership-rows", "membership", c.space, key, payload, EITHER)
+
+
+@family("manager-lease")
+def _manager_lease(c: _Ctx, i: int) -> Hostile:
+    """Manager lease rows (``lease.<instanceId>``): garbage values, escapes, odd keys."""
+    mk = f"hx{i}"
+    key = c.rng.choice([f"lease.{mk}", f"lease.{mk}.extra", f"{mk}", f"lease_{mk}"])
+    esc = c.rng.choice(ESCAPES)
+    payload = c.rng.choice([
+        b"{", b"null", b"[]", b"\xff\xfe",
+        _j({"holder": esc, "runtime": esc, "root": esc * 20, "pid": "x", "since": -1}),
+        _j({"holder": "local.x", "runtime": "pty", "root": "/", "pid": 1, "since": 10**20}),
+        _j({"holder": ["not", "a", "string"], "since": "yesterday"}),
+    ])
+    return _kv(i, "manager-lease", "manager", c.space, key, payload, EITHER,
+               op=c.rng.choice([None, None, None, b"DEL"]))
 
 
 # -- the stream -----------------------------------------------------------------------------

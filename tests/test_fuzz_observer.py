@@ -167,7 +167,8 @@ def fuzz():
 
 def test_corpus_covers_every_subject_kind_and_bucket(fuzz):
     targets = collections.Counter(it.target for it in fuzz.items)
-    assert set(targets) == {"chat", "inst", "svc", "presence", "channels", "membership"}
+    assert set(targets) == {"chat", "inst", "svc", "presence", "channels", "membership",
+                            "manager"}
     assert {it.family for it in fuzz.items} == set(FAMILIES) - CLIENT_KILLERS
     assert len(fuzz.items) == N
 
