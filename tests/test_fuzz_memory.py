@@ -59,10 +59,6 @@ async def test_rss_is_bounded_under_a_stream_of_near_max_payload_messages(broker
         w.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "meshview/model.py keeps every presence record's card whole: a peer whose card.name is "
-    "~900 KB (the SPEC caps names at 128 chars) costs ~1 MB of RSS, and the roster has no "
-    "byte budget, so N such keys hold ~N MB (open mesh: anyone; auth: one per agent)"))
 async def test_rss_is_bounded_under_oversized_presence_cards(broker_mem):
     space = "memp"
     from cotal_tui.demo.provision import provision_space
