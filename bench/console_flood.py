@@ -86,6 +86,7 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
     app = CotalApp(session=session)
     lateness: list[float] = []
     stop = asyncio.Event()
+    diag = Diag() if DIAG else None
 
     async def probe() -> None:
         period = 0.010
@@ -104,6 +105,8 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
         model = session.model
         screen = app.screen
         p = asyncio.create_task(probe())
+        if diag:
+            diag.start()
         t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
         v0 = screen._version
         drains = 0
@@ -117,6 +120,8 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
         t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
         stop.set()
         await p
+        if diag:
+            diag.stop()
         feed = screen.query_one("#feed")
         shown_rows = len(feed.rows)
         rss = rss_mb()
@@ -124,6 +129,8 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
     await session.stop()
     dt = t1 - t0
     lateness.sort()
+    if diag:
+        diag.report()
     return {
         "ingest": (n1 - n0) / dt, "offered": offered(s0, s1, dt), "cpu": (c1 - c0) / dt,
         "dropped": getattr(model.status, "dropped", 0),
@@ -131,6 +138,95 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
         "late_p99": lateness[int(len(lateness) * 0.99) - 1] * 1000 if lateness else 0.0,
         "rss": rss, "feed_rows": shown_rows, "feed_cap": model.feed_cap,
     }
+
+
+DIAG = False
+
+
+class Diag:
+    """``--diag``: time every garbage collection (by generation; wall and CPU) and every
+    event-loop callback over 20 ms (by task coroutine, GC time taken out), to say what the
+    probe's worst lateness is made of."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.gc = gc
+        self.gcs: dict[int, list[tuple[float, float]]] = {0: [], 1: [], 2: []}
+        self.gc_wall = 0.0  # running total, to take GC out of callback times
+        self.slow: dict[str, list[tuple[float, float]]] = {}
+        self._t = self._c = 0.0
+
+    def _cb(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t, self._c = time.perf_counter(), time.thread_time()
+        else:
+            d = time.perf_counter() - self._t
+            self.gc_wall += d
+            self.gcs[info["generation"]].append((d, time.thread_time() - self._c))
+
+    @staticmethod
+    def _name(h) -> str:  # noqa: ANN001
+        cb = getattr(h, "_callback", None)
+        owner = getattr(cb, "__self__", None)
+        if isinstance(owner, asyncio.Task):
+            coro = owner.get_coro()
+            code = getattr(coro, "cr_code", None)
+            frame = getattr(coro, "cr_frame", None)
+            where = ""
+            if frame is not None:
+                inner = coro
+                while getattr(inner, "cr_await", None) is not None and hasattr(inner.cr_await, "cr_code"):
+                    inner = inner.cr_await
+                where = f" (awaiting in {inner.cr_code.co_qualname})"
+            timer = getattr(frame, "f_locals", {}).get("self") if frame is not None else None
+            if timer is not None and type(timer).__name__ == "Timer":
+                cbk = getattr(timer, "_callback", None)
+                where += f" timer {timer.name} -> {getattr(cbk, '__qualname__', cbk)!r}"
+            return f"task {code.co_qualname if code else coro!r}{where}"
+        return getattr(cb, "__qualname__", None) or repr(cb)[:80]
+
+    def start(self) -> None:
+        self.gc.callbacks.append(self._cb)
+        run = asyncio.events.Handle._run
+        slow, name, me = self.slow, self._name, self
+        self._orig = run
+
+        def timed(h):  # noqa: ANN001
+            t, c, g = time.perf_counter(), time.thread_time(), me.gc_wall
+            who = name(h)  # before running: a finished task no longer says where it was
+            run(h)
+            d = time.perf_counter() - t - (me.gc_wall - g)
+            if d > 0.020:
+                slow.setdefault(who, []).append((d, time.thread_time() - c))
+
+        asyncio.events.Handle._run = timed
+
+    def stop(self) -> None:
+        self.gc.callbacks.remove(self._cb)
+        asyncio.events.Handle._run = self._orig
+
+    def report(self) -> None:
+        for g, ts in self.gcs.items():
+            if ts:
+                ts.sort()
+                print(f"gc gen{g}: {len(ts)} runs, max {ts[-1][0] * 1000:.1f} ms wall "
+                      f"{max(c for _, c in ts) * 1000:.1f} ms cpu, total "
+                      f"{sum(w for w, _ in ts) * 1000:.0f} ms", file=sys.stderr)
+        print(f"gc objects tracked {len(self.gc.get_objects()):,}, frozen "
+              f"{self.gc.get_freeze_count():,}, counts {self.gc.get_count()}", file=sys.stderr)
+        from collections import Counter
+
+        top = Counter(type(o).__qualname__ for o in self.gc.get_objects()).most_common(8)
+        tup = Counter((len(o), type(o[0]).__qualname__ if o else "") for o in self.gc.get_objects()
+                      if type(o) is tuple).most_common(6)
+        print("gc tracked tuples (len, first item): " + ", ".join(f"{k} {v:,}" for k, v in tup),
+              file=sys.stderr)
+        print("gc tracked by type: " + ", ".join(f"{k} {v:,}" for k, v in top), file=sys.stderr)
+        for who, ds in sorted(self.slow.items(), key=lambda kv: -max(w for w, _ in kv[1]))[:12]:
+            print(f"slow cb {who}: {len(ds)} over 20 ms (GC excluded), max "
+                  f"{max(w for w, _ in ds) * 1000:.0f} ms wall {max(c for _, c in ds) * 1000:.0f}"
+                  f" ms cpu", file=sys.stderr)
 
 
 def start_flood(rate: int, space: str, agents: int) -> tuple[subprocess.Popen, str]:
@@ -225,6 +321,10 @@ if __name__ == "__main__":
     ap.add_argument("--space", default="flood")
     ap.add_argument("--model-seconds", type=float, default=10.0)
     ap.add_argument("--console-seconds", type=float, default=60.0)
+    ap.add_argument("--diag", action="store_true",
+                    help="time garbage collections and slow event-loop callbacks (stderr)")
     ap.add_argument("--no-pin", dest="pin", action="store_false",
                     help="do not pin the flood and the console to separate CPUs")
-    sys.exit(asyncio.run(main(ap.parse_args())))
+    opts = ap.parse_args()
+    DIAG = opts.diag
+    sys.exit(asyncio.run(main(opts)))
