@@ -41,17 +41,17 @@ class _Wire(msgspec.Struct, omit_defaults=True):
 
 # ---- messages ----------------------------------------------------------------------------
 
-class EndpointRef(_Wire):
+class EndpointRef(_Wire, gc=False):
     id: str
     name: str
     role: str | None = None
 
 
-class TextPart(_Wire, tag_field="kind", tag="text"):
+class TextPart(_Wire, tag_field="kind", tag="text", gc=False):
     text: str
 
 
-class DataPart(msgspec.Struct, tag_field="kind", tag="data"):
+class DataPart(msgspec.Struct, tag_field="kind", tag="data", gc=False):
     """``data`` is any JSON value, ``null`` included (a legacy row without it reads as None).
 
     Not ``omit_defaults``: ``data`` is required on the wire even when it is null.
@@ -60,7 +60,7 @@ class DataPart(msgspec.Struct, tag_field="kind", tag="data"):
     data: Any = None
 
 
-class ArtifactPart(_Wire, tag_field="kind", tag="artifact"):
+class ArtifactPart(_Wire, tag_field="kind", tag="artifact", gc=False):
     """Reference to out-of-band bytes; name, mediaType and size are unverified publisher claims."""
 
     name: str
@@ -69,13 +69,16 @@ class ArtifactPart(_Wire, tag_field="kind", tag="artifact"):
     size: int
 
 
-class ExtensionPart(_Wire):
+class ExtensionPart(_Wire, gc=False):
     """A namespaced (reverse-DNS) part kind: kept in place so indexes line up, never rendered."""
 
     kind: str
 
 
 Part = Union[TextPart, DataPart, ArtifactPart, ExtensionPart]
+"""Parts and endpoint refs are ``gc=False``: feed rows keep them for the ring's lifetime, and a
+tuple of untracked parts is itself untracked after one collection, so a row costs the
+collector nothing. They hold only decoded JSON values, which can't form a cycle through them."""
 
 
 class CotalMessage(_Wire):
