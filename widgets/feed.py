@@ -28,7 +28,7 @@ from widgets.presentation import clock, name_style, safe, safe_body, set_title, 
 
 INDENT = 9  # continuation lines align under the name, clear of the time column
 BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
-CACHE_ROWS = 512
+CACHE_ROWS = 160  # > two screens of rows; each cached Strip drags ~7 tracked FIFOCaches along
 
 LIFECYCLE_GLYPH = {
     "join": ("+", "feed--join"), "offline": ("−", "feed--offline"),
