@@ -237,8 +237,9 @@ async def test_manager_restart_is_final_and_the_successor_serves_a_new_epoch(man
 
 
 async def test_window_2_forces_a_drop_notice_then_a_repaint(managers, nc2, space):
+    # frames coalesce pty reads up to 48 KiB, so the flood (~7 MB) must far outrun 2 frames
     flood = [sys.executable, "-c",
-             "import sys,time\nfor i in range(400):\n sys.stdout.write(('%05d ' % i) * 300 + '\\n'); sys.stdout.flush()\n"
+             "import sys,time\nfor i in range(4000):\n sys.stdout.write(('%05d ' % i) * 300 + '\\n'); sys.stdout.flush()\n"
              "print('DONE'); time.sleep(30)"]
     m = await managers([SeatSpec("flood", "local.flood", argv=flood)], window=2)
 
