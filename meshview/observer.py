@@ -389,6 +389,8 @@ class Observer:
             while self._q:
                 self._apply_pending(self.opts.slice_ms / 1000.0)
                 await asyncio.sleep(0)  # taps, timers and the UI run between slices
+            if self._lagging:
+                self._note_backlog(len(self._q))  # drained: the flag clears (drops stay counted)
 
     def _apply_pending(self, budget: float | None = None) -> int:
         """Decode and apply queued frames in arrival order: all of them, or as many as fit in
