@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import itertools
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -70,3 +74,47 @@ async def space(broker, nc, space_name) -> str:
     """A provisioned space on the session broker; yields its name."""
     await provision_space(nc, space_name)
     return space_name
+
+
+async def until(*args: Any, timeout: float | None = None, what: str = "condition",
+                interval: float = 0.02) -> Any:
+    """Await a condition with a deadline (never sleep-and-hope); returns its truthy value.
+
+    ``until(cond[, timeout[, what]])`` polls on the event loop; ``until(pilot, cond, ...)`` polls
+    through a Textual pilot (so the app runs between checks) and lets the screen paint once
+    what the condition saw. ``cond`` may be a coroutine function.
+    """
+    pilot = None
+    if args and hasattr(args[0], "pause") and hasattr(args[0], "app"):
+        pilot, args = args[0], args[1:]
+    cond, rest = args[0], list(args[1:])
+    if rest:
+        timeout = rest.pop(0)
+    if rest:
+        what = rest.pop(0)
+    timeout = 15.0 if timeout is None else timeout
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            if pilot is not None:
+                await pilot.pause()
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if pilot is not None:
+            await pilot.pause(interval)
+        else:
+            await asyncio.sleep(interval)
+
+
+@pytest.fixture
+async def tmux():
+    """A private tmux server (see ``support/tmux.py``), killed after the test."""
+    from support.tmux import Tmux
+
+    t = Tmux()
+    yield t
+    await t.kill()

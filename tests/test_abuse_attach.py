@@ -25,15 +25,7 @@ from attach.endpoint import EndpointClient, EndpointError
 from attach.subjects import Caller
 from attach import terminal as tf
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-
-
-async def until(cond, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+from conftest import until
 
 
 SEATS = [SeatSpec("alice", "local.alice")]

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import nats
 import pytest
@@ -17,15 +16,7 @@ import pytest
 from attach.client import AttachError, AttachSession, Notice
 from attach.mirror import Mirror
 from cotal_tui.demo.manager import PROGRAMS, DemoManager, SeatSpec
-
-
-async def until(cond, timeout=10.0, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+from conftest import until
 
 
 class Client:

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import nats
 import pytest
@@ -25,18 +24,9 @@ from attach.endpoint import EndpointClient
 from attach.rail import PEER_SILENT
 from attach.subjects import Caller
 from cotal_tui.demo.manager import CALLER_SILENCE_MS, DemoManager, SeatSpec
+from conftest import until
 
 BOUND_MS = 2500  # the tests' silence bound on both sides (defaults: 30 s manager, 10 s client)
-
-
-async def until(cond, timeout: float, what: str) -> float:
-    """Await ``cond``; returns how long it took."""
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
-    return time.monotonic() - t0
 
 
 @pytest.fixture

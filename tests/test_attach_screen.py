@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
-import time
-from pathlib import Path
 
 import nats
 import pytest
@@ -21,6 +19,7 @@ from textual.widgets import Static
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.screens.attach import AttachScreen, SeatSessions
 from widgets.terminal import TerminalPane
+from conftest import until
 
 RECORDER = textwrap.dedent("""
     import os, sys, tty
@@ -55,14 +54,6 @@ class ConsoleStub(App):
 
     def action_open(self, peek: bool) -> None:
         self.push_screen(AttachScreen(self.sessions, self.seat, peek=peek, size=(60, 12)))
-
-
-async def until(pilot, cond, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await pilot.pause(0.02)
 
 
 @pytest.fixture

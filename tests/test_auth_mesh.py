@@ -18,7 +18,7 @@ import uuid
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy, AckPolicy
 
-from authmesh import ErrorLog, auth_mesh  # noqa: F401  (fixture)
+from support.authmesh import ErrorLog, auth_mesh  # noqa: F401  (fixture)
 from cotal_tui.demo.jwt import (
     AuthSpace,
     Permissions,

@@ -12,7 +12,7 @@ import pytest
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.jwt import AuthSpace, observer_permissions, write_creds
-from watchproc import WatchProc
+from support.watchproc import WatchProc
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
 

@@ -16,8 +16,8 @@ import uuid
 
 import pytest
 
-from authmesh import auth_mesh  # noqa: F401  (fixture)
-from watchproc import WatchProc
+from support.authmesh import auth_mesh  # noqa: F401  (fixture)
+from support.watchproc import WatchProc
 
 SEED_RE = re.compile(rb"\bS[UAOCN][A-Z2-7]{40,}")
 JWT_RE = re.compile(rb"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}")

@@ -3,32 +3,18 @@ on what is shown. Data comes from the real ``MeshModel`` reducers with a fixed c
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
-from test_console_support import (
+from support.console import (
     StaticSession, build_model, make_app, pid, screen_text,
 )
 
 from meshview.spaces import SpaceInfo
+from conftest import until
 
 WIDE = (120, 40)
 NARROW = (80, 24)
-
-
-async def until(pilot, cond, timeout: float = 5.0, what: str = "condition"):
-    """Await a condition on the running app (never sleep-and-hope)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        value = cond()
-        if value:
-            await pilot.pause()  # let the screen paint what the condition saw
-            return value
-        if loop.time() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.03)
 
 
 def shown(app) -> str:

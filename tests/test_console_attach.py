@@ -12,7 +12,7 @@ import asyncio
 import time
 
 import pytest
-from test_console_support import screen_text
+from support.console import screen_text
 
 from cotal_tui.app import CotalApp
 from cotal_tui.console import LiveSession
@@ -23,22 +23,9 @@ from cotal_tui.screens.tile import TileScreen
 from meshview.connect import resolve_target
 from widgets.roster import Roster
 from widgets.terminal import TerminalPane
+from conftest import until
 
 SIZE = (120, 40)
-
-
-async def until(pilot, cond, timeout: float = 15.0, what: str = "condition"):
-    """Await a condition on the running app (never sleep-and-hope)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while True:
-        value = cond()
-        if value:
-            await pilot.pause()
-            return value
-        if loop.time() > end:
-            raise AssertionError(f"timed out waiting for {what}; screen:\n{safe_text(pilot.app)}")
-        await pilot.pause(0.05)
 
 
 def safe_text(app) -> str:

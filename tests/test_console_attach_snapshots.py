@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from test_console_support import T0, make_app, pid
+from support.console import T0, make_app, pid
 
 from attach.managed import ManagedFold
 

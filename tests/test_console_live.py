@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 import pytest
 
@@ -11,6 +10,7 @@ from cotal_tui.console import LiveSession, wants_picker
 from cotal_tui.demo.team import Team, TeamSchedule
 from meshview.connect import resolve_target
 from meshview.spaces import list_spaces
+from conftest import until
 
 
 @pytest.fixture
@@ -20,16 +20,6 @@ async def team(nc, space):
     await t.start()
     yield t
     await t.stop()
-
-
-async def until(pilot, cond, timeout=10.0, what="condition"):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while loop.time() < end:
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_list_spaces_reads_streams_and_presence(nc, space, team):
@@ -42,7 +32,7 @@ async def test_list_spaces_reads_streams_and_presence(nc, space, team):
 
 
 async def test_console_on_the_real_observer(broker, nc, space, team):
-    from test_console_support import screen_text
+    from support.console import screen_text
 
     from cotal_tui.app import CotalApp
 

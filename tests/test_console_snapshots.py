@@ -4,7 +4,7 @@ clock, UTC, no cursor blink, no animation). Update with ``pytest --snapshot-upda
 from __future__ import annotations
 
 import pytest
-from test_console_support import make_app
+from support.console import make_app
 
 from meshview.spaces import SpaceInfo
 

@@ -23,7 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from cotal_tui.demo.broker import Cluster
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
-from watchproc import WatchProc
+from support.watchproc import WatchProc
 
 SPACE = "fo"
 

@@ -17,8 +17,7 @@ import jsonschema
 import nats
 import pytest
 
-from conftest import VECTORS
-from cotal_tui.demo import broker as broker_mod
+from conftest import VECTORS, until
 from cotal_tui.demo.broker import Broker, BrokerError, check_version
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
@@ -31,16 +30,6 @@ def _validator(definition: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(
         {"$ref": f"#/definitions/{definition}", "definitions": SCHEMA["definitions"]}
     )
-
-
-async def until(pred, timeout: float = 10.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = await pred() if asyncio.iscoroutinefunction(pred) else pred()
-        if v:
-            return v
-        await asyncio.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 # -- broker --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hostile import ACCEPT, CLIENT_KILLERS, EITHER, FAMILIES, REJECT, generate
+from support.hostile import ACCEPT, CLIENT_KILLERS, EITHER, FAMILIES, REJECT, generate
 from meshview.wire.decode import Delivery, Rejection, decode_delivery
 from meshview.wire.presence import decode_presence
 

@@ -26,8 +26,8 @@ import pytest
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from hostile import RawPublisher
-from watchproc import WatchProc
+from support.hostile import RawPublisher
+from support.watchproc import WatchProc
 
 SPACE = "kl"
 

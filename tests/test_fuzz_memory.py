@@ -13,8 +13,8 @@ import time
 import pytest
 
 from cotal_tui.demo.broker import Broker
-from hostile import RawPublisher
-from watchproc import WatchProc
+from support.hostile import RawPublisher
+from support.watchproc import WatchProc
 
 SPACE = "mem"
 N = 300

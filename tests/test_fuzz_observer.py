@@ -26,7 +26,7 @@ import pytest
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from hostile import (
+from support.hostile import (
     CLIENT_KILLERS,
     FAMILIES,
     Hostile,
@@ -36,7 +36,7 @@ from hostile import (
 )
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.presence import decode_presence
-from watchproc import WatchProc
+from support.watchproc import WatchProc
 
 SPACE = "fz"
 N = 10_000

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import sys
 import time
 import uuid
@@ -24,9 +23,10 @@ import pytest
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from hostile import BIDI_CPS, RawPublisher, generate
+from support.tmux import needs_tmux
+from support.hostile import BIDI_CPS, RawPublisher, generate
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+pytestmark = needs_tmux
 
 COTAL = str(Path(sys.executable).with_name("cotal"))
 SPACE = "tui"
@@ -37,53 +37,6 @@ FAMILIES = ["escapes", "presence-escapes", "bad-subject-token", "oversized-field
 N = 3000
 
 
-class Tmux:
-    def __init__(self) -> None:
-        self.sock = f"cotal-fuzz-{uuid.uuid4().hex[:8]}"
-
-    async def run(self, *args: str) -> str:
-        p = await asyncio.create_subprocess_exec(
-            "tmux", "-L", self.sock, *args, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        out, err = await p.communicate()
-        if p.returncode != 0:
-            raise RuntimeError(f"tmux {args[0]}: {err.decode().strip()}")
-        return out.decode("utf-8", "replace")
-
-    async def start(self, command: str, env: dict[str, str]) -> None:
-        await self.run("-f", "/dev/null", "new-session", "-d", "-s", "fz", "-x", "140",
-                       "-y", "45", *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
-                       command)
-        await self.run("set-option", "-g", "set-clipboard", "on")
-        await self.run("set-option", "-g", "allow-rename", "on")
-
-    async def screen(self, escapes: bool = False) -> str:
-        return await self.run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", "fz")
-
-    async def title(self) -> str:
-        return (await self.run("display-message", "-p", "-t", "fz", "#{pane_title}")).strip()
-
-    async def window_name(self) -> str:
-        return (await self.run("display-message", "-p", "-t", "fz", "#{window_name}")).strip()
-
-    async def buffers(self) -> str:
-        return await self.run("list-buffers")
-
-    async def until(self, cond, timeout: float = 20.0, what: str = "screen") -> str:
-        end = time.monotonic() + timeout
-        text = ""
-        while time.monotonic() < end:
-            text = await self.screen()
-            if cond(text):
-                return text
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; screen was:\n{text}")
-
-    async def kill(self) -> None:
-        try:
-            await self.run("kill-server")
-        except RuntimeError:
-            pass
 
 
 @pytest.fixture
@@ -91,13 +44,6 @@ def broker_tui():
     b = Broker(name="cotal-fuzz-tui").start()
     yield b
     b.stop()
-
-
-@pytest.fixture
-async def tmux():
-    t = Tmux()
-    yield t
-    await t.kill()
 
 
 def _controls(s: str) -> list[str]:
@@ -118,7 +64,8 @@ async def test_console_survives_the_hostile_corpus(broker_tui, tmux, tmp_path):
     env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
            "PATH": os.environ.get("PATH", "")}
     await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker_tui.url} "
-                     f"--space {SPACE}; echo console-exit=$?; sleep 60", env)
+                     f"--space {SPACE}; echo console-exit=$?; sleep 60", env, cols=140, rows=45,
+                     clipboard=True)
     await tmux.until(lambda s: "roster ·" in s and "connected" in s, 30, "console up")
     title0, name0 = await tmux.title(), await tmux.window_name()
 
@@ -150,11 +97,11 @@ async def test_console_survives_the_hostile_corpus(broker_tui, tmux, tmp_path):
     # the hostile text was shown, visibly escaped (not silently dropped)
     assert any(tok in s for tok in ("\\x1b", "\\u202e", "\\u2066", "\\x07", "\\x00")), s
     # still answering keys: the help overlay opens and closes
-    await tmux.run("send-keys", "-t", "fz", "?")
+    await tmux.keys("?")
     await tmux.until(lambda s: "any key closes" in s, 20, "help overlay")
-    await tmux.run("send-keys", "-t", "fz", "x")
+    await tmux.keys("x")
     await tmux.until(lambda s: "any key closes" not in s, 20, "help closed")
-    await tmux.run("send-keys", "-t", "fz", "q")
+    await tmux.keys("q")
     t_q = time.monotonic()
     s = await tmux.until(lambda s: "console-exit=" in s, 30, "a clean quit")
     print(f"\nquit took {time.monotonic() - t_q:.1f}s")

@@ -14,7 +14,7 @@ from cotal_tui.demo.provision import provision_space
 from meshview.connect import Target, connect
 from meshview.model import MeshModel, PresenceEvent
 from meshview.observer import Observer, ObserverOptions
-from test_observer_support import (
+from support.observer import (
     Heartbeat,
     anycast,
     dm,

@@ -12,7 +12,8 @@ import json
 from meshview.connect import Target, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
-from test_observer_support import message, until
+from conftest import until
+from support.observer import message
 
 
 async def start(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:

@@ -7,7 +7,8 @@ import asyncio
 from meshview.connect import Target, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
-from test_observer_support import post, until
+from conftest import until
+from support.observer import post
 
 
 class CuttableProxy:

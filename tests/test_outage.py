@@ -19,7 +19,7 @@ import pytest
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
-from watchproc import WatchProc
+from support.watchproc import WatchProc
 
 SPACE = "out"
 OUTAGE_S = 30.0

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from attach.rail import FrameError, Rail, RailError, encode_frame, open_rail, parse_frame
+from conftest import until
 
 
 class Wire:
@@ -420,17 +421,10 @@ async def test_two_rails_over_nats_flow_both_ways(nc):
                 assert await a.wait_credit(2.0)
     await b.send("hi")
 
-    async def until(cond):
-        for _ in range(200):
-            if cond():
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("condition not met")
-
-    await until(lambda: len(got_b) == 20 and got_a == ["hi"])
+    await until(lambda: len(got_b) == 20 and got_a == ["hi"], 2, "the window to drain")
     assert got_b == list(range(20))
     await a.close()
-    await until(lambda: b.closed)
+    await until(lambda: b.closed, 2, "the close")
 
 
 async def test_idle_rails_over_nats_stay_up_and_a_vanished_peer_is_noticed(nc):
@@ -450,13 +444,6 @@ async def test_idle_rails_over_nats_stay_up_and_a_vanished_peer_is_noticed(nc):
     tap = await nc.subscribe("t.live.ba", cb=listen)
     await a.send("ready")
     await b.send("snapshot")
-
-    async def until(cond, timeout):
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        while not cond():
-            assert loop.time() < end, "condition not met"
-            await asyncio.sleep(0.01)
 
     await until(lambda: heard.count("credit") >= 25, 10)  # 2.5 s of idleness, bound 1 s
     assert a.alive and b.alive and faults == []

@@ -14,7 +14,7 @@ import pytest
 
 from meshview.model import Condition, FeedEntry, Peer, PresenceEvent
 from meshview.stream import TextRenderer, age, json_message
-from test_observer_support import anycast, dm, now_ms, post, presence, put_presence
+from support.observer import anycast, dm, now_ms, post, presence, put_presence
 
 TIME = r"\d\d:\d\d:\d\d"
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from rich.color import Color
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.strip import Strip
 
 from attach.mirror import Mirror
 from cotal_tui.keys import encode_key, encode_mouse, encode_paste
 from widgets.terminal import TerminalPane, rich_color
+from conftest import until
 
 CAPTURES = Path(__file__).resolve().parent / "captures"
 
@@ -48,15 +47,6 @@ class PaneApp(App):
 
     def on_terminal_pane_detach(self, event: TerminalPane.Detach) -> None:
         self.detached += 1
-
-
-async def until(pilot, cond, timeout: float = 5.0) -> None:
-    waited = 0.0
-    while not cond():
-        if waited > timeout:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
-        waited += 0.02
 
 
 async def settle(pilot, pane: TerminalPane) -> None:

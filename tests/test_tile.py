@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
-import time
 from types import SimpleNamespace
 
 import nats
@@ -16,6 +15,7 @@ from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.screens.attach import SeatSessions
 from cotal_tui.screens.tile import TileScreen, tile_names
 from widgets.tile import TilePane, grid_shape
+from conftest import until
 
 TICKER = textwrap.dedent("""
     import os, sys, time, tty
@@ -34,14 +34,6 @@ TICKER = textwrap.dedent("""
         os.write(1, f"{sys.argv[1]} tick {i}\\r\\n".encode())
         time.sleep(0.05)
 """)
-
-
-async def until(pilot, cond, timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await pilot.pause(0.02)
 
 
 def last_tick(pane: TilePane) -> int:

@@ -5,67 +5,21 @@ not clear the screen or retitle the pane."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import shutil
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
 from cotal_tui.demo.team import Team, TeamSchedule
+from support.tmux import needs_tmux
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+pytestmark = needs_tmux
 
 COTAL = str(Path(sys.executable).with_name("cotal"))
 HOSTILE = "hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c end"
 
 
-class Tmux:
-    def __init__(self) -> None:
-        self.sock = f"cotal-test-{uuid.uuid4().hex[:8]}"
-        self.name = "console"
-
-    async def run(self, *args: str) -> str:
-        p = await asyncio.create_subprocess_exec(
-            "tmux", "-L", self.sock, *args, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        out, err = await p.communicate()
-        if p.returncode != 0:
-            raise RuntimeError(f"tmux {args[0]}: {err.decode().strip()}")
-        return out.decode()
-
-    async def start(self, command: str, env: dict[str, str]) -> None:
-        await self.run("-f", "/dev/null", "new-session", "-d", "-s", self.name, "-x", "120",
-                       "-y", "40", *[a for k, v in env.items() for a in ("-e", f"{k}={v}")],
-                       command)
-
-    async def screen(self) -> str:
-        return await self.run("capture-pane", "-p", "-t", self.name)
-
-    async def keys(self, *keys: str) -> None:
-        await self.run("send-keys", "-t", self.name, *keys)
-
-    async def title(self) -> str:
-        return (await self.run("display-message", "-p", "-t", self.name, "#{pane_title}")).strip()
-
-    async def until(self, cond, timeout: float = 15.0, what: str = "screen") -> str:
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
-        text = ""
-        while loop.time() < end:
-            text = await self.screen()
-            if cond(text):
-                return text
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; screen was:\n{text}")
-
-    async def kill(self) -> None:
-        try:
-            await self.run("kill-server")
-        except RuntimeError:
-            pass
 
 
 @pytest.fixture
@@ -75,13 +29,6 @@ async def team(nc, space):
     await t.start()
     yield t
     await t.stop()
-
-
-@pytest.fixture
-async def tmux():
-    t = Tmux()
-    yield t
-    await t.kill()
 
 
 async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, tmp_path):

@@ -12,7 +12,7 @@
 - ``revoked`` — an observer revoked in the account's ``revocations``;
 - ``loose`` — a valid observer creds file written with mode 0644 (the warning case).
 
-Import it from tests (``from tests.authmesh import ...`` or ``from authmesh import ...``);
+Import it from tests as ``from support.authmesh import ...``;
 the fixtures in ``conftest.py`` are not touched.
 """
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from meshview.wire.names import bucket_names
 
@@ -65,17 +65,6 @@ async def anycast(nc, space: str, sender: str, role: str, text: str) -> dict:
     m = message(space, sender, text, toService=role)
     await nc.publish(f"cotal.{space}.svc.{role}.local.{sender}", json.dumps(m).encode())
     return m
-
-
-async def until(pred: Callable[[], Any], timeout: float = 5.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)
 
 
 class Heartbeat:

@@ -1,0 +1,75 @@
+"""A real terminal for end-to-end tests: a private tmux server per test.
+
+Keys go in with ``send-keys``; what a user would see comes back with ``capture-pane``. Every
+wait polls the screen with a deadline and shows the last screen when it runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+import uuid
+from typing import Callable
+
+import pytest
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    def __init__(self, name: str = "t") -> None:
+        self.sock = f"cotal-test-{uuid.uuid4().hex[:8]}"
+        self.name = name
+
+    async def run(self, *args: str) -> str:
+        p = await asyncio.create_subprocess_exec(
+            "tmux", "-L", self.sock, *args, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await p.communicate()
+        if p.returncode != 0:
+            raise RuntimeError(f"tmux {args[0]}: {err.decode().strip()}")
+        return out.decode("utf-8", "replace")
+
+    async def start(self, command: str, env: dict[str, str] | None = None, *, cols: int = 120,
+                    rows: int = 40, clipboard: bool = False) -> None:
+        """Run ``command`` in a detached session of ``cols``×``rows``. ``clipboard`` lets
+        OSC 52 and retitles through, so a test can prove the program never sends them."""
+        env_args = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
+        await self.run("-f", "/dev/null", "new-session", "-d", "-s", self.name, "-x", str(cols),
+                       "-y", str(rows), *env_args, command)
+        if clipboard:
+            await self.run("set-option", "-g", "set-clipboard", "on")
+            await self.run("set-option", "-g", "allow-rename", "on")
+
+    async def screen(self, escapes: bool = False) -> str:
+        return await self.run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.name)
+
+    async def keys(self, *keys: str) -> None:
+        await self.run("send-keys", "-t", self.name, *keys)
+
+    async def title(self) -> str:
+        return (await self.run("display-message", "-p", "-t", self.name, "#{pane_title}")).strip()
+
+    async def window_name(self) -> str:
+        return (await self.run("display-message", "-p", "-t", self.name, "#{window_name}")).strip()
+
+    async def buffers(self) -> str:
+        return await self.run("list-buffers")
+
+    async def until(self, cond: Callable[[str], object], timeout: float = 20.0,
+                    what: str = "screen") -> str:
+        end = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < end:
+            text = await self.screen()
+            if cond(text):
+                return text
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen was:\n{text}")
+
+    async def kill(self) -> None:
+        try:
+            await self.run("kill-server")
+        except RuntimeError:
+            pass
