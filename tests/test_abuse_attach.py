@@ -221,11 +221,22 @@ def manager_proc(broker, space):
 async def test_a_large_paste_does_not_freeze_the_manager(manager_proc, nc_a, space):
     grant = await raw_attach(nc_a, space, "alice")
     sin = grant["subjects"]["in"]
+    acks: list[int] = []
+
+    async def credit(msg):
+        f = json.loads(msg.data)
+        if f.get("t") == "credit":
+            acks.append(f["ack"])
+
+    sub = await nc_a.subscribe(grant["subjects"]["out"], cb=credit)
+    await nc_a.flush()
     await nc_a.publish(sin, frame(1, tf.encode(tf.Ready())))
     for seq in range(2, 18):  # 16 lines of 4 KiB: a modest paste, within the window
         await nc_a.publish(sin, frame(seq, tf.encode(tf.Data(b"x" * 4096 + b"\r"))))
     await nc_a.flush()
-    await asyncio.sleep(1.0)  # let the manager take the paste
+    # the manager has taken the whole paste once it credits the last frame
+    await until(lambda: acks and max(acks) >= 17, 15, "the manager to credit the whole paste")
+    await sub.unsubscribe()
     ep = EndpointClient(nc_a, space)
     try:
         await asyncio.wait_for(locate(ep, "alice"), 8)
