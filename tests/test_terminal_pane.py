@@ -9,7 +9,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 
 from attach.mirror import Mirror
-from cotal_tui.keys import encode_key, encode_mouse, encode_paste
+from widgets.keycodes import encode_key, encode_mouse, encode_paste
 from widgets.terminal import TerminalPane, rich_color
 from conftest import until
 

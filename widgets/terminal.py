@@ -29,7 +29,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from attach.mirror import Cell, Mirror
-from cotal_tui.keys import encode_key, encode_mouse, encode_paste
+from widgets.keycodes import encode_key, encode_mouse, encode_paste
 
 FRAME_S = 1 / 60
 FULL_FRAME_S = 1 / 30  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
