@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable
 
 from meshview.wire.names import bucket_names, space_token
 
-from . import terminal as tf
+from . import term_frames as tf
 from .endpoint import BIND_REFUSED, MANAGER, EndpointClient, EndpointError, Reply
 from .rail import PEER_SILENT, Rail, RailError, check_window, open_rail
 from .subjects import Caller, eps_subject, is_id_token

@@ -24,7 +24,7 @@ import termios
 from collections import deque
 from typing import Callable
 
-from . import terminal as tf
+from . import term_frames as tf
 from .mirror_proc import MirrorProc
 from .rail import Rail, RailError
 

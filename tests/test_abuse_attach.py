@@ -23,7 +23,7 @@ import pytest
 from attach.client import AttachError, AttachSession, Notice, check_grant, locate, target_for
 from attach.endpoint import EndpointClient, EndpointError
 from attach.subjects import Caller
-from attach import terminal as tf
+from attach import term_frames as tf
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from conftest import until
 

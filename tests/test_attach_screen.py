@@ -18,7 +18,7 @@ from textual.widgets import Static
 
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.screens.attach import AttachScreen, SeatSessions
-from widgets.terminal import TerminalPane
+from widgets.terminal_pane import TerminalPane
 from conftest import until
 
 RECORDER = textwrap.dedent("""

@@ -22,7 +22,7 @@ from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.tile import TileScreen
 from meshview.connect import resolve_target
 from widgets.roster import Roster
-from widgets.terminal import TerminalPane
+from widgets.terminal_pane import TerminalPane
 from conftest import until
 
 SIZE = (120, 40)

@@ -10,7 +10,7 @@ from textual.binding import Binding
 
 from attach.mirror import Mirror
 from widgets.keycodes import encode_key, encode_mouse, encode_paste
-from widgets.terminal import TerminalPane, rich_color
+from widgets.terminal_pane import TerminalPane, rich_color
 from conftest import until
 
 CAPTURES = Path(__file__).resolve().parent / "captures"

@@ -14,7 +14,7 @@ from textual.app import App
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.screens.attach import SeatSessions
 from cotal_tui.screens.tile import TileScreen, tile_names
-from widgets.tile import TilePane, grid_shape
+from widgets.tile_grid import TilePane, grid_shape
 from conftest import until
 
 TICKER = textwrap.dedent("""

@@ -2,7 +2,7 @@
 
 :class:`SeatSessions` is how the console reaches seats (a space and a factory for fresh bare
 connections, the same shape ``cotal attach`` uses). :class:`PaneLink` ties one
-:class:`~widgets.terminal.TerminalPane` to one :class:`~attach.client.AttachSession`: output is
+:class:`~widgets.terminal_pane.TerminalPane` to one :class:`~attach.client.AttachSession`: output is
 fed to the pane as it arrives (awaited, so credit returns at the rate we parse), keystrokes leave
 in order through one sender task, notices and end reasons land in a status line in the CLI's
 words, and closing hands the session back (``close`` on its rail, flushed).
@@ -28,7 +28,7 @@ from textual.widgets import Static
 
 from attach.client import AttachError, AttachSession, Notice, end_text, locate
 from attach.endpoint import EndpointClient, EndpointError
-from widgets.terminal import DEFAULT_DETACH, TerminalPane
+from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
 DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
 CLOSE_WAIT_S = 3.0
@@ -320,7 +320,7 @@ def console_screen(app):
 def hold_escape(app) -> None:
     """Leaving a terminal with Esc (or Esc Esc): the console ignores an Esc that follows within
     the double-Esc window, so a habitual second Esc does not also close the rail or the lens."""
-    from widgets.terminal import ESC_DOUBLE_S
+    from widgets.terminal_pane import ESC_DOUBLE_S
 
     screen = console_screen(app)
     if screen is not None:

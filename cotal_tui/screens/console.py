@@ -27,7 +27,7 @@ from widgets.line_list import LineList
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
 from widgets.status_bar import StatusBar
-from widgets.tiles import Tiles
+from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30

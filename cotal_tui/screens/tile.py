@@ -18,8 +18,8 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from cotal_tui.screens.attach import PaneLink, SeatSessions, detach_byte_from_env, hold_escape
-from widgets.terminal import TerminalPane
-from widgets.tile import TileGrid, TilePane
+from widgets.terminal_pane import TerminalPane
+from widgets.tile_grid import TileGrid, TilePane
 
 MAX_PANES = 16
 

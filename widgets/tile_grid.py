@@ -12,7 +12,7 @@ import math
 from textual.containers import Grid
 from textual.widget import Widget
 
-from widgets.terminal import TerminalPane
+from widgets.terminal_pane import TerminalPane
 
 
 def grid_shape(n: int, width: int = 160, height: int = 48) -> tuple[int, int]:
