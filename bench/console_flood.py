@@ -79,7 +79,7 @@ async def measure_model(nc, target, space: str, seconds: float) -> dict:
 
 async def measure_console(nc, target, space: str, seconds: float) -> dict:
     from cotal_tui.app import CotalApp
-    from cotal_tui.console import LiveSession
+    from cotal_tui.run_console import LiveSession
 
     args = argparse.Namespace(backfill=0, no_dms=False)
     session = LiveSession(nc, target, space, args)
@@ -272,7 +272,7 @@ async def main(opts: argparse.Namespace) -> int:
         target = resolve_target(ns)
         nc, target = await connect(target)
         nc._max_pending_msgs = 4_000_000  # noqa: SLF001 - bench: let the observer's queue judge
-        from cotal_tui.console import tune_gc
+        from cotal_tui.run_console import tune_gc
 
         tune_gc()  # as run_console does, for both phases
         await asyncio.sleep(2.0)  # let the flood reach its rate

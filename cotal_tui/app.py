@@ -3,7 +3,7 @@
 The App never touches NATS itself. It is handed a *session* (anything with a ``model`` — a
 ``meshview.model.MeshModel`` — and ``async stop()``), or an ``open_space`` coroutine that
 makes one, plus an optional ``list_spaces`` coroutine for the admin overview. Tests hand it
-a model filled with fixed data; ``cotal_tui.console`` hands it the real observer.
+a model filled with fixed data; ``cotal_tui.run_console`` hands it the real observer.
 """
 
 from __future__ import annotations

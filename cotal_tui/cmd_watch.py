@@ -25,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _console():
     try:
-        return importlib.import_module("cotal_tui.console")
+        return importlib.import_module("cotal_tui.run_console")
     except ModuleNotFoundError as e:
-        if e.name not in ("cotal_tui.console",):
+        if e.name not in ("cotal_tui.run_console",):
             raise
         return None
 

@@ -15,7 +15,7 @@ import pytest
 from support.console import screen_text
 
 from cotal_tui.app import CotalApp
-from cotal_tui.console import LiveSession
+from cotal_tui.run_console import LiveSession
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.team import Team, TeamSchedule
 from cotal_tui.screens.attach import AttachScreen

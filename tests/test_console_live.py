@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from cotal_tui.console import LiveSession, wants_picker
+from cotal_tui.run_console import LiveSession, wants_picker
 from cotal_tui.demo.team import Team, TeamSchedule
 from meshview.connect import resolve_target
 from meshview.spaces import list_spaces
