@@ -4,7 +4,8 @@ The fold is pure: each poll round hands it the set of registered instances and t
 an instance that answered replaces its rows, a registered one that stayed silent keeps its last
 rows, labelled silent, and one no longer registered is dropped with its rows. The poller asks
 every ``period`` seconds, re-armed only after the previous round finished, so rounds never
-overlap. No Textual or Rich here: the roster and the detail card read :class:`ManagedSeat`.
+overlap. No Textual or Rich here, and no wording: the roster and the detail card read
+:class:`ManagedSeat` and say it in their own words (``widgets.seat_text``).
 """
 
 from __future__ import annotations
@@ -143,64 +144,6 @@ def _silenced(s: ManagedSeat, since: float) -> ManagedSeat:
     from dataclasses import replace
 
     return replace(s, silent_since=since)
-
-
-# ---- words (shared by the roster marker and the detail card) ---------------------------------
-
-
-def age(ms: int) -> str:
-    s = ms / 1000
-    if s < 60:
-        return f"{s:.0f}s"
-    if s < 3600:
-        return f"{s / 60:.0f}m"
-    if s < 86400:
-        return f"{s / 3600:.1f}h"
-    return f"{s / 86400:.1f}d"
-
-
-def process_text(s: ManagedSeat) -> str:
-    """``running 3.5h`` / ``exited after 4m``, as ``cotal ps`` says it."""
-    up = age(s.uptime_ms)
-    return f"running {up}" if s.process == "running" else f"exited after {up}"
-
-
-def mesh_text(s: ManagedSeat) -> str:
-    if s.mesh_view != "current":
-        return "mesh unknown"
-    if s.mesh == "absent":
-        return "not in roster"
-    return f"mesh {s.mesh}"
-
-
-def marker(s: ManagedSeat, now: float | None = None) -> str:
-    """The roster tag: ``managed pty``, ``managed pty · exited``, ``managed pty · manager silent 40s``."""
-    t = f"managed {s.runtime}"
-    if s.process != "running":
-        t += f" · {s.process}"
-    if s.silent_since is not None:
-        now = time.time() if now is None else now
-        t += f" · manager silent {age(int(max(0.0, now - s.silent_since) * 1000))}"
-    return t
-
-
-def detail_lines(s: ManagedSeat, presence_status: str | None, now: float | None = None) -> list[tuple[str, str]]:
-    """Label/value pairs for the agent card: runtime, pid, uptime, process vs mesh."""
-    now = time.time() if now is None else now
-    out = [("runtime", f"{s.runtime} on manager {s.instance_id[:8]}" + (f" ({s.host})" if s.host else ""))]
-    if s.pid is not None:
-        out.append(("pid", str(s.pid)))
-    out.append(("process", process_text(s)))
-    mesh = mesh_text(s)
-    if presence_status is not None and s.mesh_view == "current" and s.mesh not in ("absent", presence_status):
-        mesh += f" (roster says {presence_status})"
-    out.append(("manager's view", mesh))
-    if s.cols and s.rows:
-        out.append(("terminal", f"{s.cols}×{s.rows}"))
-    if s.silent_since is not None:
-        out.append(("as of", f"{age(int(max(0.0, now - s.answered_at) * 1000))} ago · manager silent since "
-                             f"{age(int(max(0.0, now - s.silent_since) * 1000))} ago"))
-    return out
 
 
 # ---- the poll --------------------------------------------------------------------------------

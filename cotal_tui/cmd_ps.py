@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 
-from attach.managed import age
+from meshview.timefmt import uptime
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def describe_row(row: dict) -> tuple[str, str]:
-    up = age(int(row.get("uptimeMs") or 0))
+    up = uptime(int(row.get("uptimeMs") or 0))
     process = f"running {up}" if row.get("status") == "running" else f"exited after {up}"
     mesh = row.get("mesh")
     if row.get("meshView", "current") != "current":

@@ -32,6 +32,7 @@ from meshview.model import (
     StateEvent,
 )
 from meshview.observer import Observer, ObserverOptions
+from meshview.timefmt import age
 
 NAME_COLOURS = (39, 208, 170, 78, 214, 111, 203, 150, 141, 180, 117, 222, 75, 209)
 BADGE = {
@@ -52,23 +53,6 @@ def use_colour(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def age(ms: float | None) -> str:
-    """Compact floored age, the one spelling of the stream and the console: ``0s``, ``59s``,
-    ``40m``, ``9h`` (hours up to two days), ``3d``. Future stamps clamp to 0."""
-    if ms is None:
-        return "?"
-    s = int(max(0.0, ms) // 1000)
-    if s < 60:
-        return f"{s}s"
-    m = s // 60
-    if m < 60:
-        return f"{m}m"
-    h = m // 60
-    if h < 48:
-        return f"{h}h"
-    return f"{h // 24}d"
 
 
 class TextRenderer:

@@ -6,11 +6,10 @@ import asyncio
 import json
 import time
 
-from attach.managed import (
-    ManagedFold, PsPoller, detail_lines, marker, mesh_text, process_text, registered_instances,
-)
+from attach.managed import ManagedFold, PsPoller, registered_instances
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from meshview.wire.names import bucket_names
+from widgets.seat_text import detail_lines, marker, mesh_text, process_text
 
 
 def row(name, rid, iid, **kw):

@@ -98,7 +98,7 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
 def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
                managed: list[tuple[str, str]] | None = None) -> list[Item]:
     """``managed``: the label/value lines of the seat a manager hosts for this agent
-    (``attach.managed.detail_lines``), shown as their own section."""
+    (``widgets.seat_text.detail_lines``), shown as their own section."""
     now = snap.now
     glyph, style = status_glyph(p.status)
     title = Text(f" {glyph} ", style=style)

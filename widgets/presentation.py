@@ -15,7 +15,7 @@ from typing import Iterable
 from rich.text import Text
 
 from meshview import sanitize
-from meshview.stream import age  # noqa: F401 - one spelling of ages for stream and console
+from meshview.timefmt import age  # noqa: F401 - one spelling of ages for stream and console
 
 STATUS_GLYPH = {"working": "●", "waiting": "◐", "idle": "○", "offline": "⨯"}
 # Theme-independent ANSI names so shape *and* colour survive any palette.

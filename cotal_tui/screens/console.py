@@ -17,7 +17,6 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
-from attach.managed import detail_lines
 from meshview.model import FeedEntry, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.detail_card import agent_card, message_card
@@ -26,6 +25,7 @@ from widgets.feed import FeedView
 from widgets.line_list import LineList
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
+from widgets.seat_text import detail_lines
 from widgets.status_bar import StatusBar
 from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
