@@ -194,7 +194,8 @@ SERVE = textwrap.dedent("""
 async def key_latency(presses: int = 40, rate: int = 0) -> dict:
     import nats
 
-    from cotal_tui.screens.attach import AttachScreen, SeatSessions
+    from cotal_tui.screens.attach import AttachScreen
+    from cotal_tui.seats import SeatSessions
 
     tmp = Path(tempfile.mkdtemp())
     (tmp / "flood.py").write_text(FLOOD)

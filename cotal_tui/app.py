@@ -8,12 +8,21 @@ a model filled with fixed data; ``cotal_tui.run_console`` hands it the real obse
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+import time
+from typing import Any, Awaitable, Callable, Iterable
 
 from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from cotal_tui.screens.attach import AttachScreen
+from cotal_tui.screens.console import ConsoleScreen
+from cotal_tui.screens.spaces import SpacePickerScreen
+from cotal_tui.screens.tile import TileScreen, tile_names
+from cotal_tui.seats import SeatSessions, learn_sizes
+from widgets.status_bar import StatusBar
+from widgets.terminal_pane import ESC_DOUBLE_S
 
 OpenSpace = Callable[[str], Any]
 ListSpaces = Callable[[], Awaitable[list]]
@@ -27,10 +36,7 @@ class MeshCommands(Provider):
     ``attach <name>``, ``peek <name>``, ``tile`` and ``tile <name> <name>…``."""
 
     def _console(self):
-        from cotal_tui.screens.console import ConsoleScreen
-
-        return next((s for s in reversed(self.app.screen_stack) if isinstance(s, ConsoleScreen)),
-                    None)
+        return self.app.console_screen()
 
     def _seat_names(self, screen) -> tuple[list[str], bool]:
         """(names the seat verbs offer, whether a manager's ``ps`` answered for them).
@@ -44,8 +50,6 @@ class MeshCommands(Provider):
         return [p.name for p in (snap.agents if snap is not None else ())], False
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        from cotal_tui.screens.attach import open_seat
-
         app = self.app
         screen = self._console()
         cmds: list[tuple[str, str, Callable[[], Any]]] = [
@@ -68,9 +72,9 @@ class MeshCommands(Provider):
             names, _ = self._seat_names(screen)
             for n in names:
                 cmds.append((f"attach {n}", f"open {n}'s terminal",
-                             lambda n=n: open_seat(app, n)))
+                             lambda n=n: app.open_seat(n)))
                 cmds.append((f"peek {n}", f"watch {n}'s terminal, read-only",
-                             lambda n=n: open_seat(app, n, peek=True)))
+                             lambda n=n: app.open_seat(n, peek=True)))
             snap = screen.snap
             if snap is not None:
                 for c in snap.channels:
@@ -87,8 +91,6 @@ class MeshCommands(Provider):
         return cmds
 
     def _tile(self, names: list[str] | None) -> None:
-        from cotal_tui.screens.tile import open_tile
-
         screen = self._console()
         known, managed = self._seat_names(screen)
         if names:
@@ -97,7 +99,7 @@ class MeshCommands(Provider):
                 self.app.notify_line(f"tile: no {'managed seat' if managed else 'agent'} named "
                                      + ", ".join(unknown), True)
                 return
-        open_tile(self.app, names, known if managed and not names else None)
+        self.app.open_tile(names, known if managed and not names else None)
 
     def _typed(self, q: str) -> Hit | None:
         """A seat verb typed out in full (``attach zed``, ``tile a b``): one exact hit, or a hit
@@ -152,6 +154,7 @@ class CotalApp(App[int]):
         Binding("ctrl+c", "quit", "quit", show=False, priority=True, id="app.quit"),
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, id="app.quit-alt"),
     ]
+    seat_sessions: SeatSessions | None = None  # set to reach seats some other way than the console's
 
     def __init__(
         self,
@@ -169,17 +172,14 @@ class CotalApp(App[int]):
         self._user_keymap = keymap or {}
         self._first_notice = notice
         self.sessions: list[Any] = []  # every session this app opened (closed on exit)
+        self._derived_seats: tuple[Any, SeatSessions] | None = None  # (session, its seats by URL)
 
     def on_mount(self) -> None:
         if self._user_keymap:
             self.set_keymap(self._user_keymap)
         if self.session is not None:
-            from cotal_tui.screens.console import ConsoleScreen
-
             self.push_screen(ConsoleScreen(self.session, can_go_back=False))
         elif self.list_spaces is not None:
-            from cotal_tui.screens.spaces import SpacePickerScreen
-
             self.push_screen(SpacePickerScreen())
         if self._first_notice:
             self.call_after_refresh(self.notify_line, self._first_notice, True)
@@ -188,8 +188,6 @@ class CotalApp(App[int]):
 
     def notify_line(self, text: str, error: bool = False) -> None:
         """A one-line notice on the status bar (cleared after 3 s); a toast elsewhere."""
-        from widgets.status_bar import StatusBar
-
         for screen in reversed(self.screen_stack):
             bars = screen.query(StatusBar)
             if bars:
@@ -203,8 +201,6 @@ class CotalApp(App[int]):
         self._open_space(space)
 
     def _open_space(self, space: str) -> None:
-        from cotal_tui.screens.console import ConsoleScreen
-
         if self.open_space is None:
             return
         try:
@@ -230,9 +226,6 @@ class CotalApp(App[int]):
             self.notify_line(f"observer failed: {e}", error=True)
 
     def back_to_spaces(self) -> None:
-        from cotal_tui.screens.console import ConsoleScreen
-        from cotal_tui.screens.spaces import SpacePickerScreen
-
         if self.list_spaces is None:
             return
         while isinstance(self.screen, ConsoleScreen) or (
@@ -258,3 +251,85 @@ class CotalApp(App[int]):
 
     async def action_quit(self) -> None:
         self.exit(0)
+
+    # -- seats: attach, peek and tile (roster ``a``/``p``, ``:attach <name>``, ``:tile``) -------
+
+    def console_screen(self) -> ConsoleScreen | None:
+        """The topmost space console on the stack, if any."""
+        return next((s for s in reversed(self.screen_stack) if isinstance(s, ConsoleScreen)), None)
+
+    def hold_escape(self) -> None:
+        """Leaving a terminal with Esc (or Esc Esc): the console ignores an Esc that follows within
+        the double-Esc window, so a habitual second Esc does not also close the rail or the lens."""
+        screen = self.console_screen()
+        if screen is not None:
+            screen.escape_grace_until = time.monotonic() + ESC_DOUBLE_S
+
+    def reach_seats(self) -> SeatSessions | None:
+        """How this app reaches seats: ``seat_sessions`` when set, else the open console's
+        session's own (``LiveSession.seat_sessions``: its target, creds included), else derived
+        from the observer connection's URL (open meshes only)."""
+        if isinstance(self.seat_sessions, SeatSessions):
+            return self.seat_sessions
+        session = getattr(self.console_screen(), "session", None)
+        given = getattr(session, "seat_sessions", None)
+        if isinstance(given, SeatSessions):
+            return given
+        observer = getattr(session, "observer", None)
+        nc = getattr(observer, "nc", None)
+        space = getattr(session, "space", None) or getattr(getattr(session, "model", None), "space", None)
+        if nc is None or space is None or getattr(nc, "connected_url", None) is None:
+            return None
+        hit = self._derived_seats
+        if hit is not None and hit[0] is session:
+            return hit[1]
+        seats = SeatSessions.for_server(space, nc.connected_url.geturl())
+        self._derived_seats = (session, seats)
+        return seats
+
+    def managed_fold(self):
+        """The open console's ``ps`` fold (``None`` when the session polls no managers)."""
+        session = getattr(self.console_screen(), "session", None)
+        return getattr(getattr(session, "managed", None), "fold", None)
+
+    def open_seat(self, name: str, *, peek: bool = False) -> bool:
+        """Push the attach (or peek) screen for ``name``; False (with a notice) when it cannot.
+
+        When the console's ``ps`` poll has answered, a name no manager hosts is refused here with
+        a notice (not a screen that opens only to say so), and a known seat opens at its real size."""
+        sessions = self.reach_seats()
+        verb = "peek" if peek else "attach"
+        if sessions is None:
+            self.notify_line(f"{verb}: no mesh connection to attach through")
+            return False
+        fold = self.managed_fold()
+        if fold is not None and fold.rounds and not any(s.name == name for s in fold.seats()):
+            n = len(fold.managers)
+            why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
+            self.notify_line(f"{verb}: {name} is not hosted by any manager ({why})")
+            return False
+        learn_sizes(sessions, fold)
+        self.push_screen(AttachScreen(sessions, name, peek=peek))
+        return True
+
+    def open_tile(self, names: list[str] | None = None,
+                  managed_names: Iterable[str] | None = None) -> bool:
+        """Push a tile of ``names``, or of every working agent of the console's roster (those a
+        manager hosts, when ``managed_names`` is known; all of those when none is working)."""
+        sessions = self.reach_seats()
+        if sessions is None:
+            self.notify_line("tile: no mesh connection to attach through")
+            return False
+        learn_sizes(sessions, self.managed_fold())
+        if not names:
+            snap = getattr(self.console_screen(), "snap", None)
+            names = tile_names(getattr(snap, "agents", ()) or (), managed_names)
+            if not names and managed_names:  # nobody is working: every managed seat instead
+                names = tile_names((), chosen=managed_names)
+        else:
+            names = tile_names((), chosen=names)
+        if not names:
+            self.notify_line("tile: no working agents to show")
+            return False
+        self.push_screen(TileScreen(sessions, names))
+        return True

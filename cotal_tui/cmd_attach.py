@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import sys
 
@@ -18,26 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_arguments(p)
 
 
-async def connect(target):
-    """One connection through the shared connection layer (creds, nkey, TLS, clusters, inbox
-    prefix), with the client's own reconnect turned off: a session owns its re-establishment,
-    so a dropped link must end the session, not be silently revived under it."""
-    from meshview.connect import Target, connect as mesh_connect
-
-    if isinstance(target, str):  # a bare URL (open mesh)
-        target = Target((target,), name="cotal-attach", timeout=2.0)
-    nc, _ = await mesh_connect(target)
-    nc.options["allow_reconnect"] = False
-    return nc
-
-
-def resolve(args: argparse.Namespace):
-    from meshview.connect import resolve_target
-
-    return dataclasses.replace(resolve_target(args), name="cotal-attach")
-
-
 async def _preflight(target) -> str | None:
+    from attach.connection import connect
     from meshview.connect import ConnectError
 
     try:
@@ -50,6 +31,7 @@ async def _preflight(target) -> str | None:
 
 async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     from attach.client import AttachSession
+    from attach.connection import connect, resolve
     from attach.passthrough import run_passthrough
 
     target = resolve(args)

@@ -36,7 +36,7 @@ def describe_row(row: dict) -> tuple[str, str]:
 async def _main(args: argparse.Namespace) -> int:
     from attach.client import live_instances
     from attach.endpoint import EndpointClient, EndpointError
-    from cotal_tui.cmd_attach import connect, resolve
+    from attach.connection import connect, resolve
     from meshview.connect import ConnectError
     from meshview.sanitize import inline as clean  # neutralise untrusted text
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import gc
 import signal
 import sys
@@ -81,9 +80,9 @@ class LiveSession:
 
     @property
     def seat_sessions(self) -> Any:
-        """The attach side (made on first use: it imports the Textual attach screen)."""
+        """The attach side (made on first use)."""
         if self._seat_sessions is None:
-            from cotal_tui.screens.attach import SeatSessions
+            from cotal_tui.seats import SeatSessions
 
             self._seat_sessions = SeatSessions(self.space, self._seat_connect)
         return self._seat_sessions
@@ -91,9 +90,9 @@ class LiveSession:
     async def _seat_connect(self) -> Any:
         """A fresh connection for one attach session through the console's own target, made
         the way ``cotal attach`` makes it (the session owns reconnects)."""
-        from cotal_tui.cmd_attach import connect as attach_connect
+        from attach.connection import connect as attach_connect, session_target
 
-        return await attach_connect(dataclasses.replace(self.target, name="cotal-attach"))
+        return await attach_connect(session_target(self.target))
 
     async def start(self) -> None:
         self.started = True

@@ -17,7 +17,8 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-from cotal_tui.screens.attach import AttachScreen, SeatSessions
+from cotal_tui.screens.attach import AttachScreen
+from cotal_tui.seats import SeatSessions
 from widgets.terminal_pane import TerminalPane
 from conftest import until
 

@@ -254,12 +254,12 @@ async def test_seat_sessions_use_the_consoles_own_target(mesh):
     """Attach goes through the console's target (servers, creds, TLS), not a URL re-derived
     from the observer connection (which would drop credentials)."""
     team, mgr, session = mesh
-    from cotal_tui.screens.attach import SeatSessions, seat_sessions_for
+    from cotal_tui.seats import SeatSessions
 
     app = CotalApp(session=session)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: session.started, what="started")
-        got = seat_sessions_for(app)
+        got = app.reach_seats()
         assert isinstance(got, SeatSessions) and got is session.seat_sessions
         nc = await got.connect()
         try:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from textual.app import App
 
-from cotal_tui.screens.attach import AttachScreen, SeatSessions
+from cotal_tui.screens.attach import AttachScreen
+from cotal_tui.seats import SeatSessions
 from cotal_tui.screens.tile import TileScreen
 
 CAPTURES = Path(__file__).resolve().parent / "captures"

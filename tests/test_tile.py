@@ -12,7 +12,7 @@ import pytest
 from textual.app import App
 
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-from cotal_tui.screens.attach import SeatSessions
+from cotal_tui.seats import SeatSessions
 from cotal_tui.screens.tile import TileScreen, tile_names
 from widgets.tile_grid import TilePane, grid_shape
 from conftest import until

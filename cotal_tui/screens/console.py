@@ -209,10 +209,8 @@ class ConsoleScreen(Screen[None]):
 
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:
-        from cotal_tui.screens.attach import open_seat
-
         event.stop()
-        open_seat(self.app, event.name, peek=event.peek)
+        self.app.open_seat(event.name, peek=event.peek)  # type: ignore[attr-defined]
 
     def open_agent(self, pid: str) -> bool:
         snap = self.snap
@@ -232,10 +230,9 @@ class ConsoleScreen(Screen[None]):
 
         keys = {}
         if fold is not None and fold.for_peer(peer.id, peer.name) is not None:
-            from cotal_tui.screens.attach import open_seat
-
-            keys = {"a": lambda: open_seat(self.app, peer.name),
-                    "p": lambda: open_seat(self.app, peer.name, peek=True)}
+            app: Any = self.app
+            keys = {"a": lambda: app.open_seat(peer.name),
+                    "p": lambda: app.open_seat(peer.name, peek=True)}
         self.app.push_screen(_detail(f"{peer.name}", build, keys))
         return True
 

@@ -17,7 +17,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from cotal_tui.screens.attach import PaneLink, SeatSessions, detach_byte_from_env, hold_escape
+from cotal_tui.screens.attach import hold_escape
+from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
 from widgets.tile_grid import TileGrid, TilePane
 
@@ -138,29 +139,3 @@ class TileScreen(Screen[None]):
 
     async def on_unmount(self) -> None:
         await self.close_all()
-
-
-def open_tile(app, names: list[str] | None = None, managed_names: Iterable[str] | None = None) -> bool:
-    """Push a tile of ``names``, or of every working agent of the console's roster (those a
-    manager hosts, when ``managed_names`` is known; all of those when none is working)."""
-    from cotal_tui.screens.attach import console_screen, learn_sizes, managed_fold, seat_sessions_for
-
-    sessions = seat_sessions_for(app)
-    say = getattr(app, "notify_line", None) or app.notify
-    if sessions is None:
-        say("tile: no mesh connection to attach through")
-        return False
-    learn_sizes(sessions, managed_fold(app))
-    if not names:
-        screen = console_screen(app)
-        snap = getattr(screen, "snap", None)
-        names = tile_names(getattr(snap, "agents", ()) or (), managed_names)
-        if not names and managed_names:  # nobody is working: every managed seat instead
-            names = tile_names((), chosen=managed_names)
-    else:
-        names = tile_names((), chosen=names)
-    if not names:
-        say("tile: no working agents to show")
-        return False
-    app.push_screen(TileScreen(sessions, names))
-    return True

@@ -1,0 +1,207 @@
+"""How the console reaches seats, and one pane's live session: the controllers behind the
+attach, peek and tile screens.
+
+:class:`SeatSessions` is a space and a factory for fresh bare connections (the same shape
+``cotal attach`` uses). :class:`PaneLink` ties one :class:`~widgets.terminal_pane.TerminalPane`
+to one :class:`~attach.client.AttachSession`: output is fed to the pane as it arrives (awaited,
+so credit returns at the rate we parse), keystrokes leave in order through one sender task,
+notices and end reasons land in a status line in the CLI's words, and closing hands the session
+back (``close`` on its rail, flushed).
+
+A peek is the same session with the pane read-only: it sends ``ready`` to get the screen and
+nothing else — no keystroke, no resize.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any, Awaitable, Callable
+
+from attach.client import AttachError, AttachSession, Notice, end_text, locate
+from attach.connection import connect as attach_connect
+from attach.endpoint import EndpointClient, EndpointError
+from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
+
+DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
+CLOSE_WAIT_S = 3.0
+FEED_SLICE = 8192  # a big frame is parsed in slices so keystrokes interleave (≈10 ms of pyte each)
+Connect = Callable[[], Awaitable[Any]]
+
+
+def detach_byte_from_env() -> int:
+    """``COTAL_DETACH_KEY`` as the CLI reads it; a bad value falls back to Ctrl-]."""
+    from attach.passthrough import DetachKeyError, parse_detach_key
+
+    try:
+        return parse_detach_key(os.environ.get("COTAL_DETACH_KEY"))
+    except DetachKeyError:
+        return DEFAULT_DETACH
+
+
+def size_hint(row: dict | None) -> tuple[int, int] | None:
+    """The remote pty size when the manager's row records it (``cols``/``rows``)."""
+    if not isinstance(row, dict):
+        return None
+    c, r = row.get("cols"), row.get("rows")
+    if isinstance(c, int) and isinstance(r, int) and 0 < c <= 1000 and 0 < r <= 1000:
+        return c, r
+    return None
+
+
+class SeatSessions:
+    """A space's seats: attach sessions on fresh connections, and ``inspect`` lookups."""
+
+    def __init__(self, space: str, connect: Connect, *, default_size: tuple[int, int] = DEFAULT_SIZE,
+                 sizes: dict[str, tuple[int, int]] | None = None) -> None:
+        self.space = space
+        self.connect = connect
+        self.default_size = default_size
+        self.sizes = dict(sizes or {})  # name → remote size learnt elsewhere (e.g. a ps poll)
+
+    @classmethod
+    def for_server(cls, space: str, server: str, **kw) -> "SeatSessions":
+        """Seats reached through a bare URL (an open mesh: no creds to carry over)."""
+        return cls(space, lambda: attach_connect(server), **kw)
+
+    def session(self, name: str, *, on_output, on_notice, instance_id: str | None = None) -> AttachSession:
+        return AttachSession(self.space, name, connect=self.connect, on_output=on_output,
+                             on_notice=on_notice, instance_id=instance_id)
+
+    async def locate(self, name: str) -> tuple[dict | None, str | None]:
+        """The seat's row and hosting instance (``None`` when it could not be looked up)."""
+        try:
+            nc = await self.connect()
+        except Exception:
+            return None, None
+        try:
+            loc = await locate(EndpointClient(nc, self.space), name)
+            return loc.row, loc.instance_id
+        except (EndpointError, AttachError, Exception):
+            return None, None
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+    def size_for(self, name: str, row: dict | None) -> tuple[int, int]:
+        return size_hint(row) or self.sizes.get(name) or self.default_size
+
+
+class PaneLink:
+    """One pane's session: open, stream, send keys in order, show status, close cleanly."""
+
+    def __init__(self, sessions: SeatSessions, name: str, pane: TerminalPane, *,
+                 on_status: Callable[[str], None], instance_id: str | None = None) -> None:
+        self.sessions = sessions
+        self.name = name
+        self.pane = pane
+        self.on_status = on_status
+        self.instance_id = instance_id
+        self.session: AttachSession | None = None
+        self.state = "opening"  # opening | open | reconnecting | ended
+        self.end_reason: str | None = None
+        self.status = ""
+        self.keys_sent = 0
+        self._link = None
+        self._closing = False
+        self._queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._sender: asyncio.Task | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name=f"pane-link-{self.name}")
+        self._sender = loop.create_task(self._send_loop(), name=f"pane-keys-{self.name}")
+
+    def _set_status(self, text: str) -> None:
+        self.status = text
+        self.on_status(text)
+
+    async def _run(self) -> None:
+        self._set_status(f"[cotal: attaching to {self.name}]")
+        row, iid = await self.sessions.locate(self.name)
+        if self._closing:
+            return
+        size = self.sessions.size_for(self.name, row)
+        if size != self.pane.remote_size:
+            self.pane.reset(*size)
+        self.session = s = self.sessions.session(
+            self.name, on_output=self._output, on_notice=self._notice, instance_id=self.instance_id or iid)
+        try:
+            await s.open()
+        except AttachError as e:
+            self._ended(e.code, f"[cotal: {e.message}]" if e.code != "not-found" else None)
+            return
+        if self._closing:
+            await s.close()
+        else:
+            self.state = "open"
+            self._set_status("")
+        reason = await s.run()
+        self._ended(reason)
+
+    def _ended(self, reason: str, text: str | None = None) -> None:
+        self.state = "ended"
+        self.end_reason = reason
+        self.pane.interactive = False
+        self._set_status(text or end_text(reason, self.name))
+
+    async def _output(self, data: bytes) -> None:
+        link = self.session.link if self.session is not None else None
+        if link is not self._link:  # a fresh session repaints from its snapshot into a clean mirror
+            if self._link is not None:
+                self.pane.reset()
+            self._link = link
+        if len(data) <= FEED_SLICE:
+            self.pane.feed(data)
+            return
+        for i in range(0, len(data), FEED_SLICE):  # awaited: credit returns only once all is parsed
+            self.pane.feed(data[i:i + FEED_SLICE])
+            await asyncio.sleep(0)
+
+    def _notice(self, n: Notice) -> None:
+        if n.kind == "reconnecting":
+            self.state = "reconnecting"
+        elif n.kind == "reconnected":
+            self.state = "open"
+        self._set_status(n.text)
+
+    def send(self, data: bytes) -> None:
+        """Queue keystrokes for the remote; never for a read-only pane."""
+        if self.pane.interactive and not self._closing:
+            self._queue.put_nowait(data)
+
+    async def _send_loop(self) -> None:
+        while True:
+            data = await self._queue.get()
+            s = self.session
+            if s is not None and await s.send_keys(data):
+                self.keys_sent += len(data)
+
+    async def close(self) -> None:
+        """Hand the session back and wait (bounded) for it to finish."""
+        if self._closing:
+            return
+        self._closing = True
+        self.pane.interactive = False
+        if self.session is not None:
+            with contextlib.suppress(Exception):
+                await self.session.close()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), CLOSE_WAIT_S)
+            except (asyncio.TimeoutError, Exception):
+                self._task.cancel()
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(BaseException):
+                await self._sender
+
+
+def learn_sizes(sessions: SeatSessions, fold) -> None:
+    """Seed the panes' sizes from the ``ps`` rows (``cols``/``rows``), so a pane opens at the
+    seat's real size rather than resizing when the seat's own ``inspect`` row arrives."""
+    for s in fold.seats() if fold is not None else ():
+        if s.cols and s.rows and not s.silent:
+            sessions.sizes[s.name] = (s.cols, s.rows)
