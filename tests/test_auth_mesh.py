@@ -19,7 +19,7 @@ import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy, AckPolicy
 
 from support.authmesh import ErrorLog, auth_mesh  # noqa: F401  (fixture)
-from cotal_tui.demo.jwt import (
+from support.jwt import (
     AuthSpace,
     Permissions,
     claims_id,
@@ -365,7 +365,7 @@ async def test_revocation_applies_to_a_live_reload(tmp_path):
         m.auth.revoke(m.users["observer"])
         # push the updated account JWT through the system account's claim update subject
         sysu_key = new_nkey("user")
-        sysu = __import__("cotal_tui.demo.jwt", fromlist=["user_jwt"]).user_jwt(
+        sysu = __import__("support.jwt", fromlist=["user_jwt"]).user_jwt(
             sysu_key.public, m.auth.system, account=m.auth.system.public, name="sys",
             permissions=None)
         creds = write_creds(tmp_path / "sys.creds", sysu, sysu_key.seed)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cotal_tui.demo.broker import Broker
-from cotal_tui.demo.jwt import AuthSpace, observer_permissions, write_creds
+from support.jwt import AuthSpace, observer_permissions, write_creds
 from support.watchproc import WatchProc
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")

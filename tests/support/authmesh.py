@@ -1,6 +1,6 @@
 """An operator-mode (static auth) Cotal mesh for tests: real nats-server, real JWTs.
 
-``start_auth_mesh()`` mints a trust chain with :mod:`cotal_tui.demo.jwt`, starts
+``start_auth_mesh()`` mints a trust chain with :mod:`support.jwt`, starts
 ``nats-server`` with ``operator`` / ``system_account`` / ``resolver: MEMORY`` /
 ``resolver_preload``, provisions the space through an unrestricted infra user (what
 ``cotal up`` would hold), and writes creds files for the users a console meets:
@@ -30,7 +30,7 @@ import nats
 import pytest
 
 from cotal_tui.demo.broker import Broker
-from cotal_tui.demo.jwt import (
+from support.jwt import (
     AuthSpace,
     MintedUser,
     admin_permissions,
