@@ -19,9 +19,20 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import msgspec
 from nats.aio.client import Client as NATS
+from nats.js import api
 
-from meshview.wire.names import bucket_names, space_token
+from meshview.wire.decode import Delivery, decode_delivery
+from meshview.wire.messages import EndpointRef
+from meshview.wire.names import bucket_names, space_token, task_stream
+from meshview.wire.outbound import (
+    anycast_pattern,
+    build_message,
+    delivery_subject,
+    inbox_pattern,
+    reply_context,
+)
 
 PROTOCOL_VERSION = "0.4"
 OWNER = "local"  # open dev mode owner token (SPEC §2)
@@ -153,6 +164,8 @@ class Team:
     rate: float | None = None
     schedule: TeamSchedule = field(default_factory=TeamSchedule)
     heartbeat_s: float = 2.0
+    answer: bool = True  # reply to the operator's DMs and asks ("answering the operator")
+    answer_delay_s: float = 0.5  # mean "thinking" time before an answer
 
     def __post_init__(self) -> None:
         self.space = space_token(self.space)
@@ -192,6 +205,7 @@ class Team:
             asyncio.create_task(self._heartbeat_loop(), name="team-heartbeat"),
             asyncio.create_task(self._script_loop(), name="team-script"),
         ]
+        await self._start_answering()
         if self.rate:
             self._tasks.append(asyncio.create_task(self._flood_loop(), name="team-flood"))
 
@@ -401,6 +415,146 @@ class Team:
             next_t += tick
             await asyncio.sleep(max(0.0, next_t - time.monotonic()))
 
+    # -- answering the operator ---------------------------------------------------------------
+    # Agents read their own DM inbox and their role's shared anycast queue (SPEC §8: the
+    # ``dm_`` filter, the role-shared ``svc_<role>`` durable on the WorkQueue TASK stream, so an
+    # ask reaches exactly one holder). They answer senders outside the team (the operator)
+    # with a threaded reply DM (replyTo = the message, contextId = its thread); the team's own
+    # traffic is consumed silently. A seat waiting on ``input``/``approval`` that hears from
+    # the operator goes back to ``working`` before it answers, so NEEDS-YOU clears. Answers
+    # draw from their own rng (seeded from ``seed``), so the scripted conversation is unchanged.
+
+    async def _start_answering(self) -> None:
+        self._answer_rng = random.Random(f"{self.seed}/answers")
+        self.answers: list[dict] = []
+        if not self.answer:
+            return
+        pending = self._answer_pending = set()
+        subs = [await self.nc.subscribe(inbox_pattern(self.space, a.id), cb=self._on_dm)
+                for a in self.members]
+        for role in sorted({a.role for a in self.members}):
+            psub = await self._js.pull_subscribe(
+                anycast_pattern(self.space, role), durable=f"svc_{role}",
+                stream=task_stream(self.space),
+                config=api.ConsumerConfig(ack_policy=api.AckPolicy.EXPLICIT, ack_wait=60.0,
+                                          deliver_policy=api.DeliverPolicy.ALL))
+            self._tasks.append(asyncio.create_task(self._ask_loop(role, psub, pending),
+                                                   name=f"team-asks-{role}"))
+        await self.nc.flush()
+        self._tasks.append(asyncio.create_task(self._hold_answering(subs, pending),
+                                               name="team-answering"))
+
+    async def _hold_answering(self, subs: list, pending: set[asyncio.Task]) -> None:
+        """Keeps the inbox subscriptions for the team's lifetime; stop() cancels it."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for t in list(pending):
+                t.cancel()
+            for sub in subs:
+                try:
+                    await sub.unsubscribe()
+                except Exception:
+                    pass
+
+    def _member(self, pid: str) -> Agent | None:
+        return next((a for a in self.members if a.id == pid), None)
+
+    async def _on_dm(self, m) -> None:
+        d = decode_delivery(m.subject, m.data)
+        if type(d) is not Delivery or self._member(d.sender) is not None:
+            return  # malformed, or the team's own chatter
+        a = self._member(d.target)
+        if a is None or not a.alive:
+            return  # a crashed seat reads nothing
+        self._schedule_answer(a, d, self._answer_pending)
+
+    async def _ask_loop(self, role: str, psub, pending: set[asyncio.Task]) -> None:
+        try:
+            await self._asks(role, psub, pending)
+        finally:
+            try:  # a pull subscription left behind would hold up the connection's drain
+                await psub.unsubscribe()
+            except Exception:
+                pass
+
+    async def _asks(self, role: str, psub, pending: set[asyncio.Task]) -> None:
+        while True:
+            try:
+                msgs = await psub.fetch(8, timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # timeout (idle) or broker away
+                if not isinstance(e, asyncio.TimeoutError):
+                    await asyncio.sleep(0.5)
+                continue
+            for m in msgs:
+                try:
+                    d = decode_delivery(m.subject, m.data, history=True)
+                    if type(d) is not Delivery:
+                        await m.term()  # permanent anomaly (SPEC §4)
+                        continue
+                    if self._member(d.sender) is not None:
+                        await m.ack()  # the team's own asks: taken off the queue, unanswered
+                        continue
+                    holders = [a for a in self.members if a.role == role and a.alive]
+                    if not holders:
+                        await m.nak(delay=5.0)  # nobody alive holds the role: back in queue
+                        continue
+                    a = self._answer_rng.choice(holders)
+                    self._schedule_answer(a, d, pending, ack=m)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    pass
+
+    def _schedule_answer(self, a: Agent, d, pending: set[asyncio.Task], ack=None) -> None:
+        """Draw the answer now (so it depends only on the seed and arrival order), send it later."""
+        rng = self._answer_rng
+        delay = self.answer_delay_s * (0.5 + rng.random())
+        unblock = (a.status == "waiting" and a.condition is not None
+                   and a.condition.get("code") in ("input", "approval"))
+        activity = rng.choice(ACTIVITIES[a.role])
+        if unblock:
+            text = f"thanks - that unblocks me; back to {activity}"
+        else:
+            text = rng.choice(ANSWER_LINES).format(thing=rng.choice(THINGS), activity=activity)
+        t = asyncio.create_task(self._answer(a, d, text, activity, unblock, delay, ack))
+        pending.add(t)
+        t.add_done_callback(pending.discard)
+
+    async def _answer(self, a: Agent, d, text: str, activity: str, unblock: bool,
+                      delay: float, ack) -> None:
+        try:
+            await asyncio.sleep(delay)
+            if unblock:  # the operator answered: back to work before saying so
+                self._set_status(a, "working", activity, None, _now_ms())
+                await self._put_presence(a)
+            msg = build_message(self.space, EndpointRef(a.id, a.name, a.role), text,
+                                to=d.sender, reply_to=d.message.id,
+                                context_id=reply_context(d.message))
+            await self._publish(delivery_subject(msg), msgspec.to_builtins(msg))
+            if ack is not None:
+                await ack.ack()  # handled: only now off the work queue (SPEC §8)
+            self.answers.append({"by": a.name, "to": d.sender, "kind": d.kind,
+                                 "reply_to": d.message.id, "id": msg.id, "unblocked": unblock})
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if ack is not None:
+                try:
+                    await ack.nak(delay=1.0)
+                except Exception:
+                    pass
+
+
+ANSWER_LINES = [
+    "on it - I'll look at {thing} next",
+    "good call; {thing} is next after {activity}",
+    "done: {thing} is sorted, details in #general",
+    "I need a bit more context on {thing} - can you point me at the issue?",
+    "ack. parking {activity} to take {thing}",
+]
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
