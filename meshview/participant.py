@@ -1,0 +1,737 @@
+"""The operator as a mesh participant: invisible until the first send, then a presence peer.
+
+A console watches without registering anything (DESIGN "Acting on the mesh"). When the operator
+first sends, this module starts a peer of its own: its **own** NATS connection (the observer's
+never publishes), a presence record ``kind: endpoint``, ``role: operator`` under a fresh
+``lifecycleUid``, refreshed every 2000 ms (SPEC §6) until :meth:`Participant.close`, which writes
+the one final ``offline`` record a graceful disconnect may write. Every send is a JetStream
+publish with ``Nats-Msg-Id`` = the message id (SPEC §8); envelopes and subjects come from
+:mod:`meshview.wire.outbound`. Text is published exactly as given.
+
+Concurrency and failure, as the reference console learned them (reference-console.md pain
+point 9): concurrent sends share ONE start (a single task); a refused start withholds every
+waiting send with one named error and the next send retries. A send is retried with the same
+``Nats-Msg-Id`` until acked or its deadline passes, so a broker restart in between stores it
+once (JetStream's duplicate window). The broker's asynchronous ``Permissions Violation for
+Publish`` is matched to the publish it refused and raised as :class:`PermissionDenied` at once
+instead of waiting out a timeout. ``read_only`` refuses every send before anything touches the
+network, and a DM to an endpoint is refused before the peer starts or anything is published.
+
+Identity (SPEC §2): a static credential's principal when one is known (``--creds``/``--nkey``:
+``local.<user nkey>``); otherwise ``local.<os user>_console`` named ``<os user>-console``.
+``--as NAME`` names the peer; a dotted ``--as owner.actor`` is taken as a principal, and under a
+credential it must equal the credential's (else :class:`IdentityMismatch`, before publishing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import getpass
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NATS
+
+from meshview.connect import (  # the creds' connId/principal
+    ConnectError,
+    Target,
+    _creds_public_key,
+    _seed_public_key,
+    connect,
+    events_of,
+)
+from meshview.wire.decode import Delivery, decode_delivery
+from meshview.wire.messages import (
+    CotalMessage,
+    EndpointRef,
+    Presence,
+    encode_message,
+    encode_presence,
+)
+from meshview.wire.names import bucket_names, chat_stream, dm_stream, space_token
+from meshview.wire.outbound import (
+    DEV_OWNER,
+    actor_token,
+    build_card,
+    build_message,
+    delivery_subject,
+    heartbeat_record,
+    mentions_in,
+    mint_lifecycle_uid,
+    now_ms,
+    offline_record,
+    presence_subject,
+    publish_headers,
+    reply_context,
+)
+from meshview.wire.presence import HEARTBEAT_MS
+from meshview.wire.subjects import is_identity_token, split_principal
+
+ROLE = "operator"
+HEARTBEAT_S = HEARTBEAT_MS / 1000
+SEND_TIMEOUT_S = 30.0  # a send retries (same Nats-Msg-Id) until acked or this passes
+ATTEMPT_S = 2.0  # one JetStream publish attempt waits this long for its ack
+CLOSE_TIMEOUT_S = 2.0  # the offline record on close gets at most this long
+_DENIED_PUB = re.compile(r"permissions violation for publish to \"?([^\"\s']+)\"?", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- errors
+
+class ParticipantError(Exception):
+    """A send or start that did not happen; ``str()`` is one sentence, no secrets."""
+
+
+class ReadOnly(ParticipantError):
+    """The session is read-only: nothing was sent and nothing touched the network."""
+
+
+class PermissionDenied(ParticipantError):
+    """The broker refused a publish (async ``Permissions Violation for Publish``)."""
+
+
+class StartRefused(ParticipantError):
+    """The participant could not start (connect failure, no ack for its presence)."""
+
+
+class NotAnAgent(ParticipantError):
+    """A DM target is an endpoint (an observer, dashboard or another operator)."""
+
+
+class UnknownPeer(ParticipantError):
+    """A DM target name is not on the roster."""
+
+
+class AmbiguousPeer(ParticipantError):
+    """A DM target name matches several principals; ``candidates`` lists their ids."""
+
+    def __init__(self, msg: str, candidates: list[str]) -> None:
+        super().__init__(msg)
+        self.candidates = candidates
+
+
+class IdentityMismatch(ParticipantError):
+    """An explicit principal differs from the credential's (SPEC §2: fail before publish)."""
+
+
+class SendFailed(ParticipantError):
+    """The broker never acknowledged the message (or refused it for another reason)."""
+
+
+class Closed(ParticipantError):
+    """The participant was closed."""
+
+
+# --------------------------------------------------------------------------- identity
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    owner: str
+    actor: str
+    name: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.owner}.{self.actor}"
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser() or "operator"
+    except Exception:  # noqa: BLE001 - no passwd entry in a container
+        return os.environ.get("USER") or "operator"
+
+
+def credential_principal(target: Target) -> str | None:
+    """The principal a static credential names (static mode: ``local.<user nkey>``), if any."""
+    key = None
+    if target.creds:
+        key = _creds_public_key(target.creds)
+    elif target.nkey:
+        key = _seed_public_key(target.nkey)
+    if key and is_identity_token(key):
+        return f"{DEV_OWNER}.{key}"
+    return None
+
+
+def resolve_identity(target: Target, as_name: str | None = None, *,
+                     user: str | None = None) -> Identity:
+    """Who the operator is on the wire (pure; see the module docstring for the rules)."""
+    cred = credential_principal(target)
+    if as_name is not None:
+        as_name = as_name.strip()
+        if not as_name:
+            raise ValueError("--as needs a name")
+        if "." in as_name:
+            pr = split_principal(as_name)
+            if pr is None:
+                raise ValueError(f"--as {as_name!r} is not a principal (owner.actor of "
+                                 "letters, digits and _)")
+            if cred is not None and as_name != cred:
+                raise IdentityMismatch(
+                    f"--as {as_name} differs from the credential's principal {cred}; "
+                    "a client must adopt its credential's principal (SPEC §2).")
+            return Identity(pr[0], pr[1], pr[1])
+        if cred is not None:
+            owner, actor = cred.split(".", 1)
+            return Identity(owner, actor, as_name[:128])
+        return Identity(DEV_OWNER, actor_token(as_name), as_name[:128])
+    if cred is not None:
+        owner, actor = cred.split(".", 1)
+        return Identity(owner, actor, f"{user or os_user()}-console"[:128])
+    name = f"{user or os_user()}-console"[:128]
+    return Identity(DEV_OWNER, actor_token(name), name)
+
+
+# --------------------------------------------------------------------------- results, roster
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """An acknowledged send: the envelope, where it went, and the JetStream ack."""
+
+    message: CotalMessage
+    subject: str
+    payload: bytes  # exactly the bytes published
+    stream: str
+    seq: int
+    duplicate: bool  # the broker already held this id (a retry after a lost ack)
+
+    @property
+    def id(self) -> str:
+        return self.message.id
+
+
+@dataclass(frozen=True, slots=True)
+class RosterEntry:
+    """What a DM check needs of a roster row (model ``Peer`` rows have the same fields)."""
+
+    id: str
+    name: str
+    kind: str
+    status: str = "idle"
+
+
+def roster_from_presence(values: Iterable[tuple[str, bytes]]) -> list[RosterEntry]:
+    """Roster rows from raw presence KV entries (key, value); bad records are skipped."""
+    from meshview.wire.presence import decode_presence
+
+    now = now_ms()
+    out = []
+    for key, value in values:
+        d = decode_presence(key, "PUT", value, now)
+        if d.action == "apply" and d.presence is not None:
+            c = d.presence.card
+            out.append(RosterEntry(c.id, c.name, c.kind, d.derived_status or "offline"))
+    return out
+
+
+# --------------------------------------------------------------------------- participant
+
+class Participant:
+    """The operator's peer. Construct freely (no network); the first send starts it.
+
+    ``roster`` returns the current roster rows (objects with ``id``, ``name``, ``kind`` and
+    optionally ``status``: the model's peers fit), used to resolve and vet DM targets.
+    ``presence=False`` makes a one-shot sender (``cotal send``): a connection, no presence.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        *,
+        name: str | None = None,
+        read_only: bool = False,
+        read_only_reason: str = "this session was started read-only",
+        roster: Callable[[], Iterable[Any]] | None = None,
+        presence: bool = True,
+        heartbeat_s: float = HEARTBEAT_S,
+        send_timeout: float = SEND_TIMEOUT_S,
+        role: str = ROLE,
+        user: str | None = None,
+        on_state: Callable[[str, str | None], None] | None = None,
+    ) -> None:
+        self.target = dataclasses.replace(target, name=target.name or "cotal-operator")
+        self.space = space_token(target.space)
+        self.read_only = read_only
+        self.read_only_reason = read_only_reason
+        self.roster = roster
+        self.presence_enabled = presence
+        self.heartbeat_s = heartbeat_s
+        self.send_timeout = send_timeout
+        self.role = role
+        self.on_state = on_state
+        self._as_name = name
+        self._user = user
+        self._identity: Identity | None = None
+        self.nc: NATS | None = None
+        self._js: Any = None
+        self._start_task: asyncio.Task | None = None
+        self._ready = False
+        self._closed = False
+        self._hb_task: asyncio.Task | None = None
+        self._record: Presence | None = None
+        self._denials: dict[str, list[asyncio.Future]] = {}
+        self.starts = 0  # start attempts made (tests: concurrent sends share one)
+        self.attempts = 0  # JetStream publish attempts (a retry re-sends the same Nats-Msg-Id)
+        self.last_error: str | None = None
+        self.last_heartbeat: int | None = None
+
+    # ---------------------------------------------------------------- identity and state
+
+    @property
+    def identity(self) -> Identity:
+        """Resolved lazily (reading a creds file is the only I/O) and then fixed."""
+        if self._identity is None:
+            try:
+                self._identity = resolve_identity(self.target, self._as_name, user=self._user)
+            except ValueError as e:
+                raise ParticipantError(str(e)) from None
+        return self._identity
+
+    @property
+    def id(self) -> str:
+        return self.identity.id
+
+    @property
+    def ref(self) -> EndpointRef:
+        ident = self.identity
+        return EndpointRef(id=ident.id, name=ident.name, role=self.role)
+
+    @property
+    def active(self) -> bool:
+        """True while the peer is started (on the roster when presence is enabled)."""
+        return self._ready and not self._closed
+
+    @property
+    def connected(self) -> bool:
+        return self.nc is not None and self.nc.is_connected
+
+    def _state(self, state: str, detail: str | None = None) -> None:
+        if self.on_state is not None:
+            try:
+                self.on_state(state, detail)
+            except Exception:  # noqa: BLE001 - a listener never breaks the peer
+                pass
+
+    # ---------------------------------------------------------------- start / close
+
+    async def start(self) -> None:
+        """Start once; concurrent callers wait for the same attempt. A failed attempt raises
+        its named error in every waiter and the next call tries again."""
+        if self._closed:
+            raise Closed("the participant is closed; nothing was sent.")
+        if self._ready:
+            return
+        t = self._start_task
+        if t is None or (t.done() and (t.cancelled() or t.exception() is not None)):
+            self.starts += 1
+            t = self._start_task = asyncio.create_task(self._do_start(), name="participant:start")
+        await asyncio.shield(t)
+
+    async def _do_start(self) -> None:
+        ident = self.identity  # IdentityMismatch etc. before any network
+        self._state("starting")
+        try:
+            try:
+                nc, _ = await connect(self.target)
+            except ConnectError as e:
+                raise StartRefused(str(e)) from None
+            self.nc = nc
+            self._js = nc.jetstream(timeout=ATTEMPT_S)
+            events_of(nc).on_error.append(self._on_nats_error)
+            events_of(nc).on_reconnect.append(self._on_reconnect)
+            if self.presence_enabled:
+                card = build_card(ident.owner, ident.actor, ident.name, kind="endpoint",
+                                  role=self.role, description="operator console (cotal-tui)")
+                now = now_ms()
+                self._record = heartbeat_record(card, "idle", mint_lifecycle_uid(), ts=now,
+                                                status_since=now)
+                try:
+                    await self._put_presence(self._record, deadline=self.target.timeout + ATTEMPT_S)
+                except PermissionDenied:
+                    raise PermissionDenied(
+                        f"the broker refused the operator's presence record for {ident.id} "
+                        "(permission denied); nothing was sent.") from None
+                except SendFailed:
+                    raise StartRefused(
+                        f"the broker did not acknowledge the operator's presence record for "
+                        f"{ident.id}; nothing was sent.") from None
+                self._hb_task = asyncio.create_task(self._heartbeat_loop(),
+                                                    name="participant:heartbeat")
+        except BaseException as e:
+            await self._teardown()
+            self.last_error = str(e) if isinstance(e, ParticipantError) else None
+            self._state("refused", self.last_error)
+            raise
+        self._ready = True
+        self._state("active")
+
+    async def close(self) -> None:
+        """Leave: the final offline record (when the peer was up), then the connection."""
+        if self._closed:
+            return
+        self._closed = True
+        t = self._start_task
+        if t is not None and not t.done():
+            t.cancel()
+            try:
+                await t
+            except BaseException:  # noqa: BLE001
+                pass
+        if self._hb_task is not None:
+            self._hb_task.cancel()
+            try:
+                await self._hb_task
+            except BaseException:  # noqa: BLE001
+                pass
+            self._hb_task = None
+        if self._ready and self._record is not None and self.nc is not None and not self.nc.is_closed:
+            try:
+                await self._put_presence(offline_record(self._record),
+                                         deadline=CLOSE_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - the TTL retires us anyway
+                pass
+        self._ready = False
+        await self._teardown()
+        self._state("closed")
+
+    async def _teardown(self) -> None:
+        nc, self.nc = self.nc, None
+        if self._hb_task is not None:
+            self._hb_task.cancel()
+            self._hb_task = None
+        for futs in self._denials.values():
+            for f in futs:
+                if not f.done():
+                    f.cancel()
+        self._denials.clear()
+        if nc is None:
+            return
+        ev = events_of(nc)
+        for lst, fn in ((ev.on_error, self._on_nats_error), (ev.on_reconnect, self._on_reconnect)):
+            if fn in lst:
+                lst.remove(fn)
+        try:
+            await asyncio.wait_for(nc.drain(), 2.0)
+        except Exception:  # noqa: BLE001
+            try:
+                await asyncio.wait_for(nc.close(), 1.0)
+            except Exception:  # noqa: BLE001
+                pass
+
+    # ---------------------------------------------------------------- presence
+
+    async def _put_presence(self, rec: Presence, *, deadline: float) -> None:
+        await self._publish(presence_subject(self.space, rec.card.id), encode_presence(rec), {},
+                            deadline=deadline)
+        self.last_heartbeat = int(rec.ts)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            await self._beat()
+
+    async def _beat(self) -> None:
+        if self._record is None:
+            return
+        self._record = msgspec.structs.replace(self._record, ts=now_ms())
+        try:
+            await self._put_presence(self._record, deadline=max(self.heartbeat_s, ATTEMPT_S))
+            self.last_error = None
+        except ParticipantError as e:  # broker away or a denial: say so, keep beating
+            self.last_error = str(e)
+            self._state("error", self.last_error)
+
+    async def _on_reconnect(self) -> None:
+        # a newer heartbeat right away: peers should not wait a whole interval to see us back
+        if self._ready and self._hb_task is not None:
+            asyncio.get_running_loop().create_task(self._beat())
+
+    async def _on_nats_error(self, e: Exception) -> None:
+        m = _DENIED_PUB.search(str(e))
+        if not m:
+            return
+        subj = m.group(1).lower()  # the server lowercases the whole error line
+        for f in self._denials.get(subj, ()):
+            if not f.done():
+                f.set_result(subj)
+
+    # ---------------------------------------------------------------- publishing
+
+    async def _publish(self, subject: str, payload: bytes, headers: dict[str, str], *,
+                       deadline: float) -> Any:
+        """JetStream publish with retries (same headers, so the same Nats-Msg-Id) until acked,
+        refused, or ``deadline`` seconds pass."""
+        if self._js is None or self.nc is None:
+            raise Closed("the participant is not connected; nothing was sent.")
+        loop = asyncio.get_running_loop()
+        denied: asyncio.Future = loop.create_future()
+        self._denials.setdefault(subject.lower(), []).append(denied)
+        end = time.monotonic() + deadline
+        from nats.errors import (
+            ConnectionClosedError,
+            MaxPayloadError,
+            NoRespondersError,
+            OutboundBufferLimitError,
+        )
+        from nats.errors import (
+            TimeoutError as NatsTimeout,
+        )
+        from nats.js.errors import APIError, NoStreamResponseError
+
+        try:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise SendFailed(f"no acknowledgement from the broker for {subject} "
+                                     f"within {deadline:g}s.")
+                self.attempts += 1
+                attempt = asyncio.ensure_future(self._js.publish(
+                    subject, payload, timeout=min(ATTEMPT_S, left), headers=dict(headers) or None))
+                done, _ = await asyncio.wait({attempt, denied},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if denied in done:
+                    attempt.cancel()
+                    if denied.cancelled():
+                        raise Closed("the participant was closed; the message may not have "
+                                     "been sent.")
+                    raise PermissionDenied(f"the broker refused to let {self.id} publish on "
+                                           f"{subject} (permission denied).")
+                try:
+                    return attempt.result()
+                except MaxPayloadError:
+                    raise SendFailed("the message is larger than the broker's maximum "
+                                     "payload; nothing was sent.") from None
+                except APIError as e:
+                    if isinstance(e, NoStreamResponseError):
+                        pass  # no stream answered (yet): JetStream still coming up
+                    else:
+                        desc = getattr(e, "description", None) or str(e)
+                        raise SendFailed(f"the broker refused the message: {desc}.") from None
+                except (TimeoutError, NatsTimeout, NoRespondersError, OutboundBufferLimitError):
+                    pass
+                except ConnectionClosedError:
+                    raise SendFailed("the connection to the broker is closed; the message "
+                                     "may not have been sent.") from None
+                if self.nc is None or self.nc.is_closed:
+                    raise SendFailed("the connection to the broker is closed; the message "
+                                     "may not have been sent.")
+                # disconnected or slow: wait a little; the retry carries the same Nats-Msg-Id
+                await asyncio.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        finally:
+            lst = self._denials.get(subject.lower())
+            if lst is not None:
+                try:
+                    lst.remove(denied)
+                except ValueError:
+                    pass
+                if not lst:
+                    self._denials.pop(subject.lower(), None)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnly(f"read-only - {self.read_only_reason}; nothing was sent.")
+        if self._closed:
+            raise Closed("the participant is closed; nothing was sent.")
+
+    async def send_message(self, msg: CotalMessage) -> Sent:
+        """Publish one prepared envelope (after starting the peer) and wait for its ack."""
+        self._check_writable()
+        if msg.from_.id != self.id:
+            raise ParticipantError(f"the envelope is from {msg.from_.id}, not {self.id}.")
+        subject = delivery_subject(msg)
+        payload = encode_message(msg)
+        await self.start()
+        ack = await self._publish(subject, payload, publish_headers(msg),
+                                  deadline=self.send_timeout)
+        return Sent(msg, subject, payload, ack.stream, ack.seq, bool(ack.duplicate))
+
+    def _build(self, text: str, **route: Any) -> CotalMessage:
+        try:
+            return build_message(self.space, self.ref, text, **route)
+        except ValueError as e:
+            raise ParticipantError(f"{e}.".replace("..", ".")) from None
+
+    # ---------------------------------------------------------------- sends
+
+    async def post(self, channel: str, text: str, *, reply_to: str | None = None,
+                   context_id: str | None = None) -> Sent:
+        """A channel post; ``@name`` mentions in the text are carried as ``mentions``."""
+        self._check_writable()
+        ch = channel.removeprefix("#")
+        return await self.send_message(self._build(
+            text, channel=ch, mentions=mentions_in(text), reply_to=reply_to,
+            context_id=context_id))
+
+    async def dm(self, to: str, text: str, *, reply_to: str | None = None,
+                 context_id: str | None = None) -> Sent:
+        """A DM to an agent (by name, ``@name`` or principal id). An endpoint target is refused
+        before the peer starts or anything is published."""
+        self._check_writable()
+        rid = self.resolve_agent(to)
+        return await self.send_message(self._build(text, to=rid, reply_to=reply_to,
+                                                   context_id=context_id))
+
+    async def ask(self, role: str, text: str, *, reply_to: str | None = None,
+                  context_id: str | None = None) -> Sent:
+        """An anycast to ``role``: exactly one holder of the role takes it (SPEC §4)."""
+        self._check_writable()
+        r = role.removeprefix("@")
+        if not r.strip():
+            raise ParticipantError("an ask needs a role.")
+        return await self.send_message(self._build(text, to_service=r, reply_to=reply_to,
+                                                   context_id=context_id))
+
+    async def reply(self, original: CotalMessage | Delivery, text: str) -> Sent:
+        """Reply in the original's thread (``replyTo`` = its id, ``contextId`` = its context
+        or id): on its channel for a channel message, else as a DM (a DM goes back to the
+        other side of the conversation, an anycast to the asker)."""
+        self._check_writable()
+        if isinstance(original, Delivery):
+            kind, msg, sender = original.kind, original.message, original.sender
+        else:
+            msg = original
+            r = msg.routing
+            kind = {"channel": "channel", "to": "dm", "toService": "anycast"}.get(r[0]) if r else None
+            sender = msg.from_.id
+        if kind is None:
+            raise ParticipantError("the original message has no single routing field.")
+        ctx = reply_context(msg)
+        if kind == "channel":
+            return await self.post(msg.channel or "", text, reply_to=msg.id, context_id=ctx)
+        other = (msg.to or "") if sender == self.id else sender
+        return await self.dm(other, text, reply_to=msg.id, context_id=ctx)
+
+    # ---------------------------------------------------------------- DM targets
+
+    def resolve_agent(self, target: str) -> str:
+        """The principal id of a DM target; raises NotAnAgent / UnknownPeer / AmbiguousPeer.
+
+        A principal id that is not on the roster is accepted (an agent that left still has
+        a DM inbox); a name must be on it. Pure: nothing is sent, nothing starts."""
+        t = target.strip()
+        t = t.removeprefix("@")
+        if not t:
+            raise UnknownPeer("a DM needs a recipient.")
+        rows = list(self.roster()) if self.roster is not None else []
+        by_id = [p for p in rows if getattr(p, "id", None) == t]
+        cands = by_id or [p for p in rows
+                          if isinstance(getattr(p, "name", None), str) and p.name.casefold() == t.casefold()]
+        if len({p.id for p in cands}) > 1:
+            live = [p for p in cands if getattr(p, "status", "idle") != "offline"]
+            if len({p.id for p in live}) == 1:
+                cands = live
+            else:
+                ids = sorted({p.id for p in cands})
+                raise AmbiguousPeer(f"{t!r} names {len(ids)} peers ({', '.join(ids)}); "
+                                    "DM by principal id instead.", ids)
+        if cands:
+            p = cands[0]
+            if p.id == self.id or getattr(p, "kind", "agent") != "agent":
+                raise NotAnAgent(f"{p.name} is an endpoint, not an agent; DMs go to agents "
+                                 "only, and nothing was sent.")
+            return p.id
+        if split_principal(t) is not None:
+            if t == self.id:
+                raise NotAnAgent("that is this operator's own id; DMs go to agents only, "
+                                 "and nothing was sent.")
+            return t
+        where = "on the roster" if self.roster is not None else "(no roster to look it up)"
+        raise UnknownPeer(f"no agent named {t!r} {where}; nothing was sent.")
+
+    # ---------------------------------------------------------------- one-shot helpers
+
+    async def connect_only(self) -> None:
+        """Open the connection without presence (a one-shot sender reads the roster first)."""
+        if self.presence_enabled:
+            raise ParticipantError("connect_only is for presence=False participants.")
+        await self.start()
+
+    async def read_roster(self, timeout: float = 3.0) -> list[RosterEntry]:
+        """The presence bucket's current rows (one watch of the initial state, then stop)."""
+        from meshview import kvwatch
+
+        if self.nc is None:
+            raise Closed("the participant is not connected.")
+        values: dict[str, bytes] = {}
+
+        async def run() -> None:
+            agen = kvwatch.watch(self.nc, bucket_names(self.space).presence)
+            try:
+                async for e in agen:
+                    if e is None:
+                        return
+                    if e.operation == "PUT":
+                        values[e.key] = e.value
+                    else:
+                        values.pop(e.key, None)
+            finally:
+                await agen.aclose()
+
+        try:
+            await asyncio.wait_for(run(), timeout)
+        except TimeoutError:
+            raise ParticipantError(f"the roster could not be read within {timeout:g}s.") from None
+        except ParticipantError:
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. no presence bucket in this space
+            raise ParticipantError(f"the roster could not be read: {str(e) or type(e).__name__}.") from None
+        return roster_from_presence(values.items())
+
+    async def find_message(self, message_id: str, *, depth: int = 2000,
+                           timeout: float = 5.0) -> Delivery | None:
+        """Look a message up by id among the newest ``depth`` channel and DM messages (the
+        streams that keep history; anycast has none). None when not found or unreadable."""
+        if self.nc is None:
+            raise Closed("the participant is not connected.")
+        from nats.js import api
+
+        js = self.nc.jetstream(timeout=timeout)
+        for stream in (chat_stream(self.space), dm_stream(self.space)):
+            try:
+                info = await js.stream_info(stream)
+            except Exception:  # noqa: BLE001 - no grant or no stream: look elsewhere
+                continue
+            last, first = info.state.last_seq, info.state.first_seq
+            if not info.state.messages:
+                continue
+            start = max(first, last - depth + 1)
+            ci = None
+            psub = None
+            try:
+                ci = await js.add_consumer(stream, api.ConsumerConfig(
+                    deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start,
+                    ack_policy=api.AckPolicy.NONE, mem_storage=True, inactive_threshold=30.0))
+                psub = await js.pull_subscribe_bind(consumer=ci.name, stream=stream)
+                pending = ci.num_pending
+                while pending > 0:
+                    msgs = await psub.fetch(min(pending, 256), timeout=timeout)
+                    if not msgs:
+                        break
+                    for m in msgs:
+                        pending = m.metadata.num_pending
+                        if message_id.encode() in (m.data or b""):
+                            d = decode_delivery(m.subject, m.data, history=True)
+                            if type(d) is Delivery and d.message.id == message_id:
+                                return d
+                        if m.metadata.sequence.stream >= last:
+                            pending = 0
+            except Exception:  # noqa: BLE001 - history is best effort
+                pass
+            finally:
+                if psub is not None:
+                    try:
+                        await psub.unsubscribe()
+                    except Exception:  # noqa: BLE001
+                        pass
+                if ci is not None:
+                    try:
+                        await js.delete_consumer(stream, ci.name)
+                    except Exception:  # noqa: BLE001
+                        pass
+        return None
