@@ -1,4 +1,8 @@
-"""The ``cotal`` entry point: one subcommand per module, imported only when used."""
+"""The ``cotal`` entry point: one subcommand per module, imported only when used.
+
+The table below is all ``cotal --help`` needs; the one module named on the command line is
+imported to add its flags and run. ``cmd_*`` modules keep their heavy imports inside ``run``,
+so ``cotal watch`` never loads the demo broker and ``cotal ps`` never loads Textual."""
 
 from __future__ import annotations
 
@@ -19,11 +23,20 @@ class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 with one line of usage on bad flags (never a traceback)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (``cotal`` itself takes no option but ``-h``)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand listed, and the flags of ``command`` only (``None``:
+    of every command, which imports them all; ``""``: of none)."""
     p = _Parser(prog="cotal", description="Terminal console for Cotal meshes.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for name, (mod, help_) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_, description=help_)
+        if command is not None and name != command:
+            continue
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:
@@ -37,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(chosen_command(argv) or "")
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -7,8 +7,6 @@ import signal
 import sys
 import threading
 
-from cotal_tui.demo.broker import BrokerError
-
 
 def _positive(kind):
     def parse(v: str):
@@ -37,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cotal_tui.demo.broker import BrokerError
     from cotal_tui.demo.mesh import DemoMesh
 
     mesh = DemoMesh(space=args.space, seed=args.seed, agents=args.agents, rate=args.rate,

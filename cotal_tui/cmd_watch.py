@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
-
-from meshview.connect import add_connection_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from meshview.connect import add_connection_arguments
+
     add_connection_arguments(parser)
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--plain", action="store_true",
@@ -23,24 +22,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="watch channels only (no DMs or anycast)")
 
 
-def _console():
-    try:
-        return importlib.import_module("cotal_tui.run_console")
-    except ModuleNotFoundError as e:
-        if e.name not in ("cotal_tui.run_console",):
-            raise
-        return None
-
-
 def run(args: argparse.Namespace) -> int:
     if args.backfill is not None and args.backfill < 0:
         print("cotal: --backfill must be 0 or more.", file=sys.stderr)
         return 2
     mode = "json" if args.json else "plain"
     if not args.json and not args.plain and sys.stdout.isatty():
-        console = _console()
-        if console is not None and hasattr(console, "run_console"):
-            return int(console.run_console(args) or 0)
+        from cotal_tui.run_console import run_console
+
+        return int(run_console(args) or 0)
     from meshview.stream import run_stream
 
     try:
