@@ -1,0 +1,192 @@
+"""``cotal send``: one message onto the mesh; exit 0 only once JetStream has acknowledged it.
+
+    cotal send '#general' TEXT            a channel post (``@name`` mentions are carried)
+    cotal send @bram TEXT                 a DM to an agent (an endpoint is refused)
+    cotal send --ask reviewer TEXT        an anycast: exactly one holder of the role takes it
+    cotal send --reply-to ID [TARGET] TEXT
+                                          a threaded reply (replyTo = ID, contextId = the
+                                          original's thread); without TARGET it goes where
+                                          the original came from (its channel, or its sender
+                                          as a DM), looked up in the channel and DM history
+    TEXT ``-`` reads the text from stdin (one trailing newline is dropped); ``--json`` prints
+    the envelope exactly as published.
+
+**One-shot, so no presence.** SPEC §6 obliges an instance to refresh its presence record every
+2000 ms for as long as it is connected; a one-shot sender is connected for one publish, well
+inside a single heartbeat, and the reference's ``cotal send`` likewise opens a transient
+endpoint with ``registerPresence: false``. A presence record here would only flash a phantom
+peer (and then an offline row) on every roster, so none is written, not even the final offline
+record. Identity is the console participant's (``--as NAME``, else the credential's principal,
+else ``local.<os user>_console``), so agents' replies land in the inbox the console shows.
+
+Exit status: 0 after the ack; 1 when the message was not delivered (one sentence on stderr,
+never a traceback); 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass
+
+DEFAULT_SEND_TIMEOUT = 30.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from meshview.connect import add_connection_arguments
+
+    parser.add_argument("words", nargs="*", metavar="[TARGET] TEXT",
+                        help="'#channel' or @agent, then the text ('-' reads stdin)")
+    parser.add_argument("--ask", metavar="ROLE", help="anycast to ROLE instead of a target")
+    parser.add_argument("--reply-to", metavar="ID", dest="reply_to",
+                        help="reply in the thread of message ID")
+    parser.add_argument("--as", metavar="NAME", dest="as_name",
+                        help="send as NAME (owner.actor for an explicit principal)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the envelope as published (one JSON line)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_SEND_TIMEOUT, metavar="SEC",
+                        help=f"give up when unacknowledged after SEC (default {DEFAULT_SEND_TIMEOUT:g})")
+    add_connection_arguments(parser)
+
+
+class Usage(Exception):
+    """Bad usage: exit 2 with this one sentence."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str  # channel | dm | ask | reply
+    target: str | None  # channel, agent or role (without its sigil)
+    text: str
+
+
+def _read_stdin() -> str:
+    raw = sys.stdin.buffer.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Usage("stdin is not valid UTF-8 text.") from None
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text[:-1] if text.endswith("\n") else text
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """Turn the words and flags into what to send (no network); raises Usage."""
+    words = list(args.words or [])
+    target: str | None = None
+    if args.ask is not None:
+        role = args.ask.removeprefix("@").strip()
+        if not role:
+            raise Usage("--ask needs a role.")
+        if words and words[0][:1] in ("#", "@") and len(words) > 1:
+            raise Usage("--ask takes the role itself; give only TEXT after it.")
+        mode, target = "ask", role
+    elif words and words[0][:1] in ("#", "@"):
+        mode = "channel" if words[0][0] == "#" else "dm"
+        target = words.pop(0)[1:].strip()
+        if not target:
+            raise Usage(f"the target {'#channel' if mode == 'channel' else '@agent'} needs a name.")
+        if mode == "channel" and any(s.strip() in ("*", ">") for s in target.split(".")):
+            raise Usage("a channel to post to must be concrete (no * or >).")
+    elif args.reply_to:
+        mode = "reply"
+    else:
+        raise Usage("give a target: '#channel', @agent, or --ask ROLE (see cotal send -h).")
+    if words == ["-"]:
+        text = _read_stdin()
+    elif "-" in words:
+        raise Usage("'-' (read stdin) must be the whole text.")
+    else:
+        text = " ".join(words)
+    if not text.strip():
+        raise Usage("nothing to send: the text is empty.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Usage("the text is not valid UTF-8.") from None
+    if args.timeout is None or args.timeout <= 0:
+        raise Usage("--timeout must be more than 0.")
+    if args.reply_to is not None and not args.reply_to.strip():
+        raise Usage("--reply-to needs a message id.")
+    return Plan(mode, target, text)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        p = plan(args)
+    except Usage as e:
+        print(f"cotal send: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_send(args, p))
+    except KeyboardInterrupt:
+        print("cotal send: interrupted; the message may not have been sent.", file=sys.stderr)
+        return 1
+
+
+def _one_line(s: str) -> str:
+    return " ".join(str(s).split()) or "failed"
+
+
+async def _send(args: argparse.Namespace, p: Plan) -> int:
+    from meshview.connect import resolve_target
+    from meshview.participant import Participant, ParticipantError
+
+    try:
+        target = resolve_target(args)
+    except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry
+        print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
+        return 1
+    part = Participant(target, name=args.as_name, presence=False, send_timeout=args.timeout)
+    try:
+        sent = await _deliver(part, args, p)
+    except ParticipantError as e:
+        print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 - one sentence, never a traceback
+        print(f"cotal send: unexpected error ({type(e).__name__}): {_one_line(str(e))}",
+              file=sys.stderr)
+        return 1
+    finally:
+        try:
+            await part.close()
+        except Exception:  # noqa: BLE001
+            pass
+    if args.json:
+        sys.stdout.write(sent.payload.decode("utf-8") + "\n")
+    else:
+        m = sent.message
+        where = f"#{m.channel}" if m.channel else f"@{m.to}" if m.to else f"role {m.toService}"
+        print(f"sent {m.id} -> {where}")
+    sys.stdout.flush()
+    return 0
+
+
+async def _deliver(part, args: argparse.Namespace, p: Plan):
+    from meshview.participant import ParticipantError
+
+    await part.start()  # the connection only: a one-shot sender writes no presence
+    original = None
+    reply_to = args.reply_to.strip() if args.reply_to else None
+    if reply_to:
+        original = await part.find_message(reply_to)
+    needs_roster = p.mode == "dm" or (p.mode == "reply" and original is not None
+                                      and original.kind != "channel")
+    if needs_roster:
+        rows = await part.read_roster()
+        part.roster = lambda: rows
+    if p.mode == "reply":
+        if original is None:
+            raise ParticipantError(f"message {reply_to!r} was not found in the channel or DM "
+                                   "history; give a target ('#channel' or @agent).")
+        return await part.reply(original, p.text)
+    ctx = None
+    if reply_to:
+        ctx = (original.message.contextId or original.message.id) if original else reply_to
+    if p.mode == "channel":
+        return await part.post(p.target, p.text, reply_to=reply_to, context_id=ctx)
+    if p.mode == "dm":
+        return await part.dm(p.target, p.text, reply_to=reply_to, context_id=ctx)
+    return await part.ask(p.target, p.text, reply_to=reply_to, context_id=ctx)

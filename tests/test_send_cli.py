@@ -1,0 +1,153 @@
+"""``cotal send`` as a user runs it (a subprocess) against the real session broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import jsonschema
+
+from conftest import VECTORS
+from cotal_tui.demo.broker import free_port
+from support.observer import Heartbeat, dm, post
+
+COTAL = [sys.executable, "-m", "cotal_tui.cli"]
+SCHEMA = json.loads((VECTORS / "cotal.schema.json").read_text())
+MESSAGE = jsonschema.Draft7Validator({"$ref": "#/definitions/CotalMessage",
+                                      "definitions": SCHEMA["definitions"]})
+
+
+async def cotal_send(broker, space: str, *argv: str, stdin: bytes | None = None,
+                     server: str | None = None) -> subprocess.CompletedProcess:
+    cmd = COTAL + ["send", "--server", server or broker.url, "--space", space,
+                   "--connect-timeout", "2", *argv]
+    return await asyncio.to_thread(subprocess.run, cmd, input=stdin, capture_output=True,
+                                   timeout=60)
+
+
+def one_sentence(err: bytes) -> str:
+    text = err.decode()
+    assert "Traceback" not in text, text
+    assert text.count("\n") == 1 and text.startswith("cotal send: "), text
+    return text
+
+
+async def stored(nc, stream: str) -> list[dict]:
+    js = nc.jetstream()
+    info = await js.stream_info(stream)
+    out = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        try:
+            out.append(json.loads((await js.get_msg(stream, seq)).data))
+        except Exception:
+            pass
+    return out
+
+
+async def test_channel_post_exits_0_after_the_ack_and_prints_the_envelope(broker, nc, space):
+    r = await cotal_send(broker, space, "--json", "--as", "ops", "#general", "ship it", "@Bram")
+    assert r.returncode == 0, r.stderr
+    [line] = r.stdout.decode().splitlines()
+    env = json.loads(line)
+    assert not list(MESSAGE.iter_errors(env))
+    assert env["channel"] == "general" and env["mentions"] == ["bram"]
+    assert env["from"] == {"id": "local.ops", "name": "ops", "role": "operator"}
+    assert env["parts"] == [{"kind": "text", "text": "ship it @Bram"}]
+    # acked before exit: the stream holds it now, byte for byte what was printed
+    [got] = await stored(nc, f"CHAT_{space}")
+    assert got == env
+    # one-shot: no presence record, not even an offline one
+    kv = await nc.jetstream().key_value(f"cotal_presence_{space}")
+    assert "local.ops" not in (await _keys(kv))
+
+
+async def _keys(kv) -> list[str]:
+    try:
+        return await kv.keys()
+    except Exception:  # no keys at all
+        return []
+
+
+async def test_dm_from_stdin_is_byte_exact(broker, nc, space):
+    hb = Heartbeat(nc, space)
+    hb.add("bram", role="backend")
+    await hb.beat()
+    hb.start()
+    hostile = "line one\n\x1b[31mred\x1b[0m \u202eevil\u202c \x07\x7f \U0001f600\n"
+    try:
+        r = await cotal_send(broker, space, "--json", "@bram", "-", stdin=hostile.encode())
+    finally:
+        await hb.stop()
+    assert r.returncode == 0, r.stderr
+    env = json.loads(r.stdout)
+    assert env["to"] == "local.bram"
+    assert env["parts"][0]["text"] == hostile[:-1]  # only the trailing newline is dropped
+    [got] = await stored(nc, f"DM_{space}")
+    assert got["parts"][0]["text"] == hostile[:-1] and got["id"] == env["id"]
+
+
+async def test_dm_to_an_endpoint_is_refused_and_nothing_is_sent(broker, nc, space):
+    hb = Heartbeat(nc, space)
+    hb.add("dash", kind="endpoint")
+    await hb.beat()
+    hb.start()
+    try:
+        r = await cotal_send(broker, space, "@dash", "hello")
+    finally:
+        await hb.stop()
+    assert r.returncode == 1
+    assert "endpoint" in one_sentence(r.stderr)
+    r = await cotal_send(broker, space, "@nobody", "hello")
+    assert r.returncode == 1 and "nobody" in one_sentence(r.stderr)
+    assert (await nc.jetstream().stream_info(f"DM_{space}")).state.messages == 0
+
+
+async def test_ask_and_replies(broker, nc, space):
+    r = await cotal_send(broker, space, "--json", "--ask", "reviewer", "review PR 42")
+    assert r.returncode == 0, r.stderr
+    ask = json.loads(r.stdout)
+    assert ask["toService"] == "reviewer"
+    assert (await nc.jetstream().stream_info(f"TASK_{space}")).state.messages == 1
+
+    # a reply with no target goes where the original came from, in its thread
+    orig = await post(nc, space, "ada", "team.backend", "who owns the cache?")
+    r = await cotal_send(broker, space, "--json", "--reply-to", orig["id"], "I do")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["channel"] == "team.backend" and rep["replyTo"] == orig["id"]
+    assert rep["contextId"] == orig["id"]
+
+    d = await dm(nc, space, "bram", "ops", "need a hand?")
+    r = await cotal_send(broker, space, "--json", "--reply-to", d["id"], "yes please")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["to"] == "local.bram" and rep["replyTo"] == d["id"]
+
+    # with a target, replyTo/contextId are set even when the original cannot be found
+    r = await cotal_send(broker, space, "--json", "--reply-to", "no-such-id", "#general", "re")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["replyTo"] == rep["contextId"] == "no-such-id"
+    r = await cotal_send(broker, space, "--reply-to", "no-such-id", "orphan")
+    assert r.returncode == 1 and "not found" in one_sentence(r.stderr)
+
+
+async def test_dead_broker_is_one_sentence_and_exit_1(broker):
+    r = await cotal_send(broker, "main", "#general", "hello",
+                         server=f"nats://127.0.0.1:{free_port()}")
+    assert r.returncode == 1
+    assert "could not" in one_sentence(r.stderr)
+    assert r.stdout == b""
+
+
+async def test_bad_usage_exits_2(broker, space):
+    for argv in (["hello"], ["#general"], ["#general", "   "], ["#team.*", "x"], ["@", "x"],
+                 ["--ask", "", "x"], ["#general", "a", "-"], ["--bogus", "#general", "x"],
+                 ["--timeout", "0", "#general", "x"]):
+        r = await cotal_send(broker, space, *argv)
+        assert r.returncode == 2, (argv, r.stderr)
+        assert b"Traceback" not in r.stderr and r.stderr.strip(), argv
+    r = await cotal_send(broker, space, "#general", "-", stdin=b"\xff\xfe bad")
+    assert r.returncode == 2 and b"UTF-8" in r.stderr
