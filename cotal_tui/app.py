@@ -18,6 +18,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
+from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_names
 from cotal_tui.seats import SeatSessions, learn_sizes
@@ -58,10 +59,8 @@ class MeshCommands(Provider):
         ]
         if screen is not None:
             cmds[:0] = [
-                ("dms", "DM lens: per-peer roll-up and threads",
-                 lambda: screen.action_lens("dms")),
-                ("topo", "topology lens: sequence, matrix, ring map",
-                 lambda: screen.action_lens("topo")),
+                *[(lens.name, lens.palette, lambda n=lens.name: screen.action_lens(n))
+                  for lens in LENSES],
                 ("needs-you", "agents blocked on input or approval", screen.action_needs_you),
                 ("search", "filter the feed", screen.action_search),
                 ("lifecycle", "show or hide lifecycle rows in the feed",

@@ -17,10 +17,10 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
+from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
 from meshview.model import FeedEntry, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.detail_card import agent_card, message_card
-from widgets.dm_lens import DmLens
 from widgets.feed import FeedView
 from widgets.line_list import LineList
 from widgets.needs_you import NeedsYouRail
@@ -28,7 +28,6 @@ from widgets.roster import Roster
 from widgets.seat_text import detail_lines
 from widgets.status_bar import StatusBar
 from widgets.status_tiles import Tiles
-from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30
 BUSY_HZ = 10  # above BUSY_RATE msgs/s nobody reads rows: repaint the body less often
@@ -38,8 +37,7 @@ RAIL_DEFAULT = 120  # the rail starts open from here up
 
 HINTS = {
     "body": "? help  / search  : cmd  d DMs  t topo  n needs-you  q quit",
-    "dms": "esc back  ←→ panes  jk walk  ? help",
-    "topo": "esc back  v cycle  1-3 view  jk/hjkl move  ? help",
+    **{lens.name: lens.hints for lens in LENSES},
 }
 
 
@@ -52,8 +50,7 @@ class ConsoleScreen(Screen[None]):
         Binding("q", "quit", "quit", id="console.quit"),
         Binding("b", "overview", "spaces overview", id="console.overview"),
         Binding("escape", "back", "back one level", id="console.back"),
-        Binding("d", "lens('dms')", "DM lens", id="console.dms"),
-        Binding("t", "lens('topo')", "topology lens", id="console.topo"),
+        *[lens.binding() for lens in LENSES],
         Binding("n", "needs_you", "NEEDS YOU", id="console.needs-you"),
         Binding("h,left", "focus_step(-1)", "focus left", id="console.focus-left"),
         Binding("l,right", "focus_step(1)", "focus right", id="console.focus-right"),
@@ -83,8 +80,8 @@ class ConsoleScreen(Screen[None]):
                 yield Roster(id="roster", classes="panel")
                 yield FeedView(id="feed", classes="panel")
                 yield NeedsYouRail(id="rail", classes="panel")
-            yield DmLens(id="dms")
-            yield TopologyLens(id="topo")
+            for lens in LENSES:
+                yield lens.widget(id=lens.name)
         yield Input(placeholder="search: sender, role, channel, service, targets, text "
                                 "(enter keeps, esc clears)", id="search")
         yield StatusBar(id="status")
@@ -150,10 +147,8 @@ class ConsoleScreen(Screen[None]):
                 rail = self.query_one(NeedsYouRail)
                 if rail.display:
                     rail.update_snapshot(snap)
-            elif lens == "dms":
-                self.query_one(DmLens).update_snapshot(snap)
-            elif lens == "topo":
-                self.query_one(TopologyLens).update_snapshot(snap)
+            elif lens in LENS:
+                self.query_one(f"#{lens}").update_snapshot(snap)
         overlay = self.app.screen
         if overlay is not self and hasattr(overlay, "update_snapshot"):
             overlay.update_snapshot(snap)
@@ -286,10 +281,8 @@ class ConsoleScreen(Screen[None]):
         self.query_one(StatusBar).set_hints(HINTS.get(lens, ""))
         if self.snap is not None:
             self.apply(self.snap)
-        if lens == "dms":
-            self.query_one(DmLens).focus_peers()
-        elif lens == "topo":
-            self.query_one(TopologyLens).focus()
+        if lens in LENS:
+            LENS[lens].focus(self.query_one(f"#{lens}"))
         else:
             self.query_one(FeedView).focus()
 
@@ -338,10 +331,8 @@ class ConsoleScreen(Screen[None]):
 
     def _panels(self) -> list:
         lens = self.lens
-        if lens == "dms":
-            return self.query_one(DmLens).panes()
-        if lens == "topo":
-            return [self.query_one(TopologyLens)]
+        if lens in LENS:
+            return LENS[lens].panels(self.query_one(f"#{lens}"))
         out = [self.query_one(Roster), self.query_one(FeedView)]
         rail = self.query_one(NeedsYouRail)
         if rail.display:
