@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("cotal_tui.cmd_watch", "observe a space: console on a TTY, else a line stream"),
     "attach": ("cotal_tui.cmd_attach", "interactive session on a managed agent's terminal"),
     "ps": ("cotal_tui.cmd_ps", "list managed seats"),
+    "send": ("cotal_tui.cmd_send", "send one message: a channel post, a DM, an ask or a reply"),
 }
 
 
