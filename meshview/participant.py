@@ -274,6 +274,7 @@ class Participant:
         self._ready = False
         self._closed = False
         self._hb_task: asyncio.Task | None = None
+        self._rebeat: asyncio.Task | None = None  # the extra beat right after a reconnect
         self._record: Presence | None = None
         self._denials: dict[str, list[asyncio.Future]] = {}
         self.starts = 0  # start attempts made (tests: concurrent sends share one)
@@ -383,13 +384,14 @@ class Participant:
                 await t
             except BaseException:  # noqa: BLE001
                 pass
-        if self._hb_task is not None:
-            self._hb_task.cancel()
-            try:
-                await self._hb_task
-            except BaseException:  # noqa: BLE001
-                pass
-            self._hb_task = None
+        for task in (self._hb_task, self._rebeat):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except BaseException:  # noqa: BLE001
+                    pass
+        self._hb_task = self._rebeat = None
         if self._ready and self._record is not None and self.nc is not None and not self.nc.is_closed:
             try:
                 await self._put_presence(offline_record(self._record),
@@ -437,8 +439,8 @@ class Participant:
             await self._beat()
 
     async def _beat(self) -> None:
-        if self._record is None:
-            return
+        if self._record is None or self._closed:
+            return  # never a live beat after (or racing) the offline record
         self._record = msgspec.structs.replace(self._record, ts=now_ms())
         try:
             await self._put_presence(self._record, deadline=max(self.heartbeat_s, ATTEMPT_S))
@@ -449,8 +451,9 @@ class Participant:
 
     async def _on_reconnect(self) -> None:
         # a newer heartbeat right away: peers should not wait a whole interval to see us back
-        if self._ready and self._hb_task is not None:
-            asyncio.get_running_loop().create_task(self._beat())
+        if self._ready and not self._closed and self._hb_task is not None:
+            if self._rebeat is None or self._rebeat.done():
+                self._rebeat = asyncio.get_running_loop().create_task(self._beat())
 
     async def _on_nats_error(self, e: Exception) -> None:
         m = _DENIED_PUB.search(str(e))
