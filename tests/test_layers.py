@@ -1,6 +1,8 @@
-"""The model/UI wall (STYLE.md): meshview and attach import neither textual nor rich.
+"""The layers (DESIGN.md): meshview and attach import neither textual nor rich (STYLE.md's wall),
+and imports of our own packages point down only: cotal_tui -> widgets -> attach -> meshview.
 
-Runs in a fresh interpreter so modules the test session already imported cannot hide a leak.
+The wall runs in a fresh interpreter so modules the test session already imported cannot hide a
+leak; the direction is read from the source, so a function-level import counts too.
 """
 
 from __future__ import annotations
@@ -44,3 +46,68 @@ def test_meshview_and_attach_never_import_textual_or_rich():
     assert "meshview.wire.presence" in result["imported"]
     assert result["errors"] == {}
     assert result["leaks"] == [], f"UI libraries leaked into the model layer: {result['leaks']}"
+
+
+# ---- import direction, read from the source (every import, module- or function-level) -----------
+
+OURS = ("meshview", "attach", "widgets", "cotal_tui")
+# layer -> the packages of ours it may import (cotal_tui, the top, may import all of them)
+MAY_IMPORT = {
+    "meshview": {"meshview"},
+    "attach": {"meshview", "attach"},
+    "widgets": {"meshview", "attach", "widgets"},
+}
+DEMO = "cotal_tui.demo"
+DEMO_USERS = ("cotal_tui/cmd_demo.py", "cotal_tui/demo/", "tests/", "bench/")
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) for every import statement in the file, wherever it sits."""
+    import ast
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = _module_of(path) if path.name == "__init__.py" else _module_of(path).rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(p for p in (*anchor, base) if p)
+            # ``from pkg import mod`` may import a submodule: count each name under the base
+            out.append((node.lineno, base))
+            out += [(node.lineno, f"{base}.{a.name}") for a in node.names if a.name != "*"]
+    return out
+
+
+def layer_violations(root: Path = ROOT) -> list[str]:
+    """One line per offending import statement and rule."""
+    problems: dict[tuple[str, int, str], str] = {}
+    for top in (*OURS, "tests", "bench"):
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            allowed = MAY_IMPORT.get(top)
+            for line, mod in imports_of(path):
+                head = mod.split(".")[0]
+                if allowed is not None and head in OURS and head not in allowed:
+                    problems.setdefault((rel, line, "up"), f"{rel}:{line} imports {mod} ({top}/ may "
+                                        f"import only {', '.join(sorted(allowed))} of ours)")
+                if (mod == DEMO or mod.startswith(DEMO + ".")) and not rel.startswith(DEMO_USERS):
+                    problems.setdefault((rel, line, "demo"), f"{rel}:{line} imports {mod} (demo code "
+                                        "is for cmd_demo, tests and benches only)")
+    return [problems[k] for k in sorted(problems)]
+
+
+def test_imports_point_down_only():
+    """cotal_tui -> widgets -> attach -> meshview, never back up; demo code stays in demo."""
+    assert imports_of(ROOT / "attach" / "client.py"), "the scan found no imports at all"
+    problems = layer_violations()
+    assert problems == [], "imports pointing up the layers:\n" + "\n".join(problems)
