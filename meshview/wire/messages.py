@@ -248,12 +248,25 @@ def effective_class(cfg: ChannelConfig | None, defaults: ChannelDefaults | None)
     return "durable"
 
 
-def effective_window_ms(cfg: ChannelConfig | None, defaults: ChannelDefaults | None) -> int | None:
-    """Backfill horizon in ms: channel ?? defaults ?? None (= the full retained history)."""
+def effective_window(cfg: ChannelConfig | None, defaults: ChannelDefaults | None) -> str | None:
+    """The governing ``replayWindow``: channel ?? defaults; None when that one is malformed
+    (a bad channel window does not fall back to the defaults: it means the full history)."""
     for src in (cfg, defaults):
         if src is not None and src.replayWindow is not None:
-            return parse_replay_window(src.replayWindow)
+            return src.replayWindow if parse_replay_window(src.replayWindow) is not None else None
     return None
+
+
+def effective_window_ms(cfg: ChannelConfig | None, defaults: ChannelDefaults | None) -> int | None:
+    """Backfill horizon in ms: channel ?? defaults ?? None (= the full retained history)."""
+    return parse_replay_window(effective_window(cfg, defaults))
+
+
+def replay_floor(cfg: ChannelConfig | None, defaults: ChannelDefaults | None,
+                 now_ms: float) -> float | None:
+    """Oldest ``ts`` a backfill may show at ``now_ms``; None means no floor (full history)."""
+    window = effective_window_ms(cfg, defaults)
+    return None if window is None else now_ms - window
 
 
 def _decode_or_none(value: bytes | None, typ: type) -> Any:

@@ -57,6 +57,11 @@ def offline_view(p: Presence) -> Presence:
                                    statusSince=None)
 
 
+def is_stale(ts: float, now_ms: float, ttl_ms: float = PRESENCE_TTL_MS) -> bool:
+    """A heartbeat older than the liveness window (``now − ts > ttl``: exactly ttl is live)."""
+    return now_ms - ts > ttl_ms
+
+
 def _drop(reason: str) -> PresenceDecision:
     return PresenceDecision("drop", None, None, reason)
 
@@ -104,7 +109,7 @@ def decode_presence(key: str, operation: str, value: bytes | None, now_ms: int,
     code = p.condition.code if p.condition is not None else None
     if p.status == "offline":
         status, reason = "offline", OK
-    elif now_ms - p.ts > ttl_ms:
+    elif is_stale(p.ts, now_ms, ttl_ms):
         status, reason = "offline", STALE
     else:
         status, reason = p.status, OK

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterable
 
 from meshview.wire.names import space_token
 
@@ -253,15 +254,34 @@ def svc_subject(space: str, role: str, sender_id: str) -> str:
 def chat_pattern(space: str, channel: str | None = None) -> str:
     """Read pattern: one channel from any sender, or the whole chat tap when channel is None."""
     if channel is None:
-        return f"{ROOT}.{_space(space)}.chat.>"
+        return kind_pattern(space, "chat")
     return f"{ROOT}.{_space(space)}.chat.*.*.{sanitize_channel(channel)}"
 
 
-def tap_subjects(space: str, *, admin: bool) -> list[str]:
-    """Live taps: chat only for observers; chat+inst+svc (three subs) for admin (App. B)."""
-    s = _space(space)
+def space_pattern(space: str) -> str:
+    """Every subject of a space (the open-mesh tap)."""
+    return f"{ROOT}.{_space(space)}.>"
+
+
+def kind_pattern(space: str, kind: str) -> str:
+    """Every subject of one kind in a space (``chat``, ``inst``, ``svc``)."""
+    if kind not in DELIVERY_KINDS:
+        raise ValueError(f"not a delivery kind: {kind!r}")
+    return f"{ROOT}.{_space(space)}.{kind}.>"
+
+
+def tap_subjects(space: str, *, admin: bool, open_mesh: bool = False) -> list[str]:
+    """Live taps: chat only for observers; chat+inst+svc (three subs) for admin (App. B);
+    one whole-space subscription on an open mesh, where nothing is denied."""
+    if open_mesh:
+        return [space_pattern(space)]
     kinds = ("chat", "inst", "svc") if admin else ("chat",)
-    return [f"{ROOT}.{s}.{k}.>" for k in kinds]
+    return [kind_pattern(space, k) for k in kinds]
+
+
+def dm_visible(taps: Iterable[str], space: str) -> bool:
+    """Whether live taps include direct messages (the whole space or the ``inst`` kind)."""
+    return not {space_pattern(space), kind_pattern(space, "inst")}.isdisjoint(taps)
 
 
 def subject_matches(pattern: str, subject: str) -> bool:
