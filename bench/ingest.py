@@ -138,7 +138,7 @@ def role_memory(n: int) -> None:
             m.tick()
     m.snapshot()
     print(json.dumps({"messages": n, "rss_mb": rss_mb(), "rss_start_mb": base,
-                      "feed": m.feed_len, "seen": len(m._seen)}))
+                      "feed": m.feed_len, "seen": m._ring.ids()}))
 
 
 async def role_heartbeat(url: str, agents: int, seconds: float) -> None:

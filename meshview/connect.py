@@ -334,6 +334,12 @@ def connect_options(target: Target) -> dict[str, Any]:
     return opts
 
 
+def short_error(e: BaseException) -> str:
+    """One line of an error for a warning or status bar: its first line, at most 200 chars."""
+    s = str(e).strip() or type(e).__name__
+    return s.splitlines()[0][:200]
+
+
 def _reason(e: BaseException | None, target: Target) -> str:
     if e is None:
         return "no answer"

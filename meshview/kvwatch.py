@@ -6,7 +6,8 @@ App. B) grant only the named, filtered form ``$JS.API.CONSUMER.CREATE.<stream>.<
 on the presence bucket, so under scoped credentials the stock watch is refused and the roster
 stays empty. This watch uses the named form, delivers to our own inbox (the SPEC §10 inbox
 prefix applies), answers flow control, and detects gaps and silence itself: any of those ends
-the iteration with :class:`WatchBroken`, and the caller rebinds from current state.
+the iteration with :class:`WatchBroken`, and the caller rebinds from current state;
+:class:`KvWatch` is that caller, the rebindable watch the observer runs per bucket.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from nats.js import api
+from nats.js.errors import BucketNotFoundError
+
+from meshview.connect import short_error
 
 IDLE_HEARTBEAT_S = 5.0
 SILENCE_S = 3 * IDLE_HEARTBEAT_S
@@ -115,3 +119,80 @@ async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
                 await asyncio.wait_for(js.delete_consumer(stream, name), 1.0)
             except Exception:
                 pass  # the inactive threshold reaps it
+
+
+class KvWatch:
+    """One KV bucket watch that can be rebound from current state.
+
+    ``on_entry(entry, initial)`` gets every entry (``initial`` while the current state is
+    being delivered), ``on_ready(keys)`` the keys present once it is, ``on_error(reason, e)``
+    each failure (``"missing"`` for an absent bucket, which ends the watch; anything else is
+    retried with backoff until ``closing()`` says stop).
+    """
+
+    def __init__(
+        self, nc: Any, js: Any, bucket: str, on_entry: Callable[[Any, bool], None],
+        on_ready: Callable[[set[str]], None], on_error: Callable[[str, Exception], None],
+        closing: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.nc, self.js, self.bucket = nc, js, bucket
+        self.on_entry, self.on_ready, self.on_error = on_entry, on_ready, on_error
+        self.closing = closing
+        self.task: asyncio.Task | None = None
+        self.ready = asyncio.Event()
+        self.generation = 0
+        self.missing = False
+
+    def start(self) -> None:
+        self.generation += 1
+        self.ready = asyncio.Event()
+        self.task = asyncio.create_task(self._run(self.generation), name=f"watch:{self.bucket}")
+
+    async def rebind(self) -> None:
+        await self.stop()
+        self.start()
+
+    async def stop(self) -> None:
+        t, self.task = self.task, None
+        if t is not None:
+            t.cancel()
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        # the watch's consumer goes with its generator (``watch`` deletes it)
+
+    async def _run(self, gen: int) -> None:
+        delay = 0.2
+        while gen == self.generation and not self.closing():
+            try:
+                await self.js.key_value(self.bucket)  # BucketNotFoundError if absent
+                self.missing = False
+                keys: set[str] = set()
+                initial = True
+                async for e in watch(self.nc, self.bucket):
+                    if e is None:
+                        if initial:
+                            initial = False
+                            self.on_ready(keys)
+                            self.ready.set()
+                        continue
+                    if initial:
+                        if e.operation in (None, "PUT"):
+                            keys.add(e.key)
+                        else:
+                            keys.discard(e.key)
+                    self.on_entry(e, initial)
+                return  # stopped
+            except asyncio.CancelledError:
+                raise
+            except BucketNotFoundError as e:
+                self.missing = True
+                self.on_error("missing", e)
+                self.ready.set()
+                return
+            except Exception as e:  # noqa: BLE001 - denied, timeout, broker down: retry
+                self.on_error(short_error(e), e)
+                self.ready.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)

@@ -22,48 +22,39 @@ can apply, the deque's cap drops the oldest frames: counted in ``status.dropped`
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-import msgspec
 from nats.aio.client import Client as NATS
-from nats.js import api
-from nats.js.errors import BucketNotFoundError, NotFoundError
 
-from meshview import kvwatch
-from meshview.connect import events_of
-from meshview.model import (
-    BATCH_MS,
-    ChannelSettings,
-    Condition,
-    MemberView,
-    MeshModel,
-    PresenceRecord,
-)
+from meshview.buckets import ManagerLeases, MembershipFold, RegistryFold
+from meshview.connect import events_of, short_error
+from meshview.history import History
+from meshview.kvwatch import KvWatch
+from meshview.model import BATCH_MS, MeshModel
+from meshview.snapshot import PresenceRecord
 from meshview.wire import (
     Delivery,
-    decode_channel_config,
-    decode_channel_defaults,
     decode_delivery,
-    decode_membership,
     decode_presence,
+    dm_visible,
     is_event_channel,
     parse_subject,
     parts_to_text,
+    space_pattern,
+    tap_subjects,
 )
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, space_token
+from meshview.wire.subjects import DELIVERY_KINDS
 
 Listener = Callable[[MeshModel], Awaitable[None] | None]
 
 _DENIED_SUB = re.compile(r"permissions violation for subscription to \"?([^\"\s]+)\"?", re.I)
-_DELIVERY_KINDS = frozenset(("chat", "inst", "svc"))
 SWEEP_MS = 250.0
 CHANNEL_POLL_S = 2.0
-MANAGER_TTL_MS = 12_000.0
 QUEUE_CAP = 50_000  # raw frames (~0.5 KB each, a few seconds of a flood): the memory bound
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
@@ -87,82 +78,8 @@ class ObserverOptions:
     slice_ms: float = SLICE_MS
 
 
-class _KvWatch:
-    """One KV bucket watch that can be rebound from current state (ordered consumer)."""
-
-    def __init__(
-        self, obs: "Observer", bucket: str, on_entry: Callable[[Any, bool], None],
-        on_ready: Callable[[set[str]], None], on_error: Callable[[str, Exception], None],
-    ) -> None:
-        self.obs, self.bucket = obs, bucket
-        self.on_entry, self.on_ready, self.on_error = on_entry, on_ready, on_error
-        self.task: asyncio.Task | None = None
-        self.ready = asyncio.Event()
-        self.generation = 0
-        self.missing = False
-
-    def start(self) -> None:
-        self.generation += 1
-        self.ready = asyncio.Event()
-        self.task = asyncio.create_task(self._run(self.generation), name=f"watch:{self.bucket}")
-
-    async def rebind(self) -> None:
-        await self.stop()
-        self.start()
-
-    async def stop(self) -> None:
-        t, self.task = self.task, None
-        if t is not None:
-            t.cancel()
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        # the watch's consumer goes with its generator (``kvwatch.watch`` deletes it)
-
-    async def _run(self, gen: int) -> None:
-        delay = 0.2
-        while gen == self.generation and not self.obs._closing:
-            try:
-                await self.obs.js.key_value(self.bucket)  # BucketNotFoundError if absent
-                self.missing = False
-                keys: set[str] = set()
-                initial = True
-                async for e in kvwatch.watch(self.obs.nc, self.bucket):
-                    if e is None:
-                        if initial:
-                            initial = False
-                            self.on_ready(keys)
-                            self.ready.set()
-                        continue
-                    if initial:
-                        if e.operation in (None, "PUT"):
-                            keys.add(e.key)
-                        else:
-                            keys.discard(e.key)
-                    self.on_entry(e, initial)
-                return  # stopped
-            except asyncio.CancelledError:
-                raise
-            except BucketNotFoundError as e:
-                self.missing = True
-                self.on_error("missing", e)
-                self.ready.set()
-                return
-            except Exception as e:  # noqa: BLE001 - denied, timeout, broker down: retry
-                self.on_error(_short(e), e)
-                self.ready.set()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-
 WATERMARK_TIMEOUT_S = 2.0
 CATCHUP_SLACK_MS = 2000  # clock skew between publishers and us when judging "during the gap"
-
-
-def _short(e: BaseException) -> str:
-    s = str(e).strip() or type(e).__name__
-    return s.splitlines()[0][:200]
 
 
 class Observer:
@@ -191,28 +108,26 @@ class Observer:
         self._last_publish = 0.0
         self._last_rebind = 0.0
         self._rebinding = False
-        self._membership_dirty = False
-        self._members: dict[str, MemberView] = {}
-        self._feed_at: float | None = None
-        self._manager_seen: dict[str, float] = {}
-        self._registry: dict[str, ChannelSettings] = {}
-        self._defaults = ChannelSettings()
+        self.registry = RegistryFold(self.model, self.buckets.channels)
+        self.membership = MembershipFold(self.model, lambda: self.nc.is_connected)
+        self.managers = ManagerLeases(self.model, self.buckets.manager)
         self.watermark: dict[str, int] = {}
-        self.dm_history_error: str | None = None
+        self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
         self.queue_dropped = 0  # dropped since the model was last told
         self.dropped_total = 0
         self.slices = 0  # drain slices run (a backlog longer than one slice takes several)
         self._tap_run = 0
         self._lagging = False
-        self._presence = _KvWatch(self, self.buckets.presence, self._on_presence,
-                                  self._on_presence_ready, self._on_presence_error)
-        self._channels = _KvWatch(self, self.buckets.channels, self._on_registry,
-                                  self._on_registry_ready, lambda r, e: None)
-        self._membership = _KvWatch(self, self.buckets.membership, self._on_member,
-                                    self._on_member_ready, self._on_member_error)
-        self._managers = _KvWatch(self, self.buckets.manager, self._on_manager,
-                                  self._on_manager_ready, lambda r, e: None)
+        def kv(bucket: str, entry: Any, ready: Any, error: Any = lambda r, e: None) -> KvWatch:
+            return KvWatch(nc, self.js, bucket, entry, ready, error, lambda: self._closing)
+
+        self._presence = kv(self.buckets.presence, self._on_presence, self._on_presence_ready,
+                            self._on_presence_error)
+        self._channels = kv(self.buckets.channels, self.registry.on_entry, self.registry.on_ready)
+        self._membership = kv(self.buckets.membership, self.membership.on_entry,
+                              self.membership.on_ready, self.membership.on_error)
+        self._managers = kv(self.buckets.manager, self.managers.on_entry, self.managers.on_ready)
         self._watches = [self._presence, self._channels, self._membership, self._managers]
         self._grace_next_ready = False
         self._disconnected_at: float | None = None
@@ -231,6 +146,11 @@ class Observer:
     @property
     def tap_subjects(self) -> tuple[str, ...]:
         return tuple(s for s in self._subs if s not in self._denied)
+
+    @property
+    def dm_history_error(self) -> str | None:
+        """Why the DM backfill was refused (the DM lens is then live-only), if it was."""
+        return self.history.dm_error
 
     async def start(self) -> None:
         ev = events_of(self.nc)
@@ -263,7 +183,7 @@ class Observer:
             try:
                 await self._prefill()
             except Exception as e:  # noqa: BLE001 - history is best effort
-                self.model.set_warning(f"history: {_short(e)}")
+                self.model.set_warning(f"history: {short_error(e)}")
         self.prefill_done.set()
         self._live_open.set()
         self._wake.set()
@@ -302,22 +222,16 @@ class Observer:
 
     # ------------------------------------------------------------------ taps
 
-    def _tap_plan(self) -> tuple[list[str], bool]:
-        s = self.space
+    def _tap_plan(self) -> list[str]:
         mode = self.opts.tap
         if not self.opts.dms:
             mode = "chat"
         if mode == "auto":
             mode = "admin" if self.has_credential else "open"
-        if mode == "open":
-            return [f"cotal.{s}.>"], True
-        if mode == "admin":
-            return [f"cotal.{s}.chat.>", f"cotal.{s}.inst.>", f"cotal.{s}.svc.>"], True
-        return [f"cotal.{s}.chat.>"], False
+        return tap_subjects(self.space, admin=mode != "chat", open_mesh=mode == "open")
 
     async def _subscribe_taps(self) -> None:
-        subjects, dm = self._tap_plan()
-        for subj in subjects:
+        for subj in self._tap_plan():
             await self._sub(subj)
         for _ in range(2):  # a denial arrives before the PONG; a second round trip covers
             try:            # a PONG that answered an earlier PING (seen under JWT auth)
@@ -336,15 +250,13 @@ class Observer:
 
     def _publish_tap(self) -> None:
         live = [s for s in self._subs if s not in self._denied]
-        s = self.space
-        dm = any(x in (f"cotal.{s}.>", f"cotal.{s}.inst.>") for x in live)
-        self.model.set_tap(live, dm)
+        self.model.set_tap(live, dm_visible(live, self.space))
 
     async def _on_nats_error(self, e: Exception) -> None:
         m = _DENIED_SUB.search(str(e))
         if not m:
             if "permissions violation" not in str(e).lower():
-                self.model.set_warning(_short(e))
+                self.model.set_warning(short_error(e))
             return
         subj = m.group(1)
         if subj not in self._subs or subj in self._denied:
@@ -355,12 +267,10 @@ class Observer:
             await sub.unsubscribe()
         except Exception:
             pass
-        s = self.space
-        if subj == f"cotal.{s}.>":
-            # the whole-space tap is denied under auth: fall back to the three admin taps
-            for k in ("chat", "inst", "svc"):
-                if not (k != "chat" and not self.opts.dms):
-                    await self._sub(f"cotal.{s}.{k}.>")
+        if subj == space_pattern(self.space):
+            # the whole-space tap is denied under auth: fall back to the admin taps
+            for t in tap_subjects(self.space, admin=self.opts.dms):
+                await self._sub(t)
         self._publish_tap()
 
     async def _on_tap(self, msg: Any) -> None:
@@ -407,7 +317,7 @@ class Observer:
             for _ in range(k):
                 subject, data = pop()
                 toks = subject.split(".", 3)
-                if len(toks) < 3 or toks[2] not in _DELIVERY_KINDS:
+                if len(toks) < 3 or toks[2] not in DELIVERY_KINDS:
                     m.count_tap()  # a non-delivery frame: counts toward the rate only
                     continue
                 d = decode_delivery(subject, data)
@@ -461,10 +371,8 @@ class Observer:
                 last_sweep = now
                 if m.sweep(now) and self.nc.is_connected:
                     self._maybe_rebind_presence(now)
-                self._expire_managers(now)
-            if self._membership_dirty:
-                self._membership_dirty = False
-                m.set_membership(self._members, self._feed_at)
+                self.managers.expire(now)
+            self.membership.flush()
             await self._publish()
 
     async def _publish(self, force: bool = False) -> None:
@@ -513,7 +421,7 @@ class Observer:
         elif d.action == "mark-offline":
             m.apply_presence_delete(e.key, purge=op == "PURGE", received=now)
         elif d.presence is not None:
-            m.apply_presence(_record(d.presence), received=now)
+            m.apply_presence(PresenceRecord.from_wire(d.presence), received=now)
         if m.status.connection == "stale":
             m.set_connection("connected")
 
@@ -535,36 +443,6 @@ class Observer:
             self.model.set_warning(f"presence bucket {self.buckets.presence} not found")
 
     # ------------------------------------------------------------------ channels
-
-    def _on_registry(self, e: Any, initial: bool) -> None:
-        op = e.operation or "PUT"
-        if e.key == "=defaults":
-            d = decode_channel_defaults(e.value) if op == "PUT" else None
-            self._defaults = ChannelSettings(
-                replay=d.replay, replay_window=d.replayWindow, delivery_class=d.deliveryClass
-            ) if d else ChannelSettings()
-        elif e.key.startswith("="):
-            return
-        elif op != "PUT":
-            self._registry.pop(e.key, None)
-        else:
-            c = decode_channel_config(e.value)
-            if c is None:
-                self.model.apply_rejection("registry:malformed", f"$KV.{self.buckets.channels}.{e.key}")
-                return
-            self._registry[e.key] = ChannelSettings(
-                replay=c.replay, replay_window=c.replayWindow, delivery_class=c.deliveryClass,
-                description=c.description, instructions=c.instructions,
-            )
-        if not initial:
-            self.model.set_channel_registry(self._registry, self._defaults)
-
-    def _on_registry_ready(self, keys: set[str]) -> None:
-        for k in list(self._registry):
-            if k not in keys:
-                del self._registry[k]
-        self.model.set_channel_registry(
-            {k: v for k, v in self._registry.items() if not is_event_channel(k)}, self._defaults)
 
     async def _poll_loop(self) -> None:
         while True:
@@ -596,193 +474,17 @@ class Observer:
         counts = await self._poll_channels()
         chans = [c for c in sorted(counts) if not is_event_channel(c)]
         limit = self.opts.backfill
-        now = self.model.clock()
         if since_ts is not None:
             limit = max(limit, 200)
-        rows: list[tuple[Delivery, float]] = []
-        sem = asyncio.Semaphore(4)
-
-        async def one(ch: str) -> None:
-            eff = self.model.effective(ch)
-            if eff.replay is False:
-                return
-            floor_ts = _window_floor(eff.replay_window, now)
-            async with sem:
-                got = await self.read_history(
-                    chat_stream(self.space), f"cotal.{self.space}.chat.*.*.{ch}", limit)
-            if since_ts is not None:
-                floor_ts = since_ts if floor_ts is None else max(floor_ts, since_ts)
-            rows.extend((d, 0.0) for d in got if floor_ts is None or d.message.ts >= floor_ts)
-
-        await asyncio.gather(*(one(c) for c in chans))
+        dm_limit = 0
         if self.dm_visible and self.opts.dms:
-            try:
-                got = await self.read_history(
-                    dm_stream(self.space), f"cotal.{self.space}.inst.>",
-                    min(self.opts.dm_backfill, max(limit, 1) if limit < 1000 else 1000))
-                rows.extend((d, 0.0) for d in got
-                            if since_ts is None or d.message.ts >= since_ts)
-            except Exception as e:  # noqa: BLE001 - refused by ACL: the lens stays live-only
-                self.dm_history_error = _short(e)
-        rows.sort(key=lambda r: r[0].message.ts)
+            dm_limit = min(self.opts.dm_backfill, max(limit, 1) if limit < 1000 else 1000)
+        rows = await self.history.backfill(chans, limit=limit, since_ts=since_ts,
+                                           dm_limit=dm_limit)
         recv = self.model.clock()
-        for d, _ in rows:
+        for d in rows:
             self._apply_delivery(d, True, recv)
         self.model.flush_bursts()
-
-    async def read_history(self, stream: str, filt: str, limit: int) -> list[Delivery]:
-        """Newest ``limit`` messages matching ``filt``, oldest first; every consumer made here
-        is deleted. Rejected rows are counted, never returned."""
-        if limit <= 0:
-            return []
-        ceiling = await self._edge_seq(stream, filt, api.DeliverPolicy.LAST)
-        if ceiling is None:
-            return []
-        span = max(limit, 64)
-        got: dict[int, Any] = {}
-        while True:
-            start = max(1, ceiling - span + 1)
-            for seq, msg in await self._read_range(stream, filt, start, ceiling):
-                got[seq] = msg
-            if len(got) >= limit or start == 1:
-                break
-            span *= 4
-        out: list[Delivery] = []
-        for seq in sorted(got)[-limit:] if len(got) > limit else sorted(got):
-            msg = got[seq]
-            d = decode_delivery(msg.subject, msg.data, history=True)
-            if type(d) is Delivery:
-                out.append(d)
-            else:
-                self.model.apply_rejection(d.reason, msg.subject)
-        return out
-
-    async def _ephemeral(self, stream: str, filt: str, **cfg: Any) -> Any:
-        return await self.js.add_consumer(stream, api.ConsumerConfig(
-            filter_subject=filt, ack_policy=api.AckPolicy.NONE, mem_storage=True,
-            inactive_threshold=30.0, max_ack_pending=-1, **cfg))
-
-    async def _delete(self, stream: str, name: str, psub: Any = None) -> None:
-        if psub is not None:
-            try:
-                await psub.unsubscribe()
-            except Exception:
-                pass
-        try:
-            await self.js.delete_consumer(stream, name)
-        except Exception:
-            pass
-
-    async def _edge_seq(self, stream: str, filt: str, policy: api.DeliverPolicy) -> int | None:
-        ci = await self._ephemeral(stream, filt, deliver_policy=policy)
-        psub = None
-        try:
-            if not ci.num_pending:
-                return None
-            psub = await self.js.pull_subscribe_bind(consumer=ci.name, stream=stream)
-            msgs = await psub.fetch(1, timeout=self.opts.history_timeout)
-            return msgs[0].metadata.sequence.stream if msgs else None
-        finally:
-            await self._delete(stream, ci.name, psub)
-
-    async def _read_range(self, stream: str, filt: str, start: int, end: int) -> list[tuple[int, Any]]:
-        ci = await self._ephemeral(stream, filt, deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
-                                   opt_start_seq=start)
-        psub = None
-        out: list[tuple[int, Any]] = []
-        try:
-            pending = ci.num_pending
-            if not pending:
-                return out
-            psub = await self.js.pull_subscribe_bind(consumer=ci.name, stream=stream)
-            while pending > 0:
-                try:
-                    msgs = await psub.fetch(min(pending, 256), timeout=self.opts.history_timeout)
-                except Exception:
-                    break
-                if not msgs:
-                    break
-                for m in msgs:
-                    seq = m.metadata.sequence.stream
-                    pending = m.metadata.num_pending
-                    if seq <= end:
-                        out.append((seq, m))
-                    else:
-                        pending = 0
-                        break
-            return out
-        finally:
-            await self._delete(stream, ci.name, psub)
-
-    # ------------------------------------------------------------------ membership
-
-    def _on_member(self, e: Any, initial: bool) -> None:
-        op = e.operation or "PUT"
-        if e.key == "=feed":
-            if op == "PUT":
-                try:
-                    self._feed_at = float(json.loads(e.value).get("observedAt"))
-                except (ValueError, TypeError, AttributeError):
-                    self._feed_at = None
-            else:
-                self._feed_at = None
-        elif op != "PUT":
-            self._members.pop(e.key, None)
-        else:
-            mm = decode_membership(e.value)
-            if mm is not None:
-                self._members[e.key] = MemberView(
-                    e.key, tuple(mm.live), tuple(mm.durable),
-                    float(mm.observedAt) if mm.observedAt is not None else None)
-        if not initial:
-            self._membership_dirty = True
-
-    def _on_member_ready(self, keys: set[str]) -> None:
-        self._members = {k: v for k, v in self._members.items() if k in keys}
-        self._membership_dirty = True
-
-    def _on_member_error(self, reason: str, e: Exception) -> None:
-        if reason == "missing":
-            self.model.set_membership(None, None)  # no daemon: traffic-only
-        elif self.nc.is_connected:
-            self.model.set_membership_unreadable(f"watch: {reason}")
-
-    # ------------------------------------------------------------------ managers
-
-    def _on_manager(self, e: Any, initial: bool) -> None:
-        if not e.key.startswith("lease."):
-            return
-        iid = e.key[len("lease."):]
-        op = e.operation or "PUT"
-        if op != "PUT":
-            self._manager_seen.pop(iid, None)
-            self.model.apply_manager(iid, up=False)
-            return
-        try:
-            v = json.loads(e.value)
-            if not isinstance(v, dict):
-                raise ValueError
-        except ValueError:
-            self.model.apply_rejection("manager:malformed", f"$KV.{self.buckets.manager}.{e.key}")
-            return
-        self._manager_seen[iid] = self.model.clock()
-        pid = v.get("pid")
-        since = v.get("since")
-        self.model.apply_manager(
-            iid, up=True, holder=v.get("holder") if isinstance(v.get("holder"), str) else None,
-            runtime=v.get("runtime") if isinstance(v.get("runtime"), str) else None,
-            pid=pid if isinstance(pid, int) else None,
-            since=float(since) if isinstance(since, (int, float)) else None,
-        )
-
-    def _on_manager_ready(self, keys: set[str]) -> None:
-        self.model.manager_resync(k[len("lease."):] for k in keys if k.startswith("lease."))
-
-    def _expire_managers(self, now: float) -> None:
-        for iid, seen in list(self._manager_seen.items()):
-            if now - seen > MANAGER_TTL_MS:  # lease TTL expiry is silent
-                del self._manager_seen[iid]
-                self.model.apply_manager(iid, up=False)
 
     # ------------------------------------------------------------------ connection
 
@@ -812,46 +514,7 @@ class Observer:
             await self._prefill(since_ts=since_ts)
             await self._publish(force=True)
         except Exception as e:  # noqa: BLE001 - a refused read keeps the live view honest
-            self.model.set_warning(f"history catch-up failed: {_short(e)}")
+            self.model.set_warning(f"history catch-up failed: {short_error(e)}")
 
     async def _on_close(self) -> None:
         self.model.set_connection("closed")
-
-
-def _window_floor(window: str | None, now: float) -> float | None:
-    if not window:
-        return None
-    m = re.fullmatch(r"(\d+)([smhd])", window)
-    if not m:
-        return None
-    mult = {"s": 1e3, "m": 6e4, "h": 3.6e6, "d": 8.64e7}[m.group(2)]
-    return now - int(m.group(1)) * mult
-
-
-def _clip(v: Any, n: int) -> Any:
-    """Bound one wire string kept in the roster (None and non-strings pass through)."""
-    return v[:n] + "…" if isinstance(v, str) and len(v) > n else v
-
-
-def _record(p: Any) -> PresenceRecord:
-    """The roster's copy of a presence record, every field bounded: the SPEC caps a name at
-    128 characters, and nobody may buy megabytes of our memory with one KV key."""
-    card = p.card
-    c = p.condition
-    meta = card.meta or {}
-    return PresenceRecord(
-        id=card.id, name=_clip(card.name, 128), kind=_clip(card.kind, 16), status=p.status,
-        ts=float(p.ts), role=_clip(card.role, 64), lifecycle_uid=_clip(p.lifecycleUid, 64),
-        activity=_clip(p.activity, 512), activity_since=p.activitySince,
-        status_since=p.statusSince, active_at=p.activeAt,
-        condition=Condition(_clip(c.code, 64), _clip(c.source, 64), _clip(c.message, 1024),
-                            c.since) if c is not None else None,
-        attention=_clip(p.attention, 16),
-        channel_modes=tuple(sorted((_clip(k, 128), _clip(v, 16))
-                                   for k, v in list((p.channelModes or {}).items())[:64])),
-        description=_clip(card.description, 200),
-        tags=tuple(_clip(t, 64) for t in (card.tags or ())[:32]),
-        meta=tuple(sorted((_clip(k, 64), _clip(v, 256))
-                          for k, v in list(meta.items())[:32] if isinstance(v, str))),
-        environment=_clip(p.environment, 256),
-    )

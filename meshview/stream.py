@@ -22,9 +22,9 @@ import msgspec
 
 from meshview import sanitize
 from meshview.connect import ConnectError, connect, resolve_target
-from meshview.model import (
+from meshview.model import MeshModel
+from meshview.snapshot import (
     FeedEntry,
-    MeshModel,
     ModelEvent,
     Peer,
     PresenceEvent,

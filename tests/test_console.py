@@ -317,7 +317,7 @@ async def test_needs_you_is_an_overlay_on_narrow_terminals():
 
 async def test_needs_you_all_clear():
     model, _ = build_model()
-    from meshview.model import PresenceRecord
+    from meshview.snapshot import PresenceRecord
 
     for name in ("bram", "dax"):
         p = model.peer(pid(name))

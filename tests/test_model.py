@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from meshview.model import Condition, MeshModel, PresenceEvent, PresenceRecord
+from meshview.model import MeshModel
+from meshview.snapshot import Condition, PresenceEvent, PresenceRecord
 
 
 class Clock:
@@ -251,7 +252,7 @@ def test_rates_buckets(m, clock):
 
 
 def test_channels_registry_counts_and_events(m, clock):
-    from meshview.model import ChannelSettings
+    from meshview.snapshot import ChannelSettings
 
     m.set_channel_registry({"team.backend": ChannelSettings(replay=False)},
                            ChannelSettings(delivery_class="live"))
@@ -286,7 +287,7 @@ def test_topology_and_rejections(m, clock):
 
 
 def test_membership_pill(m, clock):
-    from meshview.model import MemberView
+    from meshview.snapshot import MemberView
 
     assert m.snapshot().membership.pill == "traffic-only"
     m.set_membership({"local.a": MemberView("local.a", ("team.>",), (), clock())}, clock())
@@ -312,7 +313,8 @@ def test_manager_lifecycle(m, clock):
 
 def test_meshview_imports_no_ui():
     code = ("import sys, meshview.model, meshview.observer, meshview.stream, meshview.connect, "
-            "meshview.sanitize; bad=[m for m in sys.modules if m.split('.')[0] in "
+            "meshview.sanitize, meshview.snapshot, meshview.feedring, meshview.roster, "
+            "meshview.traffic, meshview.history, meshview.kvwatch; bad=[m for m in sys.modules if m.split('.')[0] in "
             "('textual','rich')]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

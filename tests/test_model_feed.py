@@ -17,7 +17,7 @@ def test_snapshot_feed_shares_the_buffer():
     for i in range(10_000):
         msg(m, i)
     s = m.snapshot()
-    assert s.feed._buf is m._buf  # no per-snapshot copy of the ring
+    assert s.feed._buf is m._ring._buf  # no per-snapshot copy of the ring
     assert (s.feed_base, s.feed_len, s.feed_end) == (0, 10_000, 10_000)
 
 
@@ -30,7 +30,8 @@ def test_old_snapshots_never_change_across_eviction_and_compaction():
     assert [e.index for e in before] == list(range(50, 150))
     for i in range(150, 2000):  # many evictions and several compactions
         msg(m, i)
-    assert m._buf_off > 150 and len(m._buf) < 100 + m._compact_at + 1  # memory stays bounded
+    ring = m._ring
+    assert ring._off > 150 and len(ring._buf) < 100 + ring._compact_at + 1  # memory stays bounded
     assert list(old.feed) == before and all(a is b for a, b in zip(old.feed, before))
     assert (old.feed_base, old.feed_end) == (50, 150)
     assert old.entry(149).text == "t149"
@@ -98,7 +99,7 @@ def test_line_stream_reports_lagging_once_per_change():
 
 
 def test_ring_is_bounded_in_bytes_and_the_stream_still_gets_exact_text(monkeypatch):
-    import meshview.model as mm
+    import meshview.feedring as mm
 
     monkeypatch.setattr(mm, "FEED_TEXT_BUDGET", 1_000_000)
     m = MeshModel("main", feed_cap=10_000, record_events=True, burst_ms=0)

@@ -12,7 +12,8 @@ import pytest
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
 from meshview.connect import Target, connect
-from meshview.model import MeshModel, PresenceEvent
+from meshview.model import MeshModel
+from meshview.snapshot import PresenceEvent
 from meshview.observer import Observer, ObserverOptions
 from support.observer import (
     Heartbeat,

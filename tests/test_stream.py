@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from meshview.model import Condition, FeedEntry, Peer, PresenceEvent
+from meshview.snapshot import Condition, FeedEntry, Peer, PresenceEvent
 from meshview.stream import TextRenderer, age, json_message
 from support.observer import anycast, dm, now_ms, post, presence, put_presence
 

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widget import Widget
 
-from meshview.model import ChannelInfo, Snapshot
+from meshview.snapshot import ChannelInfo, Snapshot
 from widgets.presentation import safe
 
 

@@ -6,7 +6,7 @@ import json
 
 from rich.text import Text
 
-from meshview.model import FeedEntry, Peer, Snapshot
+from meshview.snapshot import FeedEntry, Peer, Snapshot
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
     activity_line, age, clock, harness_tag, join_wrapped, peer_facts, safe, safe_body,

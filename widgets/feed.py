@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from meshview.model import FeedEntry, Snapshot
+from meshview.snapshot import FeedEntry, Snapshot
 from widgets.presentation import clock, name_style, safe, safe_body, set_title, wrap_offsets
 
 INDENT = 9  # continuation lines align under the name, clear of the time column

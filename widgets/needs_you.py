@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.binding import Binding
 
-from meshview.model import Snapshot
+from meshview.snapshot import Snapshot
 from widgets.line_list import Item, LineList
 from widgets.roster import Roster
 from widgets.presentation import age, join_wrapped, safe, set_title, who, wrap_offsets

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
-from meshview.model import Peer, Snapshot
+from meshview.snapshot import Peer, Snapshot
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
     activity_line, harness_tag, join_wrapped, peer_facts, set_title, status_glyph, who,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from meshview.model import Snapshot
+from meshview.snapshot import Snapshot
 from widgets.presentation import safe, sparkline
 
 CONNECTION_LOOK = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from meshview.model import Snapshot
+from meshview.snapshot import Snapshot
 
 WINDOW_MS = 120_000.0
 TAU_MS = 20_000.0

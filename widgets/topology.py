@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widget import Widget
 
-from meshview.model import Snapshot
+from meshview.snapshot import Snapshot
 from widgets.presentation import age, clock, name_style, safe
 from widgets.topo_fold import Fold, fold, heat
 

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
-from meshview.model import FeedEntry, Snapshot
+from meshview.snapshot import FeedEntry, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.detail_card import agent_card, message_card
 from widgets.feed import FeedView

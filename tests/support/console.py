@@ -14,8 +14,9 @@ from typing import Any
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from meshview.model import (  # noqa: E402
-    ChannelSettings, Condition, MemberView, MeshModel, PresenceRecord,
+from meshview.model import MeshModel  # noqa: E402
+from meshview.snapshot import (  # noqa: E402
+    ChannelSettings, Condition, MemberView, PresenceRecord,
 )
 
 T0 = 1_767_225_600_000.0  # 2026-01-01 00:00:00 UTC

@@ -1,0 +1,164 @@
+"""The feed ring: rows addressed by absolute index, bounded in rows and in kept text.
+
+The model appends; snapshots take an O(1) :class:`FeedRows` window that never changes under
+them. Rows before ``base`` are evicted; the backing list is compacted by starting a new one,
+never by shrinking a list a snapshot may share. A message id maps to the row that holds it
+(the dedupe index), and goes when that row does.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import msgspec
+
+if TYPE_CHECKING:
+    from meshview.snapshot import FeedEntry
+
+# The ring is bounded in bytes as well as rows: any agent may send ~1 MiB messages, and 10,000
+# of them would be ~10 GiB. A row keeps at most KEPT_TEXT characters (the line stream still
+# gets the exact text: events carry the full row), and the oldest rows go once the kept text
+# of the whole ring passes FEED_TEXT_BUDGET.
+KEPT_TEXT = 64 * 1024
+FEED_TEXT_BUDGET = 64 * 1024 * 1024
+PENDING = -1  # the dedupe index's mark for an id held by an open burst, not yet a row
+
+
+def keep_text(text: str) -> str:
+    """``text`` cut to :data:`KEPT_TEXT` characters, saying how much was not kept."""
+    if len(text) <= KEPT_TEXT:
+        return text
+    return text[:KEPT_TEXT] + f"\n… [{len(text) - KEPT_TEXT} more characters not kept]"
+
+
+class FeedRows(Sequence):
+    """An immutable window ``[base, end)`` over the model's append-only feed buffer.
+
+    Taking one is O(1): the model only ever appends past ``end`` to the list it shares, and
+    when it compacts it starts a new list instead of shrinking the shared one. So rows a
+    snapshot handed out never change and never move. ``rows[k]`` is the row at absolute index
+    ``base + k``; slices return tuples."""
+
+    __slots__ = ("_buf", "_off", "_base", "_end")
+
+    def __init__(self, buf: list[FeedEntry], off: int, base: int, end: int) -> None:
+        self._buf, self._off, self._base, self._end = buf, off, base, end
+
+    def __len__(self) -> int:
+        return self._end - self._base
+
+    def __getitem__(self, k: Any) -> Any:
+        n = self._end - self._base
+        if isinstance(k, slice):
+            start = self._base - self._off
+            return tuple(self._buf[start + j] for j in range(*k.indices(n)))
+        if k < 0:
+            k += n
+        if k < 0 or k >= n:
+            raise IndexError(k)
+        return self._buf[self._base - self._off + k]
+
+    def __iter__(self) -> Iterator[FeedEntry]:
+        return islice(self._buf, self._base - self._off, self._end - self._off)
+
+    def __reversed__(self) -> Iterator[FeedEntry]:
+        lo = self._base - self._off
+        return (self._buf[j] for j in range(self._end - self._off - 1, lo - 1, -1))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (FeedRows, tuple, list)):
+            return len(self) == len(other) and all(a is b or a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FeedRows(base={self._base}, end={self._end})"
+
+    def at(self, i: int) -> FeedEntry:
+        """The row at absolute index ``i`` (IndexError when outside ``[base, end)``)."""
+        if i < self._base or i >= self._end:
+            raise IndexError(i)
+        return self._buf[i - self._off]
+
+    def since(self, i: int) -> Iterator[FeedEntry]:
+        """Rows from absolute index ``max(i, base)`` to the end, oldest first."""
+        return islice(self._buf, max(i, self._base) - self._off, self._end - self._off)
+
+
+class FeedRing:
+    """The append-only row store behind the feed, with its dedupe index."""
+
+    __slots__ = ("cap", "_buf", "_off", "_base", "_compact_at", "_text", "_ids")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = max(1, int(cap))
+        # ``_buf[0]`` is absolute index ``_off``; rows before ``_base`` are evicted and leave
+        # memory when the list is compacted (a new list, never in place)
+        self._buf: list[FeedEntry] = []
+        self._off = 0
+        self._base = 0
+        self._compact_at = max(1024, self.cap // 4)
+        self._text = 0  # characters of text kept by the live rows
+        self._ids: dict[str, int] = {}  # message id -> absolute index of its row (or PENDING)
+
+    @property
+    def base(self) -> int:
+        return self._base
+
+    @property
+    def end(self) -> int:
+        return self._off + len(self._buf)
+
+    def __len__(self) -> int:
+        return self.end - self._base
+
+    def at(self, i: int) -> FeedEntry:
+        if i < self._base or i >= self.end:
+            raise IndexError(i)
+        return self._buf[i - self._off]
+
+    def rows(self) -> FeedRows:
+        """An immutable O(1) view of the live rows."""
+        return FeedRows(self._buf, self._off, self._base, self.end)
+
+    def seen(self, message_id: str) -> bool:
+        """True if a non-empty id is in a live row or held as pending."""
+        return bool(message_id) and message_id in self._ids
+
+    def hold(self, message_id: str) -> None:
+        """Mark an id as seen before its row lands (a unicast burst still open)."""
+        if message_id:
+            self._ids[message_id] = PENDING
+
+    def ids(self) -> int:
+        """How many ids the dedupe index holds (bounded with the ring)."""
+        return len(self._ids)
+
+    def push(self, e: FeedEntry) -> FeedEntry:
+        """Store row ``e`` (its ``index`` must be :attr:`end`); returns the row as kept, text
+        cut by :func:`keep_text`. Evicts the oldest rows past the row cap or text budget."""
+        buf = self._buf
+        if len(e.text) > KEPT_TEXT:
+            e = msgspec.structs.replace(e, text=keep_text(e.text), parts=())
+        buf.append(e)
+        self._text += len(e.text)
+        ids = self._ids
+        for mid in e.ids:
+            if mid:
+                ids[mid] = e.index
+        end = e.index + 1
+        while end - self._base > self.cap or (
+                self._text > FEED_TEXT_BUDGET and end - self._base > 1):
+            old = buf[self._base - self._off]
+            self._base += 1
+            self._text -= len(old.text)
+            for mid in old.ids:
+                if ids.get(mid) == old.index:
+                    del ids[mid]
+        if self._base - self._off >= self._compact_at:
+            # a fresh list: snapshots keep the old one, which nobody appends to again
+            self._buf = buf[self._base - self._off:]
+            self._off = self._base
+        return e

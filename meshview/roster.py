@@ -1,0 +1,244 @@
+"""The roster's presence reducer (wire.md §4), mixed into :class:`~meshview.model.MeshModel`.
+
+Which entries are live, stale or heartbeat-only is decided by the ``meshview.wire`` rules
+(``is_stale``, ``is_heartbeat_only``); this module only folds their answers into roster rows,
+presence events and lifecycle feed rows. It shares the model's state, hence a mixin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from meshview.snapshot import (
+    STATUS_ORDER,
+    ConnectionStatus,
+    LifecycleKind,
+    ModelEvent,
+    Peer,
+    PresenceEvent,
+    PresenceEventKind,
+    PresenceRecord,
+    Status,
+)
+from meshview.wire import AgentCard, Presence, PresenceCondition, is_heartbeat_only, is_stale
+
+if TYPE_CHECKING:
+    from meshview.snapshot import FeedEntry
+
+
+def as_presence(p: Peer) -> Presence:
+    """A roster row as the wire record it shows, for the wire's presence rules."""
+    c = p.condition
+    return Presence(
+        card=AgentCard(id=p.id, name=p.name, kind=p.kind, role=p.role,
+                       description=p.description, tags=list(p.tags) or None,
+                       meta=dict(p.meta) or None),
+        status=p.status, ts=p.ts, lifecycleUid=p.lifecycle_uid, activity=p.activity,
+        activitySince=p.activity_since, statusSince=p.status_since, activeAt=p.active_at,
+        condition=PresenceCondition(c.code, c.source, c.message, c.since) if c else None,
+        attention=p.attention, channelModes=dict(p.channel_modes) or None,
+    )
+
+
+class RosterReducer:
+    """Presence reducers of :class:`~meshview.model.MeshModel` (the attributes below are its)."""
+
+    ttl_ms: float
+    _peers: dict[str, Peer]
+    _names: dict[str, str]
+    _roster_changed: bool
+    _watch_last: float | None
+    _initial_load: bool
+    _status: ConnectionStatus
+
+    clock: Callable[[], float]
+
+    if TYPE_CHECKING:
+        def _touch(self) -> None: ...
+        def _emit(self, ev: ModelEvent) -> None: ...
+        def _emit_state(self, detail: str | None = None) -> None: ...
+        def _append(self, **kw: Any) -> FeedEntry: ...
+
+    def peer(self, pid: str) -> Peer | None:
+        return self._peers.get(pid)
+
+    def watch_delivered(self, received: float | None = None) -> None:
+        """The presence watch delivered something (any key, incl. ignored ones)."""
+        now = self.clock() if received is None else received
+        self._watch_last = now
+        if self._status.presence_view != "live":
+            self._status = replace(self._status, presence_view="live")
+            self._emit_state()
+            self._touch()
+
+    def apply_presence(self, rec: PresenceRecord, *, received: float | None = None) -> None:
+        """Apply a validated presence PUT (key == card.id already checked by the caller).
+
+        Rules (wire.md §4): ``status: offline`` -> offline; ``ts`` older than ttl on arrival
+        -> unknown peer recorded quietly offline, known peer kept as is (the sweep decides);
+        changed ``lifecycleUid`` -> new-incarnation event; heartbeat-only rewrites update ts
+        but emit nothing.
+        """
+        now = self.clock() if received is None else received
+        self.watch_delivered(now)
+        self._names[rec.id] = rec.name
+        prev = self._peers.get(rec.id)
+        stale = is_stale(rec.ts, now, self.ttl_ms)
+        if rec.status == "offline":
+            self._mark_offline(rec.id, "offline-record", now, rec=rec)
+            return
+        if stale:
+            if prev is None:
+                self._set_peer(self._make_peer(rec, now, None, "offline", "stale"))
+                return
+            return  # known: keep last-known, the sweep decides (with the deaf guard)
+        if prev is not None and rec.ts < prev.ts and prev.status != "offline":
+            return  # an older record than the one we hold (rebind replay)
+        status: Status = rec.status if rec.status in STATUS_ORDER else "idle"  # type: ignore
+        new = self._make_peer(rec, now, prev, status, None)
+        if prev is None or prev.status == "offline":
+            incarnation = (
+                prev is not None and rec.lifecycle_uid is not None
+                and prev.lifecycle_uid is not None and rec.lifecycle_uid != prev.lifecycle_uid
+            )
+            if incarnation:
+                new = replace(new, incarnations=prev.incarnations + 1)
+            self._set_peer(new)
+            if incarnation:  # back from offline as a new instance: one event, not two
+                self._presence_event("incarnation", new, now)
+                self._lifecycle("incarnation", new, now, "new incarnation")
+            else:
+                self._presence_event("join", new, now)
+                self._lifecycle("join", new, now, "joined")
+            return
+        if rec.lifecycle_uid and prev.lifecycle_uid and rec.lifecycle_uid != prev.lifecycle_uid:
+            new = replace(new, incarnations=prev.incarnations + 1)
+            self._set_peer(new)
+            self._presence_event("incarnation", new, now)
+            self._lifecycle("incarnation", new, now, "new incarnation")
+            return
+        if is_heartbeat_only(as_presence(prev), as_presence(new)):
+            # ts/ages move; no event. Keep the roster order cache (status unchanged).
+            self._peers[rec.id] = new
+            self._touch()
+            return
+        self._set_peer(new)
+        self._presence_event("update", new, now)
+
+    def apply_presence_delete(
+        self, pid: str, *, purge: bool = False, received: float | None = None
+    ) -> None:
+        """KV DEL/PURGE on a presence key -> that peer offline (kept in the roster)."""
+        now = self.clock() if received is None else received
+        self.watch_delivered(now)
+        self._mark_offline(pid, "kv-purge" if purge else "kv-delete", now)
+
+    def presence_resync(self, present: Iterable[str], *, received: float | None = None) -> None:
+        """A rebound watch finished its initial state: peers absent from it are gone
+        (an empty bucket means nobody present)."""
+        now = self.clock() if received is None else received
+        keep = set(present)
+        for pid, p in list(self._peers.items()):
+            if pid not in keep and p.status != "offline":
+                self._mark_offline(pid, "stale", now)
+
+    def grace(self, now: float | None = None) -> None:
+        """After a reconnect: every live peer gets one ttl to heartbeat again before the
+        sweep may call it stale (its silence was ours, not its)."""
+        now = self.clock() if now is None else now
+        for pid, p in self._peers.items():
+            if p.status != "offline" and p.seen_at < now:
+                self._peers[pid] = replace(p, seen_at=now)
+
+    def end_initial_load(self) -> None:
+        """The first watch snapshot is complete: later joins are live events."""
+        self._initial_load = False
+
+    def _make_peer(
+        self, rec: PresenceRecord, now: float, prev: Peer | None, status: Status,
+        reason: str | None,
+    ) -> Peer:
+        seen_at = now
+        if prev is not None and rec.ts == prev.ts:
+            seen_at = prev.seen_at  # a replayed record does not refresh liveness
+        return Peer(
+            id=rec.id, name=rec.name, kind=rec.kind or "agent", status=status,
+            reported_status=rec.status, ts=rec.ts, seen_at=seen_at, role=rec.role,
+            lifecycle_uid=rec.lifecycle_uid, activity=rec.activity,
+            activity_since=rec.activity_since, status_since=rec.status_since,
+            active_at=rec.active_at, condition=rec.condition,
+            attention=None if status == "offline" else rec.attention,
+            channel_modes=() if status == "offline" else rec.channel_modes,
+            description=rec.description, tags=rec.tags, meta=rec.meta,
+            first_seen=prev.first_seen if prev else now,
+            offline_since=now if status == "offline" else None,
+            offline_reason=reason if status == "offline" else None,
+            incarnations=prev.incarnations if prev else 1,
+        )
+
+    def _set_peer(self, p: Peer) -> None:
+        self._peers[p.id] = p
+        self._roster_changed = True
+        self._touch()
+
+    def _mark_offline(
+        self, pid: str, reason: str, now: float, rec: PresenceRecord | None = None
+    ) -> None:
+        prev = self._peers.get(pid)
+        if rec is not None:
+            p = self._make_peer(rec, now, prev, "offline", reason)
+        elif prev is not None:
+            p = replace(
+                prev, status="offline", offline_since=now, offline_reason=reason,
+                attention=None, channel_modes=(),
+            )
+        else:
+            return  # a delete for a key we never saw: nothing to show
+        if prev is not None and prev.status == "offline":
+            if rec is not None:
+                self._peers[pid] = replace(p, offline_since=prev.offline_since,
+                                           offline_reason=prev.offline_reason)
+            return
+        if prev is None:
+            self._set_peer(p)  # first sighting already offline: quiet
+            return
+        self._set_peer(p)
+        self._presence_event("offline", p, now, reason)
+        if reason in ("stale", "rebind"):
+            self._lifecycle("crash", p, now, "heartbeat lapsed (crash detected)")
+        else:
+            self._lifecycle("offline", p, now, "went offline")
+
+    def _presence_event(
+        self, kind: PresenceEventKind, p: Peer, now: float, reason: str | None = None
+    ) -> None:
+        self._emit(PresenceEvent(kind, p, now, reason, self._initial_load))
+
+    def _lifecycle(self, kind: LifecycleKind, p: Peer, now: float, text: str) -> None:
+        self._append(
+            id="", ts=now, received=now, kind="lifecycle", from_id=p.id, from_name=p.name,
+            from_role=p.role, text=text, lifecycle=kind, historical=self._initial_load,
+        )
+
+    def sweep(self, now: float | None = None) -> bool:
+        """Rules 4–5: stale peers go offline (deaf-observer guard); a watch silent for a
+        whole ttl marks the view stale. Returns True when the caller should rebind the
+        presence watch (view just went stale)."""
+        now = self.clock() if now is None else now
+        wl = self._watch_last
+        for pid, p in list(self._peers.items()):
+            if p.status == "offline":
+                continue
+            if is_stale(p.ts, now, self.ttl_ms) and wl is not None and wl - p.seen_at >= self.ttl_ms:
+                self._mark_offline(pid, "stale", now)
+        if wl is not None and now - wl > self.ttl_ms and self._status.presence_view != "stale":
+            self._status = replace(self._status, presence_view="stale")
+            self._emit_state()
+            self._touch()
+            return True
+        return False
+
+    @property
+    def presence_view(self) -> str:
+        return self._status.presence_view

@@ -1,0 +1,427 @@
+"""The model's value types: what the observer feeds in and what a snapshot hands out.
+
+Everything here is immutable (frozen dataclasses, frozen msgspec Structs, tuples), so the UI
+and the line stream can hold a :class:`Snapshot` or an event while the model moves on.
+Strings are raw wire text: sanitize before printing them to a terminal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+import msgspec
+
+from meshview.feedring import FeedRows
+from meshview.wire import ChannelConfig, ChannelDefaults, Presence
+
+Status = Literal["working", "waiting", "idle", "offline"]
+FeedKind = Literal["channel", "dm", "anycast", "lifecycle"]
+LifecycleKind = Literal["join", "offline", "crash", "incarnation", "manager-up", "manager-down"]
+PresenceEventKind = Literal["join", "update", "offline", "incarnation"]
+ConnectionState = Literal["connecting", "connected", "reconnecting", "stale", "closed"]
+MembershipPill = Literal["live", "stale", "traffic-only", "unreadable"]
+
+STATUS_ORDER: dict[str, int] = {"working": 0, "waiting": 1, "idle": 2, "offline": 3}
+STATUSES: tuple[Status, ...] = ("working", "waiting", "idle", "offline")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """``Presence.condition``: why a seat is blocked, as the harness reported it."""
+
+    code: str
+    source: str | None = None
+    message: str | None = None
+    since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceRecord:
+    """One decoded, validated presence record (the observer converts wire structs to this)."""
+
+    id: str
+    name: str
+    kind: str = "agent"  # "agent" | "endpoint"
+    status: str = "idle"  # as reported: idle | waiting | working | offline
+    ts: float = 0.0  # last heartbeat, peer clock, epoch ms
+    role: str | None = None
+    lifecycle_uid: str | None = None
+    activity: str | None = None
+    activity_since: float | None = None
+    status_since: float | None = None
+    active_at: float | None = None
+    condition: Condition | None = None
+    attention: str | None = None
+    channel_modes: tuple[tuple[str, str], ...] = ()
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+    meta: tuple[tuple[str, str], ...] = ()
+    environment: str | None = None
+
+    @classmethod
+    def from_wire(cls, p: Presence) -> PresenceRecord:
+        """The roster's copy of a wire record, every field bounded: the SPEC caps a name at
+        128 characters, and nobody may buy megabytes of our memory with one KV key."""
+        card = p.card
+        c = p.condition
+        meta = card.meta or {}
+        return cls(
+            id=card.id, name=_clip(card.name, 128), kind=_clip(card.kind, 16), status=p.status,
+            ts=float(p.ts), role=_clip(card.role, 64), lifecycle_uid=_clip(p.lifecycleUid, 64),
+            activity=_clip(p.activity, 512), activity_since=p.activitySince,
+            status_since=p.statusSince, active_at=p.activeAt,
+            condition=Condition(_clip(c.code, 64), _clip(c.source, 64), _clip(c.message, 1024),
+                                c.since) if c is not None else None,
+            attention=_clip(p.attention, 16),
+            channel_modes=tuple(sorted((_clip(k, 128), _clip(v, 16))
+                                       for k, v in list((p.channelModes or {}).items())[:64])),
+            description=_clip(card.description, 200),
+            tags=tuple(_clip(t, 64) for t in (card.tags or ())[:32]),
+            meta=tuple(sorted((_clip(k, 64), _clip(v, 256))
+                              for k, v in list(meta.items())[:32] if isinstance(v, str))),
+            environment=_clip(p.environment, 256),
+        )
+
+
+def _clip(v: Any, n: int) -> Any:
+    """Bound one wire string kept in the roster (None and non-strings pass through)."""
+    return v[:n] + "…" if isinstance(v, str) and len(v) > n else v
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSettings:
+    """One channel's settings with snake-case fields: a registry entry built by hand (tests,
+    replay), or the effective settings :meth:`MeshModel.effective` derives by the wire rules."""
+
+    replay: bool | None = None
+    replay_window: str | None = None
+    delivery_class: str | None = None
+    description: str | None = None
+    instructions: str | None = None
+
+    def config(self) -> ChannelConfig:
+        """As the registry's wire record, the shape the ``meshview.wire`` rules read."""
+        return ChannelConfig(self.replay, self.replay_window, self.delivery_class,
+                             self.description, self.instructions)
+
+    def defaults(self) -> ChannelDefaults:
+        """As the registry's ``=defaults`` record."""
+        return ChannelDefaults(self.replay, self.replay_window, self.delivery_class)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """A roster row. ``status`` is the derived status (offline when stale/deleted)."""
+
+    id: str
+    name: str
+    kind: str
+    status: Status
+    reported_status: str
+    ts: float  # last heartbeat (peer clock)
+    seen_at: float  # receipt time of the last record that moved ts (observer clock)
+    role: str | None = None
+    lifecycle_uid: str | None = None
+    activity: str | None = None
+    activity_since: float | None = None
+    status_since: float | None = None
+    active_at: float | None = None
+    condition: Condition | None = None
+    attention: str | None = None
+    channel_modes: tuple[tuple[str, str], ...] = ()
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+    meta: tuple[tuple[str, str], ...] = ()
+    first_seen: float = 0.0
+    offline_since: float | None = None
+    offline_reason: str | None = None  # kv-delete | kv-purge | offline-record | stale | rebind
+    incarnations: int = 1
+
+    @property
+    def is_agent(self) -> bool:
+        return self.kind == "agent"
+
+
+class FeedEntry(msgspec.Struct, frozen=True, gc=False):
+    """One feed row. ``index`` is its absolute position in the feed ring.
+
+    A frozen Struct the garbage collector never tracks (``gc=False``): the ring holds ~10k
+    long-lived rows, and tracked rows made every full collection walk them all. Safe because a
+    row holds only strings, numbers and tuples of untracked wire parts: it can't be in a cycle.
+
+    ``kind`` is the authenticated delivery kind (from the subject) or ``lifecycle``.
+    ``ts`` is the sender's stamp (earliest of a burst), ``received`` the observer's receipt
+    time. ``count`` > 1 for a coalesced unicast burst (one row, several recipients).
+    ``event`` marks rows on an agent event channel (``events.<owner>.<actor>``).
+    For lifecycle rows ``lifecycle`` names the event and ``from_*`` is the peer concerned.
+    Strings are raw wire text: sanitize before printing them to a terminal.
+    """
+
+    index: int
+    id: str
+    ts: float
+    received: float
+    kind: FeedKind
+    from_id: str
+    from_name: str
+    from_role: str | None
+    text: str
+    channel: str | None = None
+    to_ids: tuple[str, ...] = ()
+    to_names: tuple[str, ...] = ()
+    to_service: str | None = None
+    parts: tuple[Any, ...] = ()
+    count: int = 1
+    historical: bool = False
+    event: bool = False
+    lifecycle: LifecycleKind | None = None
+    ids: tuple[str, ...] = ()  # every message id folded into this row (bursts)
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceEvent:
+    """A presence transition for the line stream: join / update / offline / incarnation.
+
+    Heartbeat-only rewrites never produce one. ``reason`` explains an offline
+    (``kv-delete``, ``kv-purge``, ``offline-record``, ``stale``, ``rebind``).
+    """
+
+    event: PresenceEventKind
+    peer: Peer
+    received: float
+    reason: str | None = None
+    initial: bool = False  # part of the first roster load
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A wire input dropped by a reader rule; counted by reason, never carries the payload."""
+
+    reason: str
+    subject: str
+    received: float
+
+
+@dataclass(frozen=True, slots=True)
+class StateEvent:
+    """Connection or presence-view state changed."""
+
+    connection: ConnectionState
+    presence_view: str
+    dm_visible: bool
+    received: float
+    detail: str | None = None
+    lagging: bool = False  # the observer is behind and may drop (see ConnectionStatus)
+    dropped: int = 0
+
+
+ModelEvent = FeedEntry | PresenceEvent | Rejected | StateEvent
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelInfo:
+    """One channel tab. ``retained`` is the broker's stored count (None = unknown);
+    ``arrivals`` counts live arrivals since start and only grows (unread badges)."""
+
+    name: str
+    retained: int | None
+    arrivals: int
+    registered: bool
+    replay: bool  # effective: channel ?? defaults ?? True
+    delivery_class: str  # effective: channel ?? defaults ?? "durable"
+    replay_window: str | None  # effective: channel ?? defaults ?? None (= all retained)
+    description: str | None = None
+    instructions: str | None = None
+    last_ts: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsYou:
+    """A waiting agent. Ages are None when the wire does not say (never guessed)."""
+
+    id: str
+    name: str
+    role: str | None
+    condition_code: str | None
+    condition_message: str | None
+    condition_age_ms: float | None  # now - condition.since
+    status_age_ms: float | None  # now - statusSince
+    heartbeat_age_ms: float  # now - ts
+    activity: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    counts: tuple[tuple[Status, int], ...]  # over agents only, in STATUSES order
+    needs_you: tuple[NeedsYou, ...]  # ordered by name, then id
+    stalest_live_ts: float | None  # min ts over non-offline agents
+    stalest_live_id: str | None
+
+    def count(self, status: Status) -> int:
+        return dict(self.counts).get(status, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    msgs_per_sec: float  # tap arrivals in the last second
+    buckets: tuple[int, ...]  # 15 x 4 s arrival counts, oldest first (last 60 s)
+    total: int  # live tap arrivals since start
+
+
+@dataclass(frozen=True, slots=True)
+class DmMessage:
+    id: str
+    ts: float
+    from_id: str
+    to_id: str
+    text: str
+    historical: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DmConversation:
+    """One conversation pair (ids sorted), only for pairs that actually talked."""
+
+    a_id: str
+    b_id: str
+    a_name: str
+    b_name: str
+    count: int
+    last_ts: float
+    last_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """Topology fold input: sender -> target traffic. ``target`` is ``#channel``,
+    a peer id (dm) or ``@role`` (anycast)."""
+
+    from_id: str
+    target: str
+    kind: FeedKind
+    count: int
+    last_ts: float
+
+
+class Hop(msgspec.Struct, frozen=True, gc=False):
+    """One recent delivery for a swimlane: (ts, from, to, kind). Untracked by the collector
+    like :class:`FeedEntry`: one is made per delivery and holds only strings and a float."""
+
+    ts: float
+    from_id: str
+    to: str
+    kind: FeedKind
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    edges: tuple[Edge, ...]  # sorted by count desc
+    recent: tuple[Hop, ...]  # oldest first, bounded
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    id: str
+    live: tuple[str, ...]  # subscription patterns, wildcards kept
+    durable: tuple[str, ...]
+    observed_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """The four-state pill: ``unreadable`` wins; ``traffic-only`` when there is no daemon."""
+
+    pill: MembershipPill
+    reason: str | None
+    feed_observed_at: float | None
+    members: tuple[MemberView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerLease:
+    instance_id: str
+    holder: str | None
+    runtime: str | None
+    pid: int | None
+    since: float | None
+    up: bool
+    changed_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionStatus:
+    """Connection status bar data. ``server`` never contains credentials."""
+
+    connection: ConnectionState
+    space: str
+    server: str
+    dm_visible: bool
+    presence_view: str  # "live" | "stale"
+    tap: tuple[str, ...]
+    error: str | None = None
+    warning: str | None = None
+    lagging: bool = False  # the observer's backlog is past its high-water mark
+    dropped: int = 0  # tap messages dropped unapplied because the backlog was full (total)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Immutable view of the model at ``now``. Feed rows by absolute index."""
+
+    version: int
+    now: float
+    status: ConnectionStatus
+    agents: tuple[Peer, ...]  # kind == agent, by status then name
+    endpoints: tuple[Peer, ...]  # everything else, same order
+    channels: tuple[ChannelInfo, ...]  # by name, event channels excluded
+    feed: FeedRows  # oldest first; feed[k].index == feed_base + k (immutable view)
+    feed_base: int
+    signals: Signals
+    rates: Rates
+    dms: tuple[DmConversation, ...]  # newest first
+    dm_log: tuple[DmMessage, ...]  # oldest first, bounded (DM_LOG_CAP)
+    topology: Topology
+    rejections: tuple[tuple[str, int], ...]  # reason -> count, by reason
+    membership: Membership
+    managers: tuple[ManagerLease, ...]
+    names: Mapping[str, str] = field(repr=False, default_factory=dict)  # id -> name (read-only)
+
+    @property
+    def feed_len(self) -> int:
+        return len(self.feed)
+
+    @property
+    def feed_end(self) -> int:
+        return self.feed_base + len(self.feed)
+
+    def entry(self, i: int) -> FeedEntry:
+        """Feed row at absolute index ``i`` (IndexError when evicted or not yet there)."""
+        return self.feed.at(i)
+
+    def name_of(self, pid: str) -> str:
+        return self.names.get(pid) or pid[:8]
+
+    def dm_thread(self, a: str, b: str) -> tuple[DmMessage, ...]:
+        """Messages between two peers (either direction), oldest first."""
+        pair = {a, b}
+        return tuple(m for m in self.dm_log if {m.from_id, m.to_id} == pair)
+
+    @property
+    def peers(self) -> tuple[Peer, ...]:
+        return self.agents + self.endpoints
+
+
+class ReadOnlyNames(dict):
+    """A dict copy that refuses mutation (the snapshot's id -> name map)."""
+
+    def _ro(self, *a: Any, **k: Any) -> None:
+        raise TypeError("snapshot mappings are read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _ro  # type: ignore

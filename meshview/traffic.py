@@ -1,0 +1,96 @@
+"""Traffic folds of the model: the DM roll-up and the topology fold, each bounded.
+
+Both only accumulate what deliveries say (who sent what to whom, when); the model decides
+what is a delivery and when a snapshot reads them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from typing import Callable
+
+from meshview.feedring import keep_text
+from meshview.snapshot import DmConversation, DmMessage, Edge, FeedKind, Hop, Topology
+
+DM_LOG_CAP = 1000
+DM_CONV_CAP = 4096
+TOPO_RECENT_CAP = 2000
+TOPO_EDGE_CAP = 4096
+
+
+@dataclass(slots=True)
+class _Conv:
+    count: int
+    last_ts: float
+    last_text: str
+
+
+class DmRollup:
+    """The DM log (newest ``cap`` messages, deduped by id) and one roll-up per pair that talked."""
+
+    def __init__(self, cap: int = DM_LOG_CAP) -> None:
+        self.log: deque[DmMessage] = deque(maxlen=cap)
+        self._convs: dict[tuple[str, str], _Conv] = {}
+        self._seen: set[str] = set()
+
+    def add(self, mid: str, ts: float, f: str, t: str, text: str, hist: bool) -> None:
+        if mid:
+            if mid in self._seen:
+                return
+            if len(self._seen) > 4 * (self.log.maxlen or DM_LOG_CAP):
+                self._seen = {m.id for m in self.log}
+            self._seen.add(mid)
+        text = keep_text(text)
+        self.log.append(DmMessage(mid, ts, f, t, text, hist))
+        if f == t:
+            return  # self-DMs are skipped in the roll-up
+        pair = (f, t) if f < t else (t, f)
+        c = self._convs.get(pair)
+        if c is None:
+            self._convs[pair] = _Conv(1, ts, text)
+        else:
+            c.count += 1
+            if ts >= c.last_ts:
+                c.last_ts, c.last_text = ts, text
+        if len(self._convs) > DM_CONV_CAP:  # bound: drop the stalest conversation
+            stalest = min(self._convs, key=lambda k: self._convs[k].last_ts)
+            del self._convs[stalest]
+
+    def conversations(self, name_of: Callable[[str], str]) -> tuple[DmConversation, ...]:
+        """Every pair that talked, newest first."""
+        convs = sorted(self._convs.items(), key=lambda kv: -kv[1].last_ts)
+        return tuple(
+            DmConversation(a, b, name_of(a), name_of(b), c.count, c.last_ts, c.last_text)
+            for (a, b), c in convs
+        )
+
+
+class TopologyFold:
+    """Sender -> target edge counts (least recently used edges go first) and recent hops."""
+
+    def __init__(self) -> None:
+        self._edges: OrderedDict[tuple[str, str, str], list] = OrderedDict()
+        self._hops: deque[Hop] = deque(maxlen=TOPO_RECENT_CAP)
+
+    def hop(self, ts: float, f: str, to: str, kind: FeedKind, historical: bool) -> None:
+        key = (f, to, kind)
+        e = self._edges.get(key)
+        if e is None:
+            self._edges[key] = [1, ts]
+            if len(self._edges) > TOPO_EDGE_CAP:
+                self._edges.popitem(last=False)
+        else:
+            e[0] += 1
+            if ts > e[1]:
+                e[1] = ts
+            self._edges.move_to_end(key)
+        if not historical:
+            self._hops.append(Hop(ts, f, to, kind))
+
+    def topology(self) -> Topology:
+        edges = tuple(sorted(
+            (Edge(f, t, k, v[0], v[1]) for (f, t, k), v in self._edges.items()),  # type: ignore[arg-type]
+            key=lambda e: -e.count,
+        ))
+        return Topology(edges, tuple(self._hops))
