@@ -33,6 +33,7 @@ from meshview.wire.outbound import (
     inbox_pattern,
     reply_context,
 )
+from meshview.wire.subjects import chat_subject, inst_subject, svc_subject
 
 PROTOCOL_VERSION = "0.4"
 OWNER = "local"  # open dev mode owner token (SPEC §2)
@@ -299,15 +300,12 @@ class Team:
         parts = [{"kind": "text", "text": text}] + (extra_parts or [])
         msg = self._envelope(a, parts, channel=channel, mentions=mentions or None,
                              replyTo=reply_to, contextId=context_id)
-        await self._publish(f"cotal.{self.space}.chat.{OWNER}.{actor_token(a.name)}.{channel}",
-                            msg, wait_ack)
+        await self._publish(chat_subject(self.space, a.id, channel), msg, wait_ack)
         return msg
 
     async def dm(self, a: Agent, b: Agent, text: str, *, reply_to: str | None = None) -> dict:
         msg = self._envelope(a, [{"kind": "text", "text": text}], to=b.id, replyTo=reply_to)
-        await self._publish(
-            f"cotal.{self.space}.inst.{OWNER}.{actor_token(b.name)}.{OWNER}.{actor_token(a.name)}",
-            msg)
+        await self._publish(inst_subject(self.space, b.id, a.id), msg)
         return msg
 
     async def anycast(self, a: Agent, role: str, text: str, data: object | None = None) -> dict:
@@ -315,7 +313,7 @@ class Team:
         if data is not None:
             parts.append({"kind": "data", "data": data})
         msg = self._envelope(a, parts, toService=role, contextId=f"ctx-{self.rng.randrange(1000)}")
-        await self._publish(f"cotal.{self.space}.svc.{role}.{OWNER}.{actor_token(a.name)}", msg)
+        await self._publish(svc_subject(self.space, role, a.id), msg)
         return msg
 
     def _alive(self) -> list[Agent]:
