@@ -1,5 +1,9 @@
 """MeshView: the observer's state and its pure reducers.
 
+Over 500 lines on purpose: one state machine whose reducers share one version, dirty flag and
+snapshot cache; its value types (snapshot.py), feed ring (feedring.py), presence reducer
+(roster.py) and traffic folds (traffic.py) already live apart.
+
 No I/O and no clock of its own: every reducer takes receipt time from the injected ``clock``
 (epoch milliseconds), so tests drive time by hand. Everything is bounded (feed ring, dedupe
 set, DM log, topology, event queue). The observer feeds it decoded wire data through the
@@ -34,8 +38,8 @@ from meshview.snapshot import (
     ConnectionStatus,
     FeedEntry,
     ManagerLease,
-    MembershipPill,
     Membership,
+    MembershipPill,
     MemberView,
     ModelEvent,
     NeedsYou,

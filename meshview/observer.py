@@ -17,6 +17,9 @@ the backlog in time-boxed slices (``SLICE_MS``), yielding to the event loop betw
 and a ticker publishes to listeners at most once per ``BATCH_MS``. When input outruns what we
 can apply, the deque's cap drops the oldest frames: counted in ``status.dropped`` and shown as
 ``status.lagging`` until the backlog is worked off, never silent and never unbounded.
+
+The reads themselves live apart: KV watches in kvwatch.py, what the side buckets mean in
+buckets.py, history in history.py; every subject and rule comes from ``meshview.wire``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,13 @@ from meshview.snapshot import (
     PresenceRecord,
     Status,
 )
-from meshview.wire import AgentCard, Presence, PresenceCondition, is_heartbeat_only, is_stale
+from meshview.wire import (
+    AgentCard,
+    Presence,
+    PresenceCondition,
+    is_heartbeat_only,
+    is_stale,
+)
 
 if TYPE_CHECKING:
     from meshview.snapshot import FeedEntry

@@ -35,9 +35,9 @@ from meshview.wire.messages import (
 )
 from meshview.wire.names import bucket_names, space_token
 from meshview.wire.presence import (
+    PRESENCE_TTL_MS,
     PresenceDecision,
     decode_presence,
-    PRESENCE_TTL_MS,
     is_heartbeat_only,
     is_stale,
     offline_view,
