@@ -15,6 +15,7 @@ import stat
 import time
 import uuid
 
+import nats
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy, AckPolicy
 
@@ -43,6 +44,23 @@ def _msg(space: str, sender: str, **route) -> bytes:
 
 async def _next(sub, timeout: float = 3.0):
     return await sub.next_msg(timeout=timeout)
+
+
+async def _seen_live(js, sub, subject: str, build, attempts: int = 5):
+    """Publish until ``sub`` sees one (each a new message), at most ``attempts`` times.
+
+    The server does not promise that a subscription flushed on one connection is matched by
+    the very next publish from another (nats-io/nats-server#2150, nats-io/nats.rs#1274): under
+    load about one run in thirty lost that first DM while JetStream acked it (the tap's
+    ``delivered`` stayed 0; the next publish arrived). What this asserts is that the admin
+    tap receives DMs live at all, which a denied tap never does."""
+    for _ in range(attempts):
+        await js.publish(subject, build())
+        try:
+            return await sub.next_msg(timeout=2)
+        except nats.errors.TimeoutError:
+            continue
+    raise AssertionError(f"{attempts} publishes on {subject}, none seen live")
 
 
 async def _no_msg(sub, within: float = 0.5) -> None:
@@ -285,15 +303,12 @@ async def test_admin_sees_dms_and_anycast_live_and_dm_history(auth_mesh):
         chat = await adm.subscribe(f"cotal.{s}.chat.>")
         await adm.flush()
         ijs = infra.jetstream()
-        await ijs.publish(f"cotal.{s}.inst.local.bob.local.ada", _msg(s, "local.ada",
-                                                                      to="local.bob"))
-        await ijs.publish(f"cotal.{s}.svc.reviewer.local.ada", _msg(s, "local.ada",
-                                                                    toService="reviewer"))
-        await ijs.publish(f"cotal.{s}.chat.local.ada.general", _msg(s, "local.ada",
-                                                                    channel="general"))
-        assert (await _next(inst)).subject.startswith(f"cotal.{s}.inst.")
-        assert (await _next(svc)).subject.startswith(f"cotal.{s}.svc.")
-        assert (await _next(chat)).subject.startswith(f"cotal.{s}.chat.")
+        for sub, subject, route in (
+                (inst, f"cotal.{s}.inst.local.bob.local.ada", {"to": "local.bob"}),
+                (svc, f"cotal.{s}.svc.reviewer.local.ada", {"toService": "reviewer"}),
+                (chat, f"cotal.{s}.chat.local.ada.general", {"channel": "general"})):
+            got = await _seen_live(ijs, sub, subject, lambda: _msg(s, "local.ada", **route))
+            assert got.subject == subject
 
         # god-view over messaging only: one space-wide tap and the ep rails stay denied
         for pattern in (f"cotal.{s}.>", f"cotal.{s}.ep.>", f"cotal.{s}.eps.>"):
@@ -357,7 +372,7 @@ async def test_agent_publishes_only_as_itself(auth_mesh):
 
 async def test_revocation_applies_to_a_live_reload(tmp_path):
     """Revoking a user after the fact (account JWT update + reload) refuses its next connect."""
-    from authmesh import start_auth_mesh
+    from support.authmesh import start_auth_mesh
     m = start_auth_mesh("rv")
     try:
         nc = await m.connect("observer")
