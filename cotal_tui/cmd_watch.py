@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 
 
@@ -31,9 +32,15 @@ def run(args: argparse.Namespace) -> int:
         from cotal_tui.run_console import run_console
 
         return int(run_console(args) or 0)
+    # SIGTERM like Ctrl-C until the stream's loop takes both over (and ignored once it has
+    # finished): exit 0 at any moment, never a default-action kill or a stray traceback.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     from meshview.stream import run_stream
 
     try:
         return asyncio.run(run_stream(args, mode))
     except KeyboardInterrupt:
         return 0
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)

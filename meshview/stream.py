@@ -4,7 +4,9 @@ Text mode: one line per event (receipt time, label, ``name/role``, status badge 
 target, text), colour only on a TTY with ``NO_COLOR`` unset or empty, every wire string
 neutralized by :mod:`meshview.sanitize` and multi-line text indented under its event.
 JSON mode: JSON Lines with the exact wire text (JSON escaping makes controls inert).
-Data goes to stdout; diagnostics (header, warnings, rejections in text mode) to stderr.
+Data goes to stdout; diagnostics (header, warnings, rejections in text mode) to stderr. Both go
+through a :class:`~meshview.lineout.LineSink`, so a consumer that stops reading never blocks the
+observer: its oldest pending lines are shed, counted and reported where they went missing.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import msgspec
 
 from meshview import sanitize
 from meshview.connect import ConnectError, connect, resolve_target
+from meshview.lineout import LineSink
 from meshview.model import MeshModel
 from meshview.snapshot import (
     FeedEntry,
@@ -163,9 +166,13 @@ def json_presence(ev: PresenceEvent) -> dict[str, Any]:
 
 
 class StreamWriter:
-    """Turns model events into lines on ``out`` (and diagnostics on ``err``)."""
+    """Turns model events into lines on ``out`` (and diagnostics on ``err``).
 
-    def __init__(self, mode: str, out: TextIO, err: TextIO, colour: bool | None = None) -> None:
+    ``out``/``err`` are a :class:`LineSink` (the real stream: never blocks) or any text file
+    (tests, embedding)."""
+
+    def __init__(self, mode: str, out: TextIO | LineSink, err: TextIO | LineSink,
+                 colour: bool | None = None) -> None:
         self.mode = mode
         self.out, self.err = out, err
         self.text = TextRenderer(use_colour(out) if colour is None else colour)
@@ -179,8 +186,7 @@ class StreamWriter:
         line = f"! {msg}"
         if self.err_colour:
             line = f"\x1b[{'33' if warn else '31'}m{line}\x1b[0m"
-        self.err.write(line + "\n")
-        self.err.flush()
+        _emit(self.err, [line])
 
     def write(self, events: Iterable[ModelEvent]) -> None:
         lines: list[str] = []
@@ -189,8 +195,21 @@ class StreamWriter:
             if line is not None:
                 lines.append(line)
         if lines:
-            self.out.write("\n".join(lines) + "\n")
-            self.out.flush()
+            _emit(self.out, lines)
+
+    def output_gap(self, gap: int, total: int) -> str:
+        """The line written where ``gap`` lines were shed because the reader of stdout fell
+        behind (``total`` so far). JSON reuses the observer's lagging shape, told apart by
+        ``source``."""
+        if self.mode == "json":
+            return json.dumps({"type": "state", "source": "output", "lagging": True,
+                               "dropped": total})
+        note = f"! {gap} lines dropped here: the reader of this output fell behind ({total} so far)"
+        stamp = self.text._c("2", TextRenderer._time(time.time() * 1000))
+        return f"{stamp} {self.text._c('33', note)}"
+
+    def output_stalled(self) -> None:
+        self.diag("stdout is not being read: shedding the oldest lines (counted)")
 
     def render(self, ev: ModelEvent) -> str | None:
         js = self.mode == "json"
@@ -252,17 +271,49 @@ class StreamWriter:
         self.diag(f"rejected {sanitize.inline(ev.reason)} on {sanitize.inline(ev.subject, 200)}{extra}")
 
 
+def _emit(dest: TextIO | LineSink, lines: list[str]) -> None:
+    if isinstance(dest, LineSink):
+        dest.write_lines(lines)
+    else:
+        dest.write("\n".join(lines) + "\n")
+        dest.flush()
+
+
+def _sink(f: TextIO | None, **kw: Any) -> LineSink | None:
+    """A LineSink on a standard stream's fd; None when it has none (a test's StringIO)."""
+    try:
+        return LineSink(f.fileno(), **kw)  # type: ignore[union-attr]
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+STOP_BUDGET = 0.4  # seconds for the last lines after SIGINT/SIGTERM (the exit must take < 1 s)
+
+
 async def run_stream(args: Any, mode: str, out: TextIO | None = None,
                      err: TextIO | None = None) -> int:
-    """Connect, observe, print until SIGINT/SIGTERM. Returns the exit code."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    """Connect, observe, print until SIGINT/SIGTERM or until the reader of stdout goes away.
+    Returns the exit code (0 for both)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # first: a SIGTERM while connecting is exit 0 too
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
     try:
-        target = resolve_target(args)
-        nc, target = await connect(target)
+        connecting = asyncio.create_task(connect(resolve_target(args)))
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([connecting, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            return 0
+        nc, target = connecting.result()
     except ConnectError as e:
-        err.write(f"cotal: {e}\n")
-        err.flush()
+        e_out = err or sys.stderr
+        e_out.write(f"cotal: {e}\n")
+        e_out.flush()
         return 1
     backfill = int(getattr(args, "backfill", 0) or 0)
     model = MeshModel(target.space, record_events=True, burst_ms=0 if mode == "json" else 400,
@@ -270,8 +321,21 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
     obs = Observer(nc, target.space, model, has_credential=target.has_credential,
                    options=ObserverOptions(dms=not getattr(args, "no_dms", False),
                                            backfill=backfill, dm_backfill=min(backfill, 1000)))
-    writer = StreamWriter(mode, out, err)
     broken = asyncio.Event()
+    if out is None or err is None:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except (OSError, ValueError):
+                pass
+    err_sink = _sink(sys.stderr, gap_line=lambda gap, total:
+                     f"! {gap} diagnostic lines dropped (stderr was not being read)"
+                     ) if err is None else None
+    out_sink = _sink(sys.stdout, on_broken=broken.set) if out is None else None
+    sinks = [s for s in (out_sink, err_sink) if s is not None]
+    writer = StreamWriter(mode, out_sink or out or sys.stdout, err_sink or err or sys.stderr)
+    if out_sink is not None:
+        out_sink.gap_line, out_sink.on_stall = writer.output_gap, writer.output_stalled
 
     def drain(m: MeshModel) -> None:
         try:
@@ -280,33 +344,53 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
             broken.set()
 
     obs.add_listener(drain)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
     if mode != "json":
         writer.diag(f"watching space {sanitize.inline(target.space)} on {target.display}"
                     " - Ctrl-C to stop", warn=True)
     try:
-        await obs.start()
-        if not obs.dm_visible and getattr(args, "no_dms", False) is False:
-            writer.diag("DMs and anycast are not visible with this credential (channels only)")
-        drain(model)
         waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(broken.wait())]
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        starting = asyncio.create_task(obs.start())
+        done, _ = await asyncio.wait([starting, *waiters], return_when=asyncio.FIRST_COMPLETED)
+        if starting in done:
+            starting.result()
+            if not obs.dm_visible and getattr(args, "no_dms", False) is False:
+                writer.diag("DMs and anycast are not visible with this credential (channels only)")
+            drain(model)
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            starting.cancel()
         for w in waiters:
             w.cancel()
     finally:
+        deadline = loop.time() + STOP_BUDGET
         try:
-            await obs.stop()
-            drain(model)
-        except Exception:
+            await asyncio.wait_for(obs.stop(), STOP_BUDGET / 2)
+        except (Exception, asyncio.CancelledError):
             pass
+        if not broken.is_set():
+            try:
+                drain(model)
+            except Exception:
+                pass
+        closing = asyncio.create_task(nc.close())
+        await _finish(writer, out_sink, sinks, deadline, loop)
         try:
-            await asyncio.wait_for(nc.close(), 2.0)
-        except Exception:
+            await asyncio.wait_for(closing, max(0.05, deadline - loop.time()))
+        except (Exception, asyncio.CancelledError):
             pass
     return 0
+
+
+async def _finish(writer: StreamWriter, out_sink: LineSink | None, sinks: list[LineSink],
+                  deadline: float, loop: asyncio.AbstractEventLoop) -> None:
+    """The last lines within the stop budget, never blocking: what a stalled reader has not
+    taken by then is abandoned and said so on stderr (a reader that left is not told)."""
+    if out_sink is not None and not out_sink.broken:
+        await out_sink.drain(max(0.0, deadline - loop.time() - 0.1))
+        out_sink.close()
+        if out_sink.unreported:
+            writer.diag(f"{out_sink.unreported} lines not delivered: stdout was not being read")
+    for s in sinks:
+        if not s.closed:
+            await s.drain(max(0.0, deadline - loop.time()))
+            s.close()
