@@ -155,6 +155,8 @@ class CotalApp(App[int]):
     ]
     seat_sessions: SeatSessions | None = None  # set to reach seats some other way than the console's
 
+    last_notice: str | None = None  # the newest status-line notice (tests, replay)
+
     def __init__(
         self,
         *,
@@ -187,6 +189,7 @@ class CotalApp(App[int]):
 
     def notify_line(self, text: str, error: bool = False) -> None:
         """A one-line notice on the status bar (cleared after 3 s); a toast elsewhere."""
+        self.last_notice = text
         for screen in reversed(self.screen_stack):
             bars = screen.query(StatusBar)
             if bars:

@@ -21,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(stream default 0: live only; console default 50)")
     parser.add_argument("--no-dms", action="store_true",
                         help="watch channels only (no DMs or anycast)")
+    parser.add_argument("--read-only", action="store_true", dest="read_only",
+                        help="the console never sends or controls (also COTAL_READ_ONLY=1)")
+    parser.add_argument("--as", metavar="NAME", dest="as_name",
+                        help="the operator's name on the mesh once it sends "
+                             "(default: the creds' principal, else <user>-console)")
 
 
 def run(args: argparse.Namespace) -> int:

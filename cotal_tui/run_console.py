@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from attach.managed import PsPoller
+from cotal_tui.operator import Operator, read_only_reason
 from meshview.connect import ConnectError, Target, connect, resolve_target
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
@@ -71,6 +72,9 @@ class LiveSession:
             options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
                                     dm_backfill=min(1000, max(backfill, 0) * 20)))
         self.managed = PsPoller(nc, space)
+        self.operator = Operator(target, space, name=getattr(args, "as_name", None),
+                                 read_only=read_only_reason(args),
+                                 roster=lambda: self.model.snapshot().peers)
         self._seat_sessions: Any = None
         self.started = False
 
@@ -104,6 +108,7 @@ class LiveSession:
             self.started = False
             await self.managed.stop()
             await self.observer.stop()
+        await self.operator.close()  # the operator's offline record, if it ever sent
 
 
 def wants_picker(args: argparse.Namespace, target: Target) -> bool:

@@ -88,6 +88,7 @@ class _Burst:
     to_ids: list[str]
     ids: list[str]
     opened: float  # clock time the window opened
+    context_id: str | None = None
 
 
 class MeshModel(RosterReducer):
@@ -237,6 +238,7 @@ class MeshModel(RosterReducer):
         historical: bool = False,
         event: bool = False,
         received: float | None = None,
+        context_id: str | None = None,
     ) -> bool:
         """Apply one validated delivery. Returns False for a duplicate id (dropped).
 
@@ -271,7 +273,7 @@ class MeshModel(RosterReducer):
             self._bursts[key] = _Burst(
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
                 from_role=from_role, text=text, parts=parts_t, historical=historical,
-                to_ids=[to_id], ids=[id], opened=now,
+                to_ids=[to_id], ids=[id], opened=now, context_id=context_id,
             )
             self._ring.hold(id)  # pending burst
             if historical or self.burst_ms <= 0:
@@ -293,7 +295,7 @@ class MeshModel(RosterReducer):
         self._append(
             id=id, ts=ts, received=now, kind=kind, from_id=from_id, from_name=from_name,
             from_role=from_role, text=text, channel=channel, to_service=to_service,
-            parts=parts_t, historical=historical, event=event, ids=(id,),
+            parts=parts_t, historical=historical, event=event, ids=(id,), context_id=context_id,
         )
         return True
 
@@ -313,7 +315,7 @@ class MeshModel(RosterReducer):
             id=b.first_id, ts=b.ts, received=b.received, kind="dm", from_id=b.from_id,
             from_name=b.from_name, from_role=b.from_role, text=b.text,
             to_ids=tuple(b.to_ids), to_names=to_names, parts=b.parts, count=len(b.to_ids),
-            historical=b.historical, ids=tuple(b.ids),
+            historical=b.historical, ids=tuple(b.ids), context_id=b.context_id,
         )
 
     def flush_bursts(self) -> None:

@@ -51,6 +51,7 @@ from meshview.wire import (
     tap_subjects,
 )
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, space_token
+from meshview.wire.outbound import reply_context
 from meshview.wire.subjects import DELIVERY_KINDS
 
 Listener = Callable[[MeshModel], Awaitable[None] | None]
@@ -357,7 +358,7 @@ class Observer:
             channel=channel, to=d.target if kind == "dm" else None,
             to_service=d.target if kind == "anycast" else None,
             historical=historical, event=bool(channel) and is_event_channel(channel),
-            received=now,
+            received=now, context_id=reply_context(msg),
         )
 
     # ------------------------------------------------------------------ time

@@ -183,6 +183,7 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     event: bool = False
     lifecycle: LifecycleKind | None = None
     ids: tuple[str, ...] = ()  # every message id folded into this row (bursts)
+    context_id: str | None = None  # the thread a reply to this row joins (wire.reply_context)
 
 
 @dataclass(frozen=True, slots=True)

@@ -481,6 +481,16 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
         self.refresh()
 
+    def selected_entry(self) -> FeedEntry | None:
+        """The row under the cursor, else the newest row shown; None on an empty feed."""
+        if not self._rows or self._snap is None:
+            return None
+        index = self.cursor if self.cursor is not None else self._rows[-1]
+        try:
+            return self._snap.entry(index)
+        except IndexError:
+            return None
+
     def action_open(self) -> None:
         if not self._rows or self._snap is None:
             return

@@ -17,9 +17,11 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
+from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
 from meshview.snapshot import FeedEntry, Snapshot
 from widgets.channel_tabs import ChannelTabs
+from widgets.composer import Composer
 from widgets.detail_card import agent_card, message_card
 from widgets.feed import FeedView
 from widgets.line_list import LineList
@@ -36,12 +38,12 @@ WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 
 HINTS = {
-    "body": "? help  / search  : cmd  d DMs  t topo  n needs-you  q quit",
+    "body": "? help  / search  : cmd  c send  r reply  d DMs  t topo  n needs-you  q quit",
     **{lens.name: lens.hints for lens in LENSES},
 }
 
 
-class ConsoleScreen(Screen[None]):
+class ConsoleScreen(ComposeKeys, Screen[None]):
     CSS_PATH = "console.tcss"
     BINDINGS = [
         Binding("question_mark", "help", "help", id="console.help"),
@@ -52,6 +54,8 @@ class ConsoleScreen(Screen[None]):
         Binding("escape", "back", "back one level", id="console.back"),
         *[lens.binding() for lens in LENSES],
         Binding("n", "needs_you", "NEEDS YOU", id="console.needs-you"),
+        Binding("c", "compose", "compose (channel, or DM the agent)", id="console.compose"),
+        Binding("r", "reply", "reply (thread, DM, or answer the agent)", id="console.reply"),
         Binding("h,left", "focus_step(-1)", "focus left", id="console.focus-left"),
         Binding("l,right", "focus_step(1)", "focus right", id="console.focus-right"),
         Binding("left_square_bracket", "tab_step(-1)", "previous tab", id="console.tab-prev"),
@@ -84,6 +88,7 @@ class ConsoleScreen(Screen[None]):
                 yield lens.widget(id=lens.name)
         yield Input(placeholder="search: sender, role, channel, service, targets, text "
                                 "(enter keeps, esc clears)", id="search")
+        yield Composer(id="composer")
         yield StatusBar(id="status")
 
     def on_mount(self) -> None:

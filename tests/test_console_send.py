@@ -1,0 +1,191 @@
+"""Operator sends from the console, in-process on the real observer: real broker, real team.
+
+``c`` composes to the active channel, ``c`` on a roster row DMs that agent, ``r`` on a feed row
+replies in its thread, ``r`` on a NEEDS-YOU row answers the waiting agent; ``--read-only``
+publishes nothing whatever keys are pressed; hostile typed text goes out byte-exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from conftest import until
+from cotal_tui.demo.team import Team, TeamSchedule
+from cotal_tui.run_console import LiveSession
+from meshview.connect import resolve_target
+from widgets.composer import Composer
+
+
+@pytest.fixture
+async def team(nc, space):
+    t = Team(nc, space, seed=5, agents=4,
+             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=30))
+    await t.start()
+    yield t
+    await t.stop()
+
+
+class Probe:
+    """Everything published in the space, as decoded envelopes (presence puts kept apart)."""
+
+    def __init__(self) -> None:
+        self.msgs: list[tuple[str, dict]] = []
+        self.presence: list[tuple[str, dict]] = []
+
+    async def start(self, nc, space: str) -> "Probe":
+        async def on_msg(m):
+            try:
+                body = json.loads(m.data)
+            except ValueError:
+                return
+            self.msgs.append((m.subject, body))
+
+        async def on_kv(m):
+            if m.data:
+                try:
+                    self.presence.append((m.subject, json.loads(m.data)))
+                except ValueError:
+                    pass
+
+        await nc.subscribe(f"cotal.{space}.>", cb=on_msg)
+        await nc.subscribe(f"$KV.cotal_presence_{space}.>", cb=on_kv)
+        await nc.flush()
+        return self
+
+    def from_(self, pid: str) -> list[tuple[str, dict]]:
+        return [(s, b) for s, b in self.msgs if b.get("from", {}).get("id") == pid]
+
+
+def _args(broker, space, **kw) -> argparse.Namespace:
+    return argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False,
+                              read_only=kw.get("read_only", False),
+                              as_name=kw.get("as_name", "opsy"))
+
+
+async def _console(pilot, session, team):
+    await until(pilot, lambda: session.started
+                and len(session.model.snapshot().agents) == len(team.members), what="roster")
+
+
+async def test_compose_posts_to_the_channel_once_and_the_operator_appears(broker, nc, space,
+                                                                         team):
+    from cotal_tui.app import CotalApp
+
+    probe = await Probe().start(nc, space)
+    session = LiveSession(nc, resolve_target(_args(broker, space)), space, _args(broker, space))
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _console(pilot, session, team)
+        me = session.operator.participant.id
+        assert probe.presence == [] or all(me not in s for s, _ in probe.presence)
+        await pilot.press("c")
+        composer = app.screen.query_one(Composer)
+        assert composer.is_open and composer.target.label == "#general"
+        hostile = "hi \x1b]0;pwn\x07 \u202eevil"
+        await pilot.press(*"hi ")  # typed text plus a pasted hostile tail
+        composer.box.insert("\x1b]0;pwn\x07 \u202eevil")
+        await pilot.press("ctrl+j")
+        await pilot.press(*"line2")
+        await pilot.press("enter")
+        await until(pilot, lambda: probe.from_(me), what=f"the post on the wire ({app.last_notice})")
+        subject, body = probe.from_(me)[0]
+        assert subject == f"cotal.{space}.chat.{me}.general"
+        assert body["parts"][0]["text"] == hostile + "\nline2"  # byte-exact, newline kept
+        assert body["channel"] == "general" and body["from"]["id"] == me
+        # the operator is an endpoint/operator on the roster, its post in the feed once
+        await until(pilot, lambda: any(p.id == me for p in session.model.snapshot().peers),
+                    what="the operator on the roster")
+        peer = next(p for p in session.model.snapshot().peers if p.id == me)
+        assert peer.kind == "endpoint" and peer.role == "operator"
+        await until(pilot, lambda: any(e.from_id == me for e in session.model.snapshot().feed),
+                    what="the post in the feed")
+        await pilot.pause(0.5)
+        assert sum(e.from_id == me and e.kind == "channel"
+                   for e in session.model.snapshot().feed) == 1
+        assert not composer.is_open
+    await session.stop()
+    await until(lambda: any(b.get("status") == "offline" and me in s
+                            for s, b in probe.presence), 5, "the operator's offline record")
+
+
+async def test_roster_c_dms_the_agent_and_r_replies_in_thread(broker, nc, space, team):
+    from cotal_tui.app import CotalApp
+
+    probe = await Probe().start(nc, space)
+    args = _args(broker, space)
+    session = LiveSession(nc, resolve_target(args), space, args)
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _console(pilot, session, team)
+        me = session.operator.participant.id
+        agent = team.members[1]
+        roster = app.screen.query_one("#roster")
+        roster.focus()
+        roster.select_key(agent.id)
+        await pilot.press("c")
+        composer = app.screen.query_one(Composer)
+        assert composer.target.kind == "dm" and composer.target.to == agent.id
+        await pilot.press(*"status?", "enter")
+        await until(pilot, lambda: [b for s, b in probe.from_(me) if b.get("to") == agent.id],
+                    what="the DM")
+        # the agent answers in the thread; r on that row replies to it
+        await until(pilot, lambda: [b for s, b in probe.from_(agent.id) if b.get("to") == me],
+                    what="the agent's answer")
+        answer = next(b for s, b in probe.from_(agent.id) if b.get("to") == me)
+        assert answer.get("replyTo")
+        await until(pilot, lambda: any(e.id == answer["id"] for e in
+                                       session.model.snapshot().feed), what="answer in the feed")
+        feed = app.screen.query_one("#feed")
+        feed.focus()
+        feed.cursor = next(e.index for e in session.model.snapshot().feed
+                           if e.id == answer["id"])
+        await pilot.press("r")
+        assert composer.target.kind == "dm" and composer.target.to == agent.id
+        assert composer.target.reply_to == answer["id"]
+        await pilot.press(*"thanks", "enter")
+        await until(pilot, lambda: [b for s, b in probe.from_(me)
+                                    if b.get("replyTo") == answer["id"]], what="the reply")
+        reply = next(b for s, b in probe.from_(me) if b.get("replyTo") == answer["id"])
+        assert reply["contextId"] == (answer.get("contextId") or answer["id"])
+    await session.stop()
+
+
+async def test_escape_keeps_the_draft_per_target(broker, nc, space, team):
+    from cotal_tui.app import CotalApp
+
+    args = _args(broker, space)
+    session = LiveSession(nc, resolve_target(args), space, args)
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _console(pilot, session, team)
+        await pilot.press("c", *"half a thought", "escape")
+        composer = app.screen.query_one(Composer)
+        assert not composer.is_open
+        await pilot.press("right_square_bracket")  # another tab: its own (empty) draft
+        await pilot.press("left_square_bracket")
+        await pilot.press("c")
+        assert composer.box.text == "half a thought"
+    await session.stop()
+
+
+async def test_read_only_sends_nothing_whatever_the_keys(broker, nc, space, team):
+    from cotal_tui.app import CotalApp
+
+    probe = await Probe().start(nc, space)
+    args = _args(broker, space, read_only=True)
+    session = LiveSession(nc, resolve_target(args), space, args)
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _console(pilot, session, team)
+        for keys in (["c"], ["r"], ["h", "c"], ["h", "r"], ["n", "r"]):
+            await pilot.press(*keys, *"hello", "enter", "escape")
+        assert not app.screen.query_one(Composer).is_open
+        assert "read-only" in (app.last_notice or "")  # type: ignore[attr-defined]
+        await pilot.pause(0.5)
+    await session.stop()
+    team_ids = {m.id for m in team.members}
+    assert [b for s, b in probe.msgs if b.get("from", {}).get("id") not in team_ids] == []
+    assert all(any(m.id in s for m in team.members) for s, _ in probe.presence)
