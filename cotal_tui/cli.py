@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "attach": ("cotal_tui.cmd_attach", "interactive session on a managed agent's terminal"),
     "ps": ("cotal_tui.cmd_ps", "list managed seats"),
     "send": ("cotal_tui.cmd_send", "send one message: a channel post, a DM, an ask or a reply"),
+    "chat": ("cotal_tui.cmd_chat", "line-mode chat: the live stream above a prompt that sends"),
 }
 
 
