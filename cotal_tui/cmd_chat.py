@@ -36,7 +36,6 @@ from typing import Any
 
 DEFAULT_CHANNEL = "general"
 LEAVE_BUDGET = 5.0  # seconds a queued send may still take after Ctrl-D / /quit
-TRUTHY = ("1", "true", "yes", "on")
 COMMANDS = ("/dm", "/ask", "/reply", "/join", "/who", "/help", "/quit")
 HELP = (
     "#channel text     post to a channel (text alone posts to the current channel)",
@@ -62,15 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: the creds' principal, else <user>-console)")
     parser.add_argument("--read-only", action="store_true", dest="read_only",
                         help="refuse every send; never publish (also COTAL_READ_ONLY=1)")
-
-
-def read_only_reason(args: Any) -> str | None:
-    """Why this session may not send, or None (the console's rule, same sentence)."""
-    if getattr(args, "read_only", False):
-        return "started with --read-only"
-    if os.environ.get("COTAL_READ_ONLY", "").strip().lower() in TRUTHY:
-        return "COTAL_READ_ONLY is set"
-    return None
 
 
 # --------------------------------------------------------------------------- input lines
@@ -157,7 +147,7 @@ def reply_original(entry: Any, space: str, me_id: str) -> Any:
         from_=EndpointRef(id=entry.from_id, name=entry.from_name, role=entry.from_role),
         channel=entry.channel if entry.kind == "channel" else None,
         to=me_id if entry.kind == "dm" else None,
-        contextId=getattr(entry, "context_id", None))
+        contextId=entry.context_id)
 
 
 # --------------------------------------------------------------------------- completion
@@ -220,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
         print("cotal chat: needs a terminal (for scripts use cotal send, or cotal watch "
               "--plain to read).", file=sys.stderr)
         return 2
+    from cotal_tui.operator import read_only_reason  # the console's rule, same sentences
     from meshview.connect import resolve_target
     from meshview.participant import Participant, ParticipantError
 

@@ -22,9 +22,9 @@ from cotal_tui.cmd_chat import (
     _completer_class,
     addressed_to,
     parse,
-    read_only_reason,
     reply_original,
 )
+from cotal_tui.operator import read_only_reason
 from cotal_tui.demo.broker import free_port
 from cotal_tui.demo.team import Team, TeamSchedule
 from support.tmux import needs_tmux
