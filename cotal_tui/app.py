@@ -16,6 +16,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from cotal_tui.palette import WRITE_VERBS, MeshPalette, write_hit
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.lenses import LENSES
@@ -124,13 +125,30 @@ class MeshCommands(Provider):
         return Hit(0.5, q, lambda: app.notify_line(f"{verb}: no {what} named {name}", True),
                    help=f"no {what} by that name")
 
+    def _write_verbs(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        """The write verbs as palette rows; unavailable ones say why instead of hiding."""
+        screen = self._console()
+        why = screen._refusal() if screen is not None else "open a space first"
+        rows = []
+        for verb, usage in WRITE_VERBS.items():
+            help_ = usage if why is None else f"unavailable - {why}"
+            rows.append((verb, help_, lambda u=usage, w=why: self.app.notify_line(
+                f"unavailable - {w}" if w else f"type it out: {u}", w is not None)))
+        return rows
+
     async def discover(self) -> Hits:
-        for name, help_, cb in self._commands():
+        for name, help_, cb in self._commands() + self._write_verbs():
             if name.startswith(("#", "@", "attach ", "peek ")):
                 continue
             yield DiscoveryHit(name, cb, help=help_)
 
     async def search(self, query: str) -> Hits:
+        raw = query.strip()
+        if raw.partition(" ")[0] in WRITE_VERBS and " " in raw:
+            hit = write_hit(self._console(), raw, self.app.notify_line)
+            if hit is not None:
+                yield hit
+                return
         q = " ".join(query.split())
         typed = self._typed(q)
         if typed is not None:
@@ -138,7 +156,7 @@ class MeshCommands(Provider):
             if q.startswith("tile"):
                 return
         matcher = self.matcher(q)
-        for name, help_, cb in self._commands():
+        for name, help_, cb in self._commands() + self._write_verbs():
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), cb, help=help_)
@@ -255,6 +273,11 @@ class CotalApp(App[int]):
         self.exit(0)
 
     # -- seats: attach, peek and tile (roster ``a``/``p``, ``:attach <name>``, ``:tile``) -------
+
+    def action_command_palette(self) -> None:
+        """``:``: the palette with Tab completion of verbs, #channels, @agents and @roles."""
+        if self.use_command_palette and not MeshPalette.is_open(self):
+            self.push_screen(MeshPalette(id="--command-palette"))
 
     def console_screen(self) -> ConsoleScreen | None:
         """The topmost space console on the stack, if any."""

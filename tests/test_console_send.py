@@ -189,3 +189,76 @@ async def test_read_only_sends_nothing_whatever_the_keys(broker, nc, space, team
     team_ids = {m.id for m in team.members}
     assert [b for s, b in probe.msgs if b.get("from", {}).get("id") not in team_ids] == []
     assert all(any(m.id in s for m in team.members) for s, _ in probe.presence)
+
+
+async def _palette(pilot, text: str) -> None:
+    from textual.command import CommandInput
+
+    await pilot.press("colon")
+    await until(pilot, lambda: pilot.app.screen.query(CommandInput), what="the palette")
+    await pilot.press(*text)
+
+
+async def test_palette_verbs_complete_and_send(broker, nc, space, team):
+    from textual.command import CommandInput
+
+    from cotal_tui.app import CotalApp
+
+    probe = await Probe().start(nc, space)
+    args = _args(broker, space)
+    session = LiveSession(nc, resolve_target(args), space, args)
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _console(pilot, session, team)
+        me = session.operator.participant.id
+        agent = team.members[2]
+        # Tab completes @agent names from the live roster
+        await _palette(pilot, f"dm @{agent.name[:2]}")
+        await pilot.press("tab")
+        box = app.screen.query_one(CommandInput)
+        assert box.value.startswith(f"dm @{agent.name}")
+        await pilot.press(*" ping from the palette")
+        await until(pilot, lambda: app.screen.query_one(CommandInput).value.endswith("palette"))
+        await pilot.pause(0.3)  # the palette searches in a worker
+        await pilot.press("enter")
+        await until(pilot, lambda: [b for s, b in probe.from_(me) if b.get("to") == agent.id],
+                    what="the palette DM")
+        # ask @role reaches the role (one holder); msg posts to a named channel
+        await _palette(pilot, f"ask @{agent.role} who is on call?")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: [b for s, b in probe.from_(me)
+                                    if b.get("toService") == agent.role], what="the ask")
+        await _palette(pilot, "msg #releases shipping   now")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: [b for s, b in probe.from_(me)
+                                    if b.get("channel") == "releases"], what="the msg")
+        body = next(b for s, b in probe.from_(me) if b.get("channel") == "releases")
+        assert body["parts"][0]["text"] == "shipping   now"
+    await session.stop()
+
+
+async def test_palette_dm_to_an_endpoint_is_refused_before_anything(broker, nc, space, team):
+    from cotal_tui.app import CotalApp
+
+    # a second console's operator is an endpoint on the roster
+    other_args = _args(broker, space, as_name="other")
+    other = LiveSession(nc, resolve_target(other_args), space, other_args)
+    await other.operator.send("channel", "here", channel="general")
+    probe = await Probe().start(nc, space)
+    args = _args(broker, space)
+    session = LiveSession(nc, resolve_target(args), space, args)
+    app = CotalApp(session=session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: session.started and any(
+            p.name == "other" for p in session.model.snapshot().peers), what="the endpoint")
+        await _palette(pilot, "dm @other hello")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: "endpoint" in (app.last_notice or ""), what="the refusal")
+        await pilot.pause(0.3)
+        assert not session.operator.on_roster  # nothing started, nothing sent
+    await session.stop()
+    await other.operator.close()
+    assert [b for s, b in probe.msgs if b.get("to", "").endswith("other")] == []
