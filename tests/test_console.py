@@ -484,7 +484,7 @@ async def test_palette_runs_navigation_verbs_and_seat_verbs():
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         await pilot.press("colon")
-        await until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await until(pilot, lambda: type(app.screen).__name__ == "MeshPalette")
         await pilot.press(*"dms")
         await until(pilot, lambda: "DM lens" in shown(app), what="dms suggestion")
         await pilot.press("enter")

@@ -197,7 +197,7 @@ async def test_roster_a_on_an_unmanaged_agent_says_so(mesh):
 
 async def palette(pilot, text: str, hint: str) -> None:
     await pilot.press("colon")
-    await until(pilot, lambda: type(pilot.app.screen).__name__ == "CommandPalette", what="palette")
+    await until(pilot, lambda: type(pilot.app.screen).__name__ == "MeshPalette", what="palette")
     await pilot.press(*text)
     await until(pilot, lambda: hint in screen_text(pilot.app), what=f"hit for {text!r}")
     await pilot.press("enter")
