@@ -13,6 +13,7 @@ import json
 import pytest
 
 from conftest import until
+from support.authmesh import auth_mesh  # noqa: F401  (fixture)
 from cotal_tui.demo.team import Team, TeamSchedule
 from cotal_tui.run_console import LiveSession
 from meshview.connect import resolve_target
@@ -262,3 +263,23 @@ async def test_palette_dm_to_an_endpoint_is_refused_before_anything(broker, nc, 
     await session.stop()
     await other.operator.close()
     assert [b for s, b in probe.msgs if b.get("to", "").endswith("other")] == []
+
+
+async def test_a_server_denial_turns_the_console_read_only(auth_mesh):
+    """Observer creds cannot publish: the first send says so in one sentence, and from then
+    on the console is read-only (the composer refuses) without touching the network."""
+    from cotal_tui.operator import Operator, SendRefused
+
+    args = argparse.Namespace(server=[auth_mesh.url], space=auth_mesh.space, nkey=None,
+                              creds=str(auth_mesh.creds("observer")))
+    op = Operator(resolve_target(args), auth_mesh.space, name=None, read_only=None,
+                  roster=lambda: [])
+    with pytest.raises(SendRefused, match="permission denied") as e:
+        await op.send("channel", "hello", channel="general")
+    assert "\n" not in str(e.value) and "Traceback" not in str(e.value)
+    assert op.read_only == "these credentials cannot publish"
+    starts = op.participant.starts
+    with pytest.raises(SendRefused, match="read-only - these credentials cannot publish"):
+        await op.send("channel", "again", channel="general")
+    assert op.participant.starts == starts  # refused before any network use
+    await op.close()
