@@ -15,6 +15,7 @@ from meshview.connect import Target, connect
 from meshview.model import MeshModel
 from meshview.snapshot import PresenceEvent
 from meshview.observer import Observer, ObserverOptions
+from conftest import until
 from support.observer import (
     Heartbeat,
     anycast,
@@ -23,7 +24,6 @@ from support.observer import (
     post,
     presence,
     put_presence,
-    until,
 )
 
 
