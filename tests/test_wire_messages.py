@@ -143,9 +143,6 @@ def dec(obj, subject=CHAT, **kw):
     ({"parts": ["hi"]}, "malformed-envelope"),
     ({"parts": [{"text": "no kind"}]}, "malformed-envelope"),
     ({"parts": [{"kind": 3}]}, "malformed-envelope"),
-    ({"parts": [{"kind": "text", "text": 3}]}, "malformed-envelope"),
-    ({"parts": [{"kind": "text"}]}, "malformed-envelope"),
-    ({"parts": [{"kind": "data"}]}, "malformed-envelope"),
     ({"parts": [{"kind": "artifact", "name": "a", "mediaType": "t/x", "digest": "sha256:" + "A" * 64, "size": 1}]}, "malformed-envelope"),
     ({"parts": [{"kind": "artifact", "name": "a", "mediaType": "t/x", "digest": "sha256:" + "a" * 64, "size": -1}]}, "malformed-envelope"),
     ({"parts": [{"kind": "artifact", "name": "a", "mediaType": "t/x", "digest": "sha256:" + "a" * 64, "size": 1.5}]}, "malformed-envelope"),
@@ -161,18 +158,36 @@ def test_envelope_shape_rejections(over, reason):
     assert got.reason == reason
 
 
-def test_history_surfaces_legacy_data_part_without_data():
-    obj = envelope(parts=[{"kind": "data"}])
-    assert isinstance(dec(obj), Rejection)
-    got = dec(obj, history=True)
-    assert isinstance(got, Delivery) and got.historical
-    assert got.message.parts == [DataPart(None)]
+@pytest.mark.parametrize("history", [False, True])
+def test_part_without_data_is_kept_as_a_marker(history):
+    """A legacy ``{"kind":"data"}`` (SPEC §5) no longer drops the message, live or backfilled:
+    the part is kept, shown as ``[empty data part]``, and never confused with ``null``."""
+    got = dec(envelope(parts=[{"kind": "text", "text": "report:"}, {"kind": "data"},
+                              {"kind": "data", "data": None}]), history=history)
+    assert isinstance(got, Delivery) and got.historical is history
+    assert got.message.parts[1] == DataPart(msgspec.UNSET)
+    assert parts_to_text(got.message.parts) == "report: [empty data part] null"
 
 
-def test_legacy_view_part_kept_and_ignored():
+@pytest.mark.parametrize("part,shown", [
+    ({"kind": "text", "text": 3}, "[text part: text is a number, not a string]"),
+    ({"kind": "text", "text": {"a": 1}}, "[text part: text is a object, not a string]"),
+    ({"kind": "text"}, "[text part: no text]"),
+])
+def test_text_part_without_string_text_is_a_marker(part, shown):
+    got = dec(envelope(parts=[{"kind": "text", "text": "before"}, part,
+                              {"kind": "text", "text": "after"}]))
+    assert isinstance(got, Delivery)
+    assert parts_to_text(got.message.parts) == f"before {shown} after"
+    with pytest.raises(ValueError):  # kept for the reader, never republished
+        encode_message(got.message)
+
+
+def test_legacy_view_part_kept_and_named():
     got = dec(envelope(parts=[{"kind": "view", "spec": {}}, {"kind": "text", "text": "x"}]))
     assert isinstance(got.message.parts[0], ExtensionPart)
-    assert parts_to_text(got.message.parts) == "x"
+    assert parts_to_text(got.message.parts) == (
+        '[unrenderable part kind "view" — no renderer for it on this surface] x')
 
 
 def test_subject_wins_for_anycast_and_strips_other_routing():
@@ -304,9 +319,13 @@ def test_encode_message_refuses_nonconformant(bad):
 
 
 def test_parts_to_text():
+    """Upstream ``partText``/``partsToText``: no part renders as nothing, the artifact shows
+    its digest, an extension kind with no renderer is named, parts are space-joined."""
     parts = [TextPart("hello"), DataPart({"pr": 42, "ok": True}), DataPart(None),
              ExtensionPart("com.example.snapshot"),
              ArtifactPart("review-notes.md", "text/markdown", "sha256:" + "0" * 64, 2048)]
     assert parts_to_text(parts) == (
-        'hello\n{"pr":42,"ok":true}\nnull\n[artifact review-notes.md (text/markdown, 2048 bytes)]')
+        'hello {"pr":42,"ok":true} null '
+        '[unrenderable part kind "com.example.snapshot" — no renderer for it on this surface] '
+        '[artifact review-notes.md (text/markdown, 2048 bytes) sha256:' + "0" * 64 + ']')
     assert parts_to_text([]) == ""

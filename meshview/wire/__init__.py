@@ -8,6 +8,7 @@ from meshview.wire.messages import (
     PRESENCE_CANARY_KEY,
     AgentCard,
     ArtifactPart,
+    BrokenPart,
     ChannelConfig,
     ChannelDefaults,
     ChannelMembership,
@@ -34,6 +35,7 @@ from meshview.wire.messages import (
     replay_floor,
 )
 from meshview.wire.names import bucket_names, space_token
+from meshview.wire.parts import part_text
 from meshview.wire.presence import (
     PRESENCE_TTL_MS,
     PresenceDecision,
@@ -63,7 +65,8 @@ from meshview.wire.subjects import (
 )
 
 __all__ = [
-    "PRESENCE_CANARY_KEY", "PRESENCE_TTL_MS", "AgentCard", "ArtifactPart", "ChannelConfig",
+    "PRESENCE_CANARY_KEY", "PRESENCE_TTL_MS", "AgentCard", "ArtifactPart", "BrokenPart",
+    "ChannelConfig",
     "ChannelDefaults", "ChannelMembership", "CotalMessage", "DataPart", "Delivery",
     "EndpointRef", "ExtensionPart", "ParsedSubject", "Part", "Presence", "PresenceCondition",
     "PresenceDecision", "Rejection", "Skill", "TextPart", "bucket_names", "chat_pattern",
@@ -72,7 +75,7 @@ __all__ = [
     "effective_replay", "effective_window", "effective_window_ms", "encode_message",
     "encode_presence", "inst_subject", "is_event_channel", "is_heartbeat_only",
     "is_principal_id", "is_principal_owner", "is_stale", "kind_pattern", "offline_view",
-    "parse_replay_window", "parse_subject", "parts_to_text", "replay_floor", "sanitize_channel",
+    "parse_replay_window", "parse_subject", "part_text", "parts_to_text", "replay_floor", "sanitize_channel",
     "sanitize_token", "space_pattern", "space_token", "split_principal", "subject_matches",
     "svc_subject", "tap_subjects",
 ]

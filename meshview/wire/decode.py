@@ -9,7 +9,7 @@ here raises on hostile input: every failure is a ``Rejection`` with a stable rea
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -18,6 +18,7 @@ from meshview.wire.messages import (
     DIGEST_RE,
     EXTENSION_KIND_RE,
     ArtifactPart,
+    BrokenPart,
     CotalMessage,
     DataPart,
     EndpointRef,
@@ -25,6 +26,7 @@ from meshview.wire.messages import (
     Part,
     TextPart,
 )
+from meshview.wire.parts import AGUI_FRAME_KIND, parts_to_text  # noqa: F401 - re-exported
 from meshview.wire.subjects import ParsedSubject, parse_subject
 
 # Stable reason codes (messages.json); subject reasons come from subjects.py.
@@ -78,6 +80,7 @@ class _WirePart(msgspec.Struct):
     mediaType: Any = UNSET
     digest: Any = UNSET
     size: Any = UNSET
+    events: Any = UNSET  # read for ``ag-ui.frame`` only (its renderer's input)
 
 
 class _WireMessage(msgspec.Struct):
@@ -106,8 +109,11 @@ class _PartError(Exception):
 def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> Delivery | Rejection:
     """Apply the reader reject rules to one received message.
 
-    ``history`` marks a backfilled row: it surfaces legacy ``{"kind":"data"}`` parts without
-    ``data`` (SPEC §5) and sets ``Delivery.historical``.
+    ``history`` marks a backfilled row (``Delivery.historical``). Parts that break their own
+    shape without breaking the envelope (a legacy ``{"kind":"data"}`` with no ``data``, SPEC
+    §5; a text part whose ``text`` is not a string) are kept and shown as markers, live or
+    backfilled (upstream ``parts.ts``): dropping the whole message would hide the rest of it.
+    A bare unknown kind still rejects the message (messages.json ``bare-unknown-part-kind``).
     """
     ps = parse_subject(subject)
     if not ps.splits:
@@ -130,7 +136,7 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     if (w.channel is not UNSET) + (w.to is not UNSET) + (w.toService is not UNSET) != 1:
         return Rejection(NON_CONFORMANT_ENVELOPE, subject)
     try:
-        parts = _parts(w.parts, history)
+        parts = _parts(w.parts)
     except _PartError as e:
         return Rejection(e.reason, subject)
 
@@ -148,18 +154,18 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     return Delivery(DELIVERY_KIND[kind], ps, msg, ps.sender, target, w.id or None, history)
 
 
-def _parts(raw: list[_WirePart], history: bool) -> list[Part]:
+def _parts(raw: list[_WirePart]) -> list[Part]:
     out: list[Part] = []
     for p in raw:
         k = p.kind
         if k == "text":
-            if type(p.text) is not str:
-                raise _PartError(MALFORMED_ENVELOPE)
-            out.append(TextPart(p.text))
+            if type(p.text) is str:
+                out.append(TextPart(p.text))
+            else:
+                out.append(BrokenPart("text", "no text" if p.text is UNSET
+                                      else f"text is a {_json_type(p.text)}, not a string"))
         elif k == "data":
-            if p.data is UNSET and not history:
-                raise _PartError(MALFORMED_ENVELOPE)
-            out.append(DataPart(None if p.data is UNSET else p.data))
+            out.append(DataPart(p.data))  # UNSET: a part with no data ([empty data part])
         elif k == "artifact":
             size = p.size
             if (type(p.name) is not str or type(p.mediaType) is not str
@@ -168,10 +174,21 @@ def _parts(raw: list[_WirePart], history: bool) -> list[Part]:
                 raise _PartError(MALFORMED_ENVELOPE)
             out.append(ArtifactPart(p.name, p.mediaType, p.digest, size))
         elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
-            out.append(ExtensionPart(k))
+            keep = p.events if k == AGUI_FRAME_KIND and p.events is not UNSET else None
+            out.append(ExtensionPart(k, keep))
         else:
             raise _PartError(NON_CONFORMANT_PART_KIND)
     return out
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "list" if isinstance(v, list) else "object" if isinstance(v, dict) else type(v).__name__
 
 
 def _classify(ps: ParsedSubject, payload: bytes) -> Rejection:
@@ -186,20 +203,3 @@ def _classify(ps: ParsedSubject, payload: bytes) -> Rejection:
     if not isinstance(frm, dict) or frm.get("id") != ps.sender:
         return Rejection(SENDER_MISMATCH, ps.raw, True)
     return Rejection(MALFORMED_ENVELOPE, ps.raw)
-
-
-def parts_to_text(parts: Iterable[Part]) -> str:
-    """A plain-text rendering: text as is, data as compact JSON, artifacts as a bracketed
-    reference; extension parts are skipped.  The result is still untrusted text."""
-    out = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            out.append(p.text)
-        elif isinstance(p, DataPart):
-            try:
-                out.append(msgspec.json.encode(p.data).decode())
-            except (TypeError, ValueError, RecursionError):
-                out.append("[data]")
-        elif isinstance(p, ArtifactPart):
-            out.append(f"[artifact {p.name} ({p.mediaType}, {p.size} bytes)]")
-    return "\n".join(out)

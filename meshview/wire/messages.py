@@ -52,7 +52,9 @@ class TextPart(_Wire, tag_field="kind", tag="text", gc=False):
 
 
 class DataPart(msgspec.Struct, tag_field="kind", tag="data", gc=False):
-    """``data`` is any JSON value, ``null`` included (a legacy row without it reads as None).
+    """``data`` is any JSON value, ``null`` included. A (legacy) part that carries no ``data``
+    at all is kept with ``data`` = ``msgspec.UNSET``: shown as ``[empty data part]``, never
+    confused with ``null``, and refused by :func:`encode_message`.
 
     Not ``omit_defaults``: ``data`` is required on the wire even when it is null.
     """
@@ -70,12 +72,24 @@ class ArtifactPart(_Wire, tag_field="kind", tag="artifact", gc=False):
 
 
 class ExtensionPart(_Wire, gc=False):
-    """A namespaced (reverse-DNS) part kind: kept in place so indexes line up, never rendered."""
+    """A namespaced (reverse-DNS) part kind, kept in place so indexes line up. Only what a
+    registered renderer reads is kept (``events`` of an ``ag-ui.frame``); any other kind is
+    shown as a marker naming it (``meshview.wire.parts``)."""
 
     kind: str
+    events: Any = None
 
 
-Part = Union[TextPart, DataPart, ArtifactPart, ExtensionPart]
+class BrokenPart(_Wire, gc=False):
+    """A part of a core kind that breaks its own shape (a text part whose ``text`` is not a
+    string): kept and shown as a marker rather than dropping the whole message. Never
+    published (:func:`encode_message` refuses it)."""
+
+    kind: str
+    problem: str
+
+
+Part = Union[TextPart, DataPart, ArtifactPart, ExtensionPart, BrokenPart]
 """Parts and endpoint refs are ``gc=False``: feed rows keep them for the ring's lifetime, and a
 tuple of untracked parts is itself untracked after one collection, so a row costs the
 collector nothing. They hold only decoded JSON values, which can't form a cycle through them."""
@@ -134,7 +148,11 @@ def encode_message(msg: CotalMessage) -> bytes:
     if not isinstance(msg.ts, (int, float)) or isinstance(msg.ts, bool) or not math.isfinite(msg.ts):
         raise ValueError("ts must be a finite number")
     for p in msg.parts:
+        if isinstance(p, BrokenPart):
+            raise ValueError(f"{p.kind} part: {p.problem}")
         if isinstance(p, DataPart):
+            if p.data is msgspec.UNSET:
+                raise ValueError("a data part must carry data (null is allowed)")
             _check_json(p.data)
         elif isinstance(p, ArtifactPart):
             if not DIGEST_RE.fullmatch(p.digest) or p.size < 0:

@@ -404,15 +404,17 @@ def _wrong_types(c: _Ctx, i: int) -> Hostile:
         env["parts"] = "text"
     elif v == 4:
         env["parts"] = [{"text": "no kind"}]
-    elif v == 5:
+    elif v == 5:  # a non-string text part is kept as a marker (upstream parts.ts): shown
         env["parts"] = [{"kind": "text", "text": 42}]
+        return _msg_item(i, "wrong-types", k, subj, _j(env), ACCEPT)
     elif v == 6:
         env["parts"] = [{"kind": "artifact", "name": "x", "mediaType": "y",
                          "digest": "md5:abc", "size": -1}]
     elif v == 7:
         env["parts"] = [{"kind": "bogus"}]
-    elif v == 8:
-        env["parts"] = [{"kind": "data"}]  # legacy shape: live readers drop it
+    elif v == 8:  # legacy shape, kept as ``[empty data part]`` (upstream parts.ts): shown
+        env["parts"] = [{"kind": "data"}]
+        return _msg_item(i, "wrong-types", k, subj, _j(env), ACCEPT)
     elif v == 9:
         env["mentions"] = "ada"
     elif v == 10:

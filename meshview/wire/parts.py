@@ -1,0 +1,189 @@
+"""A message's parts as the flat text a reader sees (upstream ``core/src/parts.ts`` facts).
+
+The rule upstream enforces, and this module with it: **no part renders as nothing**. Text is
+itself; ``data`` is its compact JSON, or ``[empty data part]`` when a (legacy) part carries
+none; an artifact shows its publisher's claims *and* its digest, the one handle a reader can
+fetch the bytes by; an extension kind is drawn by a renderer registered for that kind
+(``ag-ui.frame`` below), else named by a marker; a part the decoder kept although it is
+malformed (a text part whose text is not a string) is named by its own marker. Parts are
+joined with one space, as upstream joins them. The result is still untrusted text:
+sanitize it before it reaches a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import msgspec
+
+from meshview.wire.messages import (
+    ArtifactPart,
+    BrokenPart,
+    DataPart,
+    ExtensionPart,
+    Part,
+    TextPart,
+)
+
+AGUI_FRAME_KIND = "ag-ui.frame"
+EMPTY_DATA = "[empty data part]"
+AGUI_EVENT_CAP = 10_000  # a frame is rendered up to this many events, the rest are counted
+
+
+def unrenderable(kind: str) -> str:
+    """The marker for an extension kind nothing here can draw: it names the kind."""
+    return f"[unrenderable part kind {_js(kind)} — no renderer for it on this surface]"
+
+
+def broken_text(p: BrokenPart) -> str:
+    return f"[{p.kind} part: {p.problem}]"
+
+
+def _js(v: Any) -> str:
+    """A value as JSON the way upstream spells it in markers (no ASCII escaping)."""
+    return json.dumps(v, ensure_ascii=False)
+
+
+def part_text(p: Part) -> str:
+    """One part as display text; never the empty string for a non-text part."""
+    if isinstance(p, TextPart):
+        return p.text
+    if isinstance(p, ArtifactPart):
+        return f"[artifact {p.name} ({p.mediaType}, {p.size} bytes) {p.digest}]"
+    if isinstance(p, DataPart):
+        if p.data is msgspec.UNSET:
+            return EMPTY_DATA
+        try:
+            return msgspec.json.encode(p.data).decode()
+        except (TypeError, ValueError, RecursionError, OverflowError):
+            return EMPTY_DATA
+    if isinstance(p, BrokenPart):
+        return broken_text(p)
+    if isinstance(p, ExtensionPart):
+        render = RENDERERS.get(p.kind)
+        if render is None:
+            return unrenderable(p.kind)
+        try:
+            return render(p)
+        except Exception as e:  # noqa: BLE001 - a failing renderer must not silence the message
+            return f"[part renderer for {_js(p.kind)} failed: {e}]"
+    return unrenderable(str(getattr(p, "kind", type(p).__name__)))
+
+
+def parts_to_text(parts: Iterable[Part]) -> str:
+    """A message's parts as one string, space-joined (upstream ``partsToText``)."""
+    return " ".join(part_text(p) for p in parts)
+
+
+# ---- ag-ui.frame ------------------------------------------------------------------------------
+# One frame carries a run's events (AG-UI vocabulary). Deltas accumulate per message / tool-call
+# id so a sentence is one line, not a column; a stream that ended without its END is flushed and
+# marked `` …``; an event type this build does not know is named, never skipped. Every line
+# starts with a glyph, and payload never starts a line (continuations get ``  · ``).
+
+_CONT = "  · "
+_SAY = "» "
+_THINK = "(thinking) "
+_TOOL = "⚙ "
+_RESULT = "  ↳ "
+
+
+def _s(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+class _Fold:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.text: dict[str, str] = {}
+        self.thinking: dict[str, str] = {}
+        self.tool_name: dict[str, str] = {}
+        self.tool_args: dict[str, str] = {}
+
+    def emit(self, first: str, cont: str, body: str) -> None:
+        rows = body.split("\n")
+        self.lines.append(first + rows[0])
+        self.lines.extend(cont + r for r in rows[1:])
+
+    def flush(self, acc: dict[str, str], key: str, first: str, cont: str, tail: str = "") -> None:
+        body = acc.pop(key, "")
+        if body:
+            self.emit(first, cont, body + tail)
+
+    def event(self, e: Any) -> None:
+        get = e.get if isinstance(e, dict) else (lambda _k: None)
+        kind = _s(get("type"))
+        mid = _s(get("messageId")) or ""
+        tid = _s(get("toolCallId")) or ""
+        delta = _s(get("delta")) or ""
+        if kind == "RUN_STARTED":
+            self.emit("▸ ", _CONT, f"run {_s(get('runId')) or '?'} started")
+        elif kind == "RUN_FINISHED":
+            outcome = get("outcome")
+            how = _s(outcome.get("type")) if isinstance(outcome, dict) else None
+            self.emit("◂ ", _CONT, f"run {_s(get('runId')) or '?'} finished"
+                      + (f" ({how})" if how else ""))
+        elif kind == "RUN_ERROR":
+            code = _s(get("code"))
+            self.emit("✗ ", _CONT, f"run error{f' [{code}]' if code else ''}: "
+                                   f"{_s(get('message')) or '(no message)'}")
+        elif kind == "TEXT_MESSAGE_START":
+            self.text[mid] = ""
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            self.text[mid] = self.text.get(mid, "") + delta
+        elif kind == "TEXT_MESSAGE_END":
+            self.flush(self.text, mid, _SAY, _SAY)
+        elif kind == "REASONING_MESSAGE_START":
+            self.thinking[mid] = ""
+        elif kind == "REASONING_MESSAGE_CONTENT":
+            self.thinking[mid] = self.thinking.get(mid, "") + delta
+        elif kind == "REASONING_MESSAGE_END":
+            self.flush(self.thinking, mid, _THINK, _CONT)
+        elif kind == "TOOL_CALL_START":
+            self.tool_name[tid] = _s(get("toolCallName")) or "?"
+            self.tool_args[tid] = ""
+        elif kind == "TOOL_CALL_ARGS":
+            self.tool_args[tid] = self.tool_args.get(tid, "") + delta
+        elif kind == "TOOL_CALL_END":
+            call = f"{self.tool_name.pop(tid, '') or '?'}({self.tool_args.pop(tid, '')})"
+            self.emit(_TOOL, _CONT, call)
+        elif kind == "TOOL_CALL_RESULT":
+            self.emit(_RESULT, _CONT, _s(get("content")) or "(no content)")
+        elif kind == "CUSTOM":
+            self.emit("• ", _CONT, f"custom {_s(get('name')) or '(unnamed)'}")
+        else:
+            self.emit("• ", _CONT, f"unrecognised event {_js(kind)}")
+
+    def finish(self) -> list[str]:
+        for key in list(self.text):
+            self.flush(self.text, key, _SAY, _SAY, " …")
+        for key in list(self.thinking):
+            self.flush(self.thinking, key, _THINK, _CONT, " …")
+        for key, name in list(self.tool_name.items()):
+            self.emit(_TOOL, _CONT, f"{name or '?'}({self.tool_args.get(key, '')}) …")
+        self.tool_name.clear()
+        return self.lines
+
+
+def agui_frame_text(p: ExtensionPart) -> str:
+    """An ``ag-ui.frame`` part folded into readable lines (one string, ``\\n``-joined)."""
+    if p.kind != AGUI_FRAME_KIND:
+        return "[not an AG-UI frame]"
+    events = p.events
+    if not isinstance(events, list) or not events:
+        return "[AG-UI frame carrying no events]"
+    fold = _Fold()
+    for e in events[:AGUI_EVENT_CAP]:
+        fold.event(e)
+    lines = fold.finish()
+    if len(events) > AGUI_EVENT_CAP:
+        lines.append(f"• {len(events) - AGUI_EVENT_CAP} more events not shown")
+    if not lines:
+        return f"[AG-UI frame with {len(events)} event(s) and nothing to show]"
+    return "\n".join(lines)
+
+
+RENDERERS: dict[str, Callable[[ExtensionPart], str]] = {AGUI_FRAME_KIND: agui_frame_text}
+"""Extension part kind -> renderer. A kind missing here renders as :func:`unrenderable`."""
