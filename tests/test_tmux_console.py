@@ -20,8 +20,6 @@ COTAL = str(Path(sys.executable).with_name("cotal"))
 HOSTILE = "hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c end"
 
 
-
-
 @pytest.fixture
 async def team(nc, space):
     t = Team(nc, space, seed=3, agents=5,
@@ -86,3 +84,55 @@ async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, 
     await tmux.keys("q")
     s = await tmux.until(lambda s: "console-exit=0" in s, what="exit")
     assert "roster ·" not in s and "msg/s" not in s
+
+
+async def test_console_in_tmux_sends_as_the_operator_only_when_asked(broker, nc, space, team,
+                                                                    tmux, tmp_path):
+    """Invisible until the first send: nothing from the console on the wire while it watches;
+    ``c`` + text + Enter posts once, as the operator; after ``q`` its presence goes offline."""
+    import json
+
+    seen: list[tuple[str, dict]] = []
+
+    async def probe(m):
+        try:
+            seen.append((m.subject, json.loads(m.data)))
+        except ValueError:
+            pass
+
+    await nc.subscribe(f"cotal.{space}.>", cb=probe)
+    await nc.subscribe(f"$KV.cotal_presence_{space}.>", cb=probe)
+    await nc.flush()
+    team_ids = {m.id for m in team.members}
+
+    def foreign() -> list[dict]:
+        return [b for _, b in seen if isinstance(b, dict)
+                and (b.get("from") or b.get("card") or {}).get("id") not in team_ids]
+
+    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
+           "PATH": os.environ.get("PATH", "")}
+    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} "
+                     f"--space {space} --as tmux-op; echo console-exit=$?; sleep 60", env)
+    await tmux.until(lambda s: "roster ·" in s and "connected" in s, what="console up")
+    # watching only: walk, open the DM and topology lenses (each Esc settles before the next key,
+    # or the terminal would read Esc + key as Alt-key)
+    await tmux.keys("j", "k", "t")
+    await tmux.until(lambda s: "topology ·" in s, what="topology")
+    await tmux.keys("Escape")
+    await tmux.until(lambda s: "roster ·" in s, what="body again")
+    assert foreign() == []
+    await tmux.keys("c")
+    await tmux.until(lambda s: "→ #general" in s, what="the composer")
+    await tmux.keys("-l", "from tmux ✓")
+    await tmux.keys("Enter")
+    await tmux.until(lambda s: "sent to #general" in s, what="the receipt")
+    posts = [b for b in foreign() if b.get("channel") == "general"]
+    assert len(posts) == 1 and posts[0]["parts"][0]["text"] == "from tmux ✓"
+    me = posts[0]["from"]["id"]
+    assert me.endswith(".tmux_op") or me.endswith(".tmux-op") or "tmux" in me
+    await tmux.until(lambda s: "from tmux ✓" in s, what="the post in the feed")
+    await tmux.keys("q")
+    await tmux.until(lambda s: "console-exit=0" in s, what="exit")
+    offline = [b for _, b in seen if isinstance(b, dict) and (b.get("card") or {}).get("id") == me
+               and b.get("status") == "offline"]
+    assert offline, "the operator's offline record"
