@@ -70,6 +70,7 @@ BATCH_MS = 75.0
 FEED_CAP = 10_000
 RATE_BUCKETS = 15
 RATE_BUCKET_MS = 4000.0
+RATE_WINDOW_MS = 10_000.0  # msg/s is the mean over this much of the recent past (smoothed)
 EVENT_QUEUE_CAP = 100_000
 MEMBERSHIP_STALE_MS = 45_000.0
 
@@ -147,7 +148,8 @@ class MeshModel(RosterReducer):
         # rates
         self._buckets: deque[int] = deque([0] * RATE_BUCKETS, maxlen=RATE_BUCKETS)
         self._bucket_start: float | None = None
-        self._recent: deque[float] = deque()  # arrival times within the last second
+        self._recent: deque[list[int]] = deque()  # [second, arrivals] within RATE_WINDOW_MS
+        self._rate_origin: float | None = None  # when the rate began to be measured
         self._total = 0
 
         # rejections
@@ -252,8 +254,8 @@ class MeshModel(RosterReducer):
             return False
         if from_name:
             self._names[from_id] = from_name
-        if not historical:
-            self._count_arrival(now)
+        if not historical and not event:
+            self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
         parts_t = tuple(parts)
         if kind == "dm":
             to_id = to or ""
@@ -327,30 +329,40 @@ class MeshModel(RosterReducer):
 
     def _roll(self, now: float) -> None:
         if self._bucket_start is None:
-            self._bucket_start = now
+            self._bucket_start = self._rate_origin = now
             return
         steps = int((now - self._bucket_start) // RATE_BUCKET_MS)
         if steps > 0:
             for _ in range(min(steps, RATE_BUCKETS)):
                 self._buckets.append(0)
             self._bucket_start += steps * RATE_BUCKET_MS
-        cut = now - 1000.0
+        cut = (now - RATE_WINDOW_MS) // 1000
         r = self._recent
-        while r and r[0] <= cut:
+        while r and r[0][0] <= cut:
             r.popleft()
 
     def _count_arrival(self, now: float) -> None:
+        """One delivery (chat, DM or anycast) towards msg/s and the sparkline. Endpoint,
+        session and event-channel traffic, and rejected frames, are not messages: not counted."""
         self._roll(now)
         self._buckets[-1] += 1
         self._total += 1
-        if len(self._recent) < 100_000:
-            self._recent.append(now)
+        sec = int(now // 1000)
+        r = self._recent
+        if r and r[-1][0] == sec:
+            r[-1][1] += 1
+        else:
+            r.append([sec, 1])
 
-    def count_tap(self, n: int = 1) -> None:
-        """Count tapped frames that are not feed rows (they still move the rate)."""
-        now = self.clock()
-        for _ in range(n):
-            self._count_arrival(now)
+    def _msgs_per_sec(self, now: float) -> float:
+        """The mean rate over the last ``RATE_WINDOW_MS`` (over the time observed so far when
+        that is shorter, but never less than a second): steady under sparse traffic instead
+        of flipping between 0 and 1."""
+        n = sum(c for _, c in self._recent)
+        if not n:
+            return 0.0
+        seen = now - (self._rate_origin if self._rate_origin is not None else now)
+        return n / (max(1000.0, min(RATE_WINDOW_MS, seen)) / 1000.0)
 
     # ------------------------------------------------------------------ rejections
 
@@ -547,9 +559,9 @@ class MeshModel(RosterReducer):
         for key, b in list(self._bursts.items()):
             if now - b.opened > self.burst_ms:
                 self._flush_burst(key)
-        before = (tuple(self._buckets), len(self._recent))
+        before = (tuple(self._buckets), self._msgs_per_sec(now))
         self._roll(now)
-        if (tuple(self._buckets), len(self._recent)) != before:
+        if (tuple(self._buckets), self._msgs_per_sec(now)) != before:
             self._touch()
         if self._snap is not None and now - self._snap.now >= 1000.0:
             self._touch()
@@ -601,7 +613,7 @@ class MeshModel(RosterReducer):
             stalest_live_ts=stalest.ts if stalest else None,
             stalest_live_id=stalest.id if stalest else None,
         )
-        rates = Rates(msgs_per_sec=float(len(self._recent)), buckets=tuple(self._buckets),
+        rates = Rates(msgs_per_sec=self._msgs_per_sec(now), buckets=tuple(self._buckets),
                       total=self._total)
         snap = Snapshot(
             version=self.version, now=now, status=self._status, agents=agents,

@@ -262,7 +262,10 @@ class Observer:
             if "permissions violation" not in str(e).lower():
                 self.model.set_warning(short_error(e))
             return
-        subj = m.group(1)
+        # nats-py lower-cases the server's -ERR text: match our subjects case-insensitively
+        # (a space named ``Team`` taps ``cotal.Team.inst.>``, denied as ``cotal.team.inst.>``)
+        said = m.group(1)
+        subj = next((s for s in self._subs if s.lower() == said.lower()), said)
         if subj not in self._subs or subj in self._denied:
             return
         self._denied.add(subj)
@@ -322,13 +325,11 @@ class Observer:
                 subject, data = pop()
                 toks = subject.split(".", 3)
                 if len(toks) < 3 or toks[2] not in DELIVERY_KINDS:
-                    m.count_tap()  # a non-delivery frame: counts toward the rate only
-                    continue
+                    continue  # endpoint/session rails and the like: not messages, not counted
                 d = decode_delivery(subject, data)
                 if type(d) is Delivery:
                     self._apply_delivery(d, False, now)
                 else:
-                    m.count_tap()
                     m.apply_rejection(d.reason, subject)
             if deadline is not None and time.perf_counter() >= deadline:
                 break

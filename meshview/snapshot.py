@@ -271,9 +271,9 @@ class Signals:
 
 @dataclass(frozen=True, slots=True)
 class Rates:
-    msgs_per_sec: float  # tap arrivals in the last second
-    buckets: tuple[int, ...]  # 15 x 4 s arrival counts, oldest first (last 60 s)
-    total: int  # live tap arrivals since start
+    msgs_per_sec: float  # chat/DM/anycast deliveries per second, mean of the last 10 s
+    buckets: tuple[int, ...]  # 15 x 4 s delivery counts, oldest first (last 60 s)
+    total: int  # live deliveries since start (event channels, rails, rejections excluded)
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,8 +134,19 @@ def _parts(parts: Iterable[Any]) -> list[Any]:
         return []
 
 
+def _ms(v: Any) -> int | None:
+    """Epoch milliseconds as an integer (every ``ts`` in JSON Lines is one): the wire and the
+    roster may hold floats (``1.7e12`` or ``…123.0``), which a consumer should never see."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    try:
+        return int(v)
+    except (OverflowError, ValueError):
+        return None
+
+
 def json_message(e: FeedEntry) -> dict[str, Any]:
-    o: dict[str, Any] = {"type": "message", "id": e.id, "ts": e.ts, "kind": e.kind,
+    o: dict[str, Any] = {"type": "message", "id": e.id, "ts": _ms(e.ts), "kind": e.kind,
                          "from": {"id": e.from_id, "name": e.from_name, "role": e.from_role}}
     if e.kind == "channel":
         o["channel"] = e.channel
@@ -158,9 +169,10 @@ def json_presence(ev: PresenceEvent) -> dict[str, Any]:
         "type": "presence", "event": ev.event, "id": p.id, "name": p.name, "role": p.role,
         "status": p.status, "activity": p.activity,
         "condition": None if c is None else {k: v for k, v in (
-            ("code", c.code), ("source", c.source), ("message", c.message), ("since", c.since)
+            ("code", c.code), ("source", c.source), ("message", c.message),
+            ("since", _ms(c.since))
         ) if v is not None},
-        "lifecycleUid": p.lifecycle_uid, "ts": p.ts,
+        "lifecycleUid": p.lifecycle_uid, "ts": _ms(p.ts),
         **({"reason": ev.reason} if ev.reason else {}),
     }
 

@@ -237,6 +237,7 @@ def test_resync_marks_absent_peers(m, clock):
 
 
 def test_rates_buckets(m, clock):
+    m.snapshot()  # the rate is measured from here
     for _ in range(3):
         msg(m, "")
     s = m.snapshot()
@@ -245,10 +246,38 @@ def test_rates_buckets(m, clock):
     m.tick()
     msg(m, "")
     s = m.snapshot()
-    assert s.rates.buckets[-2:] == (3, 1) and s.rates.msgs_per_sec == 1
+    assert s.rates.buckets[-2:] == (3, 1) and s.rates.msgs_per_sec == 1  # 4 over 4 s
     clock.advance(61_000)
     m.tick()
     assert sum(m.snapshot().rates.buckets) == 0
+    assert m.snapshot().rates.msgs_per_sec == 0
+
+
+def test_rate_is_smooth_under_sparse_traffic(m, clock):
+    """One message every 1.5 s reads as a steady ~0.7 msg/s, not 0.0 / 1.0 by turns (issue 13
+    item 9): the rate is the mean of the last 10 s."""
+    m.snapshot()
+    seen = []
+    for step in range(160):  # 40 s in 250 ms ticks
+        if step % 6 == 0:
+            msg(m, f"s{step}")
+        clock.advance(250)
+        m.tick()
+        if step >= 48:  # past the first 12 s
+            seen.append(round(m.snapshot().rates.msgs_per_sec, 1))
+    assert min(seen) >= 0.6 and max(seen) <= 0.8, sorted(set(seen))
+
+
+def test_rate_counts_deliveries_not_event_channels(m, clock):
+    m.snapshot()
+    msg(m, "c1")
+    msg(m, "d1", kind="dm", to="local.b", channel=None)
+    msg(m, "a1", kind="anycast", to_service="reviewer", channel=None)
+    msg(m, "e1", channel="events.local.a", event=True)
+    msg(m, "h1", historical=True)
+    m.flush_bursts()
+    s = m.snapshot()
+    assert s.rates.total == 3 and s.rates.buckets[-1] == 3
 
 
 def test_channels_registry_counts_and_events(m, clock):
