@@ -37,6 +37,7 @@ from .subjects import (
 ENVELOPE_V = 1
 DEFAULT_DEADLINE_MS = 10_000
 DESCRIBE_RETRY_S = 0.25
+EXPECTED_POLL_S = 0.1  # a scatter re-reads its expected set this often (it may shrink)
 MANAGER = "manager"
 
 ERROR_CODES = frozenset(
@@ -49,6 +50,28 @@ _LABEL = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"
 _EXT_CODE = re.compile(rf"^{_LABEL}(\.{_LABEL}){{2,}}$")
 OUTCOMES = ("executed", "not-executed", "unknown")
 BIND_REFUSED = "ai.cotal.ep.bind-refused"
+
+
+def goal_progress_subject(space: str, endpoint: str, instance_id: str, epoch: int, caller: Caller,
+                          goal_id: str) -> str:
+    """``cotal.<s>.epe.<ep>.<iid>.<epoch>.goal.<cOwner>.<cActor>.<cUid>.<goalId>.progress``: where an
+    action's progress and its terminal fact are published for the caller that started it."""
+    if not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch {epoch!r} is not an unsigned integer")
+    if not is_id_token(goal_id):
+        raise ValueError(f"goal id {goal_id!r} is not an id token")
+    if not is_lifecycle_token(instance_id):
+        raise ValueError(f"instanceId {instance_id!r} is not a lifecycle token")
+    return ".".join(["cotal", space_token(space), "epe", endpoint_token(endpoint), instance_id, str(epoch),
+                     "goal", *caller.tokens(), goal_id, "progress"])
+
+
+def goal_progress_pattern(space: str, endpoint: str, caller: Caller, goal_id: str) -> str:
+    """The caller's read of one goal's progress from whichever instance and epoch executes it."""
+    if not is_id_token(goal_id):
+        raise ValueError(f"goal id {goal_id!r} is not an id token")
+    return ".".join(["cotal", space_token(space), "epe", endpoint_token(endpoint), "*", "*", "goal",
+                     *caller.tokens(), goal_id, "progress"])
 
 
 def is_error_code(code: object) -> bool:
@@ -410,9 +433,13 @@ class EndpointClient:
                 now = loop.time()
                 if now >= end:
                     break
+                if gather and expected is not None and expected <= seen:
+                    break  # everyone still expected answered (the caller may shrink ``expected``)
                 wait = end - now
                 if retry:
                     wait = min(wait, max(0.0, next_retry - now))
+                if gather and expected is not None:
+                    wait = min(wait, EXPECTED_POLL_S)
                 try:
                     r = await asyncio.wait_for(q.get(), timeout=wait)
                 except asyncio.TimeoutError:
@@ -426,8 +453,6 @@ class EndpointClient:
                     continue
                 seen.add(r.instance_id)
                 out.append(r)
-                if expected is not None and expected <= seen:
-                    break
             if gather:
                 return out
             raise EndpointError(
@@ -493,8 +518,10 @@ class EndpointClient:
         mode: str = "any",
         bind: dict | None = None,
         deadline_ms: int = DEFAULT_DEADLINE_MS,
+        request_id: str | None = None,
     ) -> Reply:
-        """One call: class rail, or the instance rail when ``instance_id`` is given."""
+        """One call: class rail, or the instance rail when ``instance_id`` is given. An action's
+        caller picks ``request_id`` (the goal id) to read its progress before the call leaves."""
         cmd = await self._command(command, instance_id)
         nonce = new_nonce()
         subj_target = Target(mode, target["owner"]) if target is not None else None
@@ -503,7 +530,8 @@ class EndpointClient:
                                   target=subj_target)
         env = build_request(endpoint=self.endpoint, command=command, caller=self.caller,
                             input_digest=cmd.input_digest, output_digest=cmd.output_digest,
-                            args=args, target=target, bind=bind, deadline_ms=deadline_ms, name=self.name)
+                            args=args, target=target, bind=bind, deadline_ms=deadline_ms, name=self.name,
+                            request_id=request_id)
         [r] = await self._exchange(subject, env, deadline_ms, nonce=nonce)
         if bind is not None and r.ok and (r.instance_id, r.epoch) != (bind["instanceId"], bind["epoch"]):
             raise EndpointError("failed-precondition", "the answering incarnation is not the bound one",
@@ -513,7 +541,8 @@ class EndpointClient:
     async def scatter(
         self, command: str, args: Any = None, *, deadline_ms: int = 2000, expected: set[str] | None = None,
     ) -> list[Reply]:
-        """Scatter on the ``all`` rail and gather one reply per instance until the deadline."""
+        """Scatter on the ``all`` rail and gather one reply per instance until the deadline, or
+        until every instance of ``expected`` answered (a set the caller may shrink meanwhile)."""
         cmd = await self._command(command, None)
         nonce = new_nonce()
         subject = request_subject(self.space, self.endpoint, command, self.caller, nonce, route="all")

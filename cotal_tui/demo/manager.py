@@ -6,6 +6,15 @@ answers ``describe`` / ``status`` / ``ps`` / ``inspect`` / ``attach`` on the cla
 instance rails. ``attach`` mints a holder-bound session grant, writes the ``session.<id>`` ledger
 row, opens the serving rail and starts a :class:`~attach.host.ServingBridge`.
 
+The control verbs: ``spawn`` starts a seat from a small persona catalogue (the echo line
+program, the dashboard, bash) and answers at once with the action acceptance; the goal then
+settles on the epe progress rail with the first fact - the seat joined (its presence record,
+written once the program is up), its program exited first, or the readiness deadline passed.
+``despawn`` stops a seat (graceful: SIGHUP + SIGTERM to the program's group, SIGKILL after a
+grace; force: SIGKILL), ``input`` types text into a seat's pty, ``goal-result`` re-reads a
+settled goal. A spawned seat heartbeats presence like any agent (the manager writes it on the
+program's behalf) and goes offline when it stops or exits.
+
 On an open mesh nothing is minted per session and the sessions share the manager's connection.
 A session whose caller falls silent (no frame, not even an idle credit, for ``caller_silence_ms``)
 is reaped, so a caller that vanished without a ``close`` cannot pin a ``maxSessions`` slot.
@@ -19,7 +28,9 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
+import signal
 import socket
 import sys
 import time
@@ -29,11 +40,12 @@ from pathlib import Path
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
-from attach.canonical import VOID_SCHEMA, canonical_bytes
+from attach.canonical import VOID_SCHEMA, canonical_bytes, digest
 from attach.endpoint import (
     BIND_REFUSED,
     MANAGER,
     EndpointError,
+    goal_progress_subject,
     publish_artifact,
     publish_closure,
     reply_body,
@@ -61,6 +73,30 @@ CONTRACT_REVISION = 17
 # long as the stall bound: a false reap costs a user their session, so err on the slow side.
 CALLER_SILENCE_MS = STALL_TIMEOUT_MS
 PROGRAMS = Path(__file__).resolve().parent / "programs"
+READINESS_MS = 30_000  # a spawn goal left unsettled this long ends `uncertain`
+STOP_GRACE_S = 3.0  # graceful stop: SIGKILL this long after SIGHUP + SIGTERM
+MAX_AGENTS = 50
+INPUT_MAX = 65536
+GOALS_KEPT = 256
+WORKING_S = 3.0  # a spawned seat that printed this recently heartbeats `working`
+_SEAT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class Persona:
+    """What ``spawn`` can start: a program kind (see :func:`argv_for`) and the card's role."""
+
+    kind: str
+    role: str
+    description: str
+    argv: tuple[str, ...] | None = None
+
+
+PERSONAS: dict[str, Persona] = {
+    "echo": Persona("line", "echo", "the echo line program: a prompt that echoes each line"),
+    "dashboard": Persona("fullscreen", "dashboard", "a full-screen live dashboard"),
+    "bash": Persona("shell", "shell", "an interactive bash"),
+}
 
 
 @dataclass
@@ -71,6 +107,18 @@ class SeatSpec:
     cols: int = 100
     rows: int = 30
     argv: list[str] | None = None
+    role: str | None = None
+    persona: str | None = None
+    presence: bool = False  # the manager heartbeats this seat's presence (spawned seats)
+
+
+@dataclass
+class _Goal:
+    goal_id: str
+    caller: Caller
+    seat: str
+    settled: bool = False
+    timer: asyncio.TimerHandle | None = None
 
 
 @dataclass
@@ -83,6 +131,11 @@ class _Seat:
     started: float
     exited_at: float | None = None
     sessions: set = field(default_factory=set)
+    joined_at: float | None = None
+    last_output: float = 0.0
+    spawner: str | None = None
+    goal: _Goal | None = None
+    stopping: bool = False
 
 
 def argv_for(spec: SeatSpec) -> list[str]:
@@ -105,35 +158,55 @@ ROW_SCHEMA = {"type": "object", "required": ["name", "id", "agent", "space", "mo
 PS_OUTPUT = {"type": "array", "items": ROW_SCHEMA}
 STATUS_OUTPUT = {"type": "object", "required": ["instanceId", "runtime", "agentCount", "uptimeMs"]}
 ATTACH_OUTPUT = {"type": "object", "properties": {"grant": {"type": "object"}}, "required": ["grant"]}
-DESPAWN_INPUT = {"type": ["object", "null"], "properties": {"graceful": {"type": "boolean"}}}
+DESPAWN_INPUT = {"type": ["object", "null"], "properties": {"graceful": {"type": "boolean"}},
+                 "additionalProperties": False}
 DESPAWN_OUTPUT = {"type": "object", "required": ["name", "stopped", "graceful"]}
+SPAWN_INPUT = {"type": "object", "properties": {"name": {"type": "string", "minLength": 1},
+                                                 "identity": {"type": "string", "minLength": 1}},
+               "required": ["name"], "additionalProperties": False}
+SPAWN_OUTPUT = {"type": "object", "required": ["name", "owner", "actor", "uid", "goalId", "fingerprint",
+                                               "executor"]}
+INPUT_INPUT = {"type": "object", "properties": {"text": {"type": "string", "minLength": 1, "maxLength": INPUT_MAX},
+                                                 "enter": {"type": "boolean"}},
+               "required": ["text"], "additionalProperties": False}
+INPUT_OUTPUT = {"type": "object", "required": ["name", "bytes"]}
+GOAL_INPUT = {"type": "object", "properties": {"goalId": _STRING}, "required": ["goalId"],
+              "additionalProperties": False}
+GOAL_OUTPUT = {"type": "object", "required": ["goalId"]}
 
 _SCHEMAS = {
     "void": VOID_SCHEMA, "inspect-in": INSPECT_INPUT, "row": ROW_SCHEMA, "ps-out": PS_OUTPUT,
     "status-out": STATUS_OUTPUT, "attach-out": ATTACH_OUTPUT, "despawn-in": DESPAWN_INPUT,
-    "despawn-out": DESPAWN_OUTPUT,
+    "despawn-out": DESPAWN_OUTPUT, "spawn-in": SPAWN_INPUT, "spawn-out": SPAWN_OUTPUT,
+    "input-in": INPUT_INPUT, "input-out": INPUT_OUTPUT, "goal-in": GOAL_INPUT, "goal-out": GOAL_OUTPUT,
+}
+
+# name -> (capability, input schema, output schema, targeted)
+COMMANDS: dict[str, tuple[str, str, str, bool]] = {
+    "status": ("manager.read", "void", "status-out", False),
+    "ps": ("manager.read", "void", "ps-out", False),
+    "inspect": ("manager.read", "inspect-in", "row", False),
+    "goal-result": ("manager.read", "goal-in", "goal-out", False),
+    "spawn": ("manager.spawn", "spawn-in", "spawn-out", False),
+    "attach": ("manager.lifecycle", "void", "attach-out", True),
+    "despawn": ("manager.lifecycle", "despawn-in", "despawn-out", True),
+    "input": ("manager.lifecycle", "input-in", "input-out", True),
 }
 
 
 def cluster_document(d: dict[str, str]) -> dict:
-    def cmd(name, cap, i, o, targeted=False, modes=None):
+    def cmd(name, cap, i, o, targeted):
         c = {"name": name, "class": "ephemeral", "targeted": targeted, "capability": cap,
              "inputDigest": d[i], "outputDigest": d[o]}
         if targeted:
-            c["modes"] = modes
+            c["modes"] = ["owner", "any"]
         return c
 
     return {
         "urn": "ai.cotal.manager",
         "revision": CONTRACT_REVISION,
         "attributes": [],
-        "commands": [
-            cmd("status", "manager.read", "void", "status-out"),
-            cmd("ps", "manager.read", "void", "ps-out"),
-            cmd("inspect", "manager.read", "inspect-in", "row"),
-            cmd("attach", "manager.lifecycle", "void", "attach-out", True, ["owner", "any"]),
-            cmd("despawn", "manager.lifecycle", "despawn-in", "despawn-out", True, ["owner", "any"]),
-        ],
+        "commands": [cmd(name, *row) for name, row in COMMANDS.items()],
         "events": [],
     }
 
@@ -157,7 +230,8 @@ def _load_or_mint_instance_id(root: str | None) -> str:
 class DemoManager:
     def __init__(self, nc, space: str, seats: list[SeatSpec], *, instance_id: str | None = None,
                  max_sessions: int = 64, root: str | None = None, window: int = WINDOW_DEFAULT,
-                 caller_silence_ms: int = CALLER_SILENCE_MS):
+                 caller_silence_ms: int = CALLER_SILENCE_MS, personas: dict[str, Persona] | None = None,
+                 readiness_ms: int = READINESS_MS, stop_grace_s: float = STOP_GRACE_S):
         self.nc = nc
         self.space = space_token(space)
         self.seat_specs = list(seats)
@@ -180,6 +254,10 @@ class DemoManager:
         self._cluster_digest = ""
         self._kv: dict[str, object] = {}
         self._stopping = False
+        self.personas = dict(PERSONAS if personas is None else personas)
+        self.readiness_ms = readiness_ms
+        self.stop_grace_s = stop_grace_s
+        self._goals: dict[str, dict] = {}  # goalId -> terminal progress body (bounded)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -246,7 +324,11 @@ class DemoManager:
         for t in self._tasks:
             t.cancel()
         for seat in self.seats.values():
+            seat.stopping = True
+            self._settle(seat, "cancelled", {"reason": "manager stopping"})
             await seat.pty.stop()
+        for seat in self.seats.values():
+            await self._offline(seat)
         try:
             await self._kv["records"].put(f"svc.manager.{self.instance_id}.status", json.dumps(
                 {"epoch": self.epoch, "state": "stopped"}).encode())
@@ -261,15 +343,45 @@ class DemoManager:
         if bridges:
             await asyncio.wait([asyncio.ensure_future(b.done.wait()) for b in bridges], timeout=timeout)
 
-    async def despawn(self, name: str) -> None:
+    async def despawn(self, name: str, graceful: bool = True) -> dict | None:
+        """Stop a seat and forget it: its sessions end with ``target-despawn``; graceful sends
+        SIGHUP + SIGTERM to the program's group and SIGKILL after the grace, force SIGKILL at
+        once. Returns the reply (``graceful`` says whether the program ended without SIGKILL)."""
         seat = self.seats.pop(name, None)
         if seat is None:
-            return
+            return None
+        seat.stopping = True
+        self._settle(seat, "cancelled", {"reason": "despawned before it joined"})
         bridges = [b for b in seat.sessions]
         for b in bridges:
             b.end("target-despawn")
         await self._wait_bridges(bridges)
-        await seat.pty.stop()
+        ended_gracefully = await self._kill(seat, graceful)
+        await self._offline(seat)
+        return {"name": name, "stopped": True, "graceful": ended_gracefully}
+
+    async def _kill(self, seat: _Seat, graceful: bool) -> bool:
+        pty = seat.pty
+        if not pty.running or pty.proc is None:
+            return True
+        pgid = pty.proc.pid  # the program leads its own session and process group
+        if graceful:
+            for sig in (signal.SIGHUP, signal.SIGTERM):
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    pass
+            try:
+                await asyncio.wait_for(pty.exited.wait(), self.stop_grace_s)
+                return True
+            except asyncio.TimeoutError:
+                pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        await pty.stop(timeout=2.0)  # reaps it and closes the pty
+        return False
 
     async def _every(self, period: float, fn) -> None:
         while True:
@@ -289,6 +401,38 @@ class DemoManager:
 
     async def _heartbeat(self) -> None:
         await self._kv["presence"].put(f"local.{self.actor}", json.dumps(self._presence()).encode())
+        for seat in list(self.seats.values()):
+            if seat.spec.presence and seat.joined_at is not None and seat.pty.running and not seat.stopping:
+                await self._put_seat_presence(seat)
+
+    def _seat_presence(self, seat: _Seat, status: str) -> dict:
+        spec = seat.spec
+        card = {"id": f"{seat.owner}.{seat.actor}", "name": spec.name, "kind": "agent", "owner": seat.owner,
+                "actor": seat.actor, "role": spec.role or spec.kind, "protocolVersion": "0.4",
+                "description": self.personas[spec.persona].description if spec.persona in self.personas else "",
+                "tags": ["demo", "spawned"],
+                "meta": {"connector": spec.persona or spec.kind, "host": socket.gethostname(),
+                         "manager": self.instance_id}}
+        rec = {"card": card, "status": status, "ts": int(time.time() * 1000), "lifecycleUid": seat.lifecycle_uid}
+        if status != "offline":
+            rec["attention"] = "open"
+        return rec
+
+    async def _put_seat_presence(self, seat: _Seat) -> None:
+        busy = time.time() - seat.last_output < WORKING_S
+        rec = self._seat_presence(seat, "working" if busy else "idle")
+        await self._kv["presence"].put(f"{seat.owner}.{seat.actor}", json.dumps(rec).encode())
+
+    async def _offline(self, seat: _Seat) -> None:
+        """A spawned seat that joined leaves with an offline record (never a silent TTL lapse)."""
+        if not seat.spec.presence or seat.joined_at is None:
+            return
+        try:
+            rec = self._seat_presence(seat, "offline")
+            await self._kv["presence"].put(f"{seat.owner}.{seat.actor}", json.dumps(rec).encode())
+            await self.nc.flush()
+        except Exception:
+            pass
 
     async def _renew_lease(self) -> None:
         await self._kv["manager"].put(f"lease.{self.instance_id}", json.dumps({
@@ -304,15 +448,127 @@ class DemoManager:
             owner, actor = "local", spec.principal_id
         pty = PtySeat(argv_for(spec), cols=spec.cols, rows=spec.rows, cwd=self.root)
         seat = _Seat(spec, owner, actor, mint_lifecycle_uid(), pty, time.time())
-        pty.exit_listeners.append(lambda rc, s=seat: self._on_exit(s))
+        pty.exit_listeners.append(lambda rc, s=seat: self._on_exit(s, rc))
+        pty.listeners.append(lambda data, s=seat: self._on_output(s))
         pty.start()
         self.seats[spec.name] = seat
         return seat
 
-    def _on_exit(self, seat: _Seat) -> None:
+    def _on_exit(self, seat: _Seat, rc: int | None = None) -> None:
         seat.exited_at = time.time()
         for b in list(seat.sessions):
             b.end("process-exit")
+        if not seat.stopping:
+            self._settle(seat, "failed", {"name": seat.spec.name, "exitCode": rc})
+            self._later(self._offline(seat))
+
+    def _on_output(self, seat: _Seat) -> None:
+        seat.last_output = time.time()
+        if seat.spec.presence and seat.joined_at is None and not seat.stopping:
+            seat.joined_at = seat.last_output  # the program is up: it joins the mesh
+            self._later(self._join(seat))
+
+    async def _join(self, seat: _Seat) -> None:
+        try:
+            await self._put_seat_presence(seat)
+        except Exception:
+            seat.joined_at = None  # retried on the next output
+            return
+        goal = seat.goal
+        if goal is not None and not goal.settled:
+            await self._progress(goal, {"phase": "presence"})
+        self._settle(seat, "succeeded", {"name": seat.spec.name, "agent": seat.spec.kind,
+                                         "id": seat.actor, "mode": "pty", "lifecycleUid": seat.lifecycle_uid,
+                                         "role": seat.spec.role or seat.spec.kind})
+
+    def _later(self, coro) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._handlers.add(t)
+        t.add_done_callback(self._handlers.discard)
+
+    # ---- spawn goals ----------------------------------------------------------------------
+
+    async def _progress(self, goal: _Goal, body: dict) -> None:
+        c = goal.caller
+        subj = goal_progress_subject(self.space, MANAGER, self.instance_id, self.epoch, c, goal.goal_id)
+        try:
+            await self.nc.publish(subj, json.dumps({"v": 1, "goalId": goal.goal_id, **body},
+                                                   separators=(",", ":")).encode())
+        except Exception:
+            pass
+
+    def _settle(self, seat: _Seat, state: str, data: dict | None = None) -> None:
+        """First fact wins: the goal's terminal progress, kept for ``goal-result``."""
+        goal = seat.goal
+        if goal is None or goal.settled:
+            return
+        goal.settled = True
+        if goal.timer is not None:
+            goal.timer.cancel()
+        body = {"phase": "terminal", "state": state}
+        if data is not None:
+            body["data"] = data
+        self._goals[goal.goal_id] = body
+        while len(self._goals) > GOALS_KEPT:
+            self._goals.pop(next(iter(self._goals)))
+        self._later(self._progress(goal, body))
+
+    async def _start_spawn(self, parsed: ParsedRequest, env: dict) -> dict:
+        args = env.get("args") or {}
+        persona = args.get("name") if isinstance(args, dict) else None
+        if not isinstance(persona, str) or not persona:
+            raise EndpointError("bad-request", "spawn needs {name: persona}", outcome="not-executed")
+        p = self.personas.get(persona)
+        if p is None:
+            known = ", ".join(sorted(self.personas))
+            raise EndpointError("not-found", f"no persona named {persona!r} (this manager knows {known})",
+                                outcome="not-executed")
+        name = args.get("identity")
+        if name is not None:
+            if not isinstance(name, str) or not _SEAT_NAME.fullmatch(name):
+                raise EndpointError("bad-request", f"{name!r} is not a seat name (a letter, then up to 31 "
+                                    "letters, digits, '_' or '-')", outcome="not-executed")
+            if name in self.seats:
+                raise EndpointError("already-exists", f"a seat named {name!r} already runs on this manager",
+                                    outcome="not-executed")
+        else:
+            name, n = persona, 1
+            while name in self.seats:
+                n += 1
+                name = f"{persona}_{n}"
+        if len(self.seats) >= MAX_AGENTS:
+            raise EndpointError("resource-exhausted", f"this manager already runs {MAX_AGENTS} seats",
+                                outcome="not-executed")
+        actor = secrets.token_hex(12)  # a fresh principal per incarnation, like an nkey on open meshes
+        spec = SeatSpec(name=name, principal_id=f"local.{actor}", kind=p.kind,
+                        argv=list(p.argv) if p.argv else None, role=p.role, persona=persona, presence=True)
+        goal = _Goal(env["id"], parsed.caller, name)
+        seat = self._spawn(spec)
+        seat.spawner = parsed.caller.principal
+        seat.goal = goal
+        loop = asyncio.get_running_loop()
+        goal.timer = loop.call_later(self.readiness_ms / 1000, self._settle, seat, "uncertain",
+                                     {"name": name, "readinessDeadlineMs": self.readiness_ms})
+        return {"name": name, "owner": seat.owner, "actor": seat.actor, "uid": seat.lifecycle_uid,
+                "goalId": goal.goal_id, "fingerprint": digest({"persona": persona, "name": name}),
+                "readinessDeadlineMs": self.readiness_ms,
+                "executor": {"lifecycleUid": self.uid, "epoch": self.epoch}}
+
+    async def _input(self, seat: _Seat, env: dict) -> dict:
+        args = env.get("args") or {}
+        text = args.get("text") if isinstance(args, dict) else None
+        enter = args.get("enter", True) if isinstance(args, dict) else True
+        if not isinstance(text, str) or not text or len(text) > INPUT_MAX:
+            raise EndpointError("bad-request", f"input needs {{text}} of 1 to {INPUT_MAX} characters",
+                                outcome="not-executed")
+        if not isinstance(enter, bool):
+            raise EndpointError("bad-request", "input.enter is not a boolean", outcome="not-executed")
+        if not seat.pty.running:
+            raise EndpointError("failed-precondition", f"seat {seat.spec.name} is not running (exited)",
+                                outcome="not-executed")
+        data = text.encode("utf-8", "replace") + (b"\r" if enter else b"")
+        await seat.pty.write(data)
+        return {"name": seat.spec.name, "bytes": len(data)}
 
     async def _mesh_status(self, seat: _Seat) -> str:
         try:
@@ -345,6 +601,10 @@ class DemoManager:
         }
         if seat.pty.pid:
             row["pid"] = seat.pty.pid
+        if seat.spec.role:
+            row["role"] = seat.spec.role
+        if seat.spawner:
+            row["spawner"] = seat.spawner
         return row
 
     # ---- requests -------------------------------------------------------------------------
@@ -389,13 +649,11 @@ class DemoManager:
         if cmd == "describe":
             return {"public": False, "descriptor": {
                 "endpoint": MANAGER, "owner": "local",
-                "clusters": [{"digest": self._cluster_digest,
-                              "commands": ["status", "ps", "inspect", "attach", "despawn"]}]}}
+                "clusters": [{"digest": self._cluster_digest, "commands": list(COMMANDS)}]}}
         self._check_bind(env)
-        known = {"status": False, "ps": False, "inspect": False, "attach": True, "despawn": True}
-        if cmd not in known:
+        if cmd not in COMMANDS:
             raise EndpointError("unimplemented", f"manager does not serve {cmd!r}", outcome="not-executed")
-        targeted = known[cmd]
+        targeted = COMMANDS[cmd][3]
         if targeted and (parsed.target is None or parsed.target.mode not in ("owner", "any")):
             raise EndpointError("target-mismatch", f"{cmd} admits the owner/any modes only", outcome="not-executed")
         if not targeted and parsed.target is not None:
@@ -418,10 +676,31 @@ class DemoManager:
             if seat is None:
                 raise EndpointError("not-found", f"no seat named {name!r} on this manager", outcome="not-executed")
             return await self._row(seat)
+        if cmd == "goal-result":
+            args = env.get("args") or {}
+            gid = args.get("goalId") if isinstance(args, dict) else None
+            if not isinstance(gid, str):
+                raise EndpointError("bad-request", "goal-result needs {goalId}", outcome="not-executed")
+            out: dict = {"goalId": gid}
+            if gid in self._goals:
+                out["result"] = self._goals[gid]
+            return out
+        if cmd == "spawn":
+            return await self._start_spawn(parsed, env)
         seat = self._target_seat(parsed, env)
         if cmd == "despawn":
-            await self.despawn(seat.spec.name)
-            return {"name": seat.spec.name, "stopped": True, "graceful": True}
+            args = env.get("args") or {}
+            graceful = args.get("graceful", True) if isinstance(args, dict) else True
+            if not isinstance(graceful, bool):
+                raise EndpointError("bad-request", "despawn.graceful is not a boolean", outcome="not-executed")
+            if seat.stopping:
+                raise EndpointError("conflict", f"seat {seat.spec.name} is already stopping", outcome="not-executed")
+            out = await self.despawn(seat.spec.name, graceful=graceful)
+            if out is None:
+                raise EndpointError("not-found", "no such seat on this manager", outcome="not-executed")
+            return out
+        if cmd == "input":
+            return await self._input(seat, env)
         return await self._attach(parsed, env, seat)
 
     def _check_bind(self, env: dict) -> None:
