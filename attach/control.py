@@ -1,0 +1,734 @@
+"""The control plane: spawn, stop, input, status and ps on a space's managers, plus the two
+history verbs, delchan and purge. No Textual or Rich here: the CLI and the console call these.
+
+Every function is one action on a connection of its own, made from a
+:class:`meshview.connect.Target` and closed when the action ends: control never rides an
+observer's connection. A targeted verb first locates the seat (a ``ps`` scatter over the
+registered managers, since one manager answers ``not-found`` alike for "hosted elsewhere" and
+"does not exist"), then calls the hosting instance on its ``inst`` rail, bound to the epoch that
+answered. Failures raise :class:`ControlError` whose message is one sentence; a ``read_only``
+reason refuses every mutation before anything touches the network.
+
+``ps`` keeps every registered manager in the answer: one that replied with rows, one that
+refused (its code and message), and one that stayed silent, with what the broker says about it
+(``gone``: nothing is subscribed on its rail, so the registration outlived its host;
+``unknown``: something is subscribed but did not answer within the deadline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from meshview.connect import ConnectError, Target, connect as mesh_connect
+from meshview.wire.names import bucket_names, chat_stream, space_token
+from meshview.wire.subjects import MAX_CHANNEL_LENGTH, chat_pattern, is_concrete_channel, sanitize_channel
+
+from .endpoint import (
+    BIND_REFUSED,
+    MANAGER,
+    EndpointClient,
+    EndpointError,
+    Reply,
+    build_request,
+    goal_progress_pattern,
+)
+from .subjects import Caller, is_lifecycle_token, new_nonce, new_request_id, request_subject
+
+CLIENT_NAME = "cotal-control"
+PS_DEADLINE_MS = 8000
+CALL_DEADLINE_MS = 10_000
+STOP_DEADLINE_MS = 20_000  # the manager's grace before SIGKILL rides inside this
+PROBE_S = 0.5  # no-responders comes back in one round trip; silence past this is someone there
+READINESS_MS = 30_000  # when the acceptance names no readiness deadline
+SETTLE_MARGIN_S = 5.0  # past the readiness deadline, the terminal fact still has this long to land
+MAX_REBIND = 3
+INPUT_MAX = 65536
+JS_API = "$JS.API"
+
+_PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SEAT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+
+
+class ControlError(Exception):
+    """A control action that did not happen (or whose outcome is unknown); ``message`` is one
+    sentence for a status line or stderr, ``code`` the §13.3 code (or ``read-only``)."""
+
+    def __init__(self, code: str, message: str):
+        message = _sentence(message)
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+# ---- shapes ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ManagedRow:
+    """One ``ps``/``inspect`` row, attributed to the instance that answered with it."""
+
+    name: str
+    id: str
+    agent: str
+    mode: str
+    process: str  # running | exited (the runtime's fact)
+    mesh: str  # the seat's presence as the manager reads it, or absent
+    uptime_ms: int
+    instance_id: str
+    lifecycle_uid: str | None = None
+    mesh_view: str = "current"
+    role: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_row(cls, row: dict, instance_id: str) -> "ManagedRow | None":
+        name, rid = row.get("name"), row.get("id")
+        if not isinstance(name, str) or not name or not isinstance(rid, str) or not rid:
+            return None
+
+        def s(k: str, default: str | None = None) -> str | None:
+            v = row.get(k)
+            return v if isinstance(v, str) else default
+
+        up = row.get("uptimeMs")
+        pid = row.get("pid")
+        return cls(name=name[:64], id=rid[:256], agent=s("agent", "?") or "?", mode=s("mode", "?") or "?",
+                   process=s("status", "?") or "?", mesh=s("mesh", "absent") or "absent",
+                   uptime_ms=up if isinstance(up, int) and not isinstance(up, bool) and up >= 0 else 0,
+                   instance_id=instance_id, lifecycle_uid=s("lifecycleUid"),
+                   mesh_view=s("meshView", "current") or "current", role=s("role"),
+                   pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+                   host=s("host"), raw=row)
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the space's registry says about one manager instance."""
+
+    instance_id: str
+    spec: bool  # a ``svc.manager.<iid>.spec`` record
+    lease: bool  # a live liveness lease (the bucket's TTL drops a dead holder's)
+    state: str | None = None  # the ``….status`` record's state
+
+    @property
+    def expected(self) -> bool:
+        """Should answer a scatter: it holds a lease, or it is registered and never said it stopped."""
+        return self.lease or (self.spec and self.state != "stopped")
+
+
+@dataclass
+class ManagerReport:
+    instance_id: str
+    state: str  # answered | refused | silent
+    rows: list[ManagedRow] = field(default_factory=list)
+    code: str | None = None  # refused: the reply's code
+    message: str | None = None  # refused: the reply's message
+    liveness: str | None = None  # silent: gone | unknown | probe-refused
+    registration: Registration | None = None
+
+    @property
+    def stale(self) -> bool:
+        """Silent with nothing subscribed on its rail: the host is gone, the record is not."""
+        return self.state == "silent" and self.liveness == "gone"
+
+
+@dataclass
+class PsResult:
+    space: str
+    managers: list[ManagerReport]
+
+    @property
+    def rows(self) -> list[ManagedRow]:
+        return [r for m in self.managers for r in m.rows]
+
+    @property
+    def silent(self) -> list[ManagerReport]:
+        return [m for m in self.managers if m.state == "silent"]
+
+    @property
+    def refused(self) -> list[ManagerReport]:
+        return [m for m in self.managers if m.state == "refused"]
+
+
+@dataclass(frozen=True)
+class SpawnResult:
+    name: str
+    persona: str
+    instance_id: str
+    outcome: str  # joined | exited | deadline | cancelled
+    state: str  # the goal's terminal state as the manager settled it (or uncertain)
+    principal: str
+    lifecycle_uid: str
+    elapsed_s: float
+    readiness_ms: int
+    data: dict = field(default_factory=dict)
+
+    @property
+    def joined(self) -> bool:
+        return self.outcome == "joined"
+
+
+@dataclass(frozen=True)
+class StopResult:
+    name: str
+    instance_id: str
+    force: bool
+    graceful: bool  # the program ended on the graceful signals (no SIGKILL was needed)
+
+
+@dataclass(frozen=True)
+class InputResult:
+    name: str
+    instance_id: str
+    bytes: int
+
+
+def status_line(row: ManagedRow) -> str:
+    """The ``:status`` row: ``name/role · agent · mode · <process> · mesh <presence> · up Nm``.
+    Presence ``working`` records a claim, never observed progress, so it says so."""
+    mesh = "working · progress unknown" if row.mesh == "working" else row.mesh
+    who = f"{row.name}/{row.role}" if row.role else row.name
+    return f"{who} · {row.agent} · {row.mode} · {row.process} · mesh {mesh} · up {round(row.uptime_ms / 60000)}m"
+
+
+# ---- checks before the network ---------------------------------------------------------------
+
+
+def refuse_read_only(read_only: str | None) -> None:
+    if read_only is not None:
+        raise ControlError("read-only", f"read-only - {read_only}; nothing was changed")
+
+
+def check_instance(on: str | None) -> None:
+    if on is not None and not is_lifecycle_token(on):
+        raise ControlError("bad-request", f"{_show(on)} is not a manager instance id (26 to 32 lowercase "
+                           "letters and digits, the whole id as ps prints it)")
+
+
+def check_seat_name(name: str) -> str:
+    name = name.removeprefix("@") if isinstance(name, str) else name
+    if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable() or " " in name:
+        raise ControlError("bad-request", f"{_show(name)} is not a seat name")
+    return name
+
+
+def _show(v: object) -> str:
+    s = repr(v) if not isinstance(v, str) else repr(v[:80])
+    return s
+
+
+# ---- connection and registry -----------------------------------------------------------------
+
+
+async def _connect(target: Target) -> Any:
+    try:
+        nc, _ = await mesh_connect(dataclasses.replace(target, name=CLIENT_NAME))
+    except ConnectError as e:
+        raise ControlError("unavailable", str(e)) from None
+    nc.options["allow_reconnect"] = False  # one action: a dropped link ends it, never revives it
+    return nc
+
+
+async def _close(nc: Any) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), 2.0)
+
+
+async def registrations(nc: Any, space: str) -> dict[str, Registration]:
+    """Every manager instance the space knows of: spec records, their status, live leases."""
+    js = nc.jetstream()
+    b = bucket_names(space)
+    specs: set[str] = set()
+    states: dict[str, str] = {}
+    leases: set[str] = set()
+    try:
+        records = await js.key_value(b.records)
+    except Exception:
+        raise ControlError("not-found", f"space {space} is not provisioned (no manager registry)") from None
+    with contextlib.suppress(Exception):
+        for k in await records.keys():
+            p = k.split(".")
+            if len(p) == 4 and p[:2] == ["svc", "manager"] and p[3] == "spec":
+                specs.add(p[2])
+    for iid in specs:
+        with contextlib.suppress(Exception):
+            rec = json.loads((await records.get(f"svc.manager.{iid}.status")).value)
+            if isinstance(rec, dict) and isinstance(rec.get("state"), str):
+                states[iid] = rec["state"]
+    with contextlib.suppress(Exception):
+        kv = await js.key_value(b.manager)
+        leases = {k[len("lease."):] for k in await kv.keys() if k.startswith("lease.")}
+    return {iid: Registration(iid, iid in specs, iid in leases, states.get(iid)) for iid in specs | leases}
+
+
+async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S) -> str:
+    """Is anything subscribed on the instance's rail? The broker answers "no responders" when
+    nothing is (``gone``); silence means something is there but did not answer (``unknown``)."""
+    from nats.errors import NoRespondersError
+
+    caller = Caller.fresh()
+    nonce = new_nonce()
+    subject = request_subject(space, MANAGER, "describe", caller, nonce, route="inst", instance_id=instance_id)
+    body = json.dumps(build_request(endpoint=MANAGER, command="describe", caller=caller,
+                                    deadline_ms=int(timeout * 1000), name=CLIENT_NAME)).encode()
+    try:
+        await nc.request(subject, body, timeout=timeout)
+    except NoRespondersError:
+        return "gone"
+    except (asyncio.TimeoutError, TimeoutError):
+        return "unknown"
+    except Exception:
+        return "probe-refused"
+    return "unknown"
+
+
+# ---- ps and locate ---------------------------------------------------------------------------
+
+
+async def _gather_ps(nc: Any, ep: EndpointClient, space: str, *, on: str | None,
+                     deadline_ms: int) -> tuple[PsResult, dict[str, Reply]]:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_ms / 1000
+    regs = await registrations(nc, space)
+    if on is not None:
+        if on not in regs:
+            raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
+        expected = {on}
+    else:
+        expected = {i for i, r in regs.items() if r.expected}
+    replies: list[Reply] = []
+    waiting = set(expected)  # shrinks as probes find instances with nothing on their rail
+    lives: dict[str, str] = {}
+
+    async def ask() -> list[Reply]:
+        try:
+            await ep.resolve(instance_id=on, deadline_ms=max(1, int((end - loop.time()) * 1000)))
+            left = max(1, int((end - loop.time()) * 1000))
+            if on is not None:
+                return [await ep.call("ps", None, instance_id=on, deadline_ms=left)]
+            return await ep.scatter("ps", None, deadline_ms=left, expected=waiting)
+        except EndpointError as e:
+            if e.code != "deadline-exceeded":
+                raise ControlError(e.code, f"ps: {e.message}") from None
+            return []
+
+    asking = asyncio.ensure_future(ask()) if expected else None
+
+    async def probe_one(iid: str) -> None:
+        lives[iid] = await probe(nc, space, iid)
+        if lives[iid] == "gone":
+            waiting.discard(iid)
+            if not waiting and asking is not None:
+                asking.cancel()  # nothing left that could answer
+
+    probes = {iid: asyncio.ensure_future(probe_one(iid)) for iid in expected}
+    try:
+        if asking is not None:
+            await asyncio.wait({asking})
+            replies = [] if asking.cancelled() else asking.result()
+        answered = {r.instance_id for r in replies}
+        for iid, t in probes.items():
+            if iid in answered:
+                t.cancel()
+        await asyncio.gather(*(t for iid, t in probes.items() if iid not in answered))
+    finally:
+        for t in probes.values():
+            t.cancel()
+        if asking is not None:
+            asking.cancel()
+    by_iid: dict[str, Reply] = {}
+    for r in replies:
+        by_iid.setdefault(r.instance_id, r)
+    reports: list[ManagerReport] = []
+    for iid, r in by_iid.items():
+        if r.ok and isinstance(r.data, list):
+            rows = [ManagedRow.from_row(x, iid) for x in r.data if isinstance(x, dict)]
+            reports.append(ManagerReport(iid, "answered", [x for x in rows if x is not None],
+                                         registration=regs.get(iid)))
+        else:
+            err = r.error
+            reports.append(ManagerReport(iid, "refused", code=err.code if err else "internal",
+                                         message=err.message if err else "a malformed ps answer",
+                                         registration=regs.get(iid)))
+    for iid in sorted(expected - set(by_iid)):
+        reports.append(ManagerReport(iid, "silent", liveness=lives.get(iid, "unknown"),
+                                     registration=regs.get(iid)))
+    order = {"answered": 0, "refused": 1, "silent": 2}
+    reports.sort(key=lambda m: (order[m.state], m.instance_id))
+    return PsResult(space, reports), by_iid
+
+
+async def ps(target: Target, *, on: str | None = None, deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
+    """Every registered manager's seats (or one instance's, ``on``), silent and refusing
+    managers named with their reason. An empty ``managers`` list: nothing is registered."""
+    check_instance(on)
+    return await _run(target, lambda nc: _ps(nc, target.space, on, deadline_ms))
+
+
+async def _ps(nc: Any, space: str, on: str | None, deadline_ms: int) -> PsResult:
+    result, _ = await _gather_ps(nc, EndpointClient(nc, space, name=CLIENT_NAME), space_token(space),
+                                 on=on, deadline_ms=deadline_ms)
+    return result
+
+
+@dataclass
+class _Located:
+    row: ManagedRow
+    instance_id: str
+    epoch: int
+
+
+async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None) -> _Located:
+    if on is not None:
+        regs = await registrations(nc, space)
+        if on not in regs:
+            raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
+        try:
+            r = await ep.call("inspect", {"name": name}, instance_id=on, deadline_ms=CALL_DEADLINE_MS)
+        except EndpointError as e:
+            raise ControlError(e.code, f"manager {on} did not answer: {e.message}") from None
+        if not r.ok:
+            assert r.error is not None
+            if r.error.code == "not-found":
+                raise ControlError("not-found", f"no managed agent {name!r} on manager {on}")
+            raise ControlError(r.error.code, f"manager {on} refused: {r.error.message}")
+        row = ManagedRow.from_row(r.data if isinstance(r.data, dict) else {}, r.instance_id)
+        if row is None:
+            raise ControlError("contract-invalid", f"manager {on} answered inspect without a seat row")
+        return _Located(row, r.instance_id, r.epoch)
+    result, replies = await _gather_ps(nc, ep, space, on=None, deadline_ms=PS_DEADLINE_MS)
+    if not result.managers:
+        raise ControlError("unavailable", f"no manager is registered in space {space}")
+    hits = [row for row in result.rows if row.name == name]
+    if len(hits) == 1:
+        iid = hits[0].instance_id
+        return _Located(hits[0], iid, replies[iid].epoch)
+    if len(hits) > 1:
+        ids = ", ".join(h.instance_id for h in hits)
+        raise ControlError("failed-precondition", f"seat {name!r} runs on {len(hits)} managers ({ids}); "
+                           "name the manager instance to pick one")
+    answered = [m for m in result.managers if m.state == "answered"]
+    msg = f"no managed agent {name!r} on any of the {len(answered)} answering manager(s) in space {space}"
+    quiet = [m.instance_id for m in result.managers if m.state != "answered"]
+    if quiet:
+        msg += f"; {len(quiet)} registered manager(s) did not answer ({', '.join(quiet)})"
+    raise ControlError("not-found", msg)
+
+
+def _target_of(row: ManagedRow, caller: Caller) -> dict:
+    owner, dot, actor = row.id.partition(".")
+    if not dot:
+        owner, actor = caller.owner, row.id
+    if not is_lifecycle_token(row.lifecycle_uid):
+        raise ControlError("contract-invalid", f"the row of seat {row.name!r} carries no lifecycleUid")
+    return {"owner": owner, "actor": actor, "lifecycleUid": row.lifecycle_uid}
+
+
+def _bind_refused(e: EndpointError | None) -> bool:
+    return (e is not None and e.effective_outcome == "not-executed"
+            and any(isinstance(d, dict) and d.get("kind") == BIND_REFUSED for d in e.details))
+
+
+async def _targeted(nc: Any, space: str, name: str, on: str | None, command: str, args: Any,
+                    deadline_ms: int) -> tuple[_Located, Any]:
+    """Locate, then call the hosting instance bound to the epoch that answered; a bind refusal
+    (the manager restarted in between, nothing was done) locates again."""
+    ep = EndpointClient(nc, space, name=CLIENT_NAME)
+    for _ in range(MAX_REBIND):
+        loc = await _locate(nc, ep, space, name, on)
+        try:
+            r = await ep.call(command, args, instance_id=loc.instance_id, target=_target_of(loc.row, ep.caller),
+                              mode="any", bind={"instanceId": loc.instance_id, "epoch": loc.epoch},
+                              deadline_ms=deadline_ms)
+        except EndpointError as e:
+            if e.code == "deadline-exceeded":
+                raise ControlError("deadline-exceeded", f"manager {loc.instance_id} did not answer {command} "
+                                   f"within {deadline_ms // 1000} s; the outcome is unknown") from None
+            raise ControlError(e.code, f"{command}: {e.message}") from None
+        if r.ok:
+            return loc, r.data
+        if _bind_refused(r.error):
+            continue
+        assert r.error is not None
+        if r.error.code in ("not-found", "expired"):
+            raise ControlError(r.error.code, f"seat {name!r} is gone from manager {loc.instance_id}")
+        raise ControlError(r.error.code, f"manager {loc.instance_id} refused {command}: {r.error.message}")
+    raise ControlError("unavailable", f"manager of seat {name!r} kept restarting; nothing was done")
+
+
+# ---- the verbs -------------------------------------------------------------------------------
+
+
+async def _run(target: Target, body: Callable[[Any], Any]) -> Any:
+    """One connection for one action; every failure leaves as a ControlError."""
+    nc = await _connect(target)
+    try:
+        return await body(nc)
+    except ControlError:
+        raise
+    except EndpointError as e:
+        raise ControlError(e.code, e.message) from None
+    except ValueError as e:  # a token the subject builders refused
+        raise ControlError("bad-request", str(e)) from None
+    except Exception as e:  # noqa: BLE001 - one sentence, never a traceback
+        raise ControlError("internal", f"{type(e).__name__}: {e}") from None
+    finally:
+        await _close(nc)
+
+
+async def status(target: Target, name: str, *, on: str | None = None) -> ManagedRow:
+    """One seat's row, answered by the manager that hosts it."""
+    name = check_seat_name(name)
+    check_instance(on)
+
+    async def body(nc: Any) -> ManagedRow:
+        space = space_token(target.space)
+        ep = EndpointClient(nc, space, name=CLIENT_NAME)
+        loc = await _locate(nc, ep, space, name, on)
+        if on is not None:
+            return loc.row  # _locate already asked the pinned host
+        try:
+            r = await ep.call("inspect", {"name": name}, instance_id=loc.instance_id, deadline_ms=CALL_DEADLINE_MS)
+        except EndpointError as e:
+            raise ControlError(e.code, f"manager {loc.instance_id} did not answer: {e.message}") from None
+        if not r.ok:
+            assert r.error is not None
+            if r.error.code == "not-found":
+                raise ControlError("not-found", f"seat {name!r} is gone from manager {loc.instance_id}")
+            raise ControlError(r.error.code, f"manager {loc.instance_id} refused: {r.error.message}")
+        row = ManagedRow.from_row(r.data if isinstance(r.data, dict) else {}, r.instance_id)
+        if row is None:
+            raise ControlError("contract-invalid", f"manager {loc.instance_id} answered without a seat row")
+        return row
+
+    return await _run(target, body)
+
+
+async def stop(target: Target, name: str, *, force: bool = False, on: str | None = None,
+               read_only: str | None = None) -> StopResult:
+    """Stop a seat: graceful (the manager signals, then SIGKILLs after its grace) or force."""
+    refuse_read_only(read_only)
+    name = check_seat_name(name)
+    check_instance(on)
+
+    async def body(nc: Any) -> StopResult:
+        loc, data = await _targeted(nc, space_token(target.space), name, on, "despawn",
+                                    {"graceful": not force}, STOP_DEADLINE_MS)
+        graceful = bool(data.get("graceful")) if isinstance(data, dict) else False
+        return StopResult(name, loc.instance_id, force, graceful)
+
+    return await _run(target, body)
+
+
+async def input_text(target: Target, name: str, text: str, *, enter: bool = True, on: str | None = None,
+                     read_only: str | None = None) -> InputResult:
+    """Type ``text`` into a seat's terminal, then Enter unless ``enter`` is false."""
+    refuse_read_only(read_only)
+    name = check_seat_name(name)
+    check_instance(on)
+    if not isinstance(text, str) or not text:
+        raise ControlError("bad-request", "there is no text to type")
+    if len(text) > INPUT_MAX:
+        raise ControlError("bad-request", f"the text is {len(text)} characters; a seat takes at most {INPUT_MAX}")
+
+    async def body(nc: Any) -> InputResult:
+        loc, data = await _targeted(nc, space_token(target.space), name, on, "input",
+                                    {"text": text, "enter": enter}, CALL_DEADLINE_MS)
+        n = data.get("bytes") if isinstance(data, dict) else None
+        return InputResult(name, loc.instance_id, n if isinstance(n, int) and n >= 0 else 0)
+
+    return await _run(target, body)
+
+
+_OUTCOMES = {"succeeded": "joined", "failed": "exited", "uncertain": "deadline", "expired": "deadline",
+             "cancelled": "cancelled"}
+
+
+async def spawn(target: Target, persona: str, *, name: str | None = None, on: str | None = None,
+                read_only: str | None = None, progress: Callable[[str], Any] | None = None) -> SpawnResult:
+    """Start a seat from ``persona`` and wait for the first fact: it joined the mesh (presence),
+    its program exited first, or the manager's readiness deadline passed. ``progress`` hears
+    one line per step."""
+    refuse_read_only(read_only)
+    if not isinstance(persona, str) or not _PERSONA.fullmatch(persona):
+        raise ControlError("bad-request", f"{_show(persona)} is not a persona name")
+    if name is not None and (not isinstance(name, str) or not _SEAT_NAME.fullmatch(name)):
+        raise ControlError("bad-request", f"{_show(name)} is not a seat name (a letter, then up to 31 letters, "
+                           "digits, '_' or '-')")
+    check_instance(on)
+
+    def say(line: str) -> None:
+        if progress is not None:
+            with contextlib.suppress(Exception):
+                progress(line)
+
+    async def body(nc: Any) -> SpawnResult:
+        space = space_token(target.space)
+        ep = EndpointClient(nc, space, name=CLIENT_NAME)
+        if on is not None:
+            regs = await registrations(nc, space)
+            if on not in regs:
+                raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
+        elif not any(r.expected for r in (await registrations(nc, space)).values()):
+            raise ControlError("unavailable", f"no manager is registered in space {space}")
+        goal_id = new_request_id()
+        facts: asyncio.Queue = asyncio.Queue()
+
+        async def on_fact(msg: Any) -> None:
+            try:
+                body = json.loads(msg.data)
+            except ValueError:
+                return
+            if isinstance(body, dict) and body.get("goalId") == goal_id:
+                facts.put_nowait((msg.subject.split(".")[4], body))
+
+        sub = await nc.subscribe(goal_progress_pattern(space, MANAGER, ep.caller, goal_id), cb=on_fact)
+        try:
+            await nc.flush()  # the progress read is live before the action leaves
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            args: dict = {"name": persona}
+            if name is not None:
+                args["identity"] = name
+            try:
+                r = await ep.call("spawn", args, instance_id=on, request_id=goal_id, deadline_ms=CALL_DEADLINE_MS)
+            except EndpointError as e:
+                if e.code == "deadline-exceeded":
+                    raise ControlError("deadline-exceeded", "no manager answered spawn within "
+                                       f"{CALL_DEADLINE_MS // 1000} s; the outcome is unknown, see ps") from None
+                raise ControlError(e.code, f"spawn: {e.message}") from None
+            if not r.ok:
+                assert r.error is not None
+                raise ControlError(r.error.code, f"manager {r.instance_id} refused spawn: {r.error.message}")
+            acc = r.data if isinstance(r.data, dict) else {}
+            seat = str(acc.get("name") or name or persona)
+            ready_ms = acc.get("readinessDeadlineMs")
+            ready_ms = ready_ms if isinstance(ready_ms, int) and ready_ms > 0 else READINESS_MS
+            say(f"spawning {persona} as {seat} on manager {r.instance_id}…")
+            end = t0 + ready_ms / 1000 + SETTLE_MARGIN_S
+            terminal: dict | None = None
+            while terminal is None:
+                left = end - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    iid, fact = await asyncio.wait_for(facts.get(), left)
+                except asyncio.TimeoutError:
+                    break
+                if iid != r.instance_id:
+                    continue
+                if fact.get("phase") == "presence":
+                    say(f"{seat} joined the mesh")
+                elif fact.get("phase") == "terminal":
+                    terminal = fact
+            if terminal is None:  # missed or late: ask the executor for the settled fact
+                with contextlib.suppress(EndpointError):
+                    g = await ep.call("goal-result", {"goalId": goal_id}, instance_id=r.instance_id,
+                                      deadline_ms=3000)
+                    if g.ok and isinstance(g.data, dict) and isinstance(g.data.get("result"), dict):
+                        terminal = g.data["result"]
+            state = str((terminal or {}).get("state") or "uncertain")
+            data = (terminal or {}).get("data")
+            return SpawnResult(
+                name=seat, persona=persona, instance_id=r.instance_id, outcome=_OUTCOMES.get(state, "deadline"),
+                state=state, principal=f"{acc.get('owner', 'local')}.{acc.get('actor', '?')}",
+                lifecycle_uid=str(acc.get("uid") or ""), elapsed_s=loop.time() - t0, readiness_ms=ready_ms,
+                data=data if isinstance(data, dict) else {})
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    return await _run(target, body)
+
+
+# ---- history: delchan and purge ----------------------------------------------------------------
+
+
+async def _purge_stream(nc: Any, stream: str, subject_filter: str | None = None) -> int:
+    req: dict = {}
+    if subject_filter is not None:
+        req["filter"] = subject_filter
+    try:
+        msg = await nc.request(f"{JS_API}.STREAM.PURGE.{stream}", json.dumps(req).encode(), timeout=5.0)
+    except (asyncio.TimeoutError, TimeoutError):
+        raise ControlError("deadline-exceeded", f"the broker did not answer the purge of {stream} within 5 s "
+                           "(these credentials may not be allowed to purge)") from None
+    try:
+        o = json.loads(msg.data)
+    except ValueError:
+        raise ControlError("internal", f"the broker's answer to the purge of {stream} is not JSON") from None
+    err = o.get("error") if isinstance(o, dict) else None
+    if err:
+        if isinstance(err, dict) and err.get("err_code") == 10059:
+            raise ControlError("not-found", f"stream {stream} does not exist")
+        desc = err.get("description") if isinstance(err, dict) else err
+        raise ControlError("permission-denied" if "permission" in str(desc).lower() else "internal",
+                           f"the broker refused the purge of {stream}: {desc}")
+    n = o.get("purged") if isinstance(o, dict) else None
+    return n if isinstance(n, int) and n >= 0 else 0
+
+
+def check_channel(channel: str) -> str:
+    ch = channel.removeprefix("#").strip() if isinstance(channel, str) else ""
+    if not ch:
+        raise ControlError("bad-request", "name the channel to delete")
+    if not is_concrete_channel(ch):
+        raise ControlError("bad-request", f"#{ch} is a wildcard, not a deletable channel")
+    try:
+        same = sanitize_channel(ch) == ch
+    except ValueError:
+        same = False
+    if not same or len(ch) > MAX_CHANNEL_LENGTH:
+        raise ControlError("bad-request", f"{_show(ch)} is not a channel name the wire carries as written")
+    return ch
+
+
+async def delchan(target: Target, channel: str, *, read_only: str | None = None) -> int:
+    """Delete one channel: its retained messages in the CHAT stream (a purge filtered to
+    ``cotal.<s>.chat.*.*.<ch>``, which no sub-channel matches) and its entry in the channels
+    registry, if it has one. Returns the number of messages purged."""
+    refuse_read_only(read_only)
+    ch = check_channel(channel)
+
+    async def body(nc: Any) -> int:
+        space = space_token(target.space)
+        purged = await _purge_stream(nc, chat_stream(space), chat_pattern(space, ch))
+        had_entry = False
+        with contextlib.suppress(Exception):
+            kv = await nc.jetstream().key_value(bucket_names(space).channels)
+            try:
+                await kv.get(ch)
+                had_entry = True
+            except Exception:
+                had_entry = False
+            if had_entry:
+                await kv.delete(ch)
+        if not purged and not had_entry:
+            raise ControlError("not-found", f"space {space} has no channel #{ch} (no messages, no registry entry)")
+        return purged
+
+    return await _run(target, body)
+
+
+async def purge(target: Target, *, read_only: str | None = None) -> int:
+    """Purge the space's chat history (every message of its CHAT stream); returns the count.
+    Channel registry entries stay: a channel's configuration is not its history."""
+    refuse_read_only(read_only)
+
+    async def body(nc: Any) -> int:
+        return await _purge_stream(nc, chat_stream(space_token(target.space)))
+
+    return await _run(target, body)
