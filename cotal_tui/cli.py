@@ -15,7 +15,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("cotal_tui.cmd_demo", "embedded broker + scripted team + manager + console"),
     "watch": ("cotal_tui.cmd_watch", "observe a space: console on a TTY, else a line stream"),
     "attach": ("cotal_tui.cmd_attach", "interactive session on a managed agent's terminal"),
-    "ps": ("cotal_tui.cmd_ps", "list managed seats"),
+    "ps": ("cotal_tui.cmd_ps", "list managed seats, per manager"),
+    "spawn": ("cotal_tui.cmd_spawn", "start a managed seat from a persona; waits for it to join"),
+    "stop": ("cotal_tui.cmd_stop", "stop a managed seat (graceful, or --force)"),
+    "input": ("cotal_tui.cmd_input", "type text into a managed seat's terminal"),
+    "status": ("cotal_tui.cmd_status", "one managed seat's row, from the manager hosting it"),
     "send": ("cotal_tui.cmd_send", "send one message: a channel post, a DM, an ask or a reply"),
     "chat": ("cotal_tui.cmd_chat", "line-mode chat: the live stream above a prompt that sends"),
 }

@@ -1,4 +1,13 @@
-"""``cotal ps``: the seats every live manager of a space hosts (one ``ps`` scatter)."""
+"""``cotal ps``: the seats every registered manager of a space hosts (one ``ps`` scatter).
+
+Rows are grouped per manager; the MANAGER column is the instance that answered (taken from the
+reply subject, never from the row), printed whole because ``--on`` takes nothing shorter. A
+manager that refused is named with the refusal; one that stayed silent past the deadline is
+named with what the broker says about it: nothing subscribed on its rail means its host is gone
+and its registration is stale; something subscribed but silent means alive but slow, or wedged.
+Exit status: 0 with the answer (partial answers included: they name what is missing), 1 when
+nothing could be asked (one sentence on stderr), 2 for a malformed ``--on``.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +18,15 @@ import sys
 
 from meshview.timefmt import uptime
 
+KIND_W, NAME_W, PROC_W, MESH_W = 11, 16, 18, 16
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from meshview.connect import add_connection_arguments
 
-    p.add_argument("--json", action="store_true", help="one JSON object per row")
-    p.add_argument("--on", metavar="INSTANCE", default=None, help="ask one manager instance only")
+    p.add_argument("--json", action="store_true", help="one JSON object per row (with its manager)")
+    p.add_argument("--on", metavar="INSTANCE", default=None,
+                   help="ask one manager instance only (the whole id, as ps prints it)")
     add_connection_arguments(p)
 
 
@@ -33,60 +45,66 @@ def describe_row(row: dict) -> tuple[str, str]:
     return process, m
 
 
+def manager_line(m, deadline_s: float) -> str:
+    """What one manager that gave no rows says (refused or silent), for the operator."""
+    if m.state == "refused":
+        return f"manager {m.instance_id}: refused ps ({m.code}): {m.message}"
+    if m.liveness == "gone":
+        return (f"manager {m.instance_id}: registration is stale - nothing is subscribed on its rail; "
+                "its host is gone and it never deregistered")
+    if m.liveness == "probe-refused":
+        return (f"manager {m.instance_id}: registered, no answer within the {deadline_s:g} s deadline "
+                "(the broker refused the liveness probe)")
+    return (f"manager {m.instance_id}: registered, no answer within the {deadline_s:g} s deadline "
+            "(something holds its rail: alive but slow, or wedged)")
+
+
+def render(result, deadline_s: float, out=sys.stdout) -> None:
+    from meshview.sanitize import inline as clean  # rows are untrusted text
+
+    answered = [m for m in result.managers if m.state == "answered"]
+    rows = [(m, r) for m in answered for r in sorted(m.rows, key=lambda r: r.name)]
+    if rows:
+        print(f"{'NAME':<{NAME_W}} {'KIND':<{KIND_W}} {'PROCESS':<{PROC_W}} {'MESH':<{MESH_W}} MANAGER", file=out)
+        for m, r in rows:
+            process, mesh = describe_row(r.raw)
+            print(f"{clean(r.name)[:NAME_W]:<{NAME_W}} {clean(r.agent)[:KIND_W]:<{KIND_W}} "
+                  f"{process:<{PROC_W}} {clean(mesh)[:MESH_W]:<{MESH_W}} {m.instance_id}", file=out)
+    else:
+        print("(no managed agents)", file=out)
+    if len(result.managers) > 1:
+        for m in answered:
+            if not m.rows:
+                print(f"manager {m.instance_id}: no managed agents", file=out)
+    for m in result.managers:
+        if m.state != "answered":
+            print(clean(manager_line(m, deadline_s)), file=out)
+
+
 async def _main(args: argparse.Namespace) -> int:
-    from attach.client import live_instances
-    from attach.endpoint import EndpointClient, EndpointError
-    from attach.connection import connect, resolve
-    from meshview.connect import ConnectError
-    from meshview.sanitize import inline as clean  # neutralise untrusted text
+    from attach import control
+    from attach.connection import resolve
 
     target = resolve(args)
-    space, where = target.space, target.display
     try:
-        nc = await connect(target)
-    except ConnectError as e:
-        print(f"cotal ps: {e}", file=sys.stderr)
+        result = await control.ps(target, on=args.on)
+    except control.ControlError as e:
+        print(f"cotal ps: {e.message}", file=sys.stderr)
+        return 2 if e.code == "bad-request" else 1
+    if not result.managers:
+        print(f"cotal ps: no manager is registered in space {target.space} on {target.display}.", file=sys.stderr)
         return 1
-    try:
-        ep = EndpointClient(nc, space)
-        try:
-            expected = {args.on} if args.on else await live_instances(nc, space)
-        except Exception:
-            print(f"cotal ps: space {space!r} is not provisioned on {where}.", file=sys.stderr)
-            return 1
-        if not expected:
-            print(f"cotal ps: no manager is serving space {space!r}.", file=sys.stderr)
-            return 1
-        try:
-            if args.on:
-                replies = [await ep.call("ps", None, instance_id=args.on, deadline_ms=5000)]
-            else:
-                replies = await ep.scatter("ps", None, deadline_ms=3000, expected=expected)
-        except EndpointError as e:
-            print(f"cotal ps: {e.message}.", file=sys.stderr)
-            return 1
-        rows: list[dict] = []
-        answered = set()
-        for r in replies:
-            answered.add(r.instance_id)
-            if r.ok and isinstance(r.data, list):
-                rows += [row for row in r.data if isinstance(row, dict)]
-            elif r.error is not None:
-                print(f"cotal ps: manager {r.instance_id[:8]} refused: {r.error.code}", file=sys.stderr)
-        if args.json:
-            for row in rows:
-                print(json.dumps(row, separators=(",", ":")))
-        else:
-            print(f"{'NAME':<16} {'AGENT':<11} {'PROCESS':<18} {'MESH':<14} MANAGER")
-            for row in sorted(rows, key=lambda r: str(r.get("name"))):
-                process, mesh = describe_row(row)
-                print(f"{clean(str(row.get('name')))[:16]:<16} {clean(str(row.get('agent')))[:11]:<11} "
-                      f"{process:<18} {mesh:<14} {str(row.get('instanceId', ''))[:8]}")
-        for iid in sorted(expected - answered):
-            print(f"manager {iid[:8]}: registered, no answer within the deadline", file=sys.stderr)
+    deadline_s = control.PS_DEADLINE_MS / 1000
+    if args.json:
+        for m in result.managers:
+            for r in m.rows:
+                print(json.dumps({**r.raw, "manager": m.instance_id}, separators=(",", ":")))
+        for m in result.managers:
+            if m.state != "answered":
+                print(f"cotal ps: {manager_line(m, deadline_s)}", file=sys.stderr)
         return 0
-    finally:
-        await nc.close()
+    render(result, deadline_s)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -297,3 +297,41 @@ async def test_ps_names_a_sigkilled_manager_and_keeps_the_others_rows(broker, sp
                                    f"{space}; 1 registered manager(s) did not answer ({far}).")
     finally:
         await manager_proc.finish(proc)
+
+
+async def test_ps_tells_a_wedged_manager_and_a_refusing_one_from_silence(broker, space, managers, tmp_path):
+    """A stopped-but-connected host (SIGSTOP) holds its rail and says nothing: ``unknown``, not
+    stale; a manager whose ps fails answers with an error, which is a refusal, never silence."""
+    import signal
+
+    from cotal_tui.cmd_ps import manager_line
+    from support import manager_proc
+
+    ok = await managers.start("fine")
+    bad = await managers.start("hidden")
+
+    async def broken(seat):
+        raise RuntimeError("disk on fire")
+
+    bad._row = broken
+    proc, wedged = await manager_proc.start(broker.url, space, str(tmp_path / "w"), "stuck")
+    t = target(broker, space)
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        res = await control.ps(t, deadline_ms=1500)
+        assert [(r.name, r.instance_id) for r in res.rows] == [("fine", ok.instance_id)]
+        states = {m.instance_id: (m.state, m.liveness, m.code) for m in res.managers}
+        assert states == {ok.instance_id: ("answered", None, None),
+                          bad.instance_id: ("refused", None, "internal"),
+                          wedged: ("silent", "unknown", None)}
+        [refused] = res.refused
+        assert "disk on fire" in refused.message
+        assert manager_line(refused, 8) == (f"manager {bad.instance_id}: refused ps (internal): "
+                                            "RuntimeError: disk on fire")
+        [silent] = res.silent
+        assert not silent.stale
+        assert manager_line(silent, 8) == (f"manager {wedged}: registered, no answer within the 8 s deadline "
+                                           "(something holds its rail: alive but slow, or wedged)")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        await manager_proc.finish(proc)
