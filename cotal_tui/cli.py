@@ -39,8 +39,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     of every command, which imports them all; ``""``: of none)."""
     p = _Parser(prog="cotal", description="Terminal console for Cotal meshes.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    p.set_defaults(_subparsers={})
     for name, (mod, help_) in COMMANDS.items():
         sp = sub.add_parser(name, help=help_, description=help_)
+        p.get_default("_subparsers")[name] = sp
         if command is not None and name != command:
             continue
         try:
@@ -58,7 +60,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(chosen_command(argv) or "")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's own usage, not the top-level one (`cotal watch --bogus`)
+        sub = parser.get_default("_subparsers").get(args.command) if args.command else None
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
         parser.print_help()
         return 2

@@ -66,6 +66,15 @@ def _args(broker, space, **kw) -> argparse.Namespace:
                               as_name=kw.get("as_name", "opsy"))
 
 
+def _session_app(nc, broker, space, **kw):
+    """A live console session (real observer on ``nc``) and the App on it."""
+    from cotal_tui.app import CotalApp
+
+    args = _args(broker, space, **kw)
+    session = LiveSession(nc, resolve_target(args), space, args)
+    return session, CotalApp(session=session)
+
+
 async def _console(pilot, session, team):
     await until(pilot, lambda: session.started
                 and len(session.model.snapshot().agents) == len(team.members), what="roster")
@@ -73,11 +82,8 @@ async def _console(pilot, session, team):
 
 async def test_compose_posts_to_the_channel_once_and_the_operator_appears(broker, nc, space,
                                                                          team):
-    from cotal_tui.app import CotalApp
-
     probe = await Probe().start(nc, space)
-    session = LiveSession(nc, resolve_target(_args(broker, space)), space, _args(broker, space))
-    app = CotalApp(session=session)
+    session, app = _session_app(nc, broker, space)
     async with app.run_test(size=(120, 40)) as pilot:
         await _console(pilot, session, team)
         me = session.operator.participant.id
@@ -113,12 +119,8 @@ async def test_compose_posts_to_the_channel_once_and_the_operator_appears(broker
 
 
 async def test_roster_c_dms_the_agent_and_r_replies_in_thread(broker, nc, space, team):
-    from cotal_tui.app import CotalApp
-
     probe = await Probe().start(nc, space)
-    args = _args(broker, space)
-    session = LiveSession(nc, resolve_target(args), space, args)
-    app = CotalApp(session=session)
+    session, app = _session_app(nc, broker, space)
     async with app.run_test(size=(120, 40)) as pilot:
         await _console(pilot, session, team)
         me = session.operator.participant.id
@@ -155,11 +157,7 @@ async def test_roster_c_dms_the_agent_and_r_replies_in_thread(broker, nc, space,
 
 
 async def test_escape_keeps_the_draft_per_target(broker, nc, space, team):
-    from cotal_tui.app import CotalApp
-
-    args = _args(broker, space)
-    session = LiveSession(nc, resolve_target(args), space, args)
-    app = CotalApp(session=session)
+    session, app = _session_app(nc, broker, space)
     async with app.run_test(size=(120, 40)) as pilot:
         await _console(pilot, session, team)
         await pilot.press("c", *"half a thought", "escape")
@@ -173,12 +171,8 @@ async def test_escape_keeps_the_draft_per_target(broker, nc, space, team):
 
 
 async def test_read_only_sends_nothing_whatever_the_keys(broker, nc, space, team):
-    from cotal_tui.app import CotalApp
-
     probe = await Probe().start(nc, space)
-    args = _args(broker, space, read_only=True)
-    session = LiveSession(nc, resolve_target(args), space, args)
-    app = CotalApp(session=session)
+    session, app = _session_app(nc, broker, space, read_only=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await _console(pilot, session, team)
         for keys in (["c"], ["r"], ["h", "c"], ["h", "r"], ["n", "r"]):
@@ -203,12 +197,8 @@ async def _palette(pilot, text: str) -> None:
 async def test_palette_verbs_complete_and_send(broker, nc, space, team):
     from textual.command import CommandInput
 
-    from cotal_tui.app import CotalApp
-
     probe = await Probe().start(nc, space)
-    args = _args(broker, space)
-    session = LiveSession(nc, resolve_target(args), space, args)
-    app = CotalApp(session=session)
+    session, app = _session_app(nc, broker, space)
     async with app.run_test(size=(120, 40)) as pilot:
         await _console(pilot, session, team)
         me = session.operator.participant.id
@@ -241,16 +231,11 @@ async def test_palette_verbs_complete_and_send(broker, nc, space, team):
 
 
 async def test_palette_dm_to_an_endpoint_is_refused_before_anything(broker, nc, space, team):
-    from cotal_tui.app import CotalApp
-
     # a second console's operator is an endpoint on the roster
-    other_args = _args(broker, space, as_name="other")
-    other = LiveSession(nc, resolve_target(other_args), space, other_args)
+    other, _ = _session_app(nc, broker, space, as_name="other")
     await other.operator.send("channel", "here", channel="general")
     probe = await Probe().start(nc, space)
-    args = _args(broker, space)
-    session = LiveSession(nc, resolve_target(args), space, args)
-    app = CotalApp(session=session)
+    session, app = _session_app(nc, broker, space)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: session.started and any(
             p.name == "other" for p in session.model.snapshot().peers), what="the endpoint")
