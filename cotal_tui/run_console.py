@@ -111,6 +111,17 @@ class LiveSession:
         await self.operator.close()  # the operator's offline record, if it ever sent
 
 
+def attach_extras(session: LiveSession, args: argparse.Namespace, app: Any) -> None:
+    """The recorder (``--record``) and the notifier (``--notify``; always there to toggle)."""
+    from cotal_tui.alerts import attach_notifier
+    from cotal_tui.recording import start_recording
+
+    attach_notifier(session, args, app)
+    if getattr(args, "record", None) and getattr(args, "_recording_taken", None) is None:
+        args._recording_taken = session.space  # one file records the first space opened
+        start_recording(session, args.record, max_size=args.max_size or 100 * 1024 * 1024)
+
+
 def wants_picker(args: argparse.Namespace, target: Target) -> bool:
     """An open mesh named by URL, no ``--space``: the admin overview first."""
     return (getattr(args, "space", None) is None and target.source in ("flag", "default")
@@ -130,9 +141,19 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"cotal: {e}", file=sys.stderr)
         return 1
     picker = wants_picker(args, target)
+    if not picker:
+        from meshview.spaces import missing_space
+
+        missing = await missing_space(nc, target.space, target.display)
+        if missing:  # one sentence and exit 1, not an empty console
+            print(f"cotal: {missing}", file=sys.stderr)
+            await nc.close()
+            return 1
 
     def open_space(space: str) -> LiveSession:
-        return LiveSession(nc, target, space, args)
+        session = LiveSession(nc, target, space, args)
+        attach_extras(session, args, lambda: app)  # --record, --notify (issue 15)
+        return session
 
     async def spaces() -> list:
         return await list_spaces(nc)

@@ -1,13 +1,24 @@
 """Resolve which mesh to talk to and open one NATS connection to it.
 
-Shared by ``cotal watch``, ``cotal attach``, ``cotal ps`` and the console. Resolution mirrors
-the reference CLI: explicit ``--server`` wins; otherwise ``$COTAL_HOME``/``~/.cotal``
-``current-mesh`` names a space in the registry ``meshes/*.json``; a single registry entry is
-used; otherwise ``nats://127.0.0.1:4222``. Connection options follow SPEC §10 (inbox prefix
-``_INBOX_<connId>`` whenever the credential names a connection id) and the observer's needs:
-pings every 10 s with 2 outstanding, unlimited reconnects with jittered exponential backoff,
-a bounded first connect. Secrets (passwords, tokens, seeds) never appear in any string this
-module returns: use :attr:`Target.display`.
+Shared by ``cotal watch``, ``cotal attach``, ``cotal ps``, the control verbs and the console.
+Resolution mirrors the reference CLI: explicit ``--server`` (a URL, a comma list, or a
+``cotal://`` / ``cotals://`` connect link, SPEC §10) wins; otherwise ``$COTAL_HOME``/``~/.cotal``
+``current-mesh`` names a space in the registry ``meshes/*.json``; a single registry entry is used;
+several with none current are picked from (a numbered prompt on a terminal, one sentence
+otherwise); with none, ``nats://127.0.0.1:4222``.
+
+A registry entry's ``mode`` decides the credentials (wire.md §9): ``open`` connects bare;
+``auth`` (static) mints from the seed at the entry's ``root`` — an admin read credential for
+the observer, a one-shot caller instrument for control (:mod:`meshview.auth`), and refuses by
+name when the seed is missing; ``user`` connects with the deny-all sentinel creds plus the
+bearer as the token, named ``ibx<uuid>`` which is also the inbox prefix.
+
+Connection options follow SPEC §10 (inbox prefix ``_INBOX_<connId>`` whenever the credential
+names a connection id) and the observer's needs: pings every 10 s with 2 outstanding, unlimited
+reconnects with jittered exponential backoff, a bounded first connect. The server's async
+permission errors are kept per connection, so a denied publish is reported as denied rather
+than waited out (:func:`publish_checked`). Secrets (passwords, tokens, seeds, JWTs) never appear
+in any string this module returns: use :attr:`Target.display`.
 """
 
 from __future__ import annotations
@@ -18,21 +29,24 @@ import base64
 import json
 import os
 import random
+import re
 import secrets
 import ssl
 import stat
 import sys
 import time
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 import nats
 from nats.aio.client import Client as NATS
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
+SCHEMES = ("nats", "tls", "ws", "wss")
 DEFAULT_SPACE = "main"
 DEFAULT_TIMEOUT = 5.0
 PING_INTERVAL = 10
@@ -63,9 +77,15 @@ class ConnectError(RuntimeError):
     """The target could not be reached or accepted; the message is one sentence, no secrets."""
 
 
+ROLES = ("observer", "control", "session")
+
+
 @dataclass(frozen=True)
 class Target:
-    """Where to connect. ``servers`` may embed credentials: never print them; use ``display``."""
+    """Where to connect, and as what. ``servers`` may embed credentials: never print them; use
+    ``display``. ``role`` says what the connection is for (``observer`` reads the space,
+    ``control`` calls the manager endpoint, ``session`` carries one attach session's rails),
+    which decides what is minted on a static-auth mesh."""
 
     servers: tuple[str, ...]
     space: str = DEFAULT_SPACE
@@ -73,9 +93,16 @@ class Target:
     nkey: str | None = None
     tls_ca: str | None = None
     timeout: float = DEFAULT_TIMEOUT
-    source: str = "default"  # flag | current-mesh | registry | default
+    source: str = "default"  # flag | link | current-mesh | registry | picked | default
     mode: str | None = None  # registry mode when known: open | auth | user
     name: str | None = None  # client connection name
+    root: str | None = None  # the mesh root whose .cotal/auth holds a static mesh's seed
+    role: str = "observer"
+    credential: Any = field(default=None, repr=False)  # a minted meshview.auth.Credential
+    bearer: str | None = field(default=None, repr=False)  # user mode: the Cotal bearer
+    sentinel: str | None = None  # user mode: the deny-all sentinel creds file
+    channels: tuple[str, ...] = ()  # a connect link's ?channel= list
+    problem: str | None = None  # resolution failed: connect() raises this sentence
 
     @property
     def display(self) -> str:
@@ -83,9 +110,15 @@ class Target:
 
     @property
     def has_credential(self) -> bool:
-        if self.creds or self.nkey:
+        if self.creds or self.nkey or self.credential is not None or self.bearer:
+            return True
+        if self.mode in ("auth", "user"):
             return True
         return any(urlsplit(_with_scheme(s)).username for s in self.servers)
+
+    @property
+    def user_mode(self) -> bool:
+        return self.bearer is not None or self.mode == "user"
 
 
 def _with_scheme(url: str) -> str:
@@ -105,6 +138,40 @@ def redact_url(url: str) -> str:
     return urlunsplit((u.scheme, host, u.path, "", ""))
 
 
+@dataclass(frozen=True)
+class Link:
+    """A parsed ``cotal://`` / ``cotals://`` connect link (SPEC §10)."""
+
+    server: str  # nats:// or tls:// URL, credentials kept in its userinfo
+    space: str | None
+    channels: tuple[str, ...]
+    tls: bool
+
+
+def parse_link(url: str) -> Link | None:
+    """``cotal://[token@]host[:port]/space[?channel=a,b]`` (``cotals://``: TLS; ``user:pass@``
+    allowed; default port 4222; ``channel`` and ``channels`` alike). None if not a link."""
+    u = urlsplit(url.strip())
+    if u.scheme not in ("cotal", "cotals"):
+        return None
+    tls = u.scheme == "cotals"
+    host = u.hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = u.port or 4222
+    except ValueError:
+        port = 4222
+    netloc = f"{host}:{port}"
+    if u.username is not None:
+        cred = u.username if u.password is None else f"{u.username}:{u.password}"
+        netloc = f"{cred}@{netloc}"
+    q = parse_qs(u.query)
+    chans = [c for v in q.get("channel", []) + q.get("channels", []) for c in v.split(",") if c]
+    space = unquote(u.path.strip("/")) or None
+    return Link(f"{'tls' if tls else 'nats'}://{netloc}", space, tuple(chans), tls)
+
+
 def split_servers(values: list[str] | str | None) -> list[str]:
     if not values:
         return []
@@ -113,7 +180,18 @@ def split_servers(values: list[str] | str | None) -> list[str]:
     out: list[str] = []
     for v in values:
         out += [s.strip() for s in v.split(",") if s.strip()]
-    return [_with_scheme(s) for s in out]
+    res = []
+    for s in out:
+        link = parse_link(s)
+        res.append(link.server if link else _with_scheme(s))
+    return res
+
+
+def _links(values: list[str] | str | None) -> list[Link]:
+    if not values:
+        return []
+    vals = [values] if isinstance(values, str) else values
+    return [lk for v in vals for s in v.split(",") if (lk := parse_link(s))]
 
 
 def cotal_home() -> Path:
@@ -151,27 +229,96 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("connection")
     g.add_argument("--server", action="append", metavar="URL",
                    help="broker URL; a comma list or repeated for a cluster "
-                        "(user:pass@ or token@ allowed; tls:// for TLS)")
+                        "(user:pass@ or token@ allowed; tls:// for TLS), or a "
+                        "cotal://[token@]host[:port]/space link (cotals:// for TLS)")
     g.add_argument("--space", default=None, help=f"space to watch (default: {DEFAULT_SPACE})")
     g.add_argument("--creds", metavar="FILE", help="NATS credentials file (JWT + nkey seed)")
     g.add_argument("--nkey", metavar="FILE", help="NATS nkey seed file")
     g.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the broker's TLS cert")
+    g.add_argument("--bearer-file", metavar="FILE",
+                   help="user-auth mesh: a file holding your Cotal bearer (also COTAL_BEARER_FILE)")
+    g.add_argument("--sentinel-creds", metavar="FILE",
+                   help="user-auth mesh: the deny-all sentinel creds (also COTAL_SENTINEL_CREDS)")
     g.add_argument("--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
                    help=f"give up the first connect after this long (default {DEFAULT_TIMEOUT:g})")
 
 
-def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None = None) -> Target:
-    """Turn parsed flags into a :class:`Target` (no network)."""
-    servers = split_servers(getattr(args, "server", None))
+def _user_material(args: argparse.Namespace | None) -> tuple[str | None, str | None, str | None]:
+    """(bearer, sentinel creds path, problem) from the flags or their environment variables."""
+    bf = getattr(args, "bearer_file", None) or os.environ.get("COTAL_BEARER_FILE")
+    sentinel = getattr(args, "sentinel_creds", None) or os.environ.get("COTAL_SENTINEL_CREDS")
+    bearer = None
+    if bf:
+        try:
+            bearer = Path(bf).read_text().strip() or None
+        except OSError as e:
+            return None, sentinel, f"cannot read the bearer file {bf}: {e.strerror}."
+        if bearer is None:
+            return None, sentinel, f"the bearer file {bf} is empty."
+    return bearer, sentinel, None
+
+
+def _entry_target(entry: dict[str, Any], source: str, common: dict[str, Any]) -> Target:
+    """A registry entry's target: its server(s), space, ``mode`` and ``root`` (mesh-registry)."""
+    mode = entry.get("mode") if entry.get("mode") in ("open", "auth", "user") else None
+    root = entry.get("root") if isinstance(entry.get("root"), str) and entry.get("root") else None
+    servers = tuple(split_servers(entry["server"]))
+    return Target(servers, entry["space"], source=source, mode=mode, root=root, **common)
+
+
+def _pick_mesh(reg: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """Several meshes, none current: a numbered prompt on a terminal, else the sentence."""
+    names = sorted(str(e["space"]) for e in reg)
+    listing = ", ".join(names)
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None, (f"{len(names)} meshes are registered ({listing}) and none is current; "
+                      "name one with --space or set one with `cotal use <space>`.")
+    by_name = {str(e["space"]): e for e in reg}
+    print("Several meshes are registered and none is current:", file=sys.stderr)
+    for i, n in enumerate(names, 1):
+        e = by_name[n]
+        print(f"  {i}. {n}  {redact_url(str(e.get('server', '')))}  ({e.get('mode', '?')})", file=sys.stderr)
+    for _ in range(3):
+        print(f"Pick one [1-{len(names)}]: ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            break
+        line = line.strip()
+        if line.isdigit() and 1 <= int(line) <= len(names):
+            return by_name[names[int(line) - 1]], None
+        if line in by_name:
+            return by_name[line], None
+    return None, f"no mesh picked (registered: {listing}); name one with --space."
+
+
+def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None = None,
+                   pick: Callable[[list[dict[str, Any]]], tuple[dict[str, Any] | None, str | None]] | None = None,
+                   ) -> Target:
+    """Turn parsed flags into a :class:`Target` (no network). A resolution that cannot be
+    made carries its sentence in ``problem`` and :func:`connect` raises it."""
+    raw = getattr(args, "server", None)
+    servers = split_servers(raw)
+    links = _links(raw)
     space = getattr(args, "space", None)
-    common = dict(
+    bearer, sentinel, problem = _user_material(args)
+    common: dict[str, Any] = dict(
         creds=getattr(args, "creds", None), nkey=getattr(args, "nkey", None),
         tls_ca=getattr(args, "tls_ca", None),
         timeout=float(getattr(args, "connect_timeout", None) or DEFAULT_TIMEOUT),
+        bearer=bearer, sentinel=sentinel, problem=problem,
     )
-    if servers:
-        return Target(tuple(servers), space or DEFAULT_SPACE, source="flag", **common)
     reg = load_registry(home)
+    if servers:
+        if space is None and links and links[0].space:
+            space = links[0].space
+        t = Target(tuple(servers), space or DEFAULT_SPACE, source="link" if links else "flag",
+                   channels=links[0].channels if links else (), **common)
+        entry = next((e for e in reg if e.get("space") == t.space), None) if space else None
+        if entry is not None and not (t.creds or t.nkey or t.bearer):
+            # a --server for a registered space keeps the entry's mode and root (an override)
+            e = _entry_target(entry, t.source, {})
+            t = _replace(t, mode=e.mode, root=e.root)
+        return _user_checked(t)
     want = space or current_space(home)
     entry = None
     source = "default"
@@ -180,10 +327,36 @@ def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None 
         source = "registry" if space else "current-mesh"
     elif len(reg) == 1:
         entry, source = reg[0], "registry"
+    elif len(reg) > 1:
+        entry, why = (pick or _pick_mesh)(reg)
+        if entry is None:
+            return Target((DEFAULT_SERVER,), DEFAULT_SPACE, source="default",
+                          **{**common, "problem": common["problem"] or why})
+        source = "picked"
     if entry and isinstance(entry.get("server"), str):
-        return Target(tuple(split_servers(entry["server"])), entry["space"], source=source,
-                      mode=entry.get("mode"), **common)
-    return Target((DEFAULT_SERVER,), want or DEFAULT_SPACE, source="default", **common)
+        return _user_checked(_entry_target(entry, source, common))
+    return _user_checked(Target((DEFAULT_SERVER,), want or DEFAULT_SPACE, source="default", **common))
+
+
+def _replace(t: Target, **kw: Any) -> Target:
+    import dataclasses
+
+    return dataclasses.replace(t, **kw)
+
+
+def _user_checked(t: Target) -> Target:
+    """A user-auth mesh needs the bearer and the sentinel creds; say which is missing."""
+    if t.problem or not t.user_mode or t.creds or t.nkey:
+        return t
+    if t.bearer is None:
+        return _replace(t, problem=(
+            f"space {t.space} is a per-user-auth mesh: sign in (`cotal login`) and pass your bearer "
+            "with --bearer-file (or COTAL_BEARER_FILE), with --sentinel-creds."))
+    if not t.sentinel:
+        return _replace(t, problem=(
+            f"space {t.space} is a per-user-auth mesh: the bearer needs the deny-all sentinel creds "
+            "too (--sentinel-creds or COTAL_SENTINEL_CREDS)."))
+    return _replace(t, mode="user")
 
 
 def _creds_claims(path: str) -> dict[str, Any]:
@@ -251,6 +424,8 @@ class ConnectionEvents:
         self.on_close: list[Callable[[], Awaitable[None] | None]] = []
         self.connecting = True
         self.last_error: Exception | None = None
+        self.denials: deque[tuple[int, str, str]] = deque(maxlen=256)  # (seq, kind, subject)
+        self.denial_seq = 0
 
     async def _fire(self, cbs: list, *a: Any) -> None:
         for cb in list(cbs):
@@ -263,6 +438,11 @@ class ConnectionEvents:
 
     async def error(self, e: Exception) -> None:
         self.last_error = e
+        m = _DENIAL.search(str(e))
+        if m:
+            self.denial_seq += 1
+            kind = "publish" if m.group(1).lower() == "publish" else "subscribe"
+            self.denials.append((self.denial_seq, kind, m.group(2)))
         if not self.connecting:
             await self._fire(self.on_error, e)
 
@@ -278,7 +458,62 @@ class ConnectionEvents:
             await self._fire(self.on_close)
 
 
+    def denied_since(self, mark: int, kind: str, subject: str | None = None) -> str | None:
+        """The first subject of ``kind`` the server denied after ``mark`` (``subject`` exact)."""
+        for seq, k, subj in self.denials:
+            if seq > mark and k == kind and (subject is None or subj == subject):
+                return subj
+        return None
+
+
+_DENIAL = re.compile(r'Permissions Violation for (Publish|Subscription) to "([^"]+)"', re.IGNORECASE)
 _EVENTS: "weakref.WeakKeyDictionary[NATS, ConnectionEvents]" = weakref.WeakKeyDictionary()
+_CALLERS: "weakref.WeakKeyDictionary[NATS, tuple[str, str, str]]" = weakref.WeakKeyDictionary()
+_TARGETS: "weakref.WeakKeyDictionary[NATS, Target]" = weakref.WeakKeyDictionary()
+
+
+class PermissionDenied(Exception):
+    """The server refused a publish or subscribe this connection made."""
+
+    def __init__(self, kind: str, subject: str):
+        super().__init__(f"the broker denied this credential {kind} on {subject}")
+        self.kind = kind
+        self.subject = subject
+
+
+async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: float = 5.0) -> None:
+    """Publish and confirm the server accepted it: a flush round trip, after which a
+    permission violation for this subject has been reported (the server answers ``-ERR``
+    before the ``PONG``). Raises :class:`PermissionDenied` instead of leaving a caller to
+    wait out a deadline for an answer that was never allowed to be asked for."""
+    ev = events_of(nc)
+    mark = ev.denial_seq
+    await nc.publish(subject, payload)
+    await nc.flush(timeout)
+    if ev.denied_since(mark, "publish", subject):
+        raise PermissionDenied("publish", subject)
+
+
+def denial_mark(nc: NATS) -> int:
+    return events_of(nc).denial_seq
+
+
+def check_denied(nc: NATS, mark: int, kind: str = "subscribe") -> None:
+    """Raise :class:`PermissionDenied` for a denial of ``kind`` reported after ``mark``."""
+    subj = events_of(nc).denied_since(mark, kind)
+    if subj:
+        raise PermissionDenied(kind, subj)
+
+
+def caller_of(nc: NATS) -> tuple[str, str, str] | None:
+    """The ep caller triple a connection's credential is pinned to (a minted control
+    instrument, or a user bearer's principal); ``None`` where any triple is fine (open)."""
+    return _CALLERS.get(nc)
+
+
+def target_of(nc: NATS) -> "Target | None":
+    """The prepared target a connection was made with (its credential included)."""
+    return _TARGETS.get(nc)
 
 
 def events_of(nc: NATS) -> ConnectionEvents:
@@ -296,6 +531,47 @@ def _jittered_backoff(servers: list, _info: dict) -> tuple[Any, float]:
     return s, step * random.uniform(0.5, 1.0)
 
 
+CONTROL_CREDS_REFUSAL = (
+    "this --creds file predates the v0.4 control surface (no endpoint-serve rows); re-mint it with a "
+    "current cotal, or drive the manager from its project folder which mints the instrument for you")
+
+
+def prepare(target: Target) -> Target:
+    """Mint what the target's mode and role call for (no network; raises :class:`ConnectError`).
+
+    Static mesh (``mode == "auth"``): the observer gets an admin read credential and control a
+    one-shot caller instrument, both from the seed at the entry's root; a missing seed is
+    refused by name. A raw ``--creds``/``--nkey`` serves the observer but not control (the
+    reference CLI's refusal). A ``session`` target must arrive with its credential minted."""
+    if target.problem:
+        raise ConnectError(target.problem)
+    if target.credential is not None or target.user_mode:
+        if target.user_mode and target.role == "session" and target.credential is None:
+            raise ConnectError("attach on a per-user-auth mesh redeems the grant through the auth "
+                               "service's exchange, which this build does not speak yet.")
+        return target
+    if target.role == "control" and (target.creds or target.nkey):
+        raise ConnectError(CONTROL_CREDS_REFUSAL + ".")
+    if target.mode != "auth" or target.creds or target.nkey:
+        return target
+    from meshview import auth
+
+    if not target.root:
+        raise ConnectError(f"space {target.space} is a static-auth mesh but its registry entry names "
+                           "no root to mint from; pass --creds, or re-record it from its project folder.")
+    if target.role not in ("control", "observer"):
+        raise ConnectError("a session connection needs the session's own credential.")
+    try:
+        seed = auth.load_root_seed(target.root, target.space)
+        if target.role == "control":
+            cred = auth.mint_control(seed, target.space)
+        else:
+            cred = auth.mint_view(seed, target.space, "admin")
+    except auth.AuthError as e:
+        raise ConnectError(f"{e}.") from None
+    return _replace(target, credential=cred)
+
+
 def connect_options(target: Target) -> dict[str, Any]:
     """nats-py keyword options for ``target`` (secrets stay inside this dict)."""
     opts: dict[str, Any] = dict(
@@ -311,7 +587,10 @@ def connect_options(target: Target) -> dict[str, Any]:
         pending_size=64 * 1024 * 1024,
     )
     conn_id = None
-    if target.creds:
+    if target.credential is not None:
+        opts.update(target.credential.nats_options())
+        conn_id = target.credential.public
+    elif target.creds:
         check_secret_file(target.creds, "credentials")
         opts["user_credentials"] = target.creds
         conn_id = _creds_public_key(target.creds)
@@ -319,6 +598,17 @@ def connect_options(target: Target) -> dict[str, Any]:
         check_secret_file(target.nkey, "nkey seed")
         opts["nkeys_seed"] = target.nkey
         conn_id = _seed_public_key(target.nkey)
+    elif target.bearer is not None and target.sentinel:
+        # user mode (the reference's standaloneConnectOpts): the sentinel lands the connection
+        # in the callout account, the bearer rides as the token, and the client-chosen nonce is
+        # both the connection name and the inbox the callout scopes
+        from meshview.auth import user_nonce
+
+        check_secret_file(target.sentinel, "sentinel credentials")
+        opts["user_credentials"] = target.sentinel
+        opts["token"] = target.bearer
+        conn_id = user_nonce()
+        opts["name"] = conn_id
     else:
         u = urlsplit(target.servers[0]) if target.servers else None
         if u is not None and u.username and not u.password:
@@ -374,6 +664,13 @@ async def connect(
 ) -> tuple[NATS, Target]:
     """Open the connection; raises :class:`ConnectError` (one sentence) within the timeout."""
     target = args_or_target if isinstance(args_or_target, Target) else resolve_target(args_or_target)
+    target = prepare(target)
+    bad = next((u for u in target.servers if urlsplit(u).scheme.lower() not in SCHEMES), None)
+    if bad is not None:
+        scheme = urlsplit(bad).scheme
+        raise ConnectError(
+            f"{redact_url(bad)} is not a broker URL: a Cotal mesh speaks NATS, not {scheme}; "
+            f"give --server nats://HOST:4222 (or tls://, ws://, wss://).")
     opts = connect_options(target)
     nc = LenientClient()
     ev = events_of(nc)
@@ -385,16 +682,51 @@ async def connect(
         err = ev.last_error
         await _abandon(nc)
         raise ConnectError(
-            f"could not reach {target.display} within {target.timeout:g}s ({_reason(err, target)})."
+            f"could not reach {_where(target)} within {target.timeout:g}s "
+            f"({_reason(err, target)}){_hint(target)}."
         ) from None
     except Exception as e:  # noqa: BLE001 - every failure becomes one sentence
         if "NoServers" in type(e).__name__ and ev.last_error is not None:
             e = ev.last_error
         await _abandon(nc)
-        raise ConnectError(f"could not connect to {target.display}: {_reason(e, target)}.") from None
+        raise ConnectError(
+            f"could not connect to {_where(target)}: {_reason(e, target)}{_hint(target)}."
+        ) from None
     nc.options["max_reconnect_attempts"] = -1
     ev.connecting = False
+    _TARGETS[nc] = target
+    caller = _caller_for(target)
+    if caller is not None:
+        _CALLERS[nc] = caller
     return nc, target
+
+
+def _caller_for(target: Target) -> tuple[str, str, str] | None:
+    cred = target.credential
+    if cred is not None and getattr(cred, "caller", None):
+        return cred.caller
+    if target.bearer is not None and target.role == "control":
+        from meshview.auth import AuthError, bearer_principal
+
+        try:
+            return bearer_principal(target.bearer)
+        except AuthError:
+            return None
+    return None
+
+
+def _where(target: Target) -> str:
+    """The server, and where it came from when the user did not name it."""
+    if target.source == "default":
+        return (f"{target.display}, the default server (no --server given and no mesh "
+                f"registered in {cotal_home()})")
+    if target.source in ("registry", "current-mesh"):
+        return f"{target.display} (space {target.space} in the mesh registry)"
+    return target.display
+
+
+def _hint(target: Target) -> str:
+    return "; pass --server URL to name the broker" if target.source == "default" else ""
 
 
 async def _abandon(nc: NATS) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshview.wire import parse_subject
+from meshview.wire.names import bucket_names, chat_stream, space_token
 
 _CHAT = re.compile(r"^CHAT_(.+)$")
 _PRESENCE = re.compile(r"^KV_cotal_presence_(.+)$")
@@ -85,3 +86,40 @@ async def _zero() -> int:
 
 async def _zero2() -> tuple[int, int]:
     return 0, 0
+
+
+async def _exists(jsm: Any, stream: str) -> bool | None:
+    """True/False when the broker answers for ``stream``; None when it cannot tell (a denied
+    or timed-out request: under auth a credential may not ask)."""
+    from nats.errors import NoRespondersError
+    from nats.js.errors import NotFoundError, ServiceUnavailableError
+
+    try:
+        await asyncio.wait_for(jsm.stream_info(stream), READ_TIMEOUT)
+        return True
+    except NotFoundError:
+        return False
+    except (NoRespondersError, ServiceUnavailableError):
+        return False  # no JetStream at all: no space can be there
+    except Exception:  # noqa: BLE001 - anything else is "cannot tell", never a false alarm
+        return None
+
+
+async def missing_space(nc: Any, space: str, where: str) -> str | None:
+    """One sentence when the broker says ``space`` is not provisioned (neither its CHAT stream
+    nor its presence bucket exists), naming the spaces it does hold; None when the space is
+    there or when the broker will not say (the caller then goes on as before)."""
+    jsm = nc.jsm()
+    token = space_token(space)
+    if await _exists(jsm, chat_stream(token)) is not False:
+        return None
+    if await _exists(jsm, "KV_" + bucket_names(token).presence) is not False:
+        return None
+    try:
+        names = await _stream_names(jsm)
+    except Exception:  # noqa: BLE001 - the list is a courtesy
+        names = []
+    known = sorted({m.group(1) for n in names if (m := _CHAT.match(n) or _PRESENCE.match(n))})
+    there = (f"spaces there: {', '.join(known[:12])}{', …' if len(known) > 12 else ''}"
+             if known else "no spaces there")
+    return f"space {token!r} is not provisioned on {where} ({there}); pick one with --space."

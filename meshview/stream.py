@@ -327,6 +327,15 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
         e_out.write(f"cotal: {e}\n")
         e_out.flush()
         return 1
+    from meshview.spaces import missing_space
+
+    missing = await missing_space(nc, target.space, target.display)
+    if missing:  # one sentence and exit 1, never a console that waits on nothing
+        e_out = err or sys.stderr
+        e_out.write(f"cotal: {missing}\n")
+        e_out.flush()
+        await nc.close()
+        return 1
     backfill = int(getattr(args, "backfill", 0) or 0)
     model = MeshModel(target.space, record_events=True, burst_ms=0 if mode == "json" else 400,
                       server=target.display)
@@ -356,6 +365,9 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
             broken.set()
 
     obs.add_listener(drain)
+    from meshview.extras import StreamExtras
+
+    extras = StreamExtras(model, obs, args, target.space, target.display, writer.diag)  # issue 15
     if mode != "json":
         writer.diag(f"watching space {sanitize.inline(target.space)} on {target.display}"
                     " - Ctrl-C to stop", warn=True)
@@ -384,6 +396,7 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
                 drain(model)
             except Exception:
                 pass
+        await extras.close()
         closing = asyncio.create_task(nc.close())
         await _finish(writer, out_sink, sinks, deadline, loop)
         try:

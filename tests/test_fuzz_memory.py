@@ -1,7 +1,8 @@
 """Memory under large-but-legal messages: the observer's feed must be bounded in bytes, not
 only in rows. Each message here is valid and under the broker's 1 MiB max_payload; an agent
-(or anyone on an open mesh) may send them. The space is deliberately left unprovisioned so
-the broker stores nothing: only the live tap carries the load.
+(or anyone on an open mesh) may send them. The space has only its presence bucket (so
+``cotal watch`` accepts it) and no CHAT stream, so the broker stores nothing: only the live
+tap carries the load.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from cotal_tui.demo.broker import Broker
 from support.hostile import RawPublisher
 from support.watchproc import WatchProc
 
+pytestmark = pytest.mark.slow  # a broker scenario over ~10 s
+
 SPACE = "mem"
 N = 300
 TEXT = 900 * 1024  # bytes of text per message
@@ -24,8 +27,24 @@ TEXT = 900 * 1024  # bytes of text per message
 @pytest.fixture(scope="module")
 def broker_mem():
     b = Broker(name="cotal-mem").start()
+    asyncio.run(_presence_only(b.url))
     yield b
     b.stop()
+
+
+async def _presence_only(url: str) -> None:
+    """Only the presence bucket: enough for ``cotal watch`` to call the space provisioned,
+    while no stream stores the chat load."""
+    import nats
+    from nats.js.api import KeyValueConfig
+
+    from meshview.wire.names import bucket_names
+
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().create_key_value(KeyValueConfig(bucket_names(SPACE).presence, ttl=6))
+    finally:
+        await nc.close()
 
 
 def _msg(i: int) -> tuple[bytes, bytes, str]:
