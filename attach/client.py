@@ -88,7 +88,12 @@ def drop_text(n: int) -> str:
 
 async def live_instances(nc, space: str) -> set[str]:
     """Manager instances holding a live lease in ``cotal_manager_<space>``."""
-    kv = await nc.jetstream().key_value(bucket_names(space).manager)
+    from nats.js.errors import BucketNotFoundError
+
+    try:  # no lease bucket: no manager was ever set up here (not a traceback)
+        kv = await nc.jetstream().key_value(bucket_names(space).manager)
+    except BucketNotFoundError:
+        return set()
     try:
         keys = await kv.keys()
     except Exception:  # nats raises NoKeysError on an empty bucket

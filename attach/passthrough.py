@@ -37,9 +37,13 @@ class DetachKeyError(ValueError):
 
 
 def parse_detach_key(value: str | None) -> int:
-    """``COTAL_DETACH_KEY``: ``ctrl-<c>`` or ``^<c>``, c in a-z @ [ \\ ] ^ _; byte = c & 0x1f."""
-    if value is None or value == "":
+    """``COTAL_DETACH_KEY``: ``ctrl-<c>`` or ``^<c>``, c in a-z @ [ \\ ] ^ _; byte = c & 0x1f.
+    Unset means Ctrl-]; set but empty is an error (a typo should not silently mean Ctrl-])."""
+    if value is None:
         return DEFAULT_DETACH
+    if not value.strip():
+        raise DetachKeyError("COTAL_DETACH_KEY is set but empty: unset it for Ctrl-], "
+                             "or give ctrl-<c> or ^<c> with c in a-z @ [ \\ ] ^ _")
     m = _DETACH_RE.fullmatch(value.strip())
     if not m:
         raise DetachKeyError(
@@ -47,6 +51,20 @@ def parse_detach_key(value: str | None) -> int:
         )
     c = m.group(1).lower()
     return ord(c) & 0x1F
+
+
+def key_label(byte: int) -> str:
+    """How the detach key is named to the user: ``Ctrl-]``, ``Ctrl-B``."""
+    return "Ctrl-" + ("@" if byte == 0 else chr(ord("A") + byte - 1) if byte <= 26
+                      else chr(byte | 0x40))
+
+
+def banner_text(name: str, byte: int) -> str:
+    return f"attached to {name} - {key_label(byte)} to detach"
+
+
+def detached_text(name: str) -> str:
+    return f"detached from {name}"
 
 
 def detach_forms(byte: int) -> set[bytes]:
@@ -138,21 +156,30 @@ async def run_passthrough(
     forms = detach_forms(detach_byte)
     pending_pipe: list[bytes] = []
 
-    def say(text: str) -> None:
+    at_line_start = [True]  # the remote's last byte ended a line (nothing written yet counts)
+
+    def say(text: str, *, own_line: bool = False) -> None:
+        """A status line on stderr; ``own_line``: start it on a fresh line when the remote
+        left the cursor mid-line (its prompt), instead of gluing the two together."""
         if err is not None:
             err(text)
-        else:
-            _write_all(2, (text + ("\r\n" if is_tty else "\n")).encode())
+            return
+        eol = "\r\n" if is_tty else "\n"
+        lead = eol if own_line and not at_line_start[0] and not term.alt.alt else ""
+        _write_all(2, (lead + text + eol).encode())
+        at_line_start[0] = True
 
     def on_output(data: bytes) -> None:
         term.alt.feed(data)
         _write_all(out_fd, data)
+        if data:
+            at_line_start[0] = data.endswith(b"\n")
 
     def on_notice(n: Notice) -> None:
         if n.kind == "drop":
             _write_all(out_fd, b"\r\n" + drop_text(n.bytes).encode() + b"\r\n")
         else:
-            say(n.text)
+            say(n.text, own_line=True)
 
     size = None
     if os.isatty(out_fd):
@@ -217,13 +244,14 @@ async def run_passthrough(
         except AttachError as e:
             term.restore()
             if e.code == "cancelled":
-                say(end_text("detached", name))
+                say(detached_text(name), own_line=True)
                 return "detached", 0
             if e.code == "not-found":
                 say(f"cotal attach: there is no seat named {name!r}.")
             else:
                 say(f"cotal attach: {e.message}.")
             return e.code, 1
+        say(banner_text(name, detach_byte))
         if pending_pipe:
             await flush_pipe()
         reason = await session.run()
@@ -238,6 +266,6 @@ async def run_passthrough(
             except Exception:
                 pass
         term.restore()
-    say(end_text(reason, name))
+    say(detached_text(name) if reason == "detached" else end_text(reason, name), own_line=True)
     code = 0 if reason in ("detached", "process-exit", "target-despawn", "not-found") else 1
     return reason, code

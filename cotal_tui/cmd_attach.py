@@ -11,7 +11,9 @@ import sys
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from meshview.connect import add_connection_arguments
 
-    p.add_argument("name", help="seat name (see `cotal ps`)")
+    p.add_argument("name", nargs="?", default=None, help="seat name (see `cotal ps`)")
+    p.add_argument("--name", dest="name_flag", metavar="NAME", default=None,
+                   help="the seat name, as a flag (same as the positional)")
     p.add_argument("--on", metavar="INSTANCE", default=None, help="pin one manager instance")
     p.add_argument("--no-reconnect", action="store_true", help="exit instead of re-attaching on a link fault")
     add_connection_arguments(p)
@@ -20,13 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def _preflight(target) -> str | None:
     from attach.connection import connect
     from meshview.connect import ConnectError
+    from meshview.spaces import missing_space
 
     try:
         nc = await connect(target)
     except ConnectError as e:
         return f"cotal attach: {e}"
-    await nc.close()
-    return None
+    try:
+        missing = await missing_space(nc, target.space, target.display)
+    finally:
+        await nc.close()
+    return f"cotal attach: {missing}" if missing else None
 
 
 async def _main(args: argparse.Namespace, detach_byte: int) -> int:
@@ -48,15 +54,42 @@ async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     return code
 
 
+def seat_name(args: argparse.Namespace) -> str | None:
+    """The seat from the positional or ``--name`` (both only when they agree)."""
+    pos, flag = args.name, getattr(args, "name_flag", None)
+    if pos and flag and pos != flag:
+        return None
+    return pos or flag
+
+
 def run(args: argparse.Namespace) -> int:
     from attach.passthrough import DetachKeyError, parse_detach_key
 
+    name = seat_name(args)
+    if not name:
+        what = "two different seats" if args.name and args.name_flag else "no seat"
+        print(f"cotal attach: {what} named: give one, as `cotal attach NAME` or --name NAME.",
+              file=sys.stderr)
+        return 2
+    args.name = name
     try:
         detach_byte = parse_detach_key(os.environ.get("COTAL_DETACH_KEY"))
     except DetachKeyError as e:  # validated before the terminal is touched
         print(f"cotal attach: {e}.", file=sys.stderr)
         return 2
+    if not _is_tty(sys.stdin):  # keys go through raw: a pipe or file cannot drive a terminal
+        print("cotal attach: stdin is not a terminal; attach passes your keys to the seat, so "
+              "run it from a terminal (to read a space without one, use cotal watch --plain).",
+              file=sys.stderr)
+        return 1
     try:
         return asyncio.run(_main(args, detach_byte))
     except KeyboardInterrupt:
         return 130
+
+
+def _is_tty(f) -> bool:
+    try:
+        return f is not None and os.isatty(f.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
