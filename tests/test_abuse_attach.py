@@ -337,6 +337,7 @@ async def test_client_fault_hands_the_old_session_back(manager, nc_a, nc_evil, s
         await c.s.close()
 
 
+@pytest.mark.slow
 async def test_a_caller_that_stops_reading_is_reaped_by_the_stall_watchdog(chatty_manager,
                                                                            nc_a, space):
     """A ready caller that never credits: the window fills on a chatty seat, output is

@@ -203,6 +203,7 @@ async def palette(pilot, text: str, hint: str) -> None:
     await pilot.press("enter")
 
 
+@pytest.mark.slow
 async def test_palette_attach_peek_and_tile(mesh):
     team, mgr, session = mesh
     a, b, c = team.members[:3]

@@ -194,6 +194,7 @@ async def _palette(pilot, text: str) -> None:
     await pilot.press(*text)
 
 
+@pytest.mark.slow
 async def test_palette_verbs_complete_and_send(broker, nc, space, team):
     from textual.command import CommandInput
 

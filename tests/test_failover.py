@@ -25,6 +25,8 @@ from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
 from support.watchproc import WatchProc
 
+pytestmark = pytest.mark.slow  # a broker scenario over ~10 s
+
 SPACE = "fo"
 
 

@@ -49,6 +49,7 @@ def test_generator_is_deterministic_and_covers_every_family():
     assert not {h.family for h in generate(SPACE, 500)} & CLIENT_KILLERS
 
 
+@pytest.mark.slow
 def test_ten_thousand_hostile_items_never_raise_and_match_expectations():
     by_reason: collections.Counter = collections.Counter()
     wrong: list[str] = []

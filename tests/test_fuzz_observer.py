@@ -38,6 +38,8 @@ from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.presence import decode_presence
 from support.watchproc import WatchProc
 
+pytestmark = pytest.mark.slow  # a broker scenario over ~10 s
+
 SPACE = "fz"
 N = 10_000
 MARK = re.compile(r"hx(\d+)(?!\d)")

@@ -26,7 +26,7 @@ from cotal_tui.demo.provision import provision_space
 from support.tmux import needs_tmux
 from support.hostile import BIDI_CPS, RawPublisher, generate
 
-pytestmark = needs_tmux
+pytestmark = [needs_tmux, pytest.mark.slow]
 
 COTAL = str(Path(sys.executable).with_name("cotal"))
 SPACE = "tui"

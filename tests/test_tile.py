@@ -77,6 +77,7 @@ async def four(nc, space, tmp_path):
     await mgr.stop()
 
 
+@pytest.mark.slow
 async def test_tile_of_four_updates_every_pane_and_promotes_one(four):
     sessions, mgr, logs = four
     app = App()
