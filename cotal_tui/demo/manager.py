@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -231,8 +232,13 @@ class DemoManager:
     def __init__(self, nc, space: str, seats: list[SeatSpec], *, instance_id: str | None = None,
                  max_sessions: int = 64, root: str | None = None, window: int = WINDOW_DEFAULT,
                  caller_silence_ms: int = CALLER_SILENCE_MS, personas: dict[str, Persona] | None = None,
-                 readiness_ms: int = READINESS_MS, stop_grace_s: float = STOP_GRACE_S):
+                 readiness_ms: int = READINESS_MS, stop_grace_s: float = STOP_GRACE_S,
+                 session_connect=None):
         self.nc = nc
+        # static auth: grant -> a connection on that session's own serving credential (pub
+        # `out`, sub `in`), so only the holder of its session-caller credential reaches it
+        self.session_connect = session_connect
+        self._session_ncs: dict[str, object] = {}
         self.space = space_token(space)
         self.seat_specs = list(seats)
         self.instance_id = instance_id or _load_or_mint_instance_id(root)
@@ -758,7 +764,10 @@ class DemoManager:
         def on_data(data, seq):
             return holder["b"].on_caller_data(data, seq)
 
-        rail = await open_rail(self.nc, egress=sout, ingress=sin, window=self.window, on_data=on_data,
+        rail_nc = self.nc
+        if self.session_connect is not None:
+            rail_nc = self._session_ncs[sid] = await self.session_connect(grant)
+        rail = await open_rail(rail_nc, egress=sout, ingress=sin, window=self.window, on_data=on_data,
                                peer_silence_ms=self.caller_silence_ms,
                                on_close=lambda: holder["b"].rail_gone(),
                                on_fault=lambda reason, detail: holder["b"].rail_gone())
@@ -777,6 +786,7 @@ class DemoManager:
         entry = self.sessions.pop(sid, None)
         if entry is not None:
             entry[1].sessions.discard(bridge)
+        snc = self._session_ncs.pop(sid, None)
 
         async def mark() -> None:
             try:
@@ -784,6 +794,9 @@ class DemoManager:
                     {"state": "closed", "reason": reason}).encode())
             except Exception:
                 pass
+            if snc is not None:  # the session's serving connection dies with it
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(snc.drain(), 2.0)
 
         t = asyncio.get_running_loop().create_task(mark())
         self._handlers.add(t)
