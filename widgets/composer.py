@@ -77,7 +77,7 @@ class Composer(Vertical):
         padding: 0 1;
         color: $text-muted;
     }
-    Composer > _Box {
+    Composer > _Box, Composer > _Box:focus {
         height: auto;
         min-height: 1;
         max-height: 8;
