@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("cotal_tui.cmd_status", "one managed seat's row, from the manager hosting it"),
     "send": ("cotal_tui.cmd_send", "send one message: a channel post, a DM, an ask or a reply"),
     "chat": ("cotal_tui.cmd_chat", "line-mode chat: the live stream above a prompt that sends"),
+    "replay": ("cotal_tui.cmd_replay", "replay a recording (cotal watch --record) with no broker"),
 }
 
 

@@ -26,12 +26,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--as", metavar="NAME", dest="as_name",
                         help="the operator's name on the mesh once it sends "
                              "(default: the creds' principal, else <user>-console)")
+    add_extra_arguments(parser)
+
+
+def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
+    """Browser mode, notifications and recording (issue 15)."""
+    from meshview.record import parse_size
+    from meshview.notify import STYLES
+
+    def size(v: str) -> int:
+        try:
+            return parse_size(v)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    g = parser.add_argument_group("browser, notifications, recording")
+    g.add_argument("--web", nargs="?", const="127.0.0.1:8765", metavar="HOST:PORT",
+                   help="serve the console to browsers (default 127.0.0.1:8765; one observer "
+                        "per browser session; a non-loopback HOST needs --web-token)")
+    g.add_argument("--web-token", metavar="TOKEN",
+                   help="refuse browsers without ?token=TOKEN (also COTAL_WEB_TOKEN)")
+    g.add_argument("--notify", action="store_true",
+                   help="bell + desktop notification when an agent starts waiting "
+                        "(also COTAL_NOTIFY=1 or [notify] enabled in config.toml)")
+    g.add_argument("--notify-cmd", metavar="CMD",
+                   help="run CMD per waiting episode, with COTAL_AGENT, COTAL_AGENT_ID, "
+                        "COTAL_CONDITION, COTAL_SPACE... in its environment")
+    g.add_argument("--notify-escape", choices=STYLES, default=None,
+                   help="which notification escape: osc9 (default), osc777, both, bell")
+    g.add_argument("--record", metavar="FILE",
+                   help="record the session to FILE (gzip JSON Lines; cotal replay FILE)")
+    g.add_argument("--max-size", type=size, default=None, metavar="SIZE",
+                   help="bound of a recording on disk, rotating at half (default 100M)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.backfill is not None and args.backfill < 0:
         print("cotal: --backfill must be 0 or more.", file=sys.stderr)
         return 2
+    if getattr(args, "web", None):
+        from cotal_tui.web import serve
+
+        return serve(args)
+    if getattr(args, "record", None):
+        from pathlib import Path
+
+        parent = Path(args.record).expanduser().resolve().parent
+        if not parent.is_dir():
+            print(f"cotal: cannot record to {args.record}: no folder {parent}.", file=sys.stderr)
+            return 2
     mode = "json" if args.json else "plain"
     if not args.json and not args.plain and sys.stdout.isatty():
         from cotal_tui.run_console import run_console

@@ -1,0 +1,148 @@
+"""The console on a recording: the same screen, fed by a replay, plus a timeline.
+
+Keys (priority over the panels', except while typing in the search box): space pauses, ←/→
+jump to the previous/next event (message, lifecycle, presence change), ``[``/``]`` jump a minute
+back/forward. The timeline under the panels shows where the replay is. Nothing is ever sent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import Input, TextArea
+
+from cotal_tui import app as app_module
+from cotal_tui.app import CotalApp
+from cotal_tui.screens.console import ConsoleScreen
+from widgets.status_bar import StatusBar
+
+REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute")
+
+
+def clock(ms: float) -> str:
+    s = max(0, int(ms // 1000))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
+class Timeline(Widget):
+    """One line: play state, speed, position / length, a bar, the event count, the keys."""
+
+    DEFAULT_CSS = """
+    Timeline {
+        height: 1;
+        background: $panel;
+        color: $text;
+    }
+    """
+
+    def __init__(self, session: Any, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.session = session
+
+    def on_mount(self) -> None:
+        self.set_interval(0.1, self.refresh, name="timeline")
+
+    def describe(self) -> tuple[str, str, str]:
+        """(left, right, state) texts: ``▶ 10× 00:12 / 00:30``, ``event 4/17 ...``."""
+        player = self.session.player
+        r = player.replay
+        span = r.end - r.start
+        pos = r.now - r.start
+        if r.at_end and r.now >= r.end:
+            state = "■ end"
+        elif player.paused:
+            state = "⏸ paused"
+        else:
+            state = f"▶ {player.speed:g}×" if player.speed else "▶ max"
+        n, total = r.event_number()
+        left = f" {state}  {clock(pos)} / {clock(span)} "
+        right = f" event {n}/{total}  space pause  ←/→ event  [/] minute "
+        return left, right, state
+
+    def render(self) -> Text:
+        r = self.session.player.replay
+        left, right, _ = self.describe()
+        width = self.size.width
+        bar_w = max(0, width - len(left) - len(right))
+        span = max(1.0, r.end - r.start)
+        filled = int(round(bar_w * min(1.0, max(0.0, (r.now - r.start) / span))))
+        t = Text(left, style="bold")
+        if bar_w:
+            t.append("━" * max(0, filled - 1), style="bold")
+            t.append("●", style="bold")
+            t.append("─" * max(0, bar_w - max(filled, 1)), style="dim")
+        t.append(right, style="dim")
+        return t
+
+
+class ReplayScreen(ConsoleScreen):
+    """:class:`ConsoleScreen` on a :class:`meshview.record.ReplaySession`."""
+
+    BINDINGS = [
+        Binding("space", "replay_pause", "pause / play", priority=True, id="replay.pause"),
+        Binding("left", "replay_step(-1)", "previous event", priority=True, id="replay.prev"),
+        Binding("right", "replay_step(1)", "next event", priority=True, id="replay.next"),
+        Binding("left_square_bracket", "replay_minute(-1)", "a minute back", priority=True,
+                id="replay.minute-back"),
+        Binding("right_square_bracket", "replay_minute(1)", "a minute forward", priority=True,
+                id="replay.minute-forward"),
+    ]
+
+    def compose(self):
+        for w in super().compose():
+            if isinstance(w, StatusBar):
+                yield Timeline(self.session, id="timeline")
+            yield w
+
+    def on_mount(self, event: events.Mount) -> None:
+        event.prevent_default()  # the console's on_mount runs here, once, then ours
+        super().on_mount()
+        self.query_one(StatusBar).set_hints(
+            "replay: space pause  ←/→ event  [/] minute  ? help  / search  q quit")
+        damage = self.session.replay.damage
+        if damage:
+            self.call_after_refresh(self.app.notify_line, damage, True)  # type: ignore[attr-defined]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in REPLAY_ACTIONS and isinstance(self.focused, (Input, TextArea)):
+            return False  # typing in the search box or the composer keeps its keys
+        return super().check_action(action, parameters)
+
+    def _moved(self) -> None:
+        self.session.player.rebase()
+        self.drain()
+        self.query_one(Timeline).refresh()
+
+    def action_replay_pause(self) -> None:
+        paused = self.session.player.toggle_pause()
+        self.app.notify_line("paused" if paused else "playing")  # type: ignore[attr-defined]
+        self._moved()
+
+    def action_replay_step(self, delta: int) -> None:
+        self.session.replay.step(delta)
+        self._moved()
+
+    def action_replay_minute(self, delta: int) -> None:
+        r = self.session.replay
+        r.seek(r.now + delta * 60_000)
+        self._moved()
+
+
+class ReplayApp(CotalApp):
+    """The console App on one recording (no broker, no picker, nothing sent)."""
+
+    TITLE = "cotal replay"
+    CSS_PATH = str(Path(app_module.__file__).with_name("app.tcss"))  # relative would be ours
+
+    def on_mount(self, event: events.Mount) -> None:
+        event.prevent_default()  # not CotalApp's: it would push a live console on top
+        if self._user_keymap:
+            self.set_keymap(self._user_keymap)
+        self.push_screen(ReplayScreen(self.session, can_go_back=False))
+        if self._first_notice:
+            self.call_after_refresh(self.notify_line, self._first_notice, True)
