@@ -1,0 +1,604 @@
+"""Credentials for secured meshes: minted from a mesh's root seed, or user-auth connect material.
+
+A space under static auth is one NATS account signed by an operator; every client is a user of
+that account, and the broker enforces each user's permission lists (wire.md §9, §10). The
+reference CLI never hands a control command a standing credential: it reads the space's trust
+material from the root the mesh resolved to (``<root>/.cotal/auth/auth.json``, its data-account
+signing seed) and mints a short-lived user JWT per call, bound to a fresh caller identity
+(attach.md §3.2, §6). This module does the same without ``nsc``: nkeys, JWT encoding, the
+permission profiles a console and its control verbs need, and the in-memory :class:`Credential`
+a connection authenticates with (it never touches the disk).
+
+JWT format (nats-io/jwt v2): ``b64url(header).b64url(claims).b64url(ed25519 signature)``, header
+``{"typ":"JWT","alg":"ed25519-nkey"}``, ``jti`` = unpadded base32 of the SHA-256 of the claims
+serialized without ``jti``.
+
+Secrets (seeds, JWTs, bearers) never leave this module inside a string meant for people: every
+``repr`` shows public halves only, and errors name files and spaces, never their contents.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nkeys
+
+from meshview.wire.names import bucket_names, epc_stream, space_token
+
+JWT_HEADER = {"typ": "JWT", "alg": "ed25519-nkey"}
+UNLIMITED = -1
+OWNER = "local"  # the principal owner on open and static meshes (SPEC §2)
+MANAGER = "manager"
+CONTROL_TTL_S = 5 * 60  # one-shot instrument (the reference's control-caller lifetime)
+SESSION_TTL_CAP_S = 24 * 3600  # a session-caller never outlives the 24 h grant ceiling
+AUTH_FILE = "auth.json"
+
+_PREFIX = {
+    "operator": nkeys.PREFIX_BYTE_OPERATOR,
+    "account": nkeys.PREFIX_BYTE_ACCOUNT,
+    "user": nkeys.PREFIX_BYTE_USER,
+}
+
+
+class AuthError(RuntimeError):
+    """Credentials cannot be made; the message is one sentence that names no secret."""
+
+
+# ---- keys -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NKey:
+    """An nkey pair. ``repr`` never shows the seed."""
+
+    kind: str
+    public: str
+    _seed: bytes = field(repr=False)
+
+    @property
+    def seed(self) -> bytes:
+        return self._seed
+
+    def sign(self, data: bytes) -> bytes:
+        return nkeys.from_seed(self._seed).sign(data)
+
+    def __repr__(self) -> str:
+        return f"NKey({self.kind}, {self.public})"
+
+
+def new_nkey(kind: str) -> NKey:
+    """A fresh operator/account/user nkey from 32 CSPRNG bytes."""
+    if kind not in _PREFIX:
+        raise ValueError(f"unknown nkey kind {kind!r}")
+    seed = nkeys.encode_seed(os.urandom(32), _PREFIX[kind])
+    return NKey(kind, nkeys.from_seed(seed).public_key.decode(), seed)
+
+
+def nkey_from_seed(seed: bytes | str) -> NKey:
+    if isinstance(seed, str):
+        seed = seed.encode()
+    try:
+        public = nkeys.from_seed(seed).public_key.decode()
+    except Exception:
+        raise AuthError("an nkey seed does not decode") from None
+    kind = {"O": "operator", "A": "account", "U": "user"}.get(public[0], "unknown")
+    return NKey(kind, public, seed)
+
+
+# ---- JWT ------------------------------------------------------------------------------------
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _b64url_decode(s: str) -> bytes:
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def _json(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def claims_id(claims: dict) -> str:
+    body = {k: v for k, v in claims.items() if k != "jti"}
+    return base64.b32encode(hashlib.sha256(_json(body)).digest()).rstrip(b"=").decode()
+
+
+def encode_jwt(claims: dict, signer: NKey) -> str:
+    """Sign ``claims`` (``iss`` forced to the signer's public key, ``jti`` recomputed)."""
+    c = {k: v for k, v in claims.items() if k != "jti"}
+    c["iss"] = signer.public
+    c.setdefault("iat", int(time.time()))
+    c = {"jti": claims_id(c), **c}
+    head = _b64url(_json(JWT_HEADER)) + "." + _b64url(_json(c))
+    return head + "." + _b64url(signer.sign(head.encode()))
+
+
+def jwt_claims(token: str) -> dict:
+    """The claims of a compact JWT, unverified (client side: the broker verifies)."""
+    try:
+        claims = json.loads(_b64url_decode(token.split(".")[1]))
+    except (IndexError, ValueError):
+        raise AuthError("a token is not a compact JWT") from None
+    if not isinstance(claims, dict):
+        raise AuthError("a token's claims are not an object")
+    return claims
+
+
+def decode_jwt(token: str, *, verify: bool = True) -> dict:
+    """Claims of a NATS JWT; with ``verify`` the ed25519 signature is checked against ``iss``."""
+    try:
+        h, c, s = token.split(".")
+        header = json.loads(_b64url_decode(h))
+        claims = json.loads(_b64url_decode(c))
+    except ValueError as e:
+        raise ValueError("not a NATS JWT") from e
+    if header.get("alg") not in ("ed25519-nkey", "ed25519"):
+        raise ValueError(f"unsupported JWT alg {header.get('alg')!r}")
+    if verify:
+        import nacl.exceptions
+        import nacl.signing
+
+        raw = base64.b32decode(claims["iss"] + "=" * (-len(claims["iss"]) % 8))
+        try:
+            nacl.signing.VerifyKey(raw[1:-2]).verify(f"{h}.{c}".encode(), _b64url_decode(s))
+        except nacl.exceptions.BadSignatureError as e:
+            raise ValueError("JWT signature does not verify") from e
+    return claims
+
+
+def operator_jwt(op: NKey, *, name: str, system_account: str) -> str:
+    nats = {"type": "operator", "version": 2, "system_account": system_account}
+    return encode_jwt({"name": name, "sub": op.public, "nats": nats}, op)
+
+
+def account_limits(*, jetstream: bool) -> dict:
+    lim = {"subs": UNLIMITED, "data": UNLIMITED, "payload": UNLIMITED, "imports": UNLIMITED,
+           "exports": UNLIMITED, "wildcards": True, "conn": UNLIMITED, "leaf": UNLIMITED}
+    if jetstream:  # JetStream is on for an account iff a storage limit is non-zero
+        lim.update({"mem_storage": UNLIMITED, "disk_storage": UNLIMITED,
+                    "streams": UNLIMITED, "consumer": UNLIMITED})
+    return lim
+
+
+def account_jwt(acct: NKey, operator: NKey, *, name: str, jetstream: bool = True,
+                signing_keys: list[str] | None = None, revocations: dict[str, int] | None = None,
+                authorization: dict | None = None) -> str:
+    nats: dict = {"type": "account", "version": 2, "limits": account_limits(jetstream=jetstream),
+                  "default_permissions": {"pub": {}, "sub": {}}}
+    if signing_keys:
+        nats["signing_keys"] = list(signing_keys)
+    if revocations:
+        nats["revocations"] = dict(revocations)
+    if authorization:
+        nats["authorization"] = authorization
+    return encode_jwt({"name": name, "sub": acct.public, "nats": nats}, operator)
+
+
+@dataclass(frozen=True)
+class Permissions:
+    """A NATS user permission set: default-deny allow lists plus optional denies."""
+
+    pub_allow: tuple[str, ...] = ()
+    pub_deny: tuple[str, ...] = ()
+    sub_allow: tuple[str, ...] = ()
+    sub_deny: tuple[str, ...] = ()
+
+    def claims(self) -> dict:
+        def side(allow, deny):
+            d: dict = {}
+            if allow:
+                d["allow"] = list(allow)
+            if deny:
+                d["deny"] = list(deny)
+            return d
+
+        return {"pub": side(self.pub_allow, self.pub_deny), "sub": side(self.sub_allow, self.sub_deny)}
+
+
+def user_claims(user_public: str, *, account: str, signer_public: str, name: str,
+                permissions: Permissions | None, issued_at: int | None = None,
+                expires_at: int | None = None, audience: str | None = None) -> dict:
+    """Claims of a user JWT; ``permissions=None`` is allow-all (infrastructure only)."""
+    nats: dict = {"type": "user", "version": 2, "subs": UNLIMITED, "data": UNLIMITED, "payload": UNLIMITED}
+    if permissions is not None:
+        nats.update(permissions.claims())
+    if signer_public != account:
+        nats["issuer_account"] = account
+    claims: dict = {"name": name, "sub": user_public, "nats": nats,
+                    "iat": int(time.time()) if issued_at is None else issued_at}
+    if expires_at is not None:
+        claims["exp"] = int(expires_at)
+    if audience is not None:
+        claims["aud"] = audience
+    return claims
+
+
+def user_jwt(user_public: str, signer: NKey, *, account: str, name: str,
+             permissions: Permissions | None, issued_at: int | None = None,
+             expires_at: int | None = None) -> str:
+    return encode_jwt(user_claims(user_public, account=account, signer_public=signer.public, name=name,
+                                  permissions=permissions, issued_at=issued_at, expires_at=expires_at),
+                      signer)
+
+
+# ---- creds files ----------------------------------------------------------------------------
+
+
+def format_creds(jwt: str, seed: bytes | str) -> str:
+    """The standard decorated creds text (what ``nsc`` / ``fmtCreds`` emit)."""
+    s = seed.decode() if isinstance(seed, bytes) else seed
+    return ("-----BEGIN NATS USER JWT-----\n" f"{jwt}\n" "------END NATS USER JWT------\n\n"
+            "************************* IMPORTANT *************************\n"
+            "NKEY Seed printed below can be used to sign and prove identity.\n"
+            "NKEYs are sensitive and should be treated as secrets.\n\n"
+            "-----BEGIN USER NKEY SEED-----\n" f"{s}\n" "------END USER NKEY SEED------\n\n"
+            "*************************************************************\n")
+
+
+def write_creds(path: str | os.PathLike, jwt: str, seed: bytes | str, mode: int = 0o600) -> Path:
+    """Write a creds file created with ``mode`` (0600 unless a test wants a loose one)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.exists():
+        p.unlink()
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, format_creds(jwt, seed).encode())
+    finally:
+        os.close(fd)
+    os.chmod(p, mode)
+    return p
+
+
+def parse_creds(text: str) -> tuple[str, bytes]:
+    """(JWT, seed) of a decorated creds text; raises :class:`AuthError` without echoing it."""
+    lines = [ln.strip() for ln in text.splitlines()]
+    jwt = seed = None
+    for i, ln in enumerate(lines[:-1]):
+        if "BEGIN NATS USER JWT" in ln:
+            jwt = lines[i + 1]
+        elif "BEGIN USER NKEY SEED" in ln:
+            seed = lines[i + 1].encode()
+    if not jwt or not seed:
+        raise AuthError("a creds text lacks its JWT or seed block")
+    return jwt, seed
+
+
+# ---- permission profiles (wire.md §9; the reference permissionsFor) ------------------------
+
+
+def inbox_prefix(conn_id: str) -> str:
+    """``_INBOX_<connId>`` (§10): the only reply inbox a scoped credential may subscribe."""
+    return f"_INBOX_{conn_id}"
+
+
+def _kv_read(stream: str, *, msg_get: bool, watch: bool) -> list[str]:
+    rows = [f"$JS.API.STREAM.INFO.{stream}"]
+    if msg_get:
+        rows.append(f"$JS.API.STREAM.MSG.GET.{stream}")
+    if watch:
+        rows += [f"$JS.API.CONSUMER.CREATE.{stream}.>", f"$JS.API.CONSUMER.INFO.{stream}.>",
+                 f"$JS.API.CONSUMER.DELETE.{stream}.>"]
+    return rows
+
+
+def observer_permissions(space: str, conn_id: str) -> Permissions:
+    """Channels only: sub ``chat.>`` + own inbox; JS reads for CHAT history, presence watch,
+    channel registry, membership feed, delivery lease. No application publish."""
+    s = space_token(space)
+    b = bucket_names(s)
+    chat = f"CHAT_{s}"
+    pub = [
+        "$JS.API.INFO",
+        f"$JS.API.STREAM.INFO.{chat}",
+        f"$JS.API.CONSUMER.CREATE.{chat}",  # bare form: a multi-filter ephemeral history read
+        f"$JS.API.CONSUMER.CREATE.{chat}.>",
+        f"$JS.API.CONSUMER.INFO.{chat}.>",
+        f"$JS.API.CONSUMER.MSG.NEXT.{chat}.>",
+        f"$JS.API.CONSUMER.DELETE.{chat}.>",
+        f"$JS.ACK.{chat}.>",
+        *_kv_read(f"KV_{b.presence}", msg_get=False, watch=True),
+        *_kv_read(f"KV_{b.channels}", msg_get=True, watch=True),
+        *_kv_read(f"KV_{b.membership}", msg_get=True, watch=True),
+        *_kv_read(f"KV_{b.delivery}", msg_get=True, watch=False),
+        "$JS.FC.>",
+    ]
+    return Permissions(pub_allow=tuple(pub), sub_allow=(f"cotal.{s}.chat.>", f"{inbox_prefix(conn_id)}.>"))
+
+
+def admin_permissions(space: str, conn_id: str) -> Permissions:
+    """Observer plus live DMs and anycast (three taps, never ``cotal.<s>.>``) and DM history."""
+    s = space_token(space)
+    base = observer_permissions(s, conn_id)
+    dm = f"DM_{s}"
+    pub = list(base.pub_allow) + [
+        f"$JS.API.STREAM.INFO.{dm}", f"$JS.API.CONSUMER.CREATE.{dm}", f"$JS.API.CONSUMER.CREATE.{dm}.>",
+        f"$JS.API.CONSUMER.INFO.{dm}.>", f"$JS.API.CONSUMER.MSG.NEXT.{dm}.>",
+        f"$JS.API.CONSUMER.DELETE.{dm}.>", f"$JS.ACK.{dm}.>",
+    ]
+    sub = (f"cotal.{s}.chat.>", f"cotal.{s}.inst.>", f"cotal.{s}.svc.>", f"{inbox_prefix(conn_id)}.>")
+    return Permissions(pub_allow=tuple(pub), sub_allow=sub)
+
+
+READ_COMMANDS = ("describe", "status", "ps", "inspect", "goal-result", "spawn")
+ANY_MODE_COMMANDS = ("attach", "despawn", "input")
+
+
+def control_caller_permissions(space: str, caller: tuple[str, str, str], conn_id: str, *,
+                               endpoint: str = MANAGER) -> Permissions:
+    """The operator instrument a control command rides (the reference's ``control-caller``):
+    its own caller triple's request rows on the manager endpoint — the reads and ``spawn`` on
+    the class, scatter and instance rails, ``attach``/``despawn``/``input`` in ``any`` mode —
+    its reply rail and goal-progress rail, the contract fetch, and read-only access to the two
+    registries that tell it which managers exist (service records, manager leases). The nonce
+    is the only wildcard in a request row; nothing here can post, read a feed or write."""
+    s = space_token(space)
+    e = endpoint.replace(".", "_")
+    c = ".".join(caller)
+    b = bucket_names(s)
+    pub: list[str] = []
+    for cmd in READ_COMMANDS:
+        pub += [f"cotal.{s}.ep.one.{e}.{cmd}.{c}.*", f"cotal.{s}.ep.all.{e}.{cmd}.{c}.*",
+                f"cotal.{s}.ep.inst.{e}.*.{cmd}.{c}.*"]
+    for cmd in ANY_MODE_COMMANDS:
+        pub += [f"cotal.{s}.ep.one.{e}.{cmd}.any.*.{c}.*", f"cotal.{s}.ep.inst.{e}.*.{cmd}.any.*.{c}.*"]
+    pub += [f"$JS.API.DIRECT.GET.{epc_stream(s)}.cotal.{s}.epc.>", "$JS.FC.>"]
+    for bucket in (b.records, b.manager):
+        st = f"KV_{bucket}"
+        pub += [f"$JS.API.STREAM.INFO.{st}", f"$JS.API.STREAM.MSG.GET.{st}",
+                f"$JS.API.DIRECT.GET.{st}.>", f"$JS.API.CONSUMER.CREATE.{st}",
+                f"$JS.API.CONSUMER.CREATE.{st}.>", f"$JS.API.CONSUMER.INFO.{st}.>",
+                f"$JS.API.CONSUMER.DELETE.{st}.>"]
+    sub = (f"{inbox_prefix(conn_id)}.>", f"cotal.{s}.ep.reply.*.*.*.{c}.*",
+           f"cotal.{s}.epe.{e}.*.*.goal.{c}.>")
+    return Permissions(pub_allow=tuple(pub), sub_allow=sub)
+
+
+def _eps(space: str, endpoint: str, session_id: str, epoch: int, direction: str) -> str:
+    if not session_id or any(ch in session_id for ch in ".*> \t\r\n") or not isinstance(epoch, int) or epoch < 0:
+        raise AuthError("a session grant names malformed rails")
+    return f"cotal.{space_token(space)}.eps.{endpoint.replace('.', '_')}.{session_id}.{epoch}.{direction}"
+
+
+def session_caller_permissions(space: str, session: tuple[str, str, int], conn_id: str) -> Permissions:
+    """Rails only, for one §13.6 session: publish its ``in``, subscribe its ``out`` + own inbox."""
+    endpoint, sid, epoch = session
+    return Permissions(pub_allow=(_eps(space, endpoint, sid, epoch, "in"),),
+                       sub_allow=(_eps(space, endpoint, sid, epoch, "out"), f"{inbox_prefix(conn_id)}.>"))
+
+
+def session_serving_permissions(space: str, session: tuple[str, str, int], conn_id: str) -> Permissions:
+    """The serving mirror of :func:`session_caller_permissions`: sub ``in``, pub ``out``."""
+    endpoint, sid, epoch = session
+    return Permissions(pub_allow=(_eps(space, endpoint, sid, epoch, "out"),),
+                       sub_allow=(_eps(space, endpoint, sid, epoch, "in"), f"{inbox_prefix(conn_id)}.>"))
+
+
+# ---- credentials ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class Credential:
+    """A user JWT and its nkey, held in memory. ``caller`` is the ep caller triple a control
+    credential is pinned to (``None`` for other profiles)."""
+
+    profile: str
+    jwt: str
+    key: NKey
+    expires_at: int | None = None
+    caller: tuple[str, str, str] | None = None
+
+    @property
+    def public(self) -> str:
+        return self.key.public
+
+    @property
+    def inbox_prefix(self) -> str:
+        return inbox_prefix(self.key.public)
+
+    def creds_text(self) -> str:
+        return format_creds(self.jwt, self.key.seed)
+
+    def nats_options(self) -> dict:
+        """nats-py options that authenticate with this credential, no file involved."""
+        def sign(nonce: str) -> bytes:
+            return base64.b64encode(self.key.sign(nonce.encode()))
+
+        return {"user_jwt_cb": lambda: self.jwt.encode(), "signature_cb": sign,
+                "inbox_prefix": self.inbox_prefix}
+
+    def __repr__(self) -> str:
+        return f"Credential({self.profile}, {self.public})"
+
+
+def credential_from_creds(text: str, profile: str = "creds") -> Credential:
+    jwt, seed = parse_creds(text)
+    claims = jwt_claims(jwt)
+    exp = claims.get("exp")
+    return Credential(profile, jwt, nkey_from_seed(seed), exp if isinstance(exp, int) else None)
+
+
+# ---- the root seed ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class RootSeed:
+    """What minting needs from a mesh root: the space, its data account and the account's
+    signing key (the reference's stripped ``SpaceAuth``)."""
+
+    space: str
+    account: str
+    signing: NKey
+    root: str = ""
+
+    def __repr__(self) -> str:
+        return f"RootSeed({self.space}, {self.account})"
+
+    def mint(self, profile: str, permissions: Permissions | None, *, key: NKey | None = None,
+             expires_at: int | None = None, caller: tuple[str, str, str] | None = None) -> Credential:
+        k = key or new_nkey("user")
+        token = user_jwt(k.public, self.signing, account=self.account, name=profile,
+                         permissions=permissions, expires_at=expires_at)
+        return Credential(profile, token, k, expires_at, caller)
+
+
+def auth_file(root: str | os.PathLike) -> Path:
+    return Path(root) / ".cotal" / "auth" / AUTH_FILE
+
+
+def load_root_seed(root: str | os.PathLike, space: str | None = None) -> RootSeed:
+    """The trust material of the mesh recorded at ``root``; one sentence when it is missing,
+    unreadable or for another space (never a fall back to an open connect)."""
+    path = auth_file(root)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise AuthError(f"the static-auth mesh's root {root} holds no seed ({path} is missing); "
+                        "refusing to connect without credentials") from None
+    except (OSError, ValueError):
+        raise AuthError(f"the seed file {path} cannot be read as the mesh's trust material") from None
+    acct = doc.get("account") if isinstance(doc, dict) else None
+    if not isinstance(acct, dict) or not isinstance(acct.get("pub"), str) or not acct.get("signingSeed"):
+        raise AuthError(f"the seed file {path} carries no account signing seed")
+    got = doc.get("space")
+    if space is not None and isinstance(got, str) and space_token(got) != space_token(space):
+        raise AuthError(f"the seed at {root} is for space {got!r}, not {space!r}")
+    signing = nkey_from_seed(acct["signingSeed"])
+    if signing.kind != "account":
+        raise AuthError(f"the seed file {path} holds no account signing key")
+    return RootSeed(str(got or space or ""), acct["pub"], signing, str(root))
+
+
+def mint_control(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S) -> Credential:
+    """A one-shot control instrument bound to a fresh caller: ``local.<nkey>`` + a lifecycle uid."""
+    from secrets import token_bytes
+
+    key = new_nkey("user")
+    n = int.from_bytes(token_bytes(20), "big")
+    uid = ""
+    while n:
+        n, r = divmod(n, 36)
+        uid = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + uid
+    caller = (OWNER, key.public, uid.rjust(26, "0")[-32:])
+    return seed.mint("control-caller-admin", control_caller_permissions(space, caller, key.public), key=key,
+                     expires_at=int(time.time()) + ttl_s, caller=caller)
+
+
+def mint_session_caller(seed: RootSeed, space: str, session: tuple[str, str, int], grant_exp_ms: int) -> Credential:
+    """The rails-only credential of one session, expiring with its grant (≤ 24 h)."""
+    exp = min(int(grant_exp_ms // 1000), int(time.time()) + SESSION_TTL_CAP_S)
+    key = new_nkey("user")
+    return seed.mint("session-caller", session_caller_permissions(space, session, key.public), key=key,
+                     expires_at=exp)
+
+
+def mint_session_serving(seed: RootSeed, space: str, session: tuple[str, str, int], grant_exp_ms: int) -> Credential:
+    exp = min(int(grant_exp_ms // 1000), int(time.time()) + SESSION_TTL_CAP_S)
+    key = new_nkey("user")
+    return seed.mint("session-serving", session_serving_permissions(space, session, key.public), key=key,
+                     expires_at=exp)
+
+
+def mint_view(seed: RootSeed, space: str, view: str = "admin") -> Credential:
+    """The console's read credential (``admin``: DMs visible; ``observer``: channels only)."""
+    key = new_nkey("user")
+    perms = admin_permissions(space, key.public) if view == "admin" else observer_permissions(space, key.public)
+    return seed.mint(view, perms, key=key)
+
+
+# ---- creating a static-auth mesh (``cotal demo --auth static``, tests) ------------------------
+
+
+@dataclass(repr=False)
+class SpaceTrust:
+    """Operator + system account + one data account (with a signing key) for ``space``."""
+
+    space: str
+    operator_name: str = "cotal"
+    operator: NKey = field(default_factory=lambda: new_nkey("operator"))
+    system: NKey = field(default_factory=lambda: new_nkey("account"))
+    account: NKey = field(default_factory=lambda: new_nkey("account"))
+    signing: NKey = field(default_factory=lambda: new_nkey("account"))
+    revocations: dict[str, int] = field(default_factory=dict)
+    extra_accounts: dict[str, str] = field(default_factory=dict)  # pub -> JWT (e.g. a callout account)
+
+    def __repr__(self) -> str:
+        return f"SpaceTrust({self.space}, {self.account.public})"
+
+    @property
+    def operator_jwt(self) -> str:
+        return operator_jwt(self.operator, name=self.operator_name, system_account=self.system.public)
+
+    @property
+    def system_jwt(self) -> str:
+        return account_jwt(self.system, self.operator, name="SYS", jetstream=False)
+
+    @property
+    def account_jwt(self) -> str:
+        return account_jwt(self.account, self.operator, name=space_token(self.space), jetstream=True,
+                           signing_keys=[self.signing.public], revocations=self.revocations)
+
+    @property
+    def root_seed(self) -> RootSeed:
+        return RootSeed(self.space, self.account.public, self.signing)
+
+    def server_config(self) -> str:
+        """``nats-server`` config lines: operator mode with a preloaded MEMORY resolver."""
+        extra = [f"  {pub}: {jwt}" for pub, jwt in self.extra_accounts.items()]
+        return "\n".join([
+            f"operator: {self.operator_jwt}", f"system_account: {self.system.public}",
+            "resolver: MEMORY", "resolver_preload: {",
+            f"  {self.system.public}: {self.system_jwt}", f"  {self.account.public}: {self.account_jwt}",
+            *extra, "}",
+        ])
+
+    def save(self, root: str | os.PathLike) -> Path:
+        """Write ``<root>/.cotal/auth/auth.json`` (0600 in a 0700 dir), the reference layout."""
+        path = auth_file(root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        doc = {
+            "space": self.space,
+            "operator": {"seed": self.operator.seed.decode(), "jwt": self.operator_jwt},
+            "sys": {"pub": self.system.public, "jwt": self.system_jwt},
+            "account": {"pub": self.account.public, "seed": self.account.seed.decode(),
+                        "jwt": self.account_jwt, "signingSeed": self.signing.seed.decode(),
+                        "signingPub": self.signing.public},
+        }
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, json.dumps(doc, indent=2).encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return path
+
+
+# ---- user auth (``--user-auth`` meshes) ----------------------------------------------------
+
+
+def user_nonce() -> str:
+    """The connection name a user-mode client picks, ``ibx<uuid hex>``: the callout scopes the
+    inbox ``_INBOX_<nonce>`` from it, since the client cannot know its nkey before connecting."""
+    return "ibx" + uuid.uuid4().hex
+
+
+def bearer_principal(bearer: str) -> tuple[str, str, str]:
+    """(owner, actor, lifecycleUid) a bearer is bound to (``sub``, ``act.actor``,
+    ``act.lifecycleUid``), read without verification: the broker's callout verifies."""
+    claims = jwt_claims(bearer)
+    act = claims.get("act") if isinstance(claims.get("act"), dict) else {}
+    owner, actor, uid = claims.get("sub"), act.get("actor"), act.get("lifecycleUid")
+    if not all(isinstance(x, str) and x for x in (owner, actor, uid)):
+        raise AuthError("the bearer names no principal (sub, act.actor, act.lifecycleUid)")
+    return owner, actor, uid
