@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from meshview.connect import ConnectError, caller_of
 from meshview.wire.names import bucket_names, space_token
 
 from . import term_frames as tf
@@ -357,6 +358,18 @@ class AttachSession:
             if owns:
                 await _close_nc(nc)
             raise
+        try:
+            # static auth: the rails ride their own connection on the session's own credential
+            rails_nc, fresh = await _session_connection(nc, grant)
+        except Exception as e:
+            if owns:
+                await _close_nc(nc)
+            code = "permission-denied" if isinstance(e, ConnectError) else "unreachable"
+            raise AttachError(code, f"cannot open the session: {e}") from None
+        if fresh:
+            if owns:
+                await _close_nc(nc)
+            nc, owns = rails_nc, True
         if self._closing:  # abandoned while in flight: hand the session back
             await _hand_back(nc, grant)
             if owns:
@@ -395,6 +408,9 @@ class AttachSession:
         asyncio.get_running_loop().create_task(watch())
 
     async def _call_attach(self, nc) -> tuple[dict, Reply]:
+        bound = caller_of(nc)
+        if bound is not None:  # a minted instrument is pinned to its own caller triple
+            self.caller = Caller(*bound)
         ep = EndpointClient(nc, self.space, caller=self.caller)
         last: EndpointError | None = None
         for _ in range(MAX_REBIND):
@@ -462,16 +478,41 @@ class AttachSession:
                 return True
             except Exception:
                 pass
-        if self._connect is None:
+        factory = self._connect
+        if factory is None:
             return False
+        if _is_session_connection(link.nc):  # only this session's credential may speak for it
+            def factory():
+                return _connect_like(link.nc)
         try:
-            nc = await asyncio.wait_for(self._connect(), HAND_BACK_S)
+            nc = await asyncio.wait_for(factory(), HAND_BACK_S)
         except Exception:
+            return False
+        if nc is None:
             return False
         try:
             return await _hand_back(nc, link.grant)
         finally:
             await _close_nc(nc)
+
+
+async def _session_connection(nc, grant: dict):
+    from .connection import session_connection
+
+    return await session_connection(nc, grant)
+
+
+def _is_session_connection(nc) -> bool:
+    from meshview.connect import target_of
+
+    t = target_of(nc)
+    return t is not None and t.role == "session"
+
+
+async def _connect_like(nc):
+    from .connection import connect_like
+
+    return await connect_like(nc)
 
 
 async def _hand_back(nc, grant: dict) -> bool:
