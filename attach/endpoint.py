@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from meshview.connect import PermissionDenied, caller_of as _bound_caller, check_denied, denial_mark, publish_checked
 from meshview.wire.names import epc_stream, space_token
 
 from .canonical import DIGEST_RE, VOID_SCHEMA, canonical_bytes, closure_digest, digest, manifest_for
@@ -383,7 +384,8 @@ class EndpointClient:
         self.nc = nc
         self.space = space_token(space)
         self.endpoint = endpoint
-        self.caller = caller or Caller.fresh()
+        bound = _bound_caller(nc)  # a minted control credential is pinned to its own triple
+        self.caller = caller or (Caller(*bound) if bound else Caller.fresh())
         self.name = name
         self._cluster_cache: dict[str, dict[str, Command]] = {}
         self._resolved: Resolved | None = None
@@ -419,11 +421,17 @@ class EndpointClient:
                                                      outcome=e.get("outcome")), parsed.instance_id, parsed.epoch)
             q.put_nowait(r)
 
+        mark = denial_mark(self.nc)
         sub = await self.nc.subscribe(filt, cb=cb)
         try:
             await self.nc.flush()  # the SUB is live before the request leaves
             payload = json.dumps(env, separators=(",", ":")).encode()
-            await self.nc.publish(subject, payload)
+            try:  # a broker denial is permission-denied now, not a deadline later (§13.5)
+                check_denied(self.nc, mark, "subscribe")
+                await publish_checked(self.nc, subject, payload)
+            except PermissionDenied as e:
+                raise EndpointError("permission-denied", f"{e} (the credential does not carry this call)",
+                                    outcome="not-executed") from None
             loop = asyncio.get_running_loop()
             end = loop.time() + deadline_ms / 1000
             next_retry = loop.time() + DESCRIBE_RETRY_S
