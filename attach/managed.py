@@ -90,6 +90,7 @@ class ManagedFold:
     managers: dict[str, ManagerState] = field(default_factory=dict)
     version: int = 0
     rounds: int = 0
+    notice: str | None = None  # why there is nothing to poll (said once; the poller has stopped)
 
     def apply(self, registered: set[str], answers: dict[str, list | None], now: float | None = None,
               errors: dict[str, str] | None = None) -> None:
@@ -177,18 +178,35 @@ class PsPoller:
         self.deadline_ms = deadline_ms
         self.on_update = on_update
         self.last_error: str | None = None
+        self.unreadable = False  # the credential cannot read the registries: the poll has stopped
         self.in_flight = 0
         self.max_in_flight = 0
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
 
     async def poll_once(self) -> None:
+        from meshview.connect import denial_mark, events_of
+
         from .endpoint import EndpointClient, EndpointError
 
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            mark = denial_mark(self.nc)
             registered = await registered_instances(self.nc, self.space)
+            denied = events_of(self.nc).denied_since(mark, "publish")
+            if not registered and denied and "KV_" in denied:
+                # observer/admin credentials cannot read the manager registry: asking again
+                # only makes the broker log another violation, so say it once and stop
+                b = bucket_names(self.space)
+                self.fold.notice = (f"managed seats are not shown: this credential cannot read the manager "
+                                    f"registry ({b.manager}, {b.records}); watch from the mesh's project root "
+                                    "or registry entry to mint one that can")
+                self.unreadable = True
+                self.fold.version += 1
+                if self.on_update is not None:
+                    self.on_update(self.fold)
+                return
             answers: dict[str, list | None] = {}
             errors: dict[str, str] = {}
             if registered:
@@ -217,6 +235,8 @@ class PsPoller:
                 raise
             except Exception as e:  # a failed round is reported and retried next period
                 self.last_error = f"{type(e).__name__}: {e}"
+            if self.unreadable:
+                return
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.period)

@@ -122,6 +122,9 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         if fold is not None and fold.version != self._managed_version and self.lens == "body":
             self._managed_version = fold.version  # a ps round finished: one roster rebuild
             self.query_one(Roster).set_managed(fold)
+            if fold.notice and not getattr(self, "_managed_noticed", False):
+                self._managed_noticed = True  # said once: the poller has stopped asking
+                self.notify(fold.notice, severity="warning", timeout=12)
         model = self.model
         if model.version == self._version and self.snap is not None:
             return
