@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -32,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="broker port (default: a free one)")
     p.add_argument("--plain", action="store_true", help="line stream instead of the console")
     p.add_argument("--json", action="store_true", help="JSON Lines instead of the console")
+    p.add_argument("--auth", choices=("open", "static"), default="open",
+                   help="open (default): no credentials; static: an operator-mode broker, the seed "
+                        "in a temp COTAL_HOME's project root and a registry entry, so every command "
+                        "mints its own credentials")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from cotal_tui.demo.mesh import DemoMesh
 
     mesh = DemoMesh(space=args.space, seed=args.seed, agents=args.agents, rate=args.rate,
-                    shell=args.shell, port=args.port)
+                    shell=args.shell, port=args.port, auth=args.auth)
     try:
         mesh.start()
     except BrokerError as e:
@@ -49,11 +54,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"cotal demo: could not start the mesh: {e}", file=sys.stderr)
         return 1
     try:
+        if mesh.home is not None:  # static auth: this process and its children use the registry
+            os.environ["COTAL_HOME"] = mesh.home
         if args.headless:
             print(f"server: {mesh.url}\nspace:  {mesh.space}", flush=True)
-            print("connect with: cotal watch --server "
-                  f"{mesh.url} --space {mesh.space}   (Ctrl-C stops the mesh)",
-                  file=sys.stderr, flush=True)
+            if mesh.home is not None:
+                print(f"home:   {mesh.home}", flush=True)
+                print(f"connect with: COTAL_HOME={mesh.home} cotal watch   (or ps, attach, spawn...; "
+                      "Ctrl-C stops the mesh)", file=sys.stderr, flush=True)
+            else:
+                print("connect with: cotal watch --server "
+                      f"{mesh.url} --space {mesh.space}   (Ctrl-C stops the mesh)",
+                      file=sys.stderr, flush=True)
             done = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: done.set())
             try:
@@ -64,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         from cotal_tui.cli import main as cli_main
 
-        argv = ["watch", "--server", mesh.url, "--space", mesh.space]
+        argv = ["watch"] if mesh.home is not None else ["watch", "--server", mesh.url, "--space", mesh.space]
         if args.plain:
             argv.append("--plain")
         if args.json:
