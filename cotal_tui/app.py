@@ -19,6 +19,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from cotal_tui.palette import WRITE_VERBS, MeshPalette, write_hit
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
+from cotal_tui.screens.control import CONTROL_VERBS, control_hit, control_rows, stop_from_roster
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_names
@@ -137,13 +138,18 @@ class MeshCommands(Provider):
         return rows
 
     async def discover(self) -> Hits:
-        for name, help_, cb in self._commands() + self._write_verbs():
+        for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.app):
             if name.startswith(("#", "@", "attach ", "peek ")):
                 continue
             yield DiscoveryHit(name, cb, help=help_)
 
     async def search(self, query: str) -> Hits:
         raw = query.strip()
+        if raw.partition(" ")[0] in CONTROL_VERBS and " " in raw:
+            hit = control_hit(self.app, raw)
+            if hit is not None:
+                yield hit
+                return
         if raw.partition(" ")[0] in WRITE_VERBS and " " in raw:
             hit = write_hit(self._console(), raw, self.app.notify_line)
             if hit is not None:
@@ -156,7 +162,7 @@ class MeshCommands(Provider):
             if q.startswith("tile"):
                 return
         matcher = self.matcher(q)
-        for name, help_, cb in self._commands() + self._write_verbs():
+        for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.app):
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), cb, help=help_)
@@ -311,6 +317,10 @@ class CotalApp(App[int]):
         seats = SeatSessions.for_server(space, nc.connected_url.geturl())
         self._derived_seats = (session, seats)
         return seats
+
+    def on_roster_stop_seat(self, event) -> None:
+        """Roster ``D``: the red stop overlay for a managed seat (screens/control.py)."""
+        stop_from_roster(self, event.peer_id, event.name)
 
     def managed_fold(self):
         """The open console's ``ps`` fold (``None`` when the session polls no managers)."""

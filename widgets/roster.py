@@ -4,7 +4,7 @@ Shape and colour for status; ``name/role`` in the name's stable colour; the harn
 ``card.meta.connector``. On a wide panel each seat's facts (condition, ages) and activity wrap
 onto indented rows; on a narrow one each seat is one line. A seat a manager hosts (the
 console's ``ps`` fold) carries its marker (``managed pty``) on its head line; ``a`` attaches to
-it, ``p`` peeks read-only.
+it, ``p`` peeks read-only, ``D`` asks to stop it (a confirmation the console owns).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class Roster(LineList):
     BINDINGS = [
         Binding("a", "attach", "attach", id="roster.attach"),
         Binding("p", "peek", "peek", id="roster.peek"),
+        Binding("D", "stop_seat", "stop (managed seat)", id="roster.stop"),
     ]
     empty_text = "no agents present yet"
 
@@ -145,3 +146,19 @@ class Roster(LineList):
             say(f"{'peek' if peek else 'attach'}: no agent under the cursor")
             return
         self.post_message(self.OpenSeat(p.name, peek))
+
+    class StopSeat(Message):
+        """``D`` on a row: the console asks whether (and how) to stop that managed seat."""
+
+        def __init__(self, peer_id: str, name: str) -> None:
+            super().__init__()
+            self.peer_id = peer_id
+            self.name = name
+
+    def action_stop_seat(self) -> None:
+        p = self.peer_at_cursor()
+        if p is None:
+            say = getattr(self.app, "notify_line", self.app.notify)
+            say("stop: no agent under the cursor")
+            return
+        self.post_message(self.StopSeat(p.id, p.name))

@@ -1,0 +1,447 @@
+"""Control verbs in the console: stop (roster ``D``), spawn, status, input, ps, purge, delchan.
+
+Every verb is one call through :mod:`attach.control` on a connection of its own, made from the
+console's own target (same servers, creds, nkey, TLS): the observer's connection never carries
+control. A verb runs in a worker and answers on the status line - progress, the outcome, or the
+refusal in one sentence; nothing raises into the UI.
+
+Destruction is never one keystroke away from a reflex: ``D`` opens a red overlay where ``y``
+stops gracefully, ``f`` force-kills and ``n``/Esc cancel - Enter does nothing there. ``purge``
+and ``delchan`` are armed only by typing the exact space or channel name; a near miss does
+nothing. A read-only console lists the mutating verbs as unavailable with the reason (the
+reads, ``status`` and ``ps``, stay available).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.command import Hit
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from attach import control
+
+SEEN_ON_ROSTER_S = 10.0  # after a spawn joined, how long to wait for it to show on the roster
+
+# verb -> (usage, what it does, mutates)
+CONTROL_VERBS: dict[str, tuple[str, str, bool]] = {
+    "spawn": ("spawn persona [name]", "start a managed seat (echo, dashboard, bash); waits for it to join", True),
+    "stop": ("stop agent", "stop a managed seat: y graceful, f force (like D on the roster)", True),
+    "status": ("status agent", "one managed seat's row, from the manager hosting it", False),
+    "input": ("input agent text", "type text into a managed seat's terminal, then Enter", True),
+    "ps": ("ps", "every manager's seats; silent and refusing managers are named", False),
+    "purge": ("purge", "clear the space's chat history (type the space name to confirm)", True),
+    "delchan": ("delchan #channel", "delete a channel's history and registry entry (type its name)", True),
+}
+
+
+# ---- what the console can do --------------------------------------------------------------
+
+
+def _session(app: Any) -> Any:
+    screen = app.console_screen() if hasattr(app, "console_screen") else None
+    return getattr(screen, "session", None)
+
+
+def control_target(session: Any) -> Any:
+    """The console's own target, aimed at the space it watches (None: no control path)."""
+    target = getattr(session, "target", None)
+    if target is None:
+        return None
+    return dataclasses.replace(target, space=getattr(session, "space", None) or target.space)
+
+
+def read_only_reason(session: Any) -> str | None:
+    op = getattr(session, "operator", None)
+    return getattr(op, "read_only", None)
+
+
+def refusal(session: Any, verb: str) -> str | None:
+    """Why ``verb`` cannot run in this console, or None."""
+    if session is None:
+        return "open a space first"
+    if control_target(session) is None:
+        return "no control path - this console has no mesh target to call managers through"
+    ro = read_only_reason(session)
+    if ro is not None and CONTROL_VERBS[verb][2]:
+        return f"read-only - {ro}"
+    return None
+
+
+def _poke(session: Any) -> None:
+    poller = getattr(session, "managed", None)
+    if poller is not None and hasattr(poller, "poke"):
+        poller.poke()  # the roster's managed markers follow at once, not at the next period
+
+
+# ---- the overlays ---------------------------------------------------------------------------
+
+
+class StopConfirm(ModalScreen[str | None]):
+    """Red overlay for one seat: ``y`` graceful, ``f`` force, ``n``/Esc cancel. Enter is bound
+    to nothing but a reminder, so a reflex Enter never kills."""
+
+    CSS_PATH = "control.tcss"
+    BINDINGS = [
+        Binding("y", "choose('graceful')", "graceful stop", id="stop.graceful"),
+        Binding("f", "choose('force')", "force kill", id="stop.force"),
+        Binding("n,escape", "choose('')", "cancel", id="stop.cancel"),
+        Binding("enter", "enter", "does nothing", show=False, id="stop.enter"),
+    ]
+
+    def __init__(self, name: str, where: str = "") -> None:
+        super().__init__()
+        self.seat = name
+        self.where = where
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="stop-box"):
+            yield Static(f"stop {self.seat}?", id="stop-title")
+            if self.where:
+                yield Static(self.where, id="stop-where")
+            yield Static("y  graceful: SIGHUP + SIGTERM, SIGKILL after the manager's grace\n"
+                         "f  force: SIGKILL now\n"
+                         "n  or Esc: cancel", id="stop-keys")
+            yield Static("", id="stop-hint")
+
+    def action_choose(self, how: str) -> None:
+        self.dismiss(how or None)
+
+    def action_enter(self) -> None:
+        self.query_one("#stop-hint", Static).update("Enter does not stop a seat: y, f, or n")
+
+
+class TypedConfirm(ModalScreen[bool]):
+    """Armed only by the exact name typed out; a near miss leaves it open and does nothing."""
+
+    CSS_PATH = "control.tcss"
+    BINDINGS = [Binding("escape", "cancel", "cancel", id="confirm.cancel")]
+
+    def __init__(self, title: str, detail: str, expect: str, *, also: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.title_text = title
+        self.detail = detail
+        self.expect = expect
+        self.accepted = {expect, *also}
+        self.misses = 0
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(self.title_text, id="confirm-title")
+            yield Static(self.detail, id="confirm-detail")
+            yield Input(placeholder=f"type {self.expect} to confirm, Esc to cancel", id="confirm-input")
+            yield Static("", id="confirm-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value in self.accepted:
+            self.dismiss(True)
+            return
+        self.misses += 1  # a near miss is not a yes: nothing happens
+        self.query_one("#confirm-hint", Static).update(f"that is not {self.expect}: nothing was deleted")
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+# ---- the verbs --------------------------------------------------------------------------------
+
+
+class Controls:
+    """The control verbs of one app; everything reports through ``app.notify_line``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def say(self, text: str, error: bool = False) -> None:
+        self.app.notify_line(text, error)
+
+    def _ready(self, verb: str) -> tuple[Any, Any] | None:
+        session = _session(self.app)
+        why = refusal(session, verb)
+        if why is not None:
+            self.say(f"{verb}: unavailable - {why}", True)
+            return None
+        return session, control_target(session)
+
+    def _run(self, verb: str, work: Callable[[], Any]) -> None:
+        async def guarded() -> None:
+            try:
+                await work()
+            except control.ControlError as e:
+                self.say(f"{verb}: {e.message}", True)
+            except Exception as e:  # noqa: BLE001 - a verb never takes the console down
+                self.say(f"{verb}: {type(e).__name__}: {e}", True)
+
+        self.app.run_worker(guarded(), group=f"control-{verb}", exit_on_error=False)
+
+    # -- stop (roster D, :stop) --
+
+    def ask_stop(self, name: str, seat: Any = None) -> None:
+        """Open the red overlay for ``name`` (``seat``: its ``ManagedSeat``, if the fold knows it)."""
+        if self._ready("stop") is None:
+            return
+        where = ""
+        if seat is not None:
+            where = f"{getattr(seat, 'runtime', 'pty')} seat on manager {seat.instance_id}"
+
+        def chosen(how: str | None) -> None:
+            if how:
+                self.stop(name, force=how == "force", on=getattr(seat, "instance_id", None))
+            else:
+                self.say(f"stop {name}: cancelled")
+
+        self.app.push_screen(StopConfirm(name, where), chosen)
+
+    def stop(self, name: str, *, force: bool = False, on: str | None = None) -> None:
+        ready = self._ready("stop")
+        if ready is None:
+            return
+        session, target = ready
+
+        async def work() -> None:
+            self.say(f"{'force-killing' if force else 'stopping'} {name}…")
+            r = await control.stop(target, name, force=force, on=on, read_only=read_only_reason(session))
+            _poke(session)
+            if r.force:
+                self.say(f"force-killed {name}")
+            elif r.graceful:
+                self.say(f"stopped {name}")
+            else:
+                self.say(f"stopped {name} (it outlived the grace and was killed)")
+
+        self._run("stop", work)
+
+    # -- spawn, status, input, ps --
+
+    def spawn(self, persona: str, name: str | None = None) -> None:
+        ready = self._ready("spawn")
+        if ready is None:
+            return
+        session, target = ready
+
+        async def work() -> None:
+            self.say(f"spawning {persona}… (the manager answers on join, exit, or its readiness deadline)")
+            r = await control.spawn(target, persona, name=name, read_only=read_only_reason(session),
+                                    progress=lambda line: self.say(line))
+            if not r.joined:
+                if r.outcome == "exited":
+                    code = r.data.get("exitCode")
+                    why = f" (exit status {code})" if isinstance(code, int) else ""
+                    self.say(f"spawn: {r.name} exited before it joined the mesh{why}", True)
+                elif r.outcome == "cancelled":
+                    self.say(f"spawn: {r.name} was stopped before it joined the mesh", True)
+                else:
+                    self.say(f"spawn: {r.name} did not join within {r.readiness_ms / 1000:g} s; "
+                             "it may still come up - see ps", True)
+                return
+            _poke(session)
+            model = getattr(session, "model", None)
+            loop = asyncio.get_running_loop()
+            end = loop.time() + SEEN_ON_ROSTER_S
+            while model is not None and loop.time() < end:
+                if any(p.id == r.principal and p.status != "offline" for p in model.snapshot().agents):
+                    self.say(f"spawned {r.name}")
+                    return
+                await asyncio.sleep(0.1)
+            self.say(f"spawned {r.name} (joined the mesh; not on this roster yet)")
+
+        self._run("spawn", work)
+
+    def status(self, name: str) -> None:
+        ready = self._ready("status")
+        if ready is None:
+            return
+        _, target = ready
+
+        async def work() -> None:
+            row = await control.status(target, name)
+            self.say(control.status_line(row))
+
+        self._run("status", work)
+
+    def input(self, name: str, text: str) -> None:
+        ready = self._ready("input")
+        if ready is None:
+            return
+        session, target = ready
+
+        async def work() -> None:
+            r = await control.input_text(target, name, text, read_only=read_only_reason(session))
+            self.say(f"typed {r.bytes} bytes into {r.name}")
+
+        self._run("input", work)
+
+    def ps(self) -> None:
+        ready = self._ready("ps")
+        if ready is None:
+            return
+        session, target = ready
+
+        async def work() -> None:
+            r = await control.ps(target)
+            _poke(session)
+            if not r.managers:
+                self.say("ps: no manager is registered in this space", True)
+                return
+            issues = [f"{m.instance_id}: refused ({m.code})" for m in r.refused]
+            silent = r.silent
+            if silent:
+                stale = [m.instance_id for m in silent if m.stale]
+                quiet = [m.instance_id for m in silent if not m.stale]
+                if stale:
+                    issues.append(f"{len(stale)} stale registration(s): {', '.join(stale)}")
+                if quiet:
+                    issues.append(f"{len(quiet)} manager(s) gave no answer: {', '.join(quiet)}")
+            rows = r.rows
+            head = ("agents: " + ", ".join(x.name for x in rows)) if rows else "no managed agents"
+            self.say(head + (f" ({'; '.join(issues)})" if issues else ""), bool(issues))
+
+        self._run("ps", work)
+
+    # -- purge, delchan: typed confirmations --
+
+    def ask_purge(self) -> None:
+        ready = self._ready("purge")
+        if ready is None:
+            return
+        session, target = ready
+        space = target.space
+
+        def chosen(ok: bool | None) -> None:
+            if not ok:
+                self.say("purge: cancelled - nothing was deleted")
+                return
+
+            async def work() -> None:
+                n = await control.purge(target, read_only=read_only_reason(session))
+                self.say(f"purged {space} · {n} messages")
+
+            self._run("purge", work)
+
+        self.app.push_screen(TypedConfirm(
+            f"purge the chat history of space {space}?",
+            "every retained message of every channel goes; channel settings stay",
+            space), chosen)
+
+    def ask_delchan(self, channel: str) -> None:
+        ready = self._ready("delchan")
+        if ready is None:
+            return
+        session, target = ready
+        try:
+            ch = control.check_channel(channel)
+        except control.ControlError as e:
+            self.say(f"delchan: {e.message}", True)
+            return
+
+        def chosen(ok: bool | None) -> None:
+            if not ok:
+                self.say(f"delchan #{ch}: cancelled - nothing was deleted")
+                return
+
+            async def work() -> None:
+                n = await control.delchan(target, ch, read_only=read_only_reason(session))
+                self.say(f"deleted #{ch} · {n} messages purged")
+
+            self._run("delchan", work)
+
+        self.app.push_screen(TypedConfirm(
+            f"delete #{ch}?", f"its retained messages and its registry entry in {target.space}",
+            ch, also=(f"#{ch}",)), chosen)
+
+
+def controls(app: Any) -> Controls:
+    c = getattr(app, "_controls", None)
+    if c is None:
+        c = app._controls = Controls(app)
+    return c
+
+
+# ---- the palette: typed verbs and their rows ---------------------------------------------------
+
+
+def control_hit(app: Any, q: str) -> Hit | None:
+    """One hit for a control verb typed out (``spawn echo w3``, ``delchan #doomed``), or None
+    when ``q`` is not one. The hit runs it on selection or says, in one sentence, why not."""
+    verb, _, rest = q.strip().partition(" ")
+    if verb not in CONTROL_VERBS:
+        return None
+    c = controls(app)
+    words = rest.split()
+    why = refusal(_session(app), verb)
+
+    def refuse(text: str) -> Hit:
+        return Hit(0.9, q, lambda: c.say(text, True), help=text)
+
+    if why is not None:
+        return refuse(f"{verb}: unavailable - {why}")
+    usage = CONTROL_VERBS[verb][0]
+    if verb == "ps":
+        return Hit(1.0, q, c.ps, help=CONTROL_VERBS[verb][1])
+    if verb == "purge":
+        return Hit(1.0, q, c.ask_purge, help="asks for the space name first")
+    if not words:
+        return refuse(f"usage: {usage}")
+    if verb == "spawn":
+        if len(words) > 2:
+            return refuse(f"usage: {usage}")
+        persona, name = words[0], (words[1] if len(words) > 1 else None)
+        return Hit(1.0, q, lambda: c.spawn(persona, name),
+                   help=f"spawn {persona}" + (f" as {name}" if name else ""))
+    if verb == "delchan":
+        return Hit(1.0, q, lambda: c.ask_delchan(words[0]), help="asks for the channel name first")
+    name = words[0].removeprefix("@")
+    if verb == "status":
+        return Hit(1.0, q, lambda: c.status(name), help=f"{name}'s row from its manager")
+    if verb == "stop":
+        return Hit(1.0, q, lambda: c.ask_stop(name, _seat(app, name)), help="y graceful, f force, n cancel")
+    text = rest.strip()[len(words[0]):].strip()
+    if not text:
+        return refuse(f"usage: {usage}")
+    return Hit(1.0, q, lambda: c.input(name, text), help=f"type into {name}, then Enter")
+
+
+def control_rows(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
+    """The control verbs as palette rows; an unavailable one says why instead of hiding."""
+    c = controls(app)
+    session = _session(app)
+    rows = []
+    for verb, (usage, what, _) in CONTROL_VERBS.items():
+        why = refusal(session, verb)
+        if why is not None:
+            rows.append((verb, f"unavailable - {why}", lambda v=verb, w=why: c.say(f"{v}: unavailable - {w}", True)))
+        elif verb == "ps":
+            rows.append((verb, what, c.ps))
+        elif verb == "purge":
+            rows.append((verb, what, c.ask_purge))
+        else:
+            rows.append((verb, f"{usage} - {what}", lambda u=usage: c.say(f"type it out: {u}")))
+    return rows
+
+
+def _seat(app: Any, name: str) -> Any:
+    fold = app.managed_fold() if hasattr(app, "managed_fold") else None
+    if fold is None:
+        return None
+    return next((s for s in fold.seats() if s.name == name), None)
+
+
+def stop_from_roster(app: Any, peer_id: str, name: str) -> None:
+    """Roster ``D``: the overlay for a managed row; any other row is refused with a notice."""
+    fold = app.managed_fold() if hasattr(app, "managed_fold") else None
+    seat = fold.for_peer(peer_id, name) if fold is not None else None
+    if seat is None:
+        why = "no manager's ps has answered yet" if fold is None or not fold.rounds else "no manager hosts it"
+        app.notify_line(f"stop: {name} is not a managed seat ({why})", True)
+        return
+    controls(app).ask_stop(seat.name, seat)
