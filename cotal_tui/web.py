@@ -1,0 +1,223 @@
+"""``cotal watch --web [HOST:PORT]``: the same console in a browser, through textual-serve.
+
+textual-serve starts one process per browser session (so one observer per session) and relays
+its terminal over a websocket. The process is ``python -m cotal_tui.web``: it reads the watch
+flags from ``COTAL_WEB_ARGV`` in its environment (never from its command line, where ``ps``
+would show a ``--server user:pass@`` URL) and runs the console on textual-serve's web driver.
+
+Binding: loopback by default. Any other address needs ``--web-token`` (or ``COTAL_WEB_TOKEN``);
+with a token every request must carry it (``?token=`` once, then an HttpOnly cookie), or it is
+refused with 403. The websocket also refuses other origins, so a page elsewhere in the browser
+cannot drive the console. The served page loads nothing from outside this server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import ipaddress
+import json
+import os
+import re
+import shlex
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+ARGV_ENV = "COTAL_WEB_ARGV"
+TOKEN_ENV = "COTAL_WEB_TOKEN"
+COOKIE = "cotal_web_token"
+# flags the browser sessions do not get: the server's own, the line-stream modes, and --record
+# (every session would write the same file)
+NOT_FOR_SESSIONS = {"help", "web", "web_token", "plain", "json", "record", "max_size"}
+
+
+class WebError(ValueError):
+    """A bad ``--web`` setting (one sentence)."""
+
+
+def parse_bind(value: str | None) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT``, ``PORT``, ``HOST`` or ``[v6]:PORT``."""
+    v = (value or "").strip()
+    if not v:
+        return DEFAULT_HOST, DEFAULT_PORT
+    if v.isdigit():
+        host, port = DEFAULT_HOST, v
+    elif v.startswith("["):
+        host, _, rest = v[1:].partition("]")
+        port = rest.lstrip(":") or str(DEFAULT_PORT)
+    elif v.count(":") == 1:
+        host, port = v.split(":")
+        host = host or DEFAULT_HOST
+    elif ":" in v:
+        host, port = v, str(DEFAULT_PORT)  # a bare IPv6 address
+    else:
+        host, port = v, str(DEFAULT_PORT)
+    try:
+        p = int(port)
+    except ValueError:
+        raise WebError(f"--web {value}: the port must be a number") from None
+    if not 0 < p < 65536:
+        raise WebError(f"--web {value}: the port must be 1-65535")
+    return host, p
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def session_argv(args: argparse.Namespace) -> list[str]:
+    """The watch flags a browser session runs with: what was given, minus the web server's."""
+    from cotal_tui.cli import build_parser
+
+    parser = build_parser("watch")
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    watch = sub.choices["watch"]
+    out: list[str] = []
+    for action in watch._actions:
+        dest = action.dest
+        if dest in NOT_FOR_SESSIONS or not action.option_strings or not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        if value is None or value == action.default or value is False:
+            continue
+        flag = action.option_strings[-1] if action.option_strings[-1].startswith("--") \
+            else action.option_strings[0]
+        if isinstance(action, argparse._StoreTrueAction):
+            out.append(flag)
+        elif isinstance(action, argparse._AppendAction):
+            for v in value:
+                out += [flag, str(v)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def _template() -> Any:
+    """textual-serve's page without its web-font link: nothing is fetched from elsewhere."""
+    import jinja2
+    from textual_serve import server as ts
+
+    path = os.path.join(os.path.dirname(ts.__file__), "templates", "app_index.html")
+    with open(path, encoding="utf-8") as f:
+        html = f.read()
+    html = re.sub(r"<link[^>]*fonts\.googleapis[^>]*>", "", html, flags=re.S)
+    return jinja2.DictLoader({"app_index.html": html})
+
+
+def make_server(host: str, port: int, token: str | None, title: str) -> Any:
+    import aiohttp_jinja2
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    command = f"{shlex.quote(sys.executable)} -m cotal_tui.web"
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == "/ws":
+            origin = request.headers.get("Origin")
+            if origin and urlsplit(origin).netloc != request.host:
+                return web.Response(status=403, text="cotal: websocket from another origin\n")
+        if token:
+            given = request.query.get("token") or request.cookies.get(COOKIE) or ""
+            if not hmac.compare_digest(given.encode(), token.encode()):
+                return web.Response(status=403, text="cotal: this console needs its token "
+                                                     "(open the URL with ?token=...)\n")
+        resp = await handler(request)
+        if token and request.query.get("token") and not isinstance(resp, web.WebSocketResponse):
+            resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
+        return resp
+
+    class ConsoleServer(Server):
+        async def _make_app(self) -> web.Application:
+            app = web.Application(middlewares=[guard])
+            aiohttp_jinja2.setup(app, loader=_template())
+            app.add_routes([
+                web.get("/", self.handle_index, name="index"),
+                web.get("/ws", self.handle_websocket, name="websocket"),
+                web.get("/download/{key}", self.handle_download, name="download"),
+                web.static("/static", self.statics_path, show_index=False, name="static"),
+            ])
+            app.on_startup.append(self.on_startup)
+            app.on_shutdown.append(self.on_shutdown)
+            return app
+
+        async def handle_index(self, request: web.Request) -> Any:
+            # the page's websocket URL follows the address the browser used (0.0.0.0 binds)
+            self.public_url = f"{request.scheme}://{request.host}"
+            return await super().handle_index(request)
+
+        async def on_startup(self, app: web.Application) -> None:
+            shown = f"[{host}]" if ":" in host else host
+            print(f"cotal: serving the console on http://{shown}:{port}/"
+                  + ("?token=<your token>" if token else "")
+                  + " - one observer per browser session; Ctrl-C stops", file=sys.stderr,
+                  flush=True)
+
+        def initialize_logging(self) -> None:
+            import logging
+
+            logging.basicConfig(level=logging.WARNING, format="cotal web: %(message)s")
+
+    return ConsoleServer(command, host=host, port=port, title=title)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the web server until Ctrl-C / SIGTERM."""
+    try:
+        host, port = parse_bind(args.web)
+    except WebError as e:
+        print(f"cotal: {e}", file=sys.stderr)
+        return 2
+    token = getattr(args, "web_token", None) or os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(host) and not token:
+        print(f"cotal: --web {host}:{port} is reachable from other machines: give it a "
+              f"--web-token (or {TOKEN_ENV}), or bind to 127.0.0.1.", file=sys.stderr)
+        return 2
+    try:
+        import textual_serve.server  # noqa: F401
+    except ImportError:
+        print("cotal: --web needs the textual-serve package (pip install textual-serve).",
+              file=sys.stderr)
+        return 1
+    from meshview.connect import resolve_target
+
+    target = resolve_target(args)
+    os.environ[ARGV_ENV] = json.dumps(session_argv(args))
+    os.environ.pop(TOKEN_ENV, None)  # the sessions never see the token
+    server = make_server(host, port, token, f"cotal · {target.space} on {target.display}")
+    try:
+        server.serve()
+    except OSError as e:
+        print(f"cotal: cannot serve on {host}:{port}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def session_main() -> int:
+    """One browser session: the console on textual-serve's driver, with the server's flags."""
+    from cotal_tui.cli import build_parser
+    from cotal_tui.run_console import run_console
+
+    try:
+        argv = json.loads(os.environ.get(ARGV_ENV, "[]"))
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            raise ValueError
+    except ValueError:
+        print(f"cotal: {ARGV_ENV} is not a list of flags", file=sys.stderr)
+        return 2
+    args = build_parser("watch").parse_args(["watch", *argv])
+    return int(run_console(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(session_main())
