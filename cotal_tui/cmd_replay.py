@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshview.record import RecordingError, load_recording
+    from meshview.replay import RecordingError, load_recording
 
     try:
         rec = load_recording(args.file)
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
     from cotal_tui.keymap import load_keymap
     from cotal_tui.screens.replay import ReplayApp
-    from meshview.record import ReplaySession
+    from meshview.replay import ReplaySession
 
     keymap, warning = load_keymap()
     app = ReplayApp(session=ReplaySession(rec, args.speed), keymap=keymap, notice=warning)
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
     """Print the recording as the line stream printed it live, paced by ``speed``."""
     from meshview import sanitize
-    from meshview.record import Player, Replay
+    from meshview.replay import Player, Replay
     from meshview.stream import StreamWriter
 
     out = out or sys.stdout
