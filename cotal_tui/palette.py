@@ -126,8 +126,11 @@ class MeshPalette(CommandPalette):
     def action_complete(self) -> None:
         box = self.query_one(CommandInput)
         console = getattr(self.app, "console_screen", lambda: None)()
-        verbs = list(WRITE_VERBS) + ["attach", "peek", "tile", "dms", "topo", "needs-you",
-                                     "search", "lifecycle", "help", "quit", "spaces"]
+        from cotal_tui.screens.control import CONTROL_VERBS
+
+        verbs = list(WRITE_VERBS) + list(CONTROL_VERBS) + [
+            "attach", "peek", "tile", "dms", "topo", "needs-you", "search", "lifecycle", "help",
+            "quit", "spaces"]
         new = complete(box.value, candidates(console, verbs))
         if new != box.value:
             box.value = new
