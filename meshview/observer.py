@@ -195,6 +195,11 @@ class Observer:
             await asyncio.wait_for(self._presence.ready.wait(), 3.0)
         except asyncio.TimeoutError:
             pass
+        if self._presence.ready.is_set():
+            await self._add_absent()
+        else:  # judge who is absent only against a complete roster, never a partial one
+            self._tasks.append(asyncio.create_task(self._add_absent(wait=True),
+                                                   name="observer:absent"))
         self._started = True
 
     async def stop(self) -> None:
@@ -442,6 +447,24 @@ class Observer:
         m.end_initial_load()
         if m.status.connection == "stale":
             m.set_connection("connected")
+
+    async def _add_absent(self, wait: bool = False) -> None:
+        """Agents that left before we started (their presence keys expired) join the roster
+        offline, derived from what the space retains (meshview/absent.py)."""
+        from meshview.absent import find_absent
+
+        if wait:
+            await self._presence.ready.wait()
+        try:
+            found = await find_absent(self.js, self.space, self.history,
+                                      (p.id for p in self.model.snapshot().peers),
+                                      dms=self.dm_visible and self.opts.dms)
+        except Exception as e:  # noqa: BLE001 - a courtesy read never stops the observer
+            self.model.set_warning(f"departed agents: {short_error(e)}")
+            return
+        now = self.model.clock()
+        for a in found:
+            self.model.apply_absent(a.id, a.name, a.role, a.last_ts, received=now)
 
     def _on_presence_error(self, reason: str, e: Exception) -> None:
         if reason == "missing":

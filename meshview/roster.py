@@ -149,6 +149,23 @@ class RosterReducer:
             if pid not in keep and p.status != "offline":
                 self._mark_offline(pid, "stale", now)
 
+    def apply_absent(self, pid: str, name: str, role: str | None, last_ts: float | None, *,
+                     received: float | None = None) -> bool:
+        """A principal the space remembers (its retained messages, its lifecycle head) with no
+        presence: an agent that left before we started. It joins the roster offline (reason
+        ``absent``) and the line stream hears one quiet offline event, as a console that saw it
+        go would show it. No feed row: nobody saw it happen. False when it is known already."""
+        if pid in self._peers:
+            return False
+        now = self.clock() if received is None else received
+        self._names.setdefault(pid, name)
+        p = Peer(id=pid, name=name, kind="agent", status="offline", reported_status="offline",
+                 ts=last_ts if last_ts is not None else 0.0, seen_at=now, role=role,
+                 first_seen=now, offline_reason="absent")
+        self._set_peer(p)
+        self._presence_event("offline", p, now, "absent")
+        return True
+
     def grace(self, now: float | None = None) -> None:
         """After a reconnect: every live peer gets one ttl to heartbeat again before the
         sweep may call it stale (its silence was ours, not its)."""
@@ -219,7 +236,8 @@ class RosterReducer:
     def _presence_event(
         self, kind: PresenceEventKind, p: Peer, now: float, reason: str | None = None
     ) -> None:
-        self._emit(PresenceEvent(kind, p, now, reason, self._initial_load))
+        initial = self._initial_load or reason == "absent"
+        self._emit(PresenceEvent(kind, p, now, reason, initial))
 
     def _lifecycle(self, kind: LifecycleKind, p: Peer, now: float, text: str) -> None:
         self._append(

@@ -142,6 +142,7 @@ class Peer:
     first_seen: float = 0.0
     offline_since: float | None = None
     offline_reason: str | None = None  # kv-delete | kv-purge | offline-record | stale | rebind
+    # | absent (gone before the observer started: known from retained messages or records)
     incarnations: int = 1
 
     @property
@@ -191,7 +192,7 @@ class PresenceEvent:
     """A presence transition for the line stream: join / update / offline / incarnation.
 
     Heartbeat-only rewrites never produce one. ``reason`` explains an offline
-    (``kv-delete``, ``kv-purge``, ``offline-record``, ``stale``, ``rebind``).
+    (``kv-delete``, ``kv-purge``, ``offline-record``, ``stale``, ``rebind``, ``absent``).
     """
 
     event: PresenceEventKind

@@ -89,6 +89,8 @@ class TextRenderer:
                 s += f" for {age(now - c.since)})" if c.since else ")"
         if p.status == "offline" and p.offline_reason in ("stale", "rebind"):
             s += " (heartbeat lapsed)"
+        elif p.status == "offline" and p.offline_reason == "absent":
+            s += " (gone before this watch started)"
         return self._c(code, s)
 
     def presence(self, ev: PresenceEvent) -> str:

@@ -67,13 +67,16 @@ async def scenario(nc, space: str) -> None:
 async def test_plain_stream_lines(broker, nc, space):
     await post(nc, space, "carol", "general", "from before")
     p = await spawn("--plain", "--server", broker.url, "--space", space, "--backfill", "5")
-    first = await read_lines(p, 1)
+    first = await read_lines(p, 2)
     await scenario(nc, space)
     lines = first + await read_lines(p, 6)
     rc, err = await stop(p)
     assert rc == 0
     assert "\x1b" not in "".join(lines)  # not a TTY: no colour, and wire escapes neutralized
     assert re.fullmatch(rf"{TIME} history carol → #general: from before", lines[0])
+    # carol talked but has no presence: an agent gone before the watch began (issue 13)
+    assert re.fullmatch(rf"{TIME} offline carol ⨯ offline \(gone before this watch started\)",
+                        lines.pop(1))
     assert re.fullmatch(
         rf"{TIME} join    alice/planner ● working · progress unknown - splitting the epic",
         lines[1])

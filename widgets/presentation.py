@@ -161,7 +161,7 @@ def wrap_offsets(line: str, first: int, rest: int) -> list[tuple[int, int]]:
 
 OFFLINE_REASON = {
     "stale": "heartbeat lapsed", "rebind": "heartbeat lapsed", "offline-record": "left",
-    "kv-delete": "removed", "kv-purge": "removed",
+    "kv-delete": "removed", "kv-purge": "removed", "absent": "gone earlier",
 }
 
 
@@ -177,6 +177,8 @@ def peer_facts(p, now: float) -> list[str]:
         why = OFFLINE_REASON.get(p.offline_reason or "", "")
         since = f" {age(now - p.offline_since)} ago" if p.offline_since else ""
         facts.append("offline" + (f" · {why}" if why else "") + since)
+        if p.offline_reason == "absent" and p.ts:
+            facts.append(f"last message {age(now - p.ts)} ago")
     else:
         facts.append(status_phrase(p.status))
     if p.status != "offline":

@@ -57,6 +57,7 @@ from meshview.wire.subjects import (
     parse_subject,
     sanitize_channel,
     sanitize_token,
+    sender_pattern,
     space_pattern,
     split_principal,
     subject_matches,
@@ -76,6 +77,6 @@ __all__ = [
     "encode_presence", "inst_subject", "is_event_channel", "is_heartbeat_only",
     "is_principal_id", "is_principal_owner", "is_stale", "kind_pattern", "offline_view",
     "parse_replay_window", "parse_subject", "part_text", "parts_to_text", "replay_floor", "sanitize_channel",
-    "sanitize_token", "space_pattern", "space_token", "split_principal", "subject_matches",
+    "sanitize_token", "sender_pattern", "space_pattern", "space_token", "split_principal", "subject_matches",
     "svc_subject", "tap_subjects",
 ]

@@ -52,3 +52,15 @@ def bucket_names(space: str) -> Buckets:
         delivery=f"cotal_delivery_{s}",
         records=f"cotal_records_{s}",
     )
+
+
+LIFECYCLE_HEADS = "lifecycle.*.*"
+"""Records-KV keys of lifecycle heads (wire.md §7): ``lifecycle.<owner>.<actor>``, never deleted."""
+
+
+def lifecycle_head_principal(key: str) -> str | None:
+    """``lifecycle.<owner>.<actor>`` -> ``<owner>.<actor>``; None for any other records key."""
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != "lifecycle" or not parts[1] or not parts[2]:
+        return None
+    return f"{parts[1]}.{parts[2]}"

@@ -258,6 +258,15 @@ def chat_pattern(space: str, channel: str | None = None) -> str:
     return f"{ROOT}.{_space(space)}.chat.*.*.{sanitize_channel(channel)}"
 
 
+def sender_pattern(space: str, kind: str, sender_id: str) -> str:
+    """Read pattern: everything one principal sent of ``kind`` (``chat`` or ``inst``)."""
+    if kind == "chat":
+        return f"{ROOT}.{_space(space)}.chat.{_principal(sender_id)}.>"
+    if kind == "inst":
+        return f"{ROOT}.{_space(space)}.inst.*.*.{_principal(sender_id)}"
+    raise ValueError(f"no sender pattern for {kind!r}")
+
+
 def space_pattern(space: str) -> str:
     """Every subject of a space (the open-mesh tap)."""
     return f"{ROOT}.{_space(space)}.>"
