@@ -2,8 +2,11 @@
 
 Run: ``.venv/bin/python bench/mirror.py``. Records, in a real pty, ``ls -laR --color=always /usr/lib``
 (capped at 2 MiB) and vim paging through a Python file with syntax colours, then feeds each
-recording in 4 KiB chunks to a bare ``pyte.Screen`` + ``pyte.ByteStream`` and to ``Mirror``,
-best of 3, interleaved. Prints both rates, the overhead ratio and snapshot() times at 120x32.
+recording in 4 KiB chunks to a bare ``pyte.Screen`` + ``pyte.ByteStream`` and to ``Mirror``
+(pyte with the fast paths of ``attach/fast_screen.py`` and a fast feed loop), A/B alternating,
+five rounds, median of each. Goal: Mirror ≥ 2× bare pyte. Each recording is also fed to the
+mirror built on bare pyte (``tests/test_mirror_fast.py``'s reference) and the two final
+screens are compared cell for cell. Then snapshot() times at 120x32.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import statistics
 import struct
 import subprocess
 import sys
@@ -21,6 +25,9 @@ from pathlib import Path
 import pyte
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_mirror_fast import RefMirror, screen_state  # noqa: E402
+
 from attach.mirror import Mirror  # noqa: E402
 
 COLS, ROWS = 120, 32
@@ -89,23 +96,30 @@ def feed_pyte(data: bytes) -> float:
     return time.perf_counter() - t
 
 
-def feed_mirror(data: bytes) -> float:
-    m = Mirror(COLS, ROWS)
+def feed_mirror(data: bytes, cls: type = Mirror) -> tuple[float, Mirror]:
+    m = cls(COLS, ROWS)
     t = time.perf_counter()
     for i in range(0, len(data), CHUNK):
         m.feed(data[i : i + CHUNK])
-    return time.perf_counter() - t
+    return time.perf_counter() - t, m
 
 
-def compare(name: str, data: bytes) -> None:
+ROUNDS = 5
+
+
+def compare(name: str, data: bytes) -> float:
     bare, mirror = [], []
-    for _ in range(3):
+    for _ in range(ROUNDS):
         bare.append(feed_pyte(data))
-        mirror.append(feed_mirror(data))
+        dt, m = feed_mirror(data)
+        mirror.append(dt)
+    _, ref = feed_mirror(data, RefMirror)
+    same = screen_state(m._screen) == screen_state(ref._screen)
     mb = len(data) / 1e6
-    rb, rm = mb / min(bare), mb / min(mirror)
+    rb, rm = mb / statistics.median(bare), mb / statistics.median(mirror)
     print(f"{name:<28} {mb:6.2f} MB   bare pyte {rb:5.2f} MB/s   Mirror {rm:5.2f} MB/s   "
-          f"overhead {100 * (rb / rm - 1):+5.1f}%")
+          f"{rm / rb:4.2f}x  (goal >= 2x)   same screen as on bare pyte: {'yes' if same else 'NO'}")
+    return rm / rb
 
 
 def time_snapshot(name: str, m: Mirror, n: int = 200) -> None:
@@ -121,7 +135,7 @@ def main() -> None:
     ls = record_ls()
     vim = record_vim()
     print(f"python {sys.version.split()[0]}, pyte {pyte.__version__ if hasattr(pyte, '__version__') else '0.8.2'}, "
-          f"{CHUNK} B chunks, best of 3\n")
+          f"{CHUNK} B chunks, A/B alternating, median of {ROUNDS}\n")
     compare("ls -laR --color /usr/lib", ls)
     compare("vim paging (full screen)", vim)
     cjk = "".join(f"{i:3} 中文字符 日本語テキスト 한국어 \x1b[32mgreen\x1b[0m émoji 😀\r\n" for i in range(8000))
