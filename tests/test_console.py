@@ -244,10 +244,8 @@ async def test_search_filters_by_sender_role_channel_service_target_text():
                           ("gus", "can you review PR 57 today?")):  # a target name
             feed.set_filter(query=q)
             assert expect in [e.text for e in feed.visible_entries()], q
-        await pilot.press("escape")  # esc first closes the rail…
-        assert feed.query and not scr.query_one("#rail").display
-        await pilot.press("escape")  # …then clears the query
-        assert feed.query == ""
+        await pilot.press("escape")  # the first esc after a search clears it (rail stays)
+        assert feed.query == "" and scr.query_one("#rail").display
         await pilot.press("slash", *"zzz-nothing")
         await until(pilot, lambda: "no messages match the search" in shown(app))
         await pilot.press("escape")
@@ -512,21 +510,34 @@ async def test_palette_runs_navigation_verbs_and_seat_verbs():
 
 
 async def test_escape_backs_out_one_level_at_a_time():
+    """Issue 13 item 3: Esc goes back exactly one level and never hides NEEDS-YOU - not on the
+    main view, not as the first Esc after a search; in a DM thread it goes back to the peers,
+    not out of the whole lens."""
     app = make_app()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         scr = console(app)
         feed, rail = scr.query_one("#feed"), scr.query_one("#rail")
+        await pilot.press("escape")  # the main view: nothing to leave, the rail stays
+        assert rail.display and scr.lens == "body" and app.screen is scr
+        await pilot.press("slash", *"ada", "enter")  # a kept search
+        await until(pilot, lambda: feed.query == "ada")
+        await pilot.press("escape")  # first Esc: the filter goes, not the rail
+        assert feed.query == "" and rail.display
         feed.set_filter(query="ada")
         await pilot.press("t")
-        await pilot.press("escape")
+        await pilot.press("escape")  # a lens: back to the body, the query kept
         assert scr.lens == "body" and rail.display and feed.query == "ada"
         await pilot.press("escape")
-        assert not rail.display and feed.query == "ada"
-        await pilot.press("escape")
-        assert feed.query == ""
+        assert feed.query == "" and rail.display
+        await pilot.press("d", "l")  # the DM lens, then its thread pane
+        assert scr.lens == "dms" and scr.focused.id == "dm-thread"
+        await pilot.press("escape")  # thread -> peers, still in the lens
+        assert scr.lens == "dms" and scr.focused.id == "dm-peers"
+        await pilot.press("escape")  # peers -> the body
+        assert scr.lens == "body" and rail.display
         await pilot.press("escape")  # nothing left: stays put (no overview on one space)
-        assert app.screen is scr
+        assert app.screen is scr and rail.display
 
 
 async def test_q_quits_with_zero():
@@ -644,7 +655,7 @@ async def test_space_picker_opens_returns_and_refreshes():
         await until(pilot, lambda: sessions[-1].stopped, what="session stopped")
         await pilot.press("enter")
         await until(pilot, lambda: type(app.screen).__name__ == "ConsoleScreen")
-        await pilot.press("escape", "escape", "escape")  # down to the overview
+        await pilot.press("escape")  # a plain main view: one Esc is the overview
         await until(pilot, lambda: type(app.screen).__name__ == "SpacePickerScreen")
         await pilot.press("q")
     assert app.return_value == 0

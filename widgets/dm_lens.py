@@ -157,6 +157,15 @@ class DmLens(Horizontal):
         if self.panes():
             self.query_one(DmPeers).focus()
 
+    def back(self) -> bool:
+        """Esc inside the lens: from the thread back to the peers (one level); False when
+        there is no inner level left, so the console leaves the lens."""
+        thread = self.query_one(DmThread)
+        if thread.has_focus and self.panes():
+            self.query_one(DmPeers).focus()
+            return True
+        return False
+
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         visible = snap.status.dm_visible

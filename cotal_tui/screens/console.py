@@ -311,7 +311,9 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
             self.query_one(FeedView).focus()
 
     def action_back(self) -> None:
-        """Esc: lens → normal → close search → close rail → clear query → overview."""
+        """Esc goes back exactly one level: close the search box (and its query) → a lens's
+        inner level (the DM thread back to its peers) → leave the lens → clear the kept
+        query → the spaces overview. It never hides the NEEDS-YOU rail (``n`` does)."""
         if monotonic() < self.escape_grace_until:  # the second Esc of leaving a terminal
             self.escape_grace_until = 0.0
             return
@@ -319,16 +321,15 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         if box.display:
             box.display = False
             box.value = ""
+            self.query_one(FeedView).set_filter(query="")
             self.query_one(FeedView).focus()
             return
         if self.lens != "body":
+            inner = getattr(self.query_one(f"#{self.lens}"), "back", None)
+            if inner is not None and inner():
+                return
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
-            return
-        if self.rail_open and self.query_one(NeedsYouRail).display:
-            self.rail_open = False
-            self._apply_rail()
-            self.query_one(FeedView).focus()
             return
         feed = self.query_one(FeedView)
         if feed.query:
