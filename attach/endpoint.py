@@ -427,8 +427,8 @@ class EndpointClient:
             await self.nc.flush()  # the SUB is live before the request leaves
             payload = json.dumps(env, separators=(",", ":")).encode()
             try:  # a broker denial is permission-denied now, not a deadline later (§13.5)
-                check_denied(self.nc, mark, "subscribe")
                 await publish_checked(self.nc, subject, payload)
+                check_denied(self.nc, mark, "subscribe")  # the reply rail: refused by now, if at all
             except PermissionDenied as e:
                 raise EndpointError("permission-denied", f"{e} (the credential does not carry this call)",
                                     outcome="not-executed") from None

@@ -195,7 +195,7 @@ class PsPoller:
             mark = denial_mark(self.nc)
             registered = await registered_instances(self.nc, self.space)
             denied = events_of(self.nc).denied_since(mark, "publish")
-            if not registered and denied and "KV_" in denied:
+            if not registered and denied and "kv_" in denied.lower():
                 # observer/admin credentials cannot read the manager registry: asking again
                 # only makes the broker log another violation, so say it once and stop
                 b = bucket_names(self.space)

@@ -459,10 +459,12 @@ class ConnectionEvents:
 
 
     def denied_since(self, mark: int, kind: str, subject: str | None = None) -> str | None:
-        """The first subject of ``kind`` the server denied after ``mark`` (``subject`` exact)."""
+        """The first subject of ``kind`` the server denied after ``mark`` (``subject``: that one;
+        nats-py lowercases the server's error text, so subjects compare without case)."""
+        want = subject.lower() if subject is not None else None
         for seq, k, subj in self.denials:
-            if seq > mark and k == kind and (subject is None or subj == subject):
-                return subj
+            if seq > mark and k == kind and (want is None or subj.lower() == want):
+                return subject or subj
         return None
 
 
@@ -489,6 +491,11 @@ async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
     ev = events_of(nc)
     mark = ev.denial_seq
     await nc.publish(subject, payload)
+    # nats-py writes a flush's PING straight to the socket while the PUB may still wait in its
+    # pending buffer: push the buffer out first, or the PONG can come back before the -ERR
+    force = getattr(nc, "_flush_pending", None)
+    if force is not None:
+        await force(force_flush=True)
     await nc.flush(timeout)
     if ev.denied_since(mark, "publish", subject):
         raise PermissionDenied("publish", subject)
