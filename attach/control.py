@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from meshview.connect import ConnectError, Target, connect as mesh_connect
+from meshview.connect import ConnectError, Target, caller_of, connect as mesh_connect
 from meshview.wire.names import bucket_names, chat_stream, space_token
 from meshview.wire.subjects import MAX_CHANNEL_LENGTH, chat_pattern, is_concrete_channel, sanitize_channel
 
@@ -279,7 +279,8 @@ async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S)
     nothing is (``gone``); silence means something is there but did not answer (``unknown``)."""
     from nats.errors import NoRespondersError
 
-    caller = Caller.fresh()
+    bound = caller_of(nc)  # a minted instrument may only speak as its own caller
+    caller = Caller(*bound) if bound else Caller.fresh()
     nonce = new_nonce()
     subject = request_subject(space, MANAGER, "describe", caller, nonce, route="inst", instance_id=instance_id)
     body = json.dumps(build_request(endpoint=MANAGER, command="describe", caller=caller,
