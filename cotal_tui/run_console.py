@@ -122,6 +122,23 @@ def attach_extras(session: LiveSession, args: argparse.Namespace, app: Any) -> N
         start_recording(session, args.record, max_size=args.max_size or 100 * 1024 * 1024)
 
 
+class SpaceLister:
+    """The overview's ``list_spaces`` coroutine, plus the link it lists over: ``link()`` is
+    the connection's state now and ``server`` where it goes (shown on the status bar)."""
+
+    def __init__(self, nc: Any, server: str, lister: Any) -> None:
+        self.nc, self.server, self._lister = nc, server, lister
+
+    async def __call__(self) -> list:
+        return await self._lister(self.nc)
+
+    def link(self) -> str:
+        nc = self.nc
+        if nc.is_closed:
+            return "closed"
+        return "connected" if nc.is_connected else "reconnecting"
+
+
 def wants_picker(args: argparse.Namespace, target: Target) -> bool:
     """An open mesh named by URL, no ``--space``: the admin overview first."""
     return (getattr(args, "space", None) is None and target.source in ("flag", "default")
@@ -155,13 +172,10 @@ async def _run(args: argparse.Namespace) -> int:
         attach_extras(session, args, lambda: app)  # --record, --notify (issue 15)
         return session
 
-    async def spaces() -> list:
-        return await list_spaces(nc)
-
     app = CotalApp(
         session=None if picker else open_space(target.space),
         open_space=open_space,
-        list_spaces=spaces if picker else None,
+        list_spaces=SpaceLister(nc, target.display, list_spaces) if picker else None,
         keymap=keymap,
         notice=keymap_warning,
     )

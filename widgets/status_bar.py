@@ -19,10 +19,18 @@ CONNECTION_LOOK = {
 
 
 class StatusBar(Widget):
+    """One row: the facts on the left, a notice / error / key hints on the right.
+
+    The link state (glyph *and* word) is never cut: when the row is short the key hints go
+    first, then the left's optional facts one by one (sparkline, channel, agents, rate), never
+    the link, the space or a lag warning. Screens with no model (the spaces overview) show
+    the link they have with :meth:`set_link`."""
+
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $text; }
     """
     NOTICE_SECONDS = 3.0
+    HINT_FLOOR = 8  # cells kept for "? help" before the left gives up optional facts
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -33,12 +41,20 @@ class StatusBar(Widget):
         self.notice_error = False
         self._notice_timer = None
         self._key: object = None
+        self.link: tuple[str, str, str] | None = None  # (connection, where, extra) sans model
 
     def update_snapshot(self, snap: Snapshot, channel: str | None) -> None:
         self.snap, self.channel = snap, channel
         key = (self._left_key(snap), channel)
         if key != self._key:
             self._key = key
+            self.refresh()
+
+    def set_link(self, connection: str, where: str = "", extra: str = "") -> None:
+        """The link state of a screen without a model (``connected``, ``reconnecting``…)."""
+        link = (connection, where, extra)
+        if link != self.link:
+            self.link = link
             self.refresh()
 
     @staticmethod
@@ -65,57 +81,86 @@ class StatusBar(Widget):
         self._notice_timer = None
         self.refresh()
 
-    def left(self, compact: bool = False) -> Text:
+    # optional facts, in the order they give way when the row is short
+    DROP_ORDER = ("spark", "channel", "agents", "rate", "rejected")
+
+    def _pieces(self, compact: bool) -> list[tuple[str | None, list[tuple[str, str]]]]:
+        """The left as (drop key or None for kept, [(text, style)]) pieces, in order."""
         snap = self.snap
-        t = Text(" ")
         if snap is None:
-            t.append("◌ connecting…", style="yellow")
-            return t
+            conn, where, extra = self.link or ("connecting", "", "")
+            glyph, label, colour = CONNECTION_LOOK.get(conn, ("?", conn, "yellow"))
+            out: list[tuple[str | None, list[tuple[str, str]]]] = [
+                (None, [(f"{glyph} {label}" + ("…" if conn == "connecting" else ""), colour)])]
+            if where:
+                out.append(("channel", [(" · ", "dim"), (safe(where, 60), "")]))
+            if extra:
+                out.append(("agents", [(" · ", "dim"), (extra, "")]))
+            return out
         st = snap.status
         conn = "stale" if st.connection == "connected" and st.presence_view == "stale" \
             else st.connection
         glyph, label, colour = CONNECTION_LOOK.get(conn, ("?", conn, "yellow"))
-        t.append(glyph + " ", style=colour)
-        t.append(safe(st.space, 32), style="bold")
-        t.append(" · ", style="dim")
-        t.append("#" + safe(self.channel, 32) if self.channel else "all")
-        t.append(" · ", style="dim")
-        t.append(f"{len(snap.agents)} agents")
-        t.append(" · ", style="dim")
-        t.append(f"{snap.rates.msgs_per_sec:.1f} msg/s ")
-        t.append(sparkline(snap.rates.buckets, 15), style="cyan")
-        t.append(" 60s", style="dim")
-        if not (compact and conn == "connected"):
-            t.append(" · ", style="dim")
-            t.append(label, style=colour)
+        out = [
+            (None, [(glyph + " ", colour), (safe(st.space, 32), "bold")]),
+            ("channel", [(" · ", "dim"), ("#" + safe(self.channel, 32) if self.channel
+                                          else "all", "")]),
+            ("agents", [(" · ", "dim"), (f"{len(snap.agents)} agents", "")]),
+            ("rate", [(" · ", "dim"), (f"{snap.rates.msgs_per_sec:.1f} msg/s", "")]),
+            ("spark", [(" ", ""), (sparkline(snap.rates.buckets, 15), "cyan"), (" 60s", "dim")]),
+            (None, [(" · ", "dim"), (label, colour)]),
+        ]
         if not st.dm_visible:
-            t.append(" · ", style="dim")
-            t.append("chat-only", style="magenta")
+            out.append((None, [(" · ", "dim"), ("chat-only", "magenta")]))
         rejected = sum(n for _, n in snap.rejections)
         if rejected:
-            t.append(" · ", style="dim")
-            t.append(f"! {rejected} rej" if compact else f"! {rejected} rejected", style="red")
+            out.append(("rejected", [(" · ", "dim"), (f"! {rejected} rej" if compact
+                                                     else f"! {rejected} rejected", "red")]))
         if st.lagging or st.dropped:  # the mesh outran us: say so, with what was shed
-            t.append(" · ", style="dim")
             lag = "⚠ lagging" + (f" · {st.dropped} dropped" if st.dropped else "")
-            t.append(lag if st.lagging else f"{st.dropped} dropped", style="yellow")
+            out.append((None, [(" · ", "dim"), (lag if st.lagging else f"{st.dropped} dropped",
+                                               "yellow")]))
+        return out
+
+    def left(self, compact: bool = False, budget: int | None = None) -> Text:
+        """The facts; with ``budget`` (cells), optional facts give way until they fit."""
+        pieces = self._pieces(compact)
+        drop: set[str] = set()
+
+        def build() -> Text:
+            t = Text(" ")
+            for key, parts in pieces:
+                if key in drop:
+                    continue
+                for text, style in parts:
+                    t.append(text, style=style or None)
+            return t
+
+        t = build()
+        if budget is not None:
+            for key in self.DROP_ORDER:
+                if t.cell_len <= budget:
+                    break
+                drop.add(key)
+                t = build()
         return t
 
     def render(self) -> Text:
         width = self.size.width or 80
-        t = self.left(compact=width < 100)
+        compact = width < 100
         snap = self.snap
         if self.notice:
             right = Text(self.notice, style="bold red" if self.notice_error else "bold cyan")
-            if t.cell_len + right.cell_len + 2 > width:  # a notice outranks the facts
-                t = self.left(compact=True)
-                t.truncate(max(10, width - right.cell_len - 2), overflow="ellipsis")
-        elif snap is not None and snap.status.error:
-            right = Text("! " + safe(snap.status.error, 120), style="bold red")
+            # a notice outranks the optional facts, never the link state
+            t = self.left(compact, budget=max(10, width - right.cell_len - 2))
         else:
-            right = Text(self.hints, style="dim")
+            t = self.left(compact, budget=width - self.HINT_FLOOR)
+            if snap is not None and snap.status.error:
+                right = Text("! " + safe(snap.status.error, 120), style="bold red")
+            else:
+                right = Text(self.hints, style="dim")
         room = width - t.cell_len - 2
-        if room < 20 and not self.notice:
+        if room < 20 and not self.notice and not (snap is not None and snap.status.error):
             right = Text("? help", style="dim")
         if room > 5:
             right.truncate(room, overflow="ellipsis")

@@ -34,7 +34,21 @@ class SpacePickerScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one(StatusBar).set_hints("enter open  r refresh  ? help  q quit")
         self.query_one(SpaceList).focus()
+        self._count = ""
         self.refresh_spaces()
+        self.set_interval(1.0, self._show_link, name="link")
+
+    def _show_link(self, state: str | None = None) -> None:
+        """The broker link on the status bar: what the lister's connection says when it can
+        say (``link()``), else what the last listing proved."""
+        lister = getattr(self.app, "list_spaces", None)
+        live = getattr(lister, "link", None)
+        if callable(live):
+            state = live()
+        if state is None:
+            return
+        self.query_one(StatusBar).set_link(state, getattr(lister, "server", "") or "",
+                                           self._count)
 
     def refresh_spaces(self) -> None:
         self._load()
@@ -50,10 +64,13 @@ class SpacePickerScreen(Screen[None]):
             spaces = await lister()
         except Exception as e:  # noqa: BLE001 - one line on the status bar
             lst.border_title = "spaces · unreadable"
+            self._show_link("closed")
             self.app.notify_line(f"could not list spaces: {e}", error=True)  # type: ignore[attr-defined]
             return
         lst.set_spaces(spaces)
         lst.border_title = f"spaces · {len(spaces)}"
+        self._count = f"{len(spaces)} space{'s' if len(spaces) != 1 else ''}"
+        self._show_link("connected")
 
     def action_refresh_spaces(self) -> None:
         self.refresh_spaces()
