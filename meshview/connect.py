@@ -647,6 +647,9 @@ def _reason(e: BaseException | None, target: Target) -> str:
         if expired:
             return f"the credentials expired at {expired}"
         return "the broker refused the credentials (wrong, revoked or not permitted)"
+    if target.user_mode and (isinstance(e, ConnectionResetError) or "reset by peer" in s):
+        # the callout's refusal: the broker answers the CONNECT and hangs up
+        return "the broker refused the login (the auth service did not accept the bearer, or it expired)"
     if isinstance(e, ssl.SSLError) or "SSL" in name or "certificate" in s.lower():
         return "the TLS handshake failed"
     if isinstance(e, (ConnectionRefusedError,)) or "Connect call failed" in s or "refused" in s:

@@ -176,3 +176,135 @@ class ErrorLog:
                 await asyncio.wait_for(self._event.wait(), left)
             except asyncio.TimeoutError:
                 pass
+
+
+# ---- per-user auth: an operator-mode server whose AUTH account calls out -------------------------
+
+
+class CalloutResponder:
+    """A small auth-callout service (nats-server docs, "Auth Callout", decentralized): it
+    connects as the AUTH account's service user, answers ``$SYS.REQ.USER.AUTH`` with an
+    ``authorization_response`` JWT signed by the AUTH account, carrying a user JWT for the data
+    account (signed by its signing key) whose inbox is the client's connect ``name`` — the
+    ``ibx<uuid>`` nonce — and whose permissions are the admin view. A wrong bearer is answered
+    with an error. It runs on its own thread and loop, so a CLI subprocess can log in while
+    the test awaits it. ``seen`` records what each request carried (names, token matches)."""
+
+    def __init__(self, url: str, trust, auth_key, service, bearer: str) -> None:
+        self.url, self.trust, self.auth_key, self.service, self.bearer = url, trust, auth_key, service, bearer
+        self.seen: list[dict] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = None
+        self._stop: asyncio.Event | None = None
+        self._ready = __import__("threading").Event()
+
+    def start(self) -> "CalloutResponder":
+        import threading
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+        self._thread.start()
+        if not self._ready.wait(15):
+            raise RuntimeError("the callout responder did not come up")
+        return self
+
+    async def _main(self) -> None:
+        from meshview.auth import admin_permissions, decode_jwt, encode_jwt, user_jwt
+
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        nc = await nats.connect(self.url, **self.service.nats_options(), connect_timeout=5)
+
+        async def handle(msg) -> None:
+            req = decode_jwt(msg.data.decode(), verify=True)  # signed by the server's nkey
+            n = req["nats"]
+            opts = n.get("connect_opts") or {}
+            name = opts.get("name") or ""
+            ok = opts.get("auth_token") == self.bearer and name.startswith("ibx") and len(name) == 35
+            self.seen.append({"name": name, "token_ok": opts.get("auth_token") == self.bearer,
+                              "has_jwt": bool(opts.get("jwt"))})
+            resp = {"sub": n["user_nkey"], "aud": n["server_id"]["id"],
+                    "nats": {"type": "authorization_response", "version": 2}}
+            if ok:
+                resp["nats"]["jwt"] = user_jwt(
+                    n["user_nkey"], self.trust.signing, account=self.trust.account.public, name="admin-view",
+                    permissions=admin_permissions(self.trust.space, name))
+            else:
+                resp["nats"]["error"] = "not a bearer this mesh issued"
+            await msg.respond(encode_jwt(resp, self.auth_key).encode())
+
+        await nc.subscribe("$SYS.REQ.USER.AUTH", cb=handle)
+        await nc.flush()
+        self._ready.set()
+        await self._stop.wait()
+        await nc.close()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+@dataclass
+class CalloutMesh:
+    space: str
+    broker: Broker
+    dir: Path
+    bearer_file: Path
+    sentinel: Path
+    responder: CalloutResponder
+    bearer: str = field(repr=False)
+    infra: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return self.broker.url
+
+    def stop(self) -> None:
+        self.responder.stop()
+        self.broker.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_callout_mesh(space: str = "ua") -> CalloutMesh:
+    """An operator-mode broker with a data account for ``space`` and an AUTH account whose JWT
+    delegates authentication to the callout responder (``auth_users``: the service user;
+    ``allowed_accounts``: the data account). Clients hold the deny-all sentinel creds of the
+    AUTH account plus a bearer; the responder places them in the data account."""
+    from meshview.auth import (
+        Permissions, SpaceTrust, account_jwt, encode_jwt, new_nkey, user_jwt,
+    )
+
+    d = Path(tempfile.mkdtemp(prefix="cotal-callout-"))
+    os.chmod(d, 0o700)
+    trust = SpaceTrust(space, operator_name="cotal-callout")
+    auth_key = new_nkey("account")
+    service_key = new_nkey("user")
+    authorization = {"auth_users": [service_key.public], "allowed_accounts": [trust.account.public]}
+    trust.extra_accounts[auth_key.public] = account_jwt(auth_key, trust.operator, name="AUTH", jetstream=False,
+                                                        authorization=authorization)
+    from meshview.auth import Credential
+
+    service = Credential("callout-service", user_jwt(service_key.public, auth_key, account=auth_key.public,
+                                                     name="callout-service", permissions=None), service_key)
+    sentinel_key = new_nkey("user")
+    sentinel_jwt = user_jwt(sentinel_key.public, auth_key, account=auth_key.public, name="sentinel",
+                            permissions=Permissions(pub_deny=(">",), sub_deny=(">",)))
+    sentinel = write_creds(d / "sentinel.creds", sentinel_jwt, sentinel_key.seed)
+    infra_user = trust.root_seed.mint("infra", None)
+    infra = write_creds(d / "infra.creds", infra_user.jwt, infra_user.key.seed)
+    # the Cotal bearer: an opaque compact JWS naming the principal (sub, act.actor, act.lifecycleUid)
+    bearer = encode_jwt({"sub": "u_" + "a" * 26, "act": {"actor": "cli", "lifecycleUid": "b" * 26},
+                         "view": "admin"}, new_nkey("account"))
+    bearer_file = d / "bearer"
+    bearer_file.write_text(bearer + "\n")
+    os.chmod(bearer_file, 0o600)
+    broker = Broker(name="cotal-callout", extra_config=trust.server_config()).start()
+    try:
+        _run_in_thread(_provision(broker.url, infra, space))
+        responder = CalloutResponder(broker.url, trust, auth_key, service, bearer).start()
+    except BaseException:
+        broker.stop()
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    return CalloutMesh(space, broker, d, bearer_file, sentinel, responder, bearer, infra)
