@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Callable
 from nats.js import api
 from nats.js.errors import BucketNotFoundError
 
-from meshview.connect import short_error
+from meshview.connect import events_of, short_error
 
 IDLE_HEARTBEAT_S = 5.0
 SILENCE_S = 3 * IDLE_HEARTBEAT_S
@@ -127,7 +127,8 @@ class KvWatch:
     ``on_entry(entry, initial)`` gets every entry (``initial`` while the current state is
     being delivered), ``on_ready(keys)`` the keys present once it is, ``on_error(reason, e)``
     each failure (``"missing"`` for an absent bucket, which ends the watch; anything else is
-    retried with backoff until ``closing()`` says stop).
+    retried with backoff until ``closing()`` says stop, except ``"denied"``: the broker refused
+    this credential the bucket, which ends the watch too).
     """
 
     def __init__(
@@ -142,6 +143,7 @@ class KvWatch:
         self.ready = asyncio.Event()
         self.generation = 0
         self.missing = False
+        self.denied = False  # the credential may not read the bucket: the watch has ended
 
     def start(self) -> None:
         self.generation += 1
@@ -165,6 +167,7 @@ class KvWatch:
     async def _run(self, gen: int) -> None:
         delay = 0.2
         while gen == self.generation and not self.closing():
+            mark = events_of(self.nc).denial_seq
             try:
                 await self.js.key_value(self.bucket)  # BucketNotFoundError if absent
                 self.missing = False
@@ -192,6 +195,14 @@ class KvWatch:
                 self.ready.set()
                 return
             except Exception as e:  # noqa: BLE001 - denied, timeout, broker down: retry
+                denied = events_of(self.nc).denied_since(mark, "publish")
+                if denied and f"kv_{self.bucket}".lower() in denied.lower().split("."):
+                    # the credential may not read this bucket: asking again only makes the
+                    # broker log another violation (a ``denied`` watch ends, like ``missing``)
+                    self.denied = True
+                    self.on_error("denied", e)
+                    self.ready.set()
+                    return
                 self.on_error(short_error(e), e)
                 self.ready.set()
                 await asyncio.sleep(delay)

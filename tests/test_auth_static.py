@@ -237,3 +237,24 @@ async def test_observer_creds_ps_poller_says_so_once_and_stops(mesh, tmp_path):
 async def test_a_target_with_a_problem_raises_it():
     with pytest.raises(ConnectError, match="several"):
         await mesh_connect(Target(("nats://127.0.0.1:1",), problem="several meshes"))
+
+
+async def test_a_denied_bucket_watch_ends_instead_of_retrying(mesh, tmp_path):
+    """The observer's manager-lease watch under admin creds: refused once, then left alone."""
+    from meshview.kvwatch import KvWatch
+    from meshview.wire.names import bucket_names
+
+    nc, t = await mesh_connect(args(mesh))  # the minted admin view
+    try:
+        before = len([v for v in violations(mesh) if "KV_cotal_manager" in v])
+        errors: list[str] = []
+        w = KvWatch(nc, nc.jetstream(), bucket_names(SPACE).manager, lambda e, i: None, lambda k: None,
+                    lambda r, e: errors.append(r))
+        w.start()
+        await wait_for(lambda: w.task is not None and w.task.done(), 30, "the denied watch to end")
+        assert w.denied and errors == ["denied"]
+        await asyncio.sleep(1.0)
+        after = len([v for v in violations(mesh) if "KV_cotal_manager" in v])
+        assert after - before == 1
+    finally:
+        await nc.close()
