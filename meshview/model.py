@@ -140,6 +140,7 @@ class MeshModel(RosterReducer):
         self._defaults: ChannelDefaults | None = None
         self._retained: dict[str, int] = {}
         self._arrivals: dict[str, int] = {}
+        self._arrivals_at_poll: dict[str, int] = {}  # arrivals when ``_retained`` was read
         self._chan_last: dict[str, float] = {}
 
         self._dms = DmRollup(dm_log_cap)
@@ -284,9 +285,10 @@ class MeshModel(RosterReducer):
         if kind == "channel" and channel is not None:
             if not event:
                 if not historical:
-                    self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
                     if channel not in self._retained and channel not in self._registry:
-                        self._retained[channel] = 1
+                        self._retained[channel] = 0  # a new channel: its arrivals count
+                        self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
+                    self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
                     self._roster_changed = True  # channel list changes
                 last = self._chan_last.get(channel)
                 if last is None or ts > last:
@@ -396,9 +398,7 @@ class MeshModel(RosterReducer):
         """Per-channel stored counts from ``STREAM.INFO`` (event channels already removed).
         Rebuilt on every poll, so deleted channels disappear."""
         self._retained = dict(counts)
-        for ch in list(self._arrivals):
-            if ch not in counts and ch not in self._registry:
-                pass  # live-only channel keeps its tab until a poll drops its arrivals
+        self._arrivals_at_poll = dict(self._arrivals)
         self._roster_changed = True
         self._touch()
 
@@ -416,6 +416,14 @@ class MeshModel(RosterReducer):
         """Oldest ``ts`` a backfill of ``channel`` may show at ``now`` (None = no floor)."""
         return replay_floor(self._registry.get(channel), self._defaults, now)
 
+    def _total_of(self, ch: str) -> int | None:
+        """The broker's count as of its last poll plus what arrived live since: the poll is
+        2 s old at worst, so a busy channel's total never lags behind its unread badge."""
+        n = self._retained.get(ch)
+        if n is None:
+            return None
+        return n + max(0, self._arrivals.get(ch, 0) - self._arrivals_at_poll.get(ch, 0))
+
     def _channels(self) -> tuple[ChannelInfo, ...]:
         names = set(self._retained) | set(self._registry) | set(self._arrivals)
         out = []
@@ -423,7 +431,7 @@ class MeshModel(RosterReducer):
         for ch in sorted(names):
             c = self._registry.get(ch)
             out.append(ChannelInfo(
-                name=ch, retained=self._retained.get(ch), arrivals=self._arrivals.get(ch, 0),
+                name=ch, retained=self._total_of(ch), arrivals=self._arrivals.get(ch, 0),
                 registered=c is not None, replay=effective_replay(c, d),
                 delivery_class=effective_class(c, d), replay_window=effective_window(c, d),
                 description=c.description if c else None,

@@ -229,8 +229,9 @@ ModelEvent = FeedEntry | PresenceEvent | Rejected | StateEvent
 
 @dataclass(frozen=True, slots=True)
 class ChannelInfo:
-    """One channel tab. ``retained`` is the broker's stored count (None = unknown);
-    ``arrivals`` counts live arrivals since start and only grows (unread badges)."""
+    """One channel tab. ``retained`` is the broker's stored count at its last poll plus the
+    live arrivals since that poll (None = unknown); ``arrivals`` counts live arrivals since
+    start and only grows (unread badges)."""
 
     name: str
     retained: int | None

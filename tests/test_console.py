@@ -36,12 +36,13 @@ async def test_main_view_shows_every_part():
         await pilot.pause()
         text = shown(app)
         # tabs with retained counts and arrival badges
-        assert "1:all" in text and "2:#general 14 +3" in text and "#team.backend 6 +1" in text
+        # (the totals are the last poll's counts plus the live arrivals since it)
+        assert "1:all" in text and "2:#general 17 +3" in text and "#team.backend 7 +1" in text
         # tiles (shape and count) and the stalest live heartbeat
         assert "● 2 working" in text and "◐ 2 waiting" in text and "○ 2 idle" in text
         assert "⨯ 1 offline" in text and "stalest live heartbeat" in text
         # roster: header, harness tags, honest working, endpoint dimmed with a gear
-        assert "roster · 7 agents · 1 ep" in text
+        assert "roster · 7 agents · 1 endpoint" in text
         assert "ada/planner cc" in text and "bram/backend cx" in text and "dax/reviewer oc" in text
         assert "working · progress unknown" in text
         assert "waiting (approval for" in text
@@ -124,7 +125,7 @@ async def test_tabs_digits_and_brackets_filter_the_feed_and_clear_badges():
         assert "feed · #general" in text
         assert all(e.kind == "channel" and e.channel == "general" for e in feed.visible_entries())
         assert "standup in 5" in text and "@reviewer" not in text
-        assert "2:#general 14 +3" not in text  # viewing clears the badge
+        assert "2:#general 17 +3" not in text  # viewing clears the badge
         assert "#general · 7 agents" in text  # status bar names the channel
         await pilot.press("right_square_bracket")
         await until(pilot, lambda: feed.tab == "releases")
@@ -135,7 +136,7 @@ async def test_tabs_digits_and_brackets_filter_the_feed_and_clear_badges():
         model.apply_message(kind="channel", id="x1", ts=model.clock(), from_id=pid("ada"),
                             from_name="ada", from_role="planner", text="one more",
                             channel="general")
-        await until(pilot, lambda: "2:#general 14 +1" in shown(app), what="+1 badge")
+        await until(pilot, lambda: "2:#general 18 +1" in shown(app), what="+1 badge")
         await pilot.press("9")  # no 9th tab: nothing happens
         assert feed.tab is None
 

@@ -97,7 +97,7 @@ class ChannelTabs(Widget):
                 count = c.retained if c.retained is not None else c.arrivals
                 t.append(f" {count}", self.get_component_rich_style("tabs--count")
                          if tab != self.active else None)
-                unread = self.unread(tab)
+                unread = min(self.unread(tab), count)  # never more unread than there are
                 if unread and tab != self.active:
                     t.append(f" +{unread}", self.get_component_rich_style("tabs--unread"))
                 t.append(" ")

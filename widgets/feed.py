@@ -297,9 +297,28 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._after_change(0)
 
     def watch_show_lifecycle(self, _old: bool, _new: bool) -> None:
-        if self._snap is not None and self._width:
-            self._refilter()
+        """Rows come and go under the selection: it stays on its row (or, when that row was a
+        hidden lifecycle row, the nearest older row still shown) and in view, so Enter opens
+        what the user sees selected."""
+        if self._snap is None or not self._width:
+            return
+        selected, following = self.cursor, self.follow
+        self._refilter()
+        if selected is None or following:
             self._after_change(0)
+            return
+        self.follow = False  # a clamped scroll inside the refilter may have claimed the tail
+        rows = self._rows
+        if not rows:
+            self.cursor = None
+            self._after_change(0)
+            return
+        k = bisect_right(rows, selected) - 1  # the row itself, else the nearest older one
+        k = max(0, k)
+        self.cursor = rows[k]
+        self._cache.clear()
+        self._reveal(k)
+        self.refresh()
 
     @property
     def rows(self) -> list[int]:

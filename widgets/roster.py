@@ -41,7 +41,8 @@ class Roster(LineList):
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         n_ep = len(snap.endpoints)
-        set_title(self, f"roster · {len(snap.agents)} agents" + (f" · {n_ep} ep" if n_ep else ""))
+        set_title(self, f"roster · {len(snap.agents)} agents"
+                  + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else ""))
         key = (snap.agents, snap.endpoints, int(snap.now // 1000),
                getattr(self.managed, "version", -1))
         if key != self._key:

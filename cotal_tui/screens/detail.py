@@ -1,8 +1,12 @@
 """A full-screen detail card (message or agent). Any key closes it; arrows scroll; a card may
 name a few keys of its own (an agent's managed seat: ``a`` attach, ``p`` peek) that close it
-and then act."""
+and then act. The card is live: the console hands it every drained snapshot and it rebuilds
+(at most ``LIVE_HZ`` times a second, keeping its scroll), so an agent's status, activity, ages
+and traffic move while it is open."""
 
 from __future__ import annotations
+
+from time import monotonic
 
 from textual import events
 from textual.app import ComposeResult
@@ -11,6 +15,7 @@ from textual.screen import ModalScreen
 from widgets.detail_card import DetailCard
 
 SCROLL_KEYS = {"up", "down", "j", "k", "pageup", "pagedown", "home", "end", "g", "G"}
+LIVE_HZ = 4
 
 
 class DetailScreen(ModalScreen[None]):
@@ -21,6 +26,7 @@ class DetailScreen(ModalScreen[None]):
         self._title = title
         self._builder = builder
         self._keys = dict(keys or {})  # key → callable, run after the card closes
+        self._next_live = 0.0
 
     def compose(self) -> ComposeResult:
         card = DetailCard(self._builder, id="detail-card")
@@ -31,6 +37,14 @@ class DetailScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one(DetailCard).focus()
+
+    def update_snapshot(self, snap) -> None:  # noqa: ARG002 - the builder reads the newest
+        """A new snapshot was drained: rebuild the card from it (bounded rate)."""
+        now = monotonic()
+        if now < self._next_live or not self.is_mounted:
+            return
+        self._next_live = now + 1 / LIVE_HZ
+        self.query_one(DetailCard).rebuild()
 
     def on_key(self, event: events.Key) -> None:
         if event.key in SCROLL_KEYS:
