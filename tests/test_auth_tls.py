@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import ssl
 import subprocess
 from pathlib import Path
 
+import nats
 import pytest
 
 from cotal_tui.demo.broker import Broker
+from cotal_tui.demo.provision import provision_space
 from support.jwt import AuthSpace, observer_permissions, write_creds
 from support.watchproc import WatchProc
 
@@ -47,6 +50,18 @@ def tls_mesh(tmp_path_factory):
     creds = write_creds(d / "observer.creds", obs.jwt, obs.key.seed)
     tls = f'tls {{\n  cert_file: "{cert}"\n  key_file: "{key}"\n  timeout: 2\n}}'
     b = Broker(name="cotal-tls", extra_config=auth.server_config() + "\n" + tls).start()
+    infra = auth.mint_user("infra", None)
+    infra_creds = write_creds(d / "infra.creds", infra.jwt, infra.key.seed)
+
+    async def provision() -> None:  # watch refuses a space that is not provisioned
+        ctx = ssl.create_default_context(cafile=str(ca))
+        nc = await nats.connect(f"tls://127.0.0.1:{b.port}", tls=ctx, user_credentials=str(infra_creds))
+        try:
+            await provision_space(nc, "tls")
+        finally:
+            await nc.close()
+
+    asyncio.run(provision())
     yield {"broker": b, "ca": ca, "other_ca": other_ca, "creds": creds,
            "url": f"tls://127.0.0.1:{b.port}"}
     b.stop()
