@@ -258,3 +258,30 @@ async def test_a_denied_bucket_watch_ends_instead_of_retrying(mesh, tmp_path):
         assert after - before == 1
     finally:
         await nc.close()
+
+
+async def test_a_lost_link_is_handed_back_on_the_sessions_own_credential(mesh):
+    """The session's connection dies without a close: the client hands the session back over a
+    fresh connection on that session's own session-caller credential (no other can reach the
+    rail), so the manager frees the slot at once instead of after the caller-silence reap."""
+    target = resolve(args(mesh))
+    seat = mesh.team.members[1].name
+    out = bytearray()
+    s = AttachSession(SPACE, seat, connect=lambda: attach_connect(target), reconnect=False,
+                      on_output=lambda b: out.extend(b))
+    await asyncio.wait_for(s.open(), 20)
+    run = asyncio.ensure_future(s.run())
+    try:
+        await wait_for(lambda: len(out) > 0, 20, "the seat's screen")
+        assert mesh.mgr.live_sessions >= 1
+        link = s.link
+        assert link is not None and link.rail is not None
+        link.rail.stop()  # the rail goes silent: no close frame will be sent from it
+        await link.nc.close()  # ... and its connection is gone
+        reason = await asyncio.wait_for(run, 20)
+        assert reason == "connection-closed"
+        await wait_for(lambda: mesh.mgr.live_sessions == 0, 10, "the manager to free the slot")
+    finally:
+        if not run.done():
+            await s.close()
+            await asyncio.wait_for(run, 10)
