@@ -54,7 +54,9 @@ def control_target(session: Any) -> Any:
     target = getattr(session, "target", None)
     if target is None:
         return None
-    return dataclasses.replace(target, space=getattr(session, "space", None) or target.space)
+    from attach.connection import session_target  # the control role: it mints its own instrument
+
+    return dataclasses.replace(session_target(target), space=getattr(session, "space", None) or target.space)
 
 
 def read_only_reason(session: Any) -> str | None:
