@@ -43,6 +43,7 @@ VERSION = 1
 MAX_SIZE = 100 * 1024 * 1024  # default bound of a recording on disk (both segments)
 CHECKPOINT_S = 60.0  # a checkpoint per minute of recording (seeking back restores the nearest)
 FLUSH_S = 1.0  # a gzip sync point at least this often: a crash loses at most this much
+SYNC_BYTES = 32 * 1024  # ... and at least every this many bytes written
 
 # Every public method of MeshModel that changes its state, with the category written beside it.
 # Reads are listed in READS; tests/test_record.py fails when a method is in neither, so a new
@@ -53,6 +54,7 @@ INPUTS: dict[str, str] = {
     "apply_rejection": "reject",
     "apply_presence": "presence",
     "apply_presence_delete": "presence",
+    "apply_absent": "presence",
     "presence_resync": "presence",
     "watch_delivered": "presence",
     "grace": "presence",
@@ -155,6 +157,7 @@ class Recorder:
         self._raw: Any = None
         self._gz: gzip.GzipFile | None = None
         self._seg_inputs = 0
+        self._pending = 0  # bytes written since the last sync point
         self._depth = 0
         self._frozen: float | None = None
         self._last_flush = 0.0
@@ -174,7 +177,9 @@ class Recorder:
         _ACTIVE[model] = self
         model.clock = self._model_clock
         for name in INPUTS:
-            orig = getattr(model, name)
+            orig = getattr(model, name, None)
+            if orig is None:
+                continue  # a reducer this model does not have (yet)
             setattr(model, name, self._wrap(name, orig))
             self._wrapped.append(name)
 
@@ -231,7 +236,10 @@ class Recorder:
         try:
             if t - self._last_checkpoint >= self.checkpoint_s * 1000.0:
                 self._write_checkpoint(t)
-            if self._seg_inputs and self._raw.tell() >= self.max_size // 2:
+            size = self._raw.tell()
+            # at half the bound; and never for a segment that is mostly its first checkpoint
+            # (a model bigger than the bound would otherwise rotate on every input)
+            if size >= self.max_size // 2 and size - self._seg_base >= self.max_size // 4:
                 self._rotate(t)
             if time.monotonic() - self._last_flush >= FLUSH_S:
                 self.flush()
@@ -254,11 +262,15 @@ class Recorder:
         })
         self._write_checkpoint(self._clock())
         self.flush()
+        self._seg_base = self._raw.tell()  # the segment's header and first checkpoint
 
     def _write(self, obj: dict[str, Any]) -> None:
         assert self._gz is not None
-        self._gz.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode())
-        self._gz.write(b"\n")
+        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        self._gz.write(data)
+        self._pending += len(data)
+        if self._pending >= SYNC_BYTES:
+            self.flush()  # the size on disk stays within a sync's worth of the truth
 
     def _write_checkpoint(self, t: float) -> None:
         self._last_checkpoint = t
@@ -276,6 +288,7 @@ class Recorder:
         if self._gz is not None and not self.closed:
             self._gz.flush(zlib.Z_SYNC_FLUSH)
             self._raw.flush()
+        self._pending = 0
         self._last_flush = time.monotonic()
 
     def _close_file(self) -> None:

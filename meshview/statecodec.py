@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import msgspec
 
+from meshview.feedring import FeedRing
 from meshview.model import MeshModel
 
 NOT_STATE = frozenset({"clock", "_snap", "_events", "record_events", "events_dropped"})
@@ -57,7 +58,11 @@ def encode(v: Any) -> Any:
     if dataclasses.is_dataclass(v):
         return {"$o": _class_name(t),
                 "f": {f.name: encode(getattr(v, f.name)) for f in dataclasses.fields(v)}}
-    return {"$o": _class_name(t), "f": {n: encode(x) for n, x in _attrs(v)}}
+    attrs = dict(_attrs(v))
+    if t is FeedRing:  # its evicted rows wait in the list until a compaction: not state
+        live = attrs["_base"] - attrs["_off"]
+        attrs["_buf"], attrs["_off"] = attrs["_buf"][live:], attrs["_base"]
+    return {"$o": _class_name(t), "f": {n: encode(x) for n, x in attrs.items()}}
 
 
 def _attrs(obj: Any) -> Iterator[tuple[str, Any]]:
