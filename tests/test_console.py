@@ -416,7 +416,7 @@ async def test_topology_lens_views_and_pill(membership, pill):
         await pilot.press("3")
         assert topo.view == 2
         text = shown(app)
-        assert "┌" in text and "#team.backend" in text and "●ada" in text
+        assert "#team.backend" in text and "●ada" in text and "jk spotlight" in text
         await pilot.press("1")
         assert topo.view == 0
         await pilot.press("escape")

@@ -139,3 +139,49 @@ async def test_roster_header_names_endpoints():
         await pilot.pause()
         text = screen_text(app)
         assert "roster · 7 agents · 1 endpoint" in text and " ep▔" not in text
+
+
+async def test_topology_matrix_headers_are_unique_with_a_legend():
+    """Item 7: ``#team.backend`` and ``#team.frontend`` both read ``#team.``."""
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        model, clk = scr.session.model, app.clock
+        clk.advance(500)
+        model.apply_message(kind="channel", id="tf1", ts=clk.t, from_id=pid("cleo"),
+                            from_name="cleo", from_role="frontend", channel="team.frontend",
+                            text="new palette merged")
+        await pilot.press("t", "2")
+        topo = scr.query_one("#topo")
+        await until(pilot, lambda: topo.fold is not None and "#team.frontend" in topo.fold.hubs)
+        lines = screen_text(app).splitlines()
+        head = next(ln for ln in lines if ln.lstrip().startswith("ada ") and "#" in ln)
+        labels = head.split()
+        assert len(labels) == len(set(labels)), labels  # no two columns read the same
+        legend = "\n".join(ln for ln in lines if " = #" in ln or " = @" in ln)
+        for full in ("#team.backend", "#team.frontend", "#general", "@reviewer"):
+            short = next(x for x in labels if f"{x} = {full}" in legend)
+            assert short != full[:6] or len(full) <= 6, (short, full)
+
+
+async def test_topology_map_spells_out_the_spotlighted_edges():
+    """Item 7: the ring map drew every edge into one hub box; each hub is now its own labelled
+    target, edges end in arrowheads, and the spotlighted node's edges are written out."""
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        await pilot.press("t", "3")
+        topo = console(app).query_one("#topo")
+        await until(pilot, lambda: "jk spotlight" in screen_text(app))
+        text = screen_text(app)
+        assert "┌" not in text  # no box every edge runs into
+        for hub in ("#general", "#team.backend", "#releases", "@reviewer"):
+            assert hub in text
+        assert "ada  → #general ×2" in text and "← eve ×1" in text
+        assert any(a in text for a in "▶◀▲▼↗↘↙↖")
+        spotted = topo.fold.nodes[topo.spot]
+        await pilot.press("j")
+        await until(pilot, lambda: topo.fold.nodes[topo.spot % len(topo.fold.nodes)] != spotted)
+        bram = [ln for ln in screen_text(app).splitlines() if ln.startswith(" bram ")]
+        assert bram and "→ #team.backend ×1" in bram[0], bram

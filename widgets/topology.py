@@ -80,6 +80,71 @@ def _line(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
     return pts
 
 
+def _lcp(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def abbreviate(labels: list[str], width: int) -> dict[str, str]:
+    """A unique short form (at most ``width`` cells) for every label: a label that fits is
+    itself; a longer one keeps its head and ends in ``…`` (``#general`` -> ``#gene…``); when
+    two would read the same (``#team.backend``/``#team.frontend``) they show where they
+    differ instead (``#t…bac``/``#t…fro``); a numbered form is the last resort. Labels are
+    one-line safe text already."""
+    width = max(3, width)
+    out = {lab: lab for lab in labels if len(lab) <= width}
+    used = set(out.values())
+    longs = [lab for lab in labels if len(lab) > width]
+    heads = {lab: lab[:width - 1] + "…" for lab in longs}
+    clash = {h for h in heads.values() if list(heads.values()).count(h) > 1 or h in used}
+    for lab in longs:
+        cand = heads[lab]
+        if cand in clash or cand in used:
+            others = [o for o in labels if o != lab]
+            lcp = max((_lcp(lab, o) for o in others), default=0)
+            k = 2 if lab[:1] in "#@" else 1
+            cand = lab[:k] + "…" + lab[lcp:][:width - 1 - k]
+            n = 1
+            while cand in used:
+                tail = "…" + str(n)
+                cand = lab[:max(1, width - len(tail))] + tail
+                n += 1
+        used.add(cand)
+        out[lab] = cand
+    return out
+
+
+def legend(short: dict[str, str], width: int, rows: int) -> list[str]:
+    """``short = full`` pairs for every abbreviated label, packed into ``rows`` lines."""
+    pairs = [f"{a} = {full}" for full, a in short.items() if a != full]
+    lines: list[str] = []
+    cur = ""
+    for k, pair in enumerate(pairs):
+        cand = pair if not cur else cur + " · " + pair
+        if len(cand) <= width:
+            cur = cand
+            continue
+        lines.append(cur)
+        cur = pair
+        if len(lines) == rows:
+            lines[-1] = lines[-1][:max(0, width - 10)] + f" · …+{len(pairs) - k}"
+            return lines
+    if cur:
+        lines.append(cur[:width])
+    return lines[:rows]
+
+
+def _arrow(dx: int, dy: int) -> str:
+    """The arrowhead for a line's last step."""
+    sx, sy = (dx > 0) - (dx < 0), (dy > 0) - (dy < 0)
+    return {(1, 0): "▶", (-1, 0): "◀", (0, 1): "▼", (0, -1): "▲", (1, 1): "↘", (1, -1): "↗",
+            (-1, 1): "↙", (-1, -1): "↖"}.get((sx, sy), "•")
+
+
 class TopologyLens(Widget, can_focus=True):
     DEFAULT_CSS = """
     TopologyLens { height: 1fr; background: $surface; padding: 0 1; border-top: hkey $accent; }
@@ -231,7 +296,13 @@ class TopologyLens(Widget, can_focus=True):
     def render_matrix(self, f: Fold, width: int, height: int) -> Text:
         rows = f.senders + [n for n in f.nodes if n not in f.senders]
         cols = f.columns()
-        namew = min(14, max([len(self.label_of(r)) for r in rows] + [4]) + 1)
+        row_names = {r: safe(self.label_of(r), 64) for r in rows}
+        col_names = {c: safe(self.label_of(c), 64) for c in cols}
+        namew = min(14, max([len(n) for n in row_names.values()] + [4]) + 1)
+        short = abbreviate(sorted(set(row_names.values())), namew - 1)
+        short.update(abbreviate(sorted(set(col_names.values())), CELL - 1))
+        keys = legend({v: short[v] for v in {**row_names, **col_names}.values()},
+                      width, 2)
         n_cols = max(1, (width - namew) // CELL)
         r_sel, c_sel = self.cell
         r_sel = max(0, min(len(rows) - 1, r_sel))
@@ -241,16 +312,16 @@ class TopologyLens(Widget, can_focus=True):
         shown = cols[c0:c0 + n_cols]
         t = Text(" " * namew)
         for col in shown:
-            t.append(safe(self.label_of(col), CELL - 1)[:CELL - 1].ljust(CELL),
+            t.append(short[col_names[col]].ljust(CELL),
                      "cyan" if col.startswith("#") else "magenta" if col.startswith("@")
                      else name_style(self.label_of(col)))
         if c0 + n_cols < len(cols):
             t.append(f"…+{len(cols) - c0 - n_cols}", style="dim")
         t.append("\n")
-        body_rows = max(1, height - 5)
+        body_rows = max(1, height - 5 - len(keys))
         r0 = max(0, r_sel - body_rows + 1)
         for ri, r in enumerate(rows[r0:r0 + body_rows], start=r0):
-            t.append(safe(self.label_of(r), namew - 1)[:namew - 1].ljust(namew), name_style(self.label_of(r)))
+            t.append(short[row_names[r]].ljust(namew), name_style(self.label_of(r)))
             for ci, col in enumerate(shown, start=c0):
                 e = f.edges.get((r, col))
                 if e is not None:
@@ -266,11 +337,12 @@ class TopologyLens(Widget, can_focus=True):
                     style = "reverse"
                 t.append(cell, style or None)
             t.append("\n")
-        # footer: the selected pair
+        # footer: the selected pair, by full name
         if rows and cols:
             r, col = rows[r_sel], cols[c_sel]
             e = f.edges.get((r, col))
-            t.append(f"{safe(self.label_of(r), 24)} → {safe(self.label_of(col), 24)}: ", style="bold")
+            t.append(f"{safe(self.label_of(r), 24)} → {safe(self.label_of(col), 40)}: ",
+                     style="bold")
             if e:
                 t.append(f"{e.count} msgs · last {age(f.now - e.last_ts)} ago · rate {e.rate:.2f}")
                 for line in self._recent_texts(r, col, 2):
@@ -281,6 +353,8 @@ class TopologyLens(Widget, can_focus=True):
                 t.append("no traffic", style="dim")
         t.append("\n" + "heat ░▒▓█ by decayed rate · ∘ live member · ◌ durable · ≫ reads all",
                  style="dim italic")
+        for line in keys:  # the abbreviated headers, spelled out
+            t.append("\n" + line, style="dim")
         return t
 
     def _recent_texts(self, src: str, dst: str, n: int) -> list[str]:
@@ -309,81 +383,115 @@ class TopologyLens(Widget, can_focus=True):
         return None
 
     def render_map(self, f: Fold, width: int, height: int) -> Text:
+        """Agents on an outer ring, each channel or role on an inner ring next to the agents
+        that use it (never one box every edge runs into). An edge is a line from its sender
+        to its own target, ending in an arrowhead that points the way the traffic went, with
+        ``×N`` on it when it carried more than one message; membership spokes are dim dots.
+        The spotlighted node (``j``/``k``) is bold and its edges are spelled out underneath,
+        so what the drawing cannot make plain the footer says in words."""
         if width < 60 or height < 14:
             return Text("terminal too small for the map - try ② matrix", style="yellow")
-        nodes = f.nodes
-        c = Canvas(width, height)
-        hubs = f.hubs
-        box_w = min(max([len(h) for h in hubs] + [8]) + 4, width // 3)
-        box_h = min(len(hubs) + 2, max(3, height // 3))
-        bx, by = (width - box_w) // 2, (height - box_h) // 2
-        cx, cy = width / 2, height / 2
-        rx, ry = width / 2 - 8, height / 2 - 1.5
-        pos: dict[str, tuple[int, int]] = {}
-        n = max(1, len(nodes))
-        for i, pid in enumerate(nodes):
-            a = -math.pi / 2 + 2 * math.pi * i / n
-            pos[pid] = (int(cx + rx * math.cos(a)), int(cy + ry * math.sin(a)))
-        hub_y = {h: by + 1 + i for i, h in enumerate(hubs[:box_h - 2])}
+        nodes, hubs = f.nodes, f.hubs
+        body_h = height - 2
+        c = Canvas(width, body_h)
+        cx, cy = width / 2, body_h / 2
+        rx, ry = width / 2 - 9, body_h / 2 - 1
+        angle = {pid: -math.pi / 2 + 2 * math.pi * i / max(1, len(nodes))
+                 for i, pid in enumerate(nodes)}
+        pos = {pid: (int(cx + rx * math.cos(a)), int(cy + ry * math.sin(a)))
+               for pid, a in angle.items()}
+        # each hub sits inside the ring, towards the agents that use it
+        users: dict[str, list[float]] = {h: [] for h in hubs}
+        for (src, dst) in list(f.edges) + list(f.members):
+            if dst in users and src in angle:
+                users[dst].append(angle[src])
+        want = {h: math.atan2(sum(map(math.sin, a)), sum(map(math.cos, a))) if a else 0.0
+                for h, a in users.items()}
+        order = sorted(hubs, key=lambda h: want[h])
+        base = want[order[0]] if order else 0.0
+        for i, h in enumerate(order):
+            a = base + 2 * math.pi * i / len(order)
+            pos[h] = (int(cx + rx * 0.42 * math.cos(a)), int(cy + ry * 0.42 * math.sin(a)))
         spot = nodes[self.spot % len(nodes)] if nodes else None
 
-        def target_xy(dst: str, sx: int, sy: int) -> tuple[int, int]:
-            if dst in hub_y:
-                return (bx if sx < cx else bx + box_w - 1), hub_y[dst]
-            if dst in pos:
-                return pos[dst]
-            return int(cx), int(cy)
-
-        # membership spokes first (dim), then traffic on top
-        for (mid, hub), kind in f.members.items():
-            if mid in pos and hub in hub_y and (mid, hub) not in f.edges:
-                x0, y0 = pos[mid]
-                x1, y1 = target_xy(hub, x0, y0)
-                for k, (x, y) in enumerate(_line(x0, y0, x1, y1)[1:-1]):
-                    if kind == "live" or k % 2 == 0:
-                        c.put(x, y, "·", "dim")
-        for (src, dst), e in f.edges.items():
-            if src not in pos:
-                continue
-            x0, y0 = pos[src]
-            x1, y1 = target_xy(dst, x0, y0)
-            g = heat(e.rate)
-            hot = e.rate >= 0.5
-            style = name_style(self.label_of(src)) if hot else "dim"
-            if spot is not None and spot in (src, dst):
-                style += " bold"
-            for k, (x, y) in enumerate(_line(x0, y0, x1, y1)[1:-1]):
-                if hot or k % 2 == 0:
-                    c.put(x, y, g if g != " " else "·", style)
-        # hub box
-        for x in range(bx, bx + box_w):
-            c.put(x, by, "─", "dim")
-            c.put(x, by + box_h - 1, "─", "dim")
-        for y in range(by, by + box_h):
-            c.put(bx, y, "│", "dim")
-            c.put(bx + box_w - 1, y, "│", "dim")
-        for x, y, ch in ((bx, by, "┌"), (bx + box_w - 1, by, "┐"), (bx, by + box_h - 1, "└"),
-                         (bx + box_w - 1, by + box_h - 1, "┘")):
-            c.put(x, y, ch, "dim")
-        for x in range(bx + 1, bx + box_w - 1):
-            for y in range(by + 1, by + box_h - 1):
-                c.put(x, y, " ")
-        for h, y in hub_y.items():
-            c.text(bx + 2, y, h[:box_w - 4], "cyan" if h.startswith("#") else "magenta")
-        if len(hubs) > len(hub_y):
-            c.text(bx + 2, by + box_h - 1, f"…+{len(hubs) - len(hub_y)}", "dim")
-        # nodes
-        for pid, (x, y) in pos.items():
-            nm = safe(self.label_of(pid), 14)
+        labels: dict[str, tuple[int, int, str]] = {}  # id -> (x, y, text)
+        for pid in nodes:
             status = next((p.status for p in self.snap.peers if p.id == pid), "offline") \
                 if self.snap else "offline"
             glyph = {"working": "●", "waiting": "◐", "idle": "○"}.get(status, "⨯")
-            label = f"{glyph}{nm}" + ("≫" if pid in f.wide else "")
-            lx = max(0, min(width - len(label), x - len(label) // 2))
-            style = name_style(self.label_of(pid)) + (" reverse" if pid == spot and self.has_focus
-                                                  else "")
-            c.text(lx, y, label, style)
-        return c.to_text()
+            text = f"{glyph}{safe(self.label_of(pid), 14)}" + ("≫" if pid in f.wide else "")
+            x, y = pos[pid]
+            labels[pid] = (max(0, min(width - len(text), x - len(text) // 2)), y, text)
+        for h in hubs:
+            text = safe(h, 20)
+            x, y = pos[h]
+            labels[h] = (max(0, min(width - len(text), x - len(text) // 2)), y, text)
+
+        def inside(pid: str, x: int, y: int) -> bool:
+            lx, ly, text = labels[pid]
+            return y == ly and lx - 1 <= x <= lx + len(text)
+
+        def path(src: str, dst: str) -> list[tuple[int, int]]:
+            pts = _line(*pos[src], *pos[dst])
+            return [(x, y) for x, y in pts if not inside(src, x, y) and not inside(dst, x, y)]
+
+        for (mid, hub), kind in f.members.items():  # membership spokes first, dim
+            if mid in pos and hub in pos and (mid, hub) not in f.edges:
+                for k, (x, y) in enumerate(path(mid, hub)):
+                    if kind == "live" or k % 2 == 0:
+                        c.put(x, y, "·", "dim")
+        for (src, dst), e in sorted(f.edges.items(), key=lambda kv: kv[1].rate):
+            if src not in pos or dst not in pos:
+                continue
+            pts = path(src, dst)
+            if not pts:
+                continue
+            hot = e.rate >= 0.5
+            g = heat(e.rate) if hot else "·"
+            style = name_style(self.label_of(src)) if hot else "dim"
+            if spot is not None and spot in (src, dst):
+                style = name_style(self.label_of(src)) + " bold"
+            for x, y in pts[:-1]:
+                c.put(x, y, g, style)
+            (xa, ya), (xb, yb) = (pts[-2] if len(pts) > 1 else pos[src]), pts[-1]
+            c.put(xb, yb, _arrow(xb - xa, yb - ya), style)
+            if e.count > 1 and len(pts) > 6:
+                mx, my = pts[len(pts) // 2]
+                c.text(mx + 1, my, f"×{e.count}", style)
+        for pid, (x, y, text) in labels.items():
+            if pid.startswith(("#", "@")):
+                style = "cyan" if pid.startswith("#") else "magenta"
+            else:
+                style = name_style(self.label_of(pid))
+            if pid == spot:
+                style += " reverse" if self.has_focus else " bold"
+            c.text(x, y, text, style)
+        out = c.to_text()
+        out.append("\n")
+        out.append_text(self._spot_line(f, spot, width))
+        out.append("\n" + "jk spotlight · enter opens · heat ░▒▓█ (· cool) · arrows point "
+                   "the way messages went · dotted spokes: membership", style="dim italic")
+        return out
+
+    def _spot_line(self, f: Fold, spot: str | None, width: int) -> Text:
+        """The spotlighted node's edges in words (the map's footer)."""
+        t = Text()
+        if spot is None:
+            return t
+        t.append(safe(self.label_of(spot), 24), style=name_style(self.label_of(spot)) + " bold")
+        parts: list[str] = []
+        for (src, dst), e in sorted(f.edges.items(), key=lambda kv: -kv[1].count):
+            if src == spot:
+                parts.append(f"→ {safe(self.label_of(dst), 30)} ×{e.count} "
+                              f"({age(f.now - e.last_ts)} ago)")
+            elif dst == spot:
+                parts.append(f"← {safe(self.label_of(src), 24)} ×{e.count}")
+        for (mid, hub), kind in f.members.items():
+            if mid == spot and (mid, hub) not in f.edges:
+                parts.append(f"{'∘' if kind == 'live' else '◌'} {safe(hub, 30)}")
+        t.append("  " + (" · ".join(parts) if parts else "no traffic in the window"))
+        t.truncate(width, overflow="ellipsis")
+        return t
 
     # -- actions -------------------------------------------------------------------------
 
