@@ -41,7 +41,7 @@ def attach_notifier(session: Any, args: argparse.Namespace | None,
 
     n = Notifier(model.space, model.status.server, write=write, terminal=s.terminal,
                  command=s.command, style=s.style, on_alert=on_alert, enabled=s.enabled,
-                 ignore=mine)
+                 ignore=mine, settle_s=s.settle_s)
     session.notifier = n
     observer = getattr(session, "observer", None)
     if observer is not None:

@@ -38,7 +38,8 @@ class StreamExtras:
             except (AttributeError, ValueError):
                 pass
             self.notifier = Notifier(space, server, write=self._tty_write if tty else None,
-                                     terminal=s.terminal, command=s.command, style=s.style)
+                                     terminal=s.terminal, command=s.command, style=s.style,
+                                     settle_s=s.settle_s)
             obs.add_listener(self.notifier.on_model)
 
     @staticmethod

@@ -154,7 +154,7 @@ def terminal_escape(alert: Alert, style: str = "osc9", tmux: bool | None = None)
     if style in ("osc9", "both"):
         oscs.append(f"\x1b]9;{body}\x07")
     if style in ("osc777", "both"):
-        title = clean(f"cotal: {alert.name} needs you", 80).replace(";", ",")
+        title = clean(f"cotal: {clean(alert.name, 64)} needs you", 80).replace(";", ",")
         oscs.append(f"\x1b]777;notify;{title};{clean(alert.text(), 200)}\x07")
     if tmux:
         oscs = [f"\x1bPtmux;{o.replace(chr(27), chr(27) * 2)}\x1b\\" for o in oscs]
@@ -236,6 +236,7 @@ class NotifySettings:
     terminal: bool = False
     command: str | None = None
     style: str = "osc9"
+    settle_s: float = SETTLE_S
     warning: str | None = None
 
     @property
@@ -248,7 +249,8 @@ TRUTHY = ("1", "true", "yes", "on")
 
 def notify_settings(args: Any = None, home: Any = None) -> NotifySettings:
     """Flags over environment over ``config.toml``'s ``[notify]`` table (in ``$COTAL_HOME`` or
-    ``~/.cotal``): ``enabled = true``, ``command = "..."``, ``escape = "osc777"``."""
+    ``~/.cotal``): ``enabled = true``, ``command = "..."``, ``escape = "osc777"``, ``settle = 5``
+    (seconds an agent may leave waiting and still be in the same episode)."""
     import tomllib
     from pathlib import Path
 
@@ -266,6 +268,8 @@ def notify_settings(args: Any = None, home: Any = None) -> NotifySettings:
                 s.command = table["command"]
             if table.get("escape") in STYLES:
                 s.style = table["escape"]
+            if isinstance(table.get("settle"), (int, float)) and table["settle"] >= 0:
+                s.settle_s = float(table["settle"])
         except (OSError, ValueError) as e:
             s.warning = f"notifications: {path} ignored: {e}"
     env = os.environ
@@ -293,9 +297,10 @@ class Notifier:
     def __init__(self, space: str, server: str = "", *, write: Callable[[str], Any] | None = None,
                  terminal: bool = True, command: str | None = None, style: str = "osc9",
                  on_alert: Callable[[Alert], Any] | None = None, enabled: bool = True,
-                 ignore: Callable[[], Iterable[str]] = lambda: (),
+                 ignore: Callable[[], Iterable[str]] = lambda: (), settle_s: float = SETTLE_S,
                  episodes: WaitingEpisodes | None = None) -> None:
-        self.episodes = episodes or WaitingEpisodes(space, server, ignore=ignore)
+        self.episodes = episodes or WaitingEpisodes(space, server, ignore=ignore,
+                                                    settle_s=settle_s)
         self.write = write
         self.terminal = terminal  # the bell and escape (else only the command and on_alert)
         self.runner = CommandRunner(command) if command else None
