@@ -20,7 +20,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from meshview.connect import ConnectError, Target, connect as mesh_connect, resolve_target, target_of
+from meshview.connect import ConnectError, Target, resolve_target, target_of
+from meshview.connect import connect as mesh_connect
 
 CLIENT_NAME = "cotal-attach"
 

@@ -17,11 +17,17 @@ import uuid
 
 import nats
 import pytest
-
-from meshview.auth import bearer_principal
-from meshview.connect import ConnectError, add_connection_arguments, caller_of, connect, resolve_target
 from support.authmesh import start_callout_mesh
 from support.watchproc import WatchProc
+
+from meshview.auth import bearer_principal
+from meshview.connect import (
+    ConnectError,
+    add_connection_arguments,
+    caller_of,
+    connect,
+    resolve_target,
+)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.tmux import Tmux, needs_tmux
 
 pytestmark = needs_tmux

@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jwt import observer_permissions
 
 from attach.client import AttachSession
-from attach.connection import connect as attach_connect, resolve
+from attach.connection import connect as attach_connect
+from attach.connection import resolve
 from attach.endpoint import EndpointClient, EndpointError
 from attach.managed import PsPoller
 from meshview.auth import write_creds
@@ -33,11 +35,12 @@ from meshview.connect import (
     Target,
     add_connection_arguments,
     caller_of,
-    connect as mesh_connect,
     publish_checked,
     target_of,
 )
-from support.jwt import observer_permissions
+from meshview.connect import (
+    connect as mesh_connect,
+)
 
 SPACE = "sec"
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,6 +30,7 @@ import nats
 import pytest
 
 from cotal_tui.demo.broker import Broker
+from cotal_tui.demo.provision import provision_space
 from support.jwt import (
     AuthSpace,
     MintedUser,
@@ -38,7 +39,6 @@ from support.jwt import (
     observer_permissions,
     write_creds,
 )
-from cotal_tui.demo.provision import provision_space
 
 AGENT_CHANNELS = ["general", "team.backend"]
 
@@ -272,7 +272,12 @@ def start_callout_mesh(space: str = "ua") -> CalloutMesh:
     ``allowed_accounts``: the data account). Clients hold the deny-all sentinel creds of the
     AUTH account plus a bearer; the responder places them in the data account."""
     from meshview.auth import (
-        Permissions, SpaceTrust, account_jwt, encode_jwt, new_nkey, user_jwt,
+        Permissions,
+        SpaceTrust,
+        account_jwt,
+        encode_jwt,
+        new_nkey,
+        user_jwt,
     )
 
     d = Path(tempfile.mkdtemp(prefix="cotal-callout-"))
