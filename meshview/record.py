@@ -26,14 +26,16 @@ Reading and playing back: meshview/replay.py. No Textual or Rich import (the mod
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import re
 import time
 import uuid
 import weakref
 import zlib
-from typing import Any, Callable, Iterator
+from collections import abc
+from typing import Any, Callable
+
+import msgspec
 
 from meshview.model import MeshModel
 from meshview.statecodec import checkpoint, encode
@@ -124,6 +126,15 @@ def human_size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+_PLAIN = (str, int, float, bool, type(None), tuple, list, dict)
+_json = msgspec.json.Encoder().encode  # the tagged encoding leaves only JSON types (finite floats)
+
+
+def _settle(v: Any) -> Any:
+    """An iterator argument made a list before the call (recording it must not consume it)."""
+    return list(v) if type(v) not in _PLAIN and isinstance(v, abc.Iterator) else v
+
+
 _ACTIVE: weakref.WeakKeyDictionary[MeshModel, Recorder] = weakref.WeakKeyDictionary()
 
 
@@ -196,8 +207,10 @@ class Recorder:
             if self._depth or self.closed:
                 return orig(*args, **kw)
             t = self._clock()
-            args = [list(a) if isinstance(a, Iterator) else a for a in args]
-            kw = {k: list(v) if isinstance(v, Iterator) else v for k, v in kw.items()}
+            if args:
+                args = [_settle(a) for a in args]
+            if kw:
+                kw = {k: _settle(v) for k, v in kw.items()}
             before = model.version
             self._depth += 1
             self._frozen = t
@@ -266,7 +279,7 @@ class Recorder:
 
     def _write(self, obj: dict[str, Any]) -> None:
         assert self._gz is not None
-        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        data = _json(obj) + b"\n"
         self._gz.write(data)
         self._pending += len(data)
         if self._pending >= SYNC_BYTES:

@@ -35,9 +35,13 @@ def encode(v: Any) -> Any:
     if t is tuple:
         return {"$t": [encode(x) for x in v]}
     if t is dict:
-        if all(type(k) is str and not k.startswith("$") for k in v):
-            return {k: encode(x) for k, x in v.items()}
-        return {"$d": [[encode(k), encode(x)] for k, x in v.items()]}
+        out = {}
+        for k, x in v.items():
+            if type(k) is not str or k[:1] == "$":
+                return {"$d": [[encode(k), encode(x)] for k, x in v.items()]}
+            tx = type(x)  # scalars inline: inputs are mostly flat keyword arguments
+            out[k] = x if tx is str or tx is int or tx is bool or x is None else encode(x)
+        return out
     if t is OrderedDict:
         return {"$od": [[encode(k), encode(x)] for k, x in v.items()]}
     if t is deque:
