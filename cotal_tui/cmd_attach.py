@@ -9,7 +9,7 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from meshview.connect import add_connection_arguments
+    from meshview.connect_args import add_connection_arguments
 
     p.add_argument("name", nargs="?", default=None, help="seat name (see `cotal ps`)")
     p.add_argument("--name", dest="name_flag", metavar="NAME", default=None,

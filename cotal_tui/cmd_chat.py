@@ -53,7 +53,7 @@ _CHANNEL = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from meshview.connect import add_connection_arguments
+    from meshview.connect_args import add_connection_arguments
 
     add_connection_arguments(parser)
     parser.add_argument("--as", metavar="NAME", dest="as_name",

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from meshview.connect import add_connection_arguments
+    from meshview.connect_args import add_connection_arguments
 
     p.add_argument("--on", metavar="INSTANCE", default=None,
                    help="the manager instance to address (the whole id, as `cotal ps` prints it)")

@@ -22,7 +22,7 @@ KIND_W, NAME_W, PROC_W, MESH_W = 11, 16, 18, 16
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from meshview.connect import add_connection_arguments
+    from meshview.connect_args import add_connection_arguments
 
     p.add_argument("--json", action="store_true", help="one JSON object per row (with its manager)")
     p.add_argument("--on", metavar="INSTANCE", default=None,

@@ -34,7 +34,7 @@ DEFAULT_SEND_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from meshview.connect import add_connection_arguments
+    from meshview.connect_args import add_connection_arguments
 
     parser.add_argument("words", nargs="*", metavar="[TARGET] TEXT",
                         help="'#channel' or @agent, then the text ('-' reads stdin)")

@@ -9,7 +9,7 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from meshview.connect import add_connection_arguments
+    from meshview.connect_args import add_connection_arguments
 
     add_connection_arguments(parser)
     out = parser.add_mutually_exclusive_group()
@@ -31,10 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
     """Browser mode, notifications and recording (issue 15)."""
-    from meshview.record import parse_size
     from meshview.notify import STYLES
 
     def size(v: str) -> int:
+        from meshview.record import parse_size  # only when the flag is given: --help stays light
+
         try:
             return parse_size(v)
         except ValueError as e:

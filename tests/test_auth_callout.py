@@ -23,11 +23,11 @@ from support.watchproc import WatchProc
 from meshview.auth import bearer_principal
 from meshview.connect import (
     ConnectError,
-    add_connection_arguments,
     caller_of,
     connect,
     resolve_target,
 )
+from meshview.connect_args import add_connection_arguments
 
 
 @pytest.fixture(scope="module")

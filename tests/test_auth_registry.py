@@ -13,13 +13,13 @@ import pytest
 from meshview.connect import (
     Target,
     _pick_mesh,
-    add_connection_arguments,
     connect,
     connect_options,
     parse_link,
     prepare,
     resolve_target,
 )
+from meshview.connect_args import add_connection_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:

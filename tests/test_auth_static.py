@@ -33,11 +33,11 @@ from meshview.connect import (
     ConnectError,
     PermissionDenied,
     Target,
-    add_connection_arguments,
     caller_of,
     publish_checked,
     target_of,
 )
+from meshview.connect_args import add_connection_arguments
 from meshview.connect import (
     connect as mesh_connect,
 )

@@ -10,12 +10,12 @@ import pytest
 
 from meshview.connect import (
     Target,
-    add_connection_arguments,
     connect,
     connect_options,
     redact_url,
     resolve_target,
 )
+from meshview.connect_args import add_connection_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:
