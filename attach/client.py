@@ -436,7 +436,9 @@ class AttachSession:
         raise AttachError(last.code if last else "unavailable", last.message if last else "could not bind")
 
     async def _on_frame(self, link: _Link, data: object) -> None:
-        frame = tf.decode(data)  # a malformed serving frame breaks the rail (`handler`)
+        # a malformed serving frame breaks the rail (`handler`); a newer manager's extra
+        # fields and frame kinds are ignored (None), never a broken session
+        frame = tf.decode(data, lenient=True)
         if isinstance(frame, tf.Data):
             await self._emit(frame.payload)
         elif isinstance(frame, tf.Drop):

@@ -84,7 +84,9 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _only(o: dict, keys: set[str], kind: str) -> None:
+def _only(o: dict, keys: set[str], kind: str, lenient: bool = False) -> None:
+    if lenient:
+        return
     for k in o:
         if k not in keys:
             raise TerminalFrameError(f"{kind} frame carries the unknown field {k!r}")
@@ -107,33 +109,39 @@ def encode(frame: TerminalFrame) -> dict:
     raise TypeError(frame)
 
 
-def decode(data: object) -> TerminalFrame:
+def decode(data: object, *, lenient: bool = False) -> TerminalFrame | None:
+    """One frame under the closed schema. ``lenient`` (the caller reading a manager, which may
+    be newer): fields it does not know are ignored and a kind it does not know is None (nothing
+    to do), instead of an error that would break the session; a known kind with a bad value is
+    still an error."""
     if not isinstance(data, dict):
         raise TerminalFrameError("frame is not an object")
     k = data.get("k")
     if k == "ready":
-        _only(data, {"k"}, "ready")
+        _only(data, {"k"}, "ready", lenient)
         return Ready()
     if k == "data":
-        _only(data, {"k", "b"}, "data")
+        _only(data, {"k", "b"}, "data", lenient)
         return Data(b64decode_strict(data.get("b")))
     if k == "resize":
-        _only(data, {"k", "cols", "rows"}, "resize")
+        _only(data, {"k", "cols", "rows"}, "resize", lenient)
         cols, rows = data.get("cols"), data.get("rows")
         for name, v in (("cols", cols), ("rows", rows)):
             if not _is_int(v) or not 1 <= v <= 100_000:
                 raise TerminalFrameError(f"resize {name} is not a bounded positive integer")
         return Resize(cols, rows)  # type: ignore[arg-type]
     if k == "end":
-        _only(data, {"k", "reason"}, "end")
+        _only(data, {"k", "reason"}, "end", lenient)
         r = data.get("reason")
         if not valid_reason(r):
             raise TerminalFrameError(f"end reason {r!r} is not a bounded kebab token")
         return End(r)  # type: ignore[arg-type]
     if k == "drop":
-        _only(data, {"k", "bytes"}, "drop")
+        _only(data, {"k", "bytes"}, "drop", lenient)
         n = data.get("bytes")
         if not _is_int(n) or n < 1:
             raise TerminalFrameError("drop bytes is not a positive integer")
         return Drop(n)  # type: ignore[arg-type]
+    if lenient and isinstance(k, str) and k:
+        return None
     raise TerminalFrameError(f"unknown terminal-session frame kind {k!r}")
