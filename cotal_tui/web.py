@@ -14,6 +14,7 @@ cannot drive the console. The served page loads nothing from outside this server
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -187,9 +188,19 @@ def serve(args: argparse.Namespace) -> int:
         print("cotal: --web needs the textual-serve package (pip install textual-serve).",
               file=sys.stderr)
         return 1
-    from meshview.connect import resolve_target
+    from meshview.connect import ConnectError, connect, resolve_target
 
     target = resolve_target(args)
+
+    async def reachable() -> None:  # once, up front: not a dead page per browser session
+        nc, _ = await connect(target)
+        await nc.close()
+
+    try:
+        asyncio.run(reachable())
+    except ConnectError as e:
+        print(f"cotal: {e}", file=sys.stderr)
+        return 1
     os.environ[ARGV_ENV] = json.dumps(session_argv(args))
     os.environ.pop(TOKEN_ENV, None)  # the sessions never see the token
     server = make_server(host, port, token, f"cotal · {target.space} on {target.display}")
