@@ -4,9 +4,8 @@ Pilot on the real ``MeshModel`` reducers with a fixed clock (tests/support/conso
 
 from __future__ import annotations
 
-from support.console import make_app, pid, rec, screen_text
-
 from conftest import until
+from support.console import make_app, pid, rec, screen_text
 
 WIDE = (120, 40)
 
