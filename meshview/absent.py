@@ -60,9 +60,14 @@ async def active_heads(js: Any, space: str) -> set[str]:
     """Principals whose lifecycle head still says ``active`` (records KV; open mesh only)."""
     import json
 
-    try:
-        kv = await asyncio.wait_for(js.key_value(bucket_names(space).records), READ_TIMEOUT)
-        keys = await asyncio.wait_for(kv.keys(filters=[LIFECYCLE_HEADS]), READ_TIMEOUT)
+    bucket = bucket_names(space).records
+    prefix = f"$KV.{bucket}."
+    try:  # the keys from the bucket's stream subjects: one request, any server version
+        info = await asyncio.wait_for(
+            js.stream_info(f"KV_{bucket}", subjects_filter=prefix + LIFECYCLE_HEADS),
+            READ_TIMEOUT)
+        keys = sorted(s[len(prefix):] for s in (info.state.subjects or {}))
+        kv = await asyncio.wait_for(js.key_value(bucket), READ_TIMEOUT)
     except Exception:  # noqa: BLE001 - no bucket, no grant, or no keys
         return set()
     out = set()

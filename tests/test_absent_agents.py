@@ -71,6 +71,7 @@ async def test_plain_and_json_print_the_departed_agent(broker, nc, space):
         assert got[0]["reason"] == "absent" and got[0]["role"] == "ops"
         assert type(got[0]["ts"]) is int and got[0]["ts"] > 0
         assert not [o for o in js.objs("presence") if o["name"] == "desk"]
+        assert "Traceback" not in js.stderr_text and "Server may" not in js.stderr_text
         line = await plain.wait_for(
             lambda: next((ln for ln in plain.stdout_text.splitlines() if "finn/ops" in ln), None),
             20, "finn in --plain")
@@ -79,3 +80,29 @@ async def test_plain_and_json_print_the_departed_agent(broker, nc, space):
         assert js.stop() == 0 and plain.stop() == 0
         await hb.stop()
     assert all(json.loads(ln.raw) for ln in js.out)
+
+
+async def test_an_active_lifecycle_head_without_presence_is_an_offline_agent(broker, nc, space):
+    """Open mesh: the records' lifecycle head of a managed agent that still says ``active`` but
+    has no presence (its manager died with it) shows it too, even if it never talked; a
+    ``retired`` head does not."""
+    from meshview.model import MeshModel
+    from meshview.observer import Observer, ObserverOptions
+    from meshview.wire.names import bucket_names
+
+    kv = await nc.jetstream().key_value(bucket_names(space).records)
+    head = {"owner": "local", "actor": "kai", "lifecycleUid": "k" * 26,
+            "managerInstance": "m" * 26, "processEpoch": 1}
+    await kv.put("lifecycle.local.kai", json.dumps({**head, "state": "active"}).encode())
+    await kv.put("lifecycle.local.old", json.dumps({**head, "actor": "old", "state": "retired"})
+                 .encode())
+    model = MeshModel(space, record_events=True)
+    obs = Observer(nc, space, model, options=ObserverOptions(backfill=0))
+    try:
+        await obs.start()
+        await until(lambda: any(p.name == "kai" for p in model.snapshot().agents), timeout=5)
+        kai = next(p for p in model.snapshot().agents if p.name == "kai")
+        assert kai.status == "offline" and kai.offline_reason == "absent" and kai.id == "local.kai"
+        assert all(p.name != "old" for p in model.snapshot().peers)
+    finally:
+        await obs.stop()
