@@ -104,13 +104,12 @@ async def find_absent(js: Any, space: str, history: History, present: Iterable[s
                 if pid not in seen:
                     continue
                 try:
-                    rows = await asyncio.wait_for(
-                        history.read(stream, sender_pattern(space, kind, pid), 1),
-                        READ_TIMEOUT * 2)
+                    got = await asyncio.wait_for(
+                        history.last(stream, sender_pattern(space, kind, pid)), READ_TIMEOUT)
                 except Exception:  # noqa: BLE001
-                    rows = []
-                if rows and (d is None or rows[-1].message.ts > d.message.ts):
-                    d = rows[-1]
+                    got = None
+                if got is not None and (d is None or got.message.ts > d.message.ts):
+                    d = got
         if d is None:
             if pid not in heads:
                 return None  # nothing readable says who this is

@@ -85,6 +85,23 @@ class History:
                 self.model.apply_rejection(d.reason, msg.subject)
         return out
 
+    async def last(self, stream: str, filt: str) -> Delivery | None:
+        """The newest message matching ``filt`` (one consumer, one fetch), or None. A row the
+        reader rules reject is None here, not counted again (the backfill counts rejections)."""
+        ci = await self._ephemeral(stream, filt, deliver_policy=api.DeliverPolicy.LAST)
+        psub = None
+        try:
+            if not ci.num_pending:
+                return None
+            psub = await self.js.pull_subscribe_bind(consumer=ci.name, stream=stream)
+            msgs = await psub.fetch(1, timeout=self.timeout)
+            if not msgs:
+                return None
+            d = decode_delivery(msgs[0].subject, msgs[0].data, history=True)
+            return d if type(d) is Delivery else None
+        finally:
+            await self._delete(stream, ci.name, psub)
+
     async def _ephemeral(self, stream: str, filt: str, **cfg: Any) -> Any:
         return await self.js.add_consumer(stream, api.ConsumerConfig(
             filter_subject=filt, ack_policy=api.AckPolicy.NONE, mem_storage=True,

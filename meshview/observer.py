@@ -195,11 +195,8 @@ class Observer:
             await asyncio.wait_for(self._presence.ready.wait(), 3.0)
         except asyncio.TimeoutError:
             pass
-        if self._presence.ready.is_set():
-            await self._add_absent()
-        else:  # judge who is absent only against a complete roster, never a partial one
-            self._tasks.append(asyncio.create_task(self._add_absent(wait=True),
-                                                   name="observer:absent"))
+        # in the background, and only against a complete roster (never a partial one)
+        self._tasks.append(asyncio.create_task(self._add_absent(), name="observer:absent"))
         self._started = True
 
     async def stop(self) -> None:
@@ -448,13 +445,12 @@ class Observer:
         if m.status.connection == "stale":
             m.set_connection("connected")
 
-    async def _add_absent(self, wait: bool = False) -> None:
+    async def _add_absent(self) -> None:
         """Agents that left before we started (their presence keys expired) join the roster
         offline, derived from what the space retains (meshview/absent.py)."""
         from meshview.absent import find_absent
 
-        if wait:
-            await self._presence.ready.wait()
+        await self._presence.ready.wait()
         try:
             found = await find_absent(self.js, self.space, self.history,
                                       (p.id for p in self.model.snapshot().peers),
