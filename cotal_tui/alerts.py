@@ -10,9 +10,12 @@ Each alert also shows on the status line. :func:`toggle_notify` switches them at
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any, Callable
 
 from meshview.notify import Alert, Notifier, notify_settings
+
+POLL_S = 0.1
 
 
 def attach_notifier(session: Any, args: argparse.Namespace | None,
@@ -43,10 +46,40 @@ def attach_notifier(session: Any, args: argparse.Namespace | None,
                  command=s.command, style=s.style, on_alert=on_alert, enabled=s.enabled,
                  ignore=mine, settle_s=s.settle_s)
     session.notifier = n
-    observer = getattr(session, "observer", None)
-    if observer is not None:
-        observer.add_listener(n.on_model)
+    _watch(session, n)
     return n
+
+
+def _watch(session: Any, n: Notifier) -> None:
+    """Look at NEEDS-YOU whenever the model moved, 10 times a second, until the session stops.
+
+    Not an observer listener: those run only while the model is marked dirty, and the console's
+    own drain takes that mark about as often - a listener would miss changes (an agent leaving
+    waiting, so its next wait would look like the same episode)."""
+    model = session.model
+
+    async def poll() -> None:
+        seen = -1
+        while True:
+            await asyncio.sleep(POLL_S)
+            if model.version != seen:
+                seen = model.version
+                try:
+                    n.on_model(model)
+                except Exception:  # noqa: BLE001 - a notification never breaks the console
+                    pass
+
+    try:
+        task = asyncio.get_running_loop().create_task(poll(), name="notify:poll")
+    except RuntimeError:
+        return  # no loop (a test building sessions by hand): nothing to watch with
+    stop = session.stop
+
+    async def stop_then_cancel() -> None:
+        task.cancel()
+        await stop()
+
+    session.stop = stop_then_cancel
 
 
 def toggle_notify(app: Any) -> str:
