@@ -13,8 +13,9 @@ out. Senders whose role is ``operator`` are consoles, not agents, and are left o
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from meshview.history import History
 from meshview.wire import is_principal_id, parse_subject, sender_pattern

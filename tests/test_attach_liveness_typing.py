@@ -11,16 +11,16 @@ import sys
 
 import nats
 import pytest
+from conftest import until
 
 from attach import term_frames as tf
 from attach.client import AttachSession, Notice
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-from conftest import until
 
 BOUND_S = 2.5
 PASSWORD = [sys.executable, "-c",
-            "import getpass, time; pw = getpass.getpass('Password: '); "
-            "print('got', len(pw), 'chars', flush=True); time.sleep(60)"]
+            ("import getpass, time; pw = getpass.getpass('Password: '); "
+             "print('got', len(pw), 'chars', flush=True); time.sleep(60)")]
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_unknown_terminal_frames_and_extra_fields_are_ignored():
     """A newer manager may add frame kinds or fields: the caller ignores what it does not know
     instead of breaking the session (§11: receivers ignore unknown fields). The strict reading
     (the serving side, tests/test_terminal.py) is unchanged."""
-    dec = lambda d: tf.decode(d, lenient=True)  # noqa: E731 - what the caller reads with
+    dec = lambda d: tf.decode(d, lenient=True)
     assert dec({"k": "data", "b": "aGk=", "ts": 1}) == tf.Data(b"hi")
     assert dec({"k": "end", "reason": "process-exit", "code": 0}) == tf.End("process-exit")
     assert dec({"k": "drop", "bytes": 5, "why": "slow"}) == tf.Drop(5)

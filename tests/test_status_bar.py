@@ -4,9 +4,9 @@ overview shows the live link instead of ``◌ connecting…`` forever."""
 from __future__ import annotations
 
 import pytest
+from conftest import until
 from support.console import make_app, screen_text
 
-from conftest import until
 from meshview.spaces import SpaceInfo
 
 
