@@ -234,7 +234,7 @@ async def test_ps_lists_the_seats(demo, broker, space):
     rc, out, err = await run_cli([*COTAL, "ps", "--server", broker.url, "--space", space])
     assert rc == 0, err
     lines = out.splitlines()
-    assert lines[0].split()[:2] == ["NAME", "AGENT"]
+    assert lines[0].split()[:2] == ["NAME", "KIND"]
     names = {ln.split()[0] for ln in lines[1:]}
     assert names == {"alice", "dash", "gone"}
     assert all("running" in ln for ln in lines[1:])
