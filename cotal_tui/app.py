@@ -16,7 +16,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from cotal_tui.alerts import toggle_notify
 from cotal_tui.palette import WRITE_VERBS, MeshPalette, write_hit
+from cotal_tui.recording import toggle_recording
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.control import CONTROL_VERBS, control_hit, control_rows, stop_from_roster
@@ -60,6 +62,12 @@ class MeshCommands(Provider):
             ("quit", "leave the console", lambda: app.exit(0)),
         ]
         if screen is not None:
+            cmds += [
+                ("record", "start or stop recording this space to $COTAL_HOME/recordings "
+                 "(cotal replay FILE plays it back)", lambda: toggle_recording(app)),
+                ("notify", "bell + desktop notification when an agent starts waiting (on/off)",
+                 lambda: toggle_notify(app)),
+            ]
             cmds[:0] = [
                 *[(lens.name, lens.palette, lambda n=lens.name: screen.action_lens(n))
                   for lens in LENSES],

@@ -130,7 +130,7 @@ class MeshPalette(CommandPalette):
 
         verbs = list(WRITE_VERBS) + list(CONTROL_VERBS) + [
             "attach", "peek", "tile", "dms", "topo", "needs-you", "search", "lifecycle", "help",
-            "quit", "spaces"]
+            "quit", "spaces", "record", "notify"]
         new = complete(box.value, candidates(console, verbs))
         if new != box.value:
             box.value = new

@@ -269,3 +269,26 @@ async def test_a_server_denial_turns_the_console_read_only(auth_mesh):
         await op.send("channel", "again", channel="general")
     assert op.participant.starts == starts  # refused before any network use
     await op.close()
+
+
+async def test_palette_record_starts_and_stops_a_recording(tmp_path, monkeypatch):
+    """``:record`` writes the space to ``$COTAL_HOME/recordings``; a second ``:record`` stops."""
+    from support.console import make_app
+
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = make_app()
+    notices = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for _ in range(2):
+            app.last_notice = None
+            await _palette(pilot, "record")
+            await pilot.pause(0.3)  # the palette searches in a worker
+            await pilot.press("enter")
+            await until(pilot, lambda: app.last_notice, what="the record notice")
+            notices.append(app.last_notice)
+            if len(notices) == 1:
+                assert list((tmp_path / "recordings").glob("*.jsonl.gz")), notices
+    files = list((tmp_path / "recordings").glob("*.jsonl.gz"))
+    assert len(files) == 1 and files[0].stat().st_size > 0
+    assert "recording" in notices[0] and "stop" in notices[1], notices
