@@ -402,6 +402,16 @@ class MeshModel(RosterReducer):
         self._roster_changed = True
         self._touch()
 
+    def forget_channels(self, names: Iterable[str]) -> None:
+        """Channels whose history was deleted (``delchan``, ``purge``): they leave the channel
+        list until a message arrives on them again. The registry still lists registered ones
+        until its watch says otherwise."""
+        for ch in names:
+            for d in (self._retained, self._arrivals, self._arrivals_at_poll, self._chan_last):
+                d.pop(ch, None)
+        self._roster_changed = True
+        self._touch()
+
     def effective(self, channel: str) -> ChannelSettings:
         """A channel's settings by the wire rules (channel ?? defaults ?? SPEC default)."""
         c, d = self._registry.get(channel), self._defaults

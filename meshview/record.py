@@ -65,6 +65,7 @@ INPUTS: dict[str, str] = {
     "apply_manager": "lifecycle",
     "set_channel_registry": "channels",
     "set_retained_counts": "channels",
+    "forget_channels": "channels",
     "set_membership": "channels",
     "set_membership_unreadable": "channels",
     "set_connection": "state",

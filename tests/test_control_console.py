@@ -169,6 +169,11 @@ async def test_delchan_needs_the_exact_name_and_purge_the_space_name(broker, nc,
 
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: {"doomed", "general", "keep"} <= tabs(), what="the tabs")
+        # a live message too (a channel with live arrivals must still leave) and its tab open
+        await post(nc, space, "ada", "doomed", "doomed live")
+        await until(pilot, lambda: any(c.name == "doomed" and c.arrivals for c in
+                                       session.model.snapshot().channels), what="live arrival")
+        app.screen.query_one("#tabs").select("doomed")
         await palette(pilot, "delchan #doomed")
         await until(pilot, lambda: isinstance(app.screen, TypedConfirm), what="the typed confirm")
         # a near miss (one character short), Enter: nothing happens, the overlay stays
@@ -185,7 +190,7 @@ async def test_delchan_needs_the_exact_name_and_purge_the_space_name(broker, nc,
         await until(pilot, lambda: isinstance(app.screen, TypedConfirm), what="the confirm again")
         await pilot.press(*"doomed")
         await pilot.press("enter")
-        await until(pilot, lambda: notice(app) == "deleted #doomed · 2 messages purged", what="deleted")
+        await until(pilot, lambda: notice(app) == "deleted #doomed · 3 messages purged", what="deleted")
         left = await stored()
         assert not [s for s in left if s.endswith(".doomed")]
         assert left[f"cotal.{space}.chat.local.bram.general"] == 1
@@ -194,6 +199,7 @@ async def test_delchan_needs_the_exact_name_and_purge_the_space_name(broker, nc,
             await kv.get("doomed")
         await until(pilot, lambda: "doomed" not in tabs(), what="the tab leaves")
         assert {"general", "keep"} <= tabs()
+        assert app.screen.query_one("#tabs").active is None  # back on all
         # purge: the space's name, exactly
         await palette(pilot, "purge")
         await until(pilot, lambda: isinstance(app.screen, TypedConfirm), what="the purge confirm")

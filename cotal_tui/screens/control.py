@@ -312,6 +312,16 @@ class Controls:
 
     # -- purge, delchan: typed confirmations --
 
+    def leave_tabs(self, channels: list[str]) -> None:
+        """The deleted channels leave the channel list; a tab showing one goes back to all."""
+        screen = self.app.console_screen()
+        if screen is None:
+            return
+        screen.session.model.forget_channels(channels)
+        tabs = screen.query_one("#tabs")
+        if tabs.active in channels:
+            tabs.select(None)
+
     def ask_purge(self) -> None:
         ready = self._ready("purge")
         if ready is None:
@@ -326,6 +336,7 @@ class Controls:
 
             async def work() -> None:
                 n = await control.purge(target, read_only=read_only_reason(session))
+                self.leave_tabs([c.name for c in session.model.snapshot().channels])
                 self.say(f"purged {space} · {n} messages")
 
             self._run("purge", work)
@@ -353,6 +364,7 @@ class Controls:
 
             async def work() -> None:
                 n = await control.delchan(target, ch, read_only=read_only_reason(session))
+                self.leave_tabs([ch])
                 self.say(f"deleted #{ch} · {n} messages purged")
 
             self._run("delchan", work)
