@@ -58,6 +58,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def quiet_library_logs() -> None:
+    """Libraries' log records never reach the terminal raw: stderr carries our own one-sentence
+    diagnostics (and stdout the line stream), so a stray nats-py warning such as "Server may
+    ignore filters…" would break both. Failures that matter reach us through callbacks."""
+    import logging
+
+    for name in ("nats", "asyncio"):
+        log = logging.getLogger(name)
+        log.addHandler(logging.NullHandler())
+        log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(chosen_command(argv) or "")
@@ -71,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_missing", None):
         print(f"cotal: '{args._missing}' is not available in this build.", file=sys.stderr)
         return 2
+    quiet_library_logs()
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
