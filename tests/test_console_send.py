@@ -127,7 +127,12 @@ async def test_roster_c_dms_the_agent_and_r_replies_in_thread(broker, nc, space,
         agent = team.members[1]
         roster = app.screen.query_one("#roster")
         roster.focus()
-        roster.select_key(agent.id)
+
+        def on_agent() -> bool:  # the roster draws on its next drain: select once it has the row
+            roster.select_key(agent.id)
+            return roster.cursor_key == agent.id
+
+        await until(pilot, on_agent, what="the agent's roster row under the cursor")
         await pilot.press("c")
         composer = app.screen.query_one(Composer)
         assert composer.target.kind == "dm" and composer.target.to == agent.id
