@@ -13,6 +13,9 @@ reason refuses every mutation before anything touches the network.
 refused (its code and message), and one that stayed silent, with what the broker says about it
 (``gone``: nothing is subscribed on its rail, so the registration outlived its host;
 ``unknown``: something is subscribed but did not answer within the deadline).
+
+Size: over 500 lines because seven verbs share one locate, pin and call path and its one-
+sentence errors; split per verb, each file would repeat it.
 """
 
 from __future__ import annotations

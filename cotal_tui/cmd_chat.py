@@ -19,6 +19,10 @@ partial non-blocking write would land after the redraw and tear the prompt, so l
 through prompt-toolkit's stdout proxy, which batches them (one redraw per batch) off the
 event loop's back. Every wire string is neutralized by the stream renderer before it gets
 there; only our own colour codes reach the terminal raw.
+
+Size: over 500 lines because the line-mode participant is one prompt loop (parsing, completion,
+the stream above the prompt, leaving cleanly); its parts are small and only this command uses
+them.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ serialized without ``jti``.
 
 Secrets (seeds, JWTs, bearers) never leave this module inside a string meant for people: every
 ``repr`` shows public halves only, and errors name files and spaces, never their contents.
+
+Size: over 500 lines because nkey/JWT encoding, claims and the per-role permission tables are
+one minting path; a mistake between split halves would be a security bug.
 """
 
 from __future__ import annotations

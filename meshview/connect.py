@@ -19,6 +19,10 @@ reconnects with jittered exponential backoff, a bounded first connect. The serve
 permission errors are kept per connection, so a denied publish is reported as denied rather
 than waited out (:func:`publish_checked`). Secrets (passwords, tokens, seeds, JWTs) never appear
 in any string this module returns: use :attr:`Target.display`.
+
+Size: over 500 lines because resolving a target (flags, links, registry entries, the three auth
+modes) and the connect options are one decision; the light flag definitions are in
+connect_args.py.
 """
 
 from __future__ import annotations

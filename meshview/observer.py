@@ -20,6 +20,9 @@ can apply, the deque's cap drops the oldest frames: counted in ``status.dropped`
 
 The reads themselves live apart: KV watches in kvwatch.py, what the side buckets mean in
 buckets.py, history in history.py; every subject and rule comes from ``meshview.wire``.
+
+Size: over 500 lines because it is the one subscriber to every live tap and KV watch; history,
+buckets, KV watches and absent-agent derivation already live in their own modules.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ Identity (SPEC §2): a static credential's principal when one is known (``--cred
 ``local.<user nkey>``); otherwise ``local.<os user>_console`` named ``<os user>-console``.
 ``--as NAME`` names the peer; a dotted ``--as owner.actor`` is taken as a principal, and under a
 credential it must equal the credential's (else :class:`IdentityMismatch`, before publishing).
+
+Size: over 500 lines because one peer's lifecycle (identity, start, heartbeat, denial matching,
+sends, close) shares one state; its wire shapes live in wire/outbound.py.
 """
 
 from __future__ import annotations

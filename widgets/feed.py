@@ -5,6 +5,9 @@ the filter (tab, ``/`` query, lifecycle toggle), drops evicted ones from the fro
 per-row heights so wrapping never needs a full re-layout. Only visible rows are rendered;
 their Strips are cached by (index, width, cursor). The view follows the tail only while
 parked at the bottom and otherwise shows ``↓N more · G to follow``.
+
+Size: over 500 lines because the Line-API view with its strip cache, filters, cursor and tail-
+follow is one widget whose parts share the row index.
 """
 
 from __future__ import annotations

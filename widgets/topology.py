@@ -4,6 +4,9 @@ Header: ``topology · ① sequence ② matrix ③ map · window 2m · N msgs · 
 The pill is ``live`` / ``stale`` / ``traffic-only`` / ``unreadable (<reason>)``, unreadable
 first. ``v`` cycles the views, ``1``–``3`` pick one; ``j``/``k`` (and ``h``/``l`` in the
 matrix) move; Enter opens the agent or message under the cursor.
+
+Size: over 500 lines because three views of one fold (sequence, matrix, ring map) share its
+layout helpers and key handling.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ program's behalf) and goes offline when it stops or exits.
 On an open mesh nothing is minted per session and the sessions share the manager's connection.
 A session whose caller falls silent (no frame, not even an idle credit, for ``caller_silence_ms``)
 is reaped, so a caller that vanished without a ``close`` cannot pin a ``maxSessions`` slot.
+
+Size: over 500 lines because the demo manager is one §13 service (ops, seats, sessions,
+personas) that `cotal demo`, the tests and the benches start as a unit.
 """
 
 from __future__ import annotations

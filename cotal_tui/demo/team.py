@@ -6,6 +6,9 @@ data and artifact parts and threaded replies, all through JetStream with ``Nats-
 to the message id. One agent crashes (stops heartbeating, no delete) and one restarts as a
 new incarnation (new ``lifecycleUid``, same principal), so every lifecycle path of the
 console has something real to show. The same ``--seed`` gives the same conversation.
+
+Size: over 500 lines because the scripted team is one deterministic story (schedule, presence
+states, messages, answers to the operator); split, the story would scatter.
 """
 
 from __future__ import annotations
