@@ -5,6 +5,10 @@ flows back only once the consumer has taken them), status lines through ``on_not
 keystrokes go in with :meth:`AttachSession.send_keys`. The CLI passthrough and the console's
 embedded pane both drive it; neither needs a tty.
 
+With ``consumer_credit`` the consumer returns from ``on_output`` at once and calls
+:meth:`AttachSession.release` as it gets through the bytes; credit follows that, not delivery,
+so a slow consumer still sees a ``drop`` notice the moment it lands.
+
 A link is left when the manager ends it, a rail faults, the connection drops or the manager
 falls silent past ``liveness_s`` (idle credits, not output, prove it alive). Unless the manager
 let go first, every abandoned session is handed back: ``close`` on its ``in`` rail, flushed.
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -167,6 +172,7 @@ class _Link:
         self.rail: Rail | None = None
         self.ended: asyncio.Future = asyncio.get_running_loop().create_future()
         self.end_reason: str | None = None
+        self.unreleased: deque[list[int]] = deque()  # consumer credit: [seq, bytes not yet released]
 
     def finish(self, reason: str) -> None:
         if not self.ended.done():
@@ -193,6 +199,7 @@ class AttachSession:
         instance_id: str | None = None,
         caller: Caller | None = None,
         liveness_s: float = LIVENESS_S,
+        consumer_credit: bool = False,
     ):
         if nc is None and connect is None:
             raise ValueError("AttachSession needs a connection or a connect factory")
@@ -208,6 +215,7 @@ class AttachSession:
         self.pin = instance_id
         self.caller = caller or Caller.fresh()
         self.liveness_s = liveness_s  # 0 disables the silent-peer check
+        self.consumer_credit = consumer_credit
         self.link: _Link | None = None
         self.final_reason: str | None = None
         self.keys_dropped = 0
@@ -272,6 +280,34 @@ class AttachSession:
             self.keys_dropped += len(data)
             return False
         return await self._send(link, tf.Data(data))
+
+    def release(self, nbytes: int) -> None:
+        """Consumer credit: the consumer got through ``nbytes`` more output bytes (in order)."""
+        link = self.link
+        if link is None or link.rail is None:
+            return
+        q = link.unreleased
+        through = 0
+        while q and nbytes >= q[0][1]:
+            nbytes -= q[0][1]
+            through = q.popleft()[0]
+        if q and nbytes:
+            q[0][1] -= nbytes
+        if through:
+            link.rail.release(through)
+
+    def release_all(self) -> None:
+        """Consumer credit: everything received is consumed (or moot); credit goes out now."""
+        link = self.link
+        if link is not None and link.rail is not None:
+            link.unreleased.clear()
+            link.rail.release_all()
+
+    @property
+    def peer_window_full(self) -> bool:
+        """Consumer credit: the manager has sent all it may without more credit."""
+        link = self.link
+        return link is not None and link.rail is not None and link.rail.peer_window_full
 
     async def resize(self, cols: int, rows: int) -> None:
         if cols < 1 or rows < 1:
@@ -381,7 +417,8 @@ class AttachSession:
                 nc, egress=grant["subjects"]["in"], ingress=grant["subjects"]["out"],
                 window=grant.get("window", 64),
                 peer_silence_ms=int(self.liveness_s * 1000),
-                on_data=lambda data, seq: self._on_frame(link, data),
+                consumer_credit=self.consumer_credit,
+                on_data=lambda data, seq: self._on_frame(link, data, seq),
                 on_close=lambda: link.finish("peer-closed"),
                 on_fault=lambda reason, detail: link.finish(reason),
             )
@@ -435,10 +472,15 @@ class AttachSession:
             ep = EndpointClient(nc, self.space, caller=self.caller)  # re-describe
         raise AttachError(last.code if last else "unavailable", last.message if last else "could not bind")
 
-    async def _on_frame(self, link: _Link, data: object) -> None:
+    async def _on_frame(self, link: _Link, data: object, seq: int = 0) -> None:
         # a malformed serving frame breaks the rail (`handler`); a newer manager's extra
         # fields and frame kinds are ignored (None), never a broken session
         frame = tf.decode(data, lenient=True)
+        if self.consumer_credit:
+            q = link.unreleased
+            q.append([seq, len(frame.payload) if isinstance(frame, tf.Data) else 0])
+            while len(q) > 1 and not q[0][1]:  # nothing to consume ahead of the head: released
+                q.popleft()
         if isinstance(frame, tf.Data):
             await self._emit(frame.payload)
         elif isinstance(frame, tf.Drop):

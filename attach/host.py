@@ -9,6 +9,10 @@ stopped and the seat keeps an in-process mirror rebuilt from its final snapshot.
 session: it listens from the moment it exists, answers ``ready`` with snapshot → buffered →
 live, drops output under a full window with a ``drop`` notice followed by a repaint, and ends
 with a reason frame sent after all queued output and before the advisory ``close``.
+
+A bridge never waits on the mirror worker with the loop held: a snapshot is asked for at the
+point in the stream it must reflect (:meth:`PtySeat.request_snapshot`) and sent when it comes,
+while keystrokes, other sessions and output queued behind it go on.
 """
 
 from __future__ import annotations
@@ -153,6 +157,14 @@ class PtySeat:
             return self._final.snapshot()
         return self._mirror_proc.snapshot()
 
+    def request_snapshot(self) -> asyncio.Future:
+        """The snapshot of every byte read so far, as a future (the loop is not held meanwhile)."""
+        if self._final is not None:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_result(self._final.snapshot())
+            return fut
+        return self._mirror_proc.request_snapshot()
+
     def _retire_mirror(self) -> None:
         """The program is gone: keep its last screen in-process and stop the worker."""
         from .mirror import Mirror
@@ -280,7 +292,7 @@ class ServingBridge:
         self.on_done = on_done
         self._pending: deque[bytes] = deque()  # output after the first snapshot, before ready
         self._pending_bytes = 0
-        self._snapshot: bytes | None = seat.snapshot()
+        self._snapshot: asyncio.Future | None = seat.request_snapshot()
         self._ready = False
         self._ready_evt = asyncio.Event()
         self._out: deque[tuple[str, object]] = deque()
@@ -314,7 +326,7 @@ class ServingBridge:
     def _repaint(self) -> None:
         """Queue a fresh snapshot; everything queued before it is already inside it."""
         self._out = deque(item for item in self._out if item[0] == "end")
-        self._out.appendleft(("data", self.seat.snapshot()))
+        self._out.appendleft(("snap", self.seat.request_snapshot()))
         self._wake.set()
 
     async def on_caller_data(self, data: object, seq: int) -> None:
@@ -327,8 +339,8 @@ class ServingBridge:
             if not self._ready:
                 self._ready = True
                 self._ready_evt.set()
-                first = self._snapshot if self._snapshot is not None else self.seat.snapshot()
-                head: list[tuple[str, object]] = [("data", first)]
+                first = self._snapshot if self._snapshot is not None else self.seat.request_snapshot()
+                head: list[tuple[str, object]] = [("snap", first)]
                 head += [("data", chunk) for chunk in self._pending]
                 self._out = deque(head + list(self._out))  # before an `end` queued pre-ready
                 self._pending.clear()
@@ -367,6 +379,11 @@ class ServingBridge:
                     await self._wake.wait()
                     continue
                 kind, payload = self._out[0]
+                if kind == "snap":  # its bytes, once the mirror worker has caught up
+                    shot = await payload  # type: ignore[misc]
+                    if self._out and self._out[0][1] is payload:  # not replaced by a newer repaint
+                        self._out[0] = ("data", shot)
+                    continue
                 if kind == "end":
                     await self._send_end(str(payload))
                     return

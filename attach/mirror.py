@@ -27,6 +27,9 @@ import codecs
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import compress, groupby, islice, repeat
+from operator import is_not, itemgetter
+from typing import Any, Callable
 
 import pyte
 from pyte import charsets as _cs
@@ -59,8 +62,22 @@ class Cell:
 
 
 _BLANK = Char(" ", "default", "default")
+_DATA = itemgetter(0)
+_ATTRS = itemgetter(1, 2, 3, 4, 5, 6, 7, 8)  # a Char's attributes, in pyte's order
 _ALT_MODES = (1049, 1047, 47)
 _MOUSE_MODES = (1000, 1002, 1003)
+
+
+class _StyleCache(dict):
+    """A renderer's style per cell (attributes looked up once per distinct character + pen)."""
+
+    def __init__(self, style_of: Callable[[tuple], Any] | None = None) -> None:
+        super().__init__()
+        self.style_of = style_of
+
+    def __missing__(self, ch: Char) -> Any:
+        s = self[ch] = self.style_of(_ATTRS(ch))  # type: ignore[misc]
+        return s
 
 
 def _is_wide(data: str) -> bool:
@@ -555,6 +572,8 @@ class Mirror:
         self._in_string = False  # inside a DCS/APC/PM/SOS string being discarded
         self._string_esc = False  # ... whose last chunk ended in ESC
         self._cell_cache: dict[Char, Cell] = {}
+        self._styles = _StyleCache()
+        self._styles_token: object = None
         self._last_cursor = (0, 0, True)
         self._screen.dirty.clear()
         self._screen.dirty.update(range(rows))
@@ -637,6 +656,40 @@ class Mirror:
             out.append(c)
         return out
 
+    def runs(self, y: int) -> list[tuple[str, tuple]]:
+        """Row ``y`` as runs of equal attributes, for a renderer: ``(text, attrs)`` with attrs
+        ``(fg, bg, bold, italics, underscore, strikethrough, reverse, blink)`` (pyte's order);
+        the runs span exactly ``cols`` cells (wide pairs made consistent, stubs dropped)."""
+        cols = self.cols
+        line = self._screen.buffer.get(y)
+        if not line:
+            return [(" " * cols, _ATTRS(self._screen.default_char))]
+        row = list(map(line.__getitem__, range(cols)))
+        text = "".join(map(_DATA, row))
+        if len(text) != cols or (text and max(text) >= "\u1100"):
+            row = _norm(line, cols)  # wide characters or stubs: pair them up first
+        return [("".join(map(_DATA, g)), k) for k, g in groupby(row, _ATTRS)]
+
+    def styled_runs(self, y: int, style_of: Callable[[tuple], Any], token: object = None) -> list[tuple[str, Any]]:
+        """Row ``y`` as ``(text, style)`` runs, ``style_of(attrs)`` giving a renderer's style for
+        :meth:`runs`' attributes (asked once per distinct cell; equal styles must be the same
+        object). Pass a new ``token`` when ``style_of``'s answers change. Spans ``cols`` cells."""
+        cache = self._styles
+        if token is not self._styles_token or cache.style_of is not style_of or len(cache) > 16384:
+            cache.clear()
+            cache.style_of, self._styles_token = style_of, token
+        cols = self.cols
+        line = self._screen.buffer.get(y)
+        if not line:
+            return [(" " * cols, style_of(_ATTRS(self._screen.default_char)))]
+        row = list(map(line.get, range(cols), repeat(line.default, cols)))
+        text = "".join(map(_DATA, row))
+        if len(text) != cols or max(text) >= "\u1100":  # wide characters or stubs: the slow way
+            return [(t, style_of(k)) for t, k in self.runs(y)]
+        styles = list(map(cache.__getitem__, row))
+        cuts = [0, *compress(range(1, cols), map(is_not, styles, islice(styles, 1, None))), cols]
+        return [(text[a:b], styles[a]) for a, b in zip(cuts, islice(cuts, 1, None))]
+
     def text_lines(self) -> list[str]:
         cols = self.cols
         buf = self._screen.buffer
@@ -699,7 +752,9 @@ class Mirror:
         """ANSI that rebuilds this screen (and the main buffer under an alternate one), cursor and modes."""
         s = self._screen
         cols, rows = s.columns, s.lines
-        out = ["\x1b[0m\x1b[?25l\x1b[r\x1b[?6l\x1b[?7h\x1b[4l\x1b[20l\x1b(B\x0f\x1b[H\x1b[2J"]
+        # ?1049l first: a repaint may land on a terminal (or mirror) that is in its alternate
+        # screen, and must rebuild the main screen under it too
+        out = ["\x1b[?1049l\x1b[0m\x1b[?25l\x1b[r\x1b[?6l\x1b[?7h\x1b[4l\x1b[20l\x1b(B\x0f\x1b[H\x1b[2J"]
         if s.alt:
             _paint(out, s.main_buffer, cols, rows)
             if s.main_cursor is not None:

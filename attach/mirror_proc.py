@@ -69,6 +69,8 @@ class MirrorProc:
         self._inflight = 0  # D payload bytes framed but not acknowledged
         self._in = bytearray()
         self._replies: deque[bytes] = deque()
+        # who gets each snapshot asked for, in order: None (a blocking snapshot()) or a future
+        self._takers: deque[asyncio.Future | None] = deque()
         self._last_snapshot = b""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer_on = False
@@ -132,12 +134,21 @@ class MirrorProc:
         self._inflight = 0
         self._out.clear()
         self._replies.clear()
+        self._settle_takers()
         self.restarts += 1
         self._spawn()
+
+    def _settle_takers(self) -> None:
+        """Snapshots asked of a dead worker: each gets the last screen it showed."""
+        for fut in self._takers:
+            if fut is not None and not fut.done():
+                fut.set_result(self._last_snapshot)
+        self._takers.clear()
 
     def close(self) -> None:
         self._closed = True
         self._kill()
+        self._settle_takers()
 
     # ---- bytes in ---------------------------------------------------------------------------
 
@@ -226,7 +237,12 @@ class MirrorProc:
             if kind == b"A":
                 self._inflight = max(0, self._inflight - _U32.unpack(payload)[0])
             elif kind == b"P":
-                self._replies.append(payload)
+                self._last_snapshot = payload
+                fut = self._takers.popleft() if self._takers else None
+                if fut is None:
+                    self._replies.append(payload)
+                elif not fut.done():
+                    fut.set_result(payload)
         self._pump()
 
     def _wait(self, done) -> bool:
@@ -260,18 +276,42 @@ class MirrorProc:
                 return
 
     def snapshot(self) -> bytes:
-        """ANSI that rebuilds the screen, reflecting every byte given before this call."""
+        """ANSI that rebuilds the screen, reflecting every byte given before this call.
+        Blocks this thread until the worker has caught up; see :meth:`request_snapshot`."""
         for _ in range(2):
             if self.proc is None:
                 break
             self._frame_pending(None)
             self._replies.clear()
             self._out += _frame(b"S")
+            self._takers.append(None)
             self._write_some()
             if self._wait(lambda: bool(self._replies)):
                 self._last_snapshot = self._replies.popleft()
                 return self._last_snapshot
         return self._last_snapshot
+
+    def request_snapshot(self) -> asyncio.Future:
+        """The snapshot of every byte given before this call, without blocking: a future the
+        worker's answer resolves (the last screen if the worker dies or stalls meanwhile)."""
+        loop = self._loop or asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        if self.proc is None:
+            fut.set_result(self._last_snapshot)
+            return fut
+        self._frame_pending(None)
+        self._out += _frame(b"S")
+        self._takers.append(fut)
+        self._write_some()
+        proc = self.proc
+
+        def stalled() -> None:
+            if not fut.done() and self.proc is proc:
+                self._restart()  # a worker silent this long is wedged
+
+        handle = loop.call_later(REPLY_WAIT_S, stalled)
+        fut.add_done_callback(lambda _f: handle.cancel())
+        return fut
 
     def resize(self, cols: int, rows: int) -> None:
         """Resize after every byte given so far (ordered; no reply needed)."""
@@ -289,7 +329,7 @@ class MirrorProc:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the manager decides when this ends
     try:
-        os.nice(10)  # on a busy machine the live path (the manager) gets the core first
+        os.nice(19)  # on a busy machine the live path (manager, program, console) gets the core first
     except OSError:
         pass
     from .mirror import Mirror

@@ -11,6 +11,12 @@ Liveness: a live side that has delivered anything says something on every tick (
 or the idle re-advertisement), so a peer silent for ``peer_silence_ms`` is gone and the rail
 breaks with ``peer-silent``. Output is never needed: an idle session stays up on keepalives.
 
+Consumer credit (``consumer_credit=True``, a receiver's choice, invisible on the wire): frames
+are handed to the application at once, but credit covers only what it has released.
+A consumer that parses slower than the peer sends (the console's terminal pane) thus keeps
+seeing every frame — a ``drop`` notice the moment it lands — while holding the peer's window
+shut, so the peer drops and repaints instead of either side queueing bytes.
+
 The frame logic is transport-neutral (``feed`` in, ``publish`` out) so it can be unit-tested
 without a broker; :func:`open_rail` wires it to a NATS connection.
 """
@@ -124,6 +130,7 @@ class Rail:
         peer_silence_ms: int = 0,
         max_payload: int = MAX_PAYLOAD,
         clock: Callable[[], float] = time.monotonic,
+        consumer_credit: bool = False,
     ):
         self.egress, self.ingress = egress, ingress
         self.window = check_window(window)
@@ -134,6 +141,10 @@ class Rail:
         self.max_payload = max_payload
         self._clock = clock
         self.credit_every = max(1, math.ceil(self.window / 2))
+        self.consumer_credit = consumer_credit
+        self.released = 0  # consumer credit: the application has consumed frames up to this seq
+        self._ack_sent = 0  # the highest ack we advertised
+        self._credit_tasks: set[asyncio.Task] = set()
         self.seq = 0
         self.acked_through = 0
         self.expected = 1
@@ -290,6 +301,8 @@ class Rail:
             self._queue.popleft()
             self.expected += 1
             self.delivered += 1
+            if self.consumer_credit:
+                continue  # credit follows release()
             self._since_credit += 1
             if self._since_credit >= self.credit_every:
                 self._since_credit = 0
@@ -300,12 +313,48 @@ class Rail:
         while self._drain_task is not None and not self._drain_task.done():
             await asyncio.shield(self._drain_task)
 
+    def _ack_point(self) -> int:
+        """What our acks may say: everything delivered, or (consumer credit) everything released."""
+        delivered = self.expected - 1
+        return min(delivered, self.released) if self.consumer_credit else delivered
+
     async def _emit_credit(self) -> None:
         self._last_sent = self._clock()
+        ack = self._ack_point()
+        self._ack_sent = max(self._ack_sent, ack)
         try:
-            await self._publish(self.egress, encode_frame({"t": "credit", "ack": self.expected - 1}))
+            await self._publish(self.egress, encode_frame({"t": "credit", "ack": ack}))
         except Exception as e:
             await self._protocol_error("publish", str(e))
+
+    def release(self, through: int, *, now: bool = False) -> None:
+        """Consumer credit: frames up to seq ``through`` are consumed. Credit goes out once
+        ``credit_every`` frames are released since the last ack (at once with ``now``)."""
+        if not self.consumer_credit or not self.alive:
+            return
+        through = min(through, self.expected - 1)
+        if through <= self.released:
+            return
+        self.released = through
+        if now or through - self._ack_sent >= self.credit_every:
+            task = asyncio.get_running_loop().create_task(self._emit_credit())
+            self._credit_tasks.add(task)
+            task.add_done_callback(self._credit_tasks.discard)
+
+    def release_all(self) -> None:
+        """Consumer credit: everything received so far is consumed; credit goes out now."""
+        self.release(self.expected - 1 + len(self._queue), now=True)
+
+    @property
+    def unreleased(self) -> int:
+        """Frames received that our acks do not cover yet (the peer's view of its window)."""
+        return self.expected - 1 + len(self._queue) - self._ack_sent
+
+    @property
+    def peer_window_full(self) -> bool:
+        """Every frame the peer may send unacknowledged has arrived: it is blocked (dropping,
+        for a terminal session) until credit comes."""
+        return self.unreleased >= self.window
 
     async def tick(self) -> None:
         """One timer tick: silence and stall watchdogs, then the idle credit re-advertisement.
@@ -339,7 +388,7 @@ class Rail:
         self._data_since_tick = False
         mute = (now - self._last_sent) * 1000 >= self.idle_credit_ms / 2
         if self.idle_credit_ms > 0 and (quiet or mute) and self.expected > 1:
-            await self._emit_credit()
+            await self._emit_credit()  # consumer credit: re-advertises the released point only
 
     # ---- egress ------------------------------------------------------------------------------
 
@@ -374,10 +423,11 @@ class Rail:
                 await self._protocol_error("stall", {"sent": self.seq, "ackedThrough": self.acked_through})
                 raise RailError("failed-precondition", "session rail stalled; re-establish")
             raise RailError("resource-exhausted", f"session window is full ({self.window} unacknowledged frames)")
-        ack = self.expected - 1
+        ack = self._ack_point()
         frame: dict = {"t": "f", "seq": self.seq + 1, "data": data}
         if ack > 0:
             frame["ack"] = ack
+            self._ack_sent = max(self._ack_sent, ack)
         raw = encode_frame(frame)
         if len(raw) > self.max_payload:
             raise RailError("contract-invalid", f"session frame is {len(raw)} bytes, over {self.max_payload}")

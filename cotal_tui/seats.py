@@ -3,10 +3,18 @@ attach, peek and tile screens.
 
 :class:`SeatSessions` is a space and a factory for fresh bare connections (the same shape
 ``cotal attach`` uses). :class:`PaneLink` ties one :class:`~widgets.terminal_pane.TerminalPane`
-to one :class:`~attach.client.AttachSession`: output is fed to the pane as it arrives (awaited,
-so credit returns at the rate we parse), keystrokes leave in order through one sender task,
+to one :class:`~attach.client.AttachSession`: keystrokes leave in order through one sender task,
 notices and end reasons land in a status line in the CLI's words, and closing hands the session
 back (``close`` on its rail, flushed).
+
+Output is queued to the pane, which parses it within a budget; the session runs on consumer
+credit, returned as the pane parses. When output outruns the pane (more queued than it can
+parse soon) the link skips ahead, the way the host mirror does, but through the protocol:
+queued and arriving output is thrown away *without* credit until the manager's window is full —
+the manager then drops what the program writes — and once credit comes back the manager sends
+its ``drop`` notice and a repaint, which lands in a fresh mirror. Keys never wait behind
+output, and no bytes pile up on either side. A window that does not fill (the program went
+quiet mid-skip) ends the skip with an explicit repaint (``ready``).
 
 A peek is the same session with the pane read-only: it sends ``ready`` to get the screen and
 nothing else — no keystroke, no resize.
@@ -26,7 +34,7 @@ from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
 DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
 CLOSE_WAIT_S = 3.0
-FEED_SLICE = 8192  # a big frame is parsed in slices so keystrokes interleave (≈10 ms of pyte each)
+SKIP_QUIET_S = 0.2  # skipping, and nothing arrived this long: the window will not fill; repaint
 Connect = Callable[[], Awaitable[Any]]
 
 
@@ -65,9 +73,10 @@ class SeatSessions:
         """Seats reached through a bare URL (an open mesh: no creds to carry over)."""
         return cls(space, lambda: attach_connect(server), **kw)
 
-    def session(self, name: str, *, on_output, on_notice, instance_id: str | None = None) -> AttachSession:
+    def session(self, name: str, *, on_output, on_notice, instance_id: str | None = None,
+                consumer_credit: bool = False) -> AttachSession:
         return AttachSession(self.space, name, connect=self.connect, on_output=on_output,
-                             on_notice=on_notice, instance_id=instance_id)
+                             on_notice=on_notice, instance_id=instance_id, consumer_credit=consumer_credit)
 
     async def locate(self, name: str) -> tuple[dict | None, str | None]:
         """The seat's row and hosting instance (``None`` when it could not be looked up)."""
@@ -108,6 +117,13 @@ class PaneLink:
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._sender: asyncio.Task | None = None
+        self._skipping = False
+        self._expect_drop = False  # credit came back after a skip: a drop + repaint should follow
+        self._quiet: asyncio.TimerHandle | None = None
+        self.skips = 0  # times the pane skipped ahead
+        self.repaints = 0  # repaints asked for (``ready``) after a skip the manager did not end
+        self.bytes_skipped = 0
+        pane.on_parsed = self._parsed
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -127,7 +143,8 @@ class PaneLink:
         if size != self.pane.remote_size:
             self.pane.reset(*size)
         self.session = s = self.sessions.session(
-            self.name, on_output=self._output, on_notice=self._notice, instance_id=self.instance_id or iid)
+            self.name, on_output=self._output, on_notice=self._notice, instance_id=self.instance_id or iid,
+            consumer_credit=True)
         try:
             await s.open()
         except AttachError as e:
@@ -147,24 +164,76 @@ class PaneLink:
         self.pane.interactive = False
         self._set_status(text or end_text(reason, self.name))
 
-    async def _output(self, data: bytes) -> None:
+    def _output(self, data: bytes) -> None:
         link = self.session.link if self.session is not None else None
         if link is not self._link:  # a fresh session repaints from its snapshot into a clean mirror
             if self._link is not None:
                 self.pane.reset()
             self._link = link
-        if len(data) <= FEED_SLICE:
-            self.pane.feed(data)
+            self._end_skip()
+            self._expect_drop = False
+        if self._skipping:
+            self.bytes_skipped += len(data)
+            self._skip_check()
             return
-        for i in range(0, len(data), FEED_SLICE):  # awaited: credit returns only once all is parsed
-            self.pane.feed(data[i:i + FEED_SLICE])
-            await asyncio.sleep(0)
+        if self._expect_drop:  # credit came back but the manager had dropped nothing: repaint
+            self._expect_drop = False
+            self._repaint()
+        self.pane.queue(data)
+        if self.pane.pending_bytes > self.pane.pending_max:
+            self._skipping = True
+            self.skips += 1
+            self.bytes_skipped += self.pane.drop_pending()
+            self._skip_check()
+
+    def _parsed(self, n: int) -> None:
+        if self.session is not None:
+            self.session.release(n)
+
+    def _skip_check(self) -> None:
+        """Skipping: once the manager's window is full, give all credit back (it drops, then
+        sends ``drop`` and a repaint); until then, wait — or repaint if output stops."""
+        s = self.session
+        if s is not None and s.peer_window_full:
+            self._end_skip()
+            s.release_all()
+            self._expect_drop = True
+            return
+        if self._quiet is not None:
+            self._quiet.cancel()
+        self._quiet = asyncio.get_running_loop().call_later(SKIP_QUIET_S, self._skip_quiet)
+
+    def _skip_quiet(self) -> None:
+        self._quiet = None
+        if self._skipping and self.session is not None:
+            self._end_skip()
+            self.session.release_all()
+            self._repaint()
+
+    def _end_skip(self) -> None:
+        self._skipping = False
+        if self._quiet is not None:
+            self._quiet.cancel()
+            self._quiet = None
+
+    def _repaint(self) -> None:
+        """Ask for a fresh snapshot (a repeated ``ready``); it rebuilds the screen wherever it lands."""
+        if self.session is not None:
+            self.repaints += 1
+            asyncio.get_running_loop().create_task(self.session.repaint())
 
     def _notice(self, n: Notice) -> None:
         if n.kind == "reconnecting":
             self.state = "reconnecting"
         elif n.kind == "reconnected":
             self.state = "open"
+        elif n.kind == "drop":  # a repaint follows at once: older output is moot
+            self._end_skip()
+            self._expect_drop = False
+            self.pane.drop_pending()
+            self.pane.queue_reset()
+            if self.session is not None:
+                self.session.release_all()
         self._set_status(n.text)
 
     def send(self, data: bytes) -> None:
@@ -185,6 +254,7 @@ class PaneLink:
             return
         self._closing = True
         self.pane.interactive = False
+        self._end_skip()
         if self.session is not None:
             with contextlib.suppress(Exception):
                 await self.session.close()

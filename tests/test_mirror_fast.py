@@ -297,3 +297,53 @@ def test_wrap_at_the_last_column_is_pending_like_pyte():
             for m in (fast, ref):
                 m.feed((autowrap + text).encode())
             assert_mirrors_same(fast, ref, repr(autowrap + text))
+
+
+def _runs_from_cells(m: Mirror, y: int) -> list[tuple[str, tuple]]:
+    out: list[tuple[str, tuple]] = []
+    for c in m.row(y):
+        key = (c.fg, "bfightmagenta" if c.bg == "brightmagenta" else c.bg, c.bold, c.italics, c.underscore,
+               c.strikethrough, c.reverse, c.blink)
+        if out and out[-1][1] == key:
+            out[-1] = (out[-1][0] + c.char, key)
+        else:
+            out.append((c.char, key))
+    return out
+
+
+def _norm_runs(runs: list[tuple[str, tuple]]) -> list[tuple[str, tuple]]:
+    out: list[tuple[str, tuple]] = []
+    for text, key in runs:
+        if out and out[-1][1] == key:
+            out[-1] = (out[-1][0] + text, key)
+        elif text or not out:
+            out.append((text, key))
+    return [(t, k) for t, k in out if t]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_runs_are_the_rows_cells_merged(seed):
+    """What the pane draws (``Mirror.runs``) is exactly the row's cells, equal attributes merged."""
+    m = Mirror(30, 8)
+    m.feed(generated(seed, 30, 8).encode())
+    for y in range(m.rows):
+        assert _norm_runs(m.runs(y)) == _norm_runs(_runs_from_cells(m, y)), y
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_styled_runs_are_the_runs_styled(seed):
+    """The pane's fast path (``styled_runs``) draws exactly what ``runs`` describes."""
+    styles: dict[tuple, object] = {}
+    style_of = lambda attrs: styles.setdefault(attrs, object())  # noqa: E731
+    m = Mirror(30, 8)
+    m.feed(generated(seed, 30, 8).encode())
+    for y in range(m.rows):
+        got = [(t, k) for t, k in m.styled_runs(y, style_of, None) if t]
+        want = [(t, styles.setdefault(a, object())) for t, a in _norm_runs(m.runs(y))]
+        merged: list = []
+        for t, k in got:
+            if merged and merged[-1][1] is k:
+                merged[-1] = (merged[-1][0] + t, k)
+            else:
+                merged.append((t, k))
+        assert merged == want, y

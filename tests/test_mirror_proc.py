@@ -112,3 +112,23 @@ def test_worker_dies_with_its_parent():
     finally:
         parent.kill()
         parent.wait()
+
+
+async def test_request_snapshot_does_not_block_and_keeps_the_order():
+    mp = MirrorProc(40, 5, backlog_max=1 << 30, backlog_keep=1 << 29)
+    mp.start()
+    try:
+        mp.feed(b"first")
+        early = mp.request_snapshot()  # reflects "first" only
+        mp.feed(b"\r\nsecond")
+        blocking = mp.snapshot()  # a blocking one asked after it gets its own answer
+        late = mp.request_snapshot()
+        assert not late.done()  # nothing waited for the worker
+        late_screen = _screen(await asyncio.wait_for(late, 10), 40, 5).text_lines()
+        assert _screen(await early, 40, 5).text_lines()[0] == "first"
+        assert _screen(blocking, 40, 5).text_lines()[:2] == ["first", "second"]
+        assert late_screen[:2] == ["first", "second"]
+    finally:
+        mp.close()
+    dead = mp.request_snapshot()  # a closed worker answers with the last screen at once
+    assert dead.done() and _screen(dead.result(), 40, 5).text_lines()[:2] == ["first", "second"]

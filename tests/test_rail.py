@@ -453,3 +453,30 @@ async def test_idle_rails_over_nats_stay_up_and_a_vanished_peer_is_noticed(nc):
     assert faults == ["peer-silent"]
     assert asyncio.get_running_loop().time() - t0 < 1.5
     await tap.unsubscribe()
+
+
+# ---- consumer credit ------------------------------------------------------------------------
+
+
+async def test_consumer_credit_delivers_at_once_and_credits_only_what_is_released():
+    rail, wire, got, faults, _ = make(window=4, consumer_credit=True)
+    for s in range(1, 5):
+        await rail.feed(f(s, data=s))
+    await rail.idle()
+    assert [s for s, _ in got] == [1, 2, 3, 4]  # every frame handed over at once...
+    assert wire.frames("credit") == [] and rail.peer_window_full  # ...none credited: the peer is blocked
+    rail.release(1)
+    await asyncio.sleep(0)
+    assert wire.frames("credit") == []  # less than half a window released
+    rail.release(3)
+    await until(lambda: wire.frames("credit"))
+    assert [c["ack"] for c in wire.frames("credit")] == [3] and not rail.peer_window_full
+    await rail.send("key")  # a piggybacked ack says no more than what was released
+    assert wire.frames("f")[-1]["ack"] == 3
+    await rail.tick()  # nor does the idle re-advertisement
+    assert wire.frames("credit")[-1]["ack"] == 3
+    rail.release_all()
+    await until(lambda: wire.frames("credit")[-1]["ack"] == 4)
+    rail.release(99)  # never past what arrived
+    await asyncio.sleep(0)
+    assert rail.released == 4 and not faults

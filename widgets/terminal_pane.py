@@ -1,10 +1,17 @@
 """A remote terminal in a pane: a headless mirror drawn with the Line API, dirty rows only.
 
-Bytes go straight into an :class:`attach.mirror.Mirror` (so an awaited feed is a consumed feed
-and credit flows back at the rate we parse). Nothing repaints per chunk: a frame tick, at most
-60 times a second and only while output arrives, takes the mirror's dirty rows, drops their
-cached Strips and refreshes those rows alone. Mode 2026 (synchronized output) holds the tick
-until the frame is complete, or for at most a quarter of a second.
+Live output is queued (:meth:`TerminalPane.queue`) and parsed by a task of the pane's own, one slice at
+a time with the event loop free between slices, within a parse budget shared by every pane of
+the process (a share of each 1/60 s frame window): however fast output arrives, parsing never
+takes the loop for more than a slice, nor more than its share of it. Parsed bytes are reported
+(``on_parsed``) so the session returns credit at the rate we parse; a session whose output
+outruns the budget skips ahead (``drop_pending``, then a repaint — see ``cotal_tui/seats.py``).
+:meth:`TerminalPane.feed` parses at once, for callers that pace themselves.
+
+Nothing repaints per chunk: a frame tick, at most 60 times a second and only while output
+arrives, takes the mirror's dirty rows, drops their cached Strips and refreshes those rows
+alone. Mode 2026 (synchronized output) holds the tick until the frame is complete, or for at
+most a quarter of a second.
 
 The pane never resizes the remote program on its own. The mirror has the remote size; a
 smaller pane crops around the cursor, a larger one centres the screen. When interactive and
@@ -15,8 +22,10 @@ focused it owns every key (``check_consume_key``), so no binding — not even Te
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Iterable
+from collections import deque
+from typing import Callable
 
 from rich.color import Color
 from rich.segment import Segment
@@ -32,10 +41,36 @@ from attach.mirror import Cell, Mirror
 from widgets.keycodes import encode_key, encode_mouse, encode_paste
 
 FRAME_S = 1 / 60
-FULL_FRAME_S = 1 / 30  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
+FULL_FRAME_S = 1 / 20  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
 SYNC_HOLD_MAX_S = 0.25
 ESC_DOUBLE_S = 0.4
 DEFAULT_DETACH = 0x1D
+PARSE_SLICE = 4096  # bytes parsed between two looks at the event loop (~1-2 ms)
+PARSE_SHARE = 0.4  # of each frame window, at most, spent parsing (all panes together)
+PENDING_MIN = 256 * 1024  # queued output past max(this, 64 B a cell) means the pane fell behind
+
+
+class _ParseBudget:
+    """Parse time the panes of this process may still spend in the current frame window."""
+
+    def __init__(self, window: float = FRAME_S, share: float = PARSE_SHARE) -> None:
+        self.window, self.share = window, share
+        self.start = -1.0
+        self.used = 0.0
+
+    def wait(self, now: float) -> float:
+        """0 when parsing may go on now, else the seconds until the next window."""
+        if now - self.start >= self.window:
+            self.start, self.used = now, 0.0
+        if self.used < self.window * self.share:
+            return 0.0
+        return self.start + self.window - now
+
+    def spend(self, dt: float) -> None:
+        self.used += dt
+
+
+PARSE_BUDGET = _ParseBudget()
 
 _NAMES = {
     "black": "black", "red": "red", "green": "green", "brown": "yellow", "yellow": "yellow",
@@ -73,6 +108,13 @@ def cell_style(cell: Cell) -> Style:
         italic=cell.italics or None, underline=cell.underscore or None, reverse=cell.reverse or None,
         strike=cell.strikethrough or None,
     )
+
+
+def attrs_style(attrs: tuple) -> Style:
+    """The Style for :meth:`attach.mirror.Mirror.runs` attributes."""
+    fg, bg, bold, italics, underscore, strike, reverse, _blink = attrs
+    return Style(color=rich_color(fg), bgcolor=rich_color(bg), bold=bold or None, italic=italics or None,
+                 underline=underscore or None, reverse=reverse or None, strike=strike or None)
 
 
 class TerminalPane(Widget, can_focus=True):
@@ -123,8 +165,11 @@ class TerminalPane(Widget, can_focus=True):
         self.detach_byte = detach_byte
         self.show_cursor = show_cursor
         self._rows_cache: dict[int, Strip] = {}
-        self._styles: dict[Cell, Style] = {}
+        self._styles: dict[tuple, Style] = {}
+        self._styles_token = object()  # replaced whenever ``_styles`` is cleared
+        self._style_of = self._style  # one bound method: the mirror keys its cache on it
         self._base = Style()
+        self._base_at = -1.0  # when ``rich_style`` was last read (it costs; read it per frame)
         self._outside = Style()
         self._timer: Timer | None = None
         self._last_frame = 0.0
@@ -135,6 +180,10 @@ class TerminalPane(Widget, can_focus=True):
         self._esc_timer: Timer | None = None
         self._view = (0, 0)  # crop offset (x, y) into the remote screen when the pane is smaller
         self._mouse_buttons = 0
+        self._pending: deque[bytes | None] = deque()  # queued output; None: a fresh mirror here
+        self._pending_bytes = 0
+        self._parser: asyncio.Task | None = None
+        self.on_parsed: Callable[[int], None] | None = None  # bytes of queued output parsed
         # counters for tests and the bench
         self.frames = 0
         self.rows_refreshed = 0
@@ -154,6 +203,76 @@ class TerminalPane(Widget, can_focus=True):
         self.bytes_fed += len(data)
         self._schedule()
 
+    # -- queued output (live sessions)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Queued output not parsed yet."""
+        return self._pending_bytes
+
+    @property
+    def pending_max(self) -> int:
+        """Past this much queued output the pane is behind (room for the largest repaint)."""
+        return max(PENDING_MIN, 64 * self.mirror.cols * self.mirror.rows)
+
+    def queue(self, data: bytes) -> None:
+        """Parse remote output soon, within the parse budget; repaint on a frame tick."""
+        if data:
+            self._pending.append(data)
+            self._pending_bytes += len(data)
+            self._start_parser()
+
+    def queue_reset(self) -> None:
+        """Output queued after this starts from a fresh mirror (a repaint follows a drop)."""
+        self._pending.append(None)
+        self._start_parser()
+
+    def drop_pending(self) -> int:
+        """Forget queued output (a repaint will supersede it); the number of bytes forgotten."""
+        n = self._pending_bytes
+        self._pending.clear()
+        self._pending_bytes = 0
+        return n
+
+    def _start_parser(self) -> None:
+        if self._parser is None or self._parser.done():
+            self._parser = asyncio.get_running_loop().create_task(self._parse_queued())
+
+    async def _parse_queued(self) -> None:
+        budget = PARSE_BUDGET
+        pending = self._pending
+        while pending:
+            wait = budget.wait(time.perf_counter())
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            item = pending[0]
+            t0 = time.perf_counter()
+            if item is None:
+                pending.popleft()
+                self._fresh_mirror()
+                n = 0
+            else:
+                if len(item) > PARSE_SLICE:
+                    item, pending[0] = item[:PARSE_SLICE], item[PARSE_SLICE:]
+                else:
+                    pending.popleft()
+                n = len(item)
+                self._pending_bytes -= n
+                self.mirror.feed(item)
+                self.bytes_fed += n
+            budget.spend(time.perf_counter() - t0)
+            self._schedule()
+            if n and self.on_parsed is not None:
+                self.on_parsed(n)
+            await asyncio.sleep(0)  # keys, timers and the network run between slices
+
+    def _fresh_mirror(self) -> None:
+        c, r = self.remote_size
+        self.mirror = Mirror(c, r)
+        self._rows_cache.clear()
+        self.refresh()
+
     def resize_remote(self, cols: int, rows: int) -> None:
         """Follow a remote size change the user asked for (the caller sends the resize)."""
         if (cols, rows) != self.remote_size and cols > 0 and rows > 0:
@@ -162,11 +281,16 @@ class TerminalPane(Widget, can_focus=True):
             self._schedule()
 
     def reset(self, cols: int | None = None, rows: int | None = None) -> None:
-        """A fresh mirror (a new session repaints from its snapshot)."""
+        """A fresh mirror (a new session repaints from its snapshot); queued output is dropped."""
+        self.drop_pending()
         c, r = self.remote_size
         self.mirror = Mirror(cols or c, rows or r)
         self._rows_cache.clear()
         self.refresh()
+
+    def on_unmount(self) -> None:
+        if self._parser is not None:
+            self._parser.cancel()
 
     def content_text(self) -> list[str]:
         return self.mirror.text_lines()
@@ -259,38 +383,47 @@ class TerminalPane(Widget, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._clear_styles()
+        self._base_at = -1.0
+
+    def _clear_styles(self) -> None:
         self._styles.clear()
+        self._styles_token = object()
         self._rows_cache.clear()
 
-    def _style(self, cell: Cell) -> Style:
-        s = self._styles.get(cell)
+    def _style(self, attrs: tuple) -> Style:
+        s = self._styles.get(attrs)
         if s is None:
-            key = cell if cell.char == " " else Cell(" ", *_attrs(cell))
-            s = self._styles.get(key)
-            if s is None:
-                s = self._base + cell_style(key)
-                self._styles[key] = s
-            self._styles[cell] = s
-            if len(self._styles) > 16384:
-                self._styles.clear()
+            s = self._styles[attrs] = self._base + attrs_style(attrs)
         return s
 
     def _row_strip(self, y: int) -> Strip:
         strip = self._rows_cache.get(y)
         if strip is None:
-            strip = Strip(list(_merge(self.mirror.row(y), self._style)), self.mirror.cols)
+            if len(self._styles) > 4096:
+                self._clear_styles()
+            runs = self.mirror.styled_runs(y, self._style_of, self._styles_token)
+            strip = Strip([Segment(text, style) for text, style in runs if text], self.mirror.cols)
             self._rows_cache[y] = strip
         return strip
 
-    def render_line(self, y: int) -> Strip:
+    def _check_base_style(self) -> None:
+        """Pick up a style change (theme, focus) — at most once per frame, ``rich_style`` is costly."""
+        now = time.monotonic()
+        if now - self._base_at < FRAME_S:
+            return
+        self._base_at = now
         base = self.rich_style
-        if base is not self._styled_for:  # styles changed (theme, focus): rebuild the caches once
+        if base is not self._styled_for:  # styles changed: rebuild the caches once
             self._styled_for = base
             if base != self._base:
-                self._styles.clear()
-                self._rows_cache.clear()
+                self._base = base
+                self._clear_styles()
             self._base = base
             self._outside = base + self.get_component_rich_style("terminal--outside", partial=True)
+
+    def render_line(self, y: int) -> Strip:
+        self._check_base_style()
         w = self.size.width
         cols, rows = self.remote_size
         ox, oy = self._offsets()
@@ -351,12 +484,14 @@ class TerminalPane(Widget, can_focus=True):
         self._send(encode_paste(event.text, self.mirror.bracketed_paste))
 
     def on_focus(self, event: events.Focus) -> None:
+        self._base_at = -1.0
         self._rows_cache.pop(self.mirror.cursor[1], None)
         self.refresh()
         if self.interactive and self.mirror.focus_events:
             self._send(b"\x1b[I")
 
     def on_blur(self, event: events.Blur) -> None:
+        self._base_at = -1.0
         self._flush_esc()
         self.refresh()
         if self.interactive and self.mirror.focus_events:
@@ -399,31 +534,6 @@ class TerminalPane(Widget, can_focus=True):
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
         self._mouse(event, press=True, wheel=1)
-
-
-def _attrs(cell: Cell) -> tuple:
-    return (cell.fg, cell.bg, cell.bold, cell.italics, cell.underscore, cell.reverse,
-            cell.strikethrough, cell.blink)
-
-
-def _merge(cells: list[Cell], style_of) -> Iterable[Segment]:
-    """Equal-style runs as one Segment; the "" stub after a wide character adds nothing."""
-    run: list[str] = []
-    style: Style | None = None
-    for cell in cells:
-        ch = cell.char
-        if not ch:
-            continue
-        s = style_of(cell)
-        if s is not style:
-            if run:
-                yield Segment("".join(run), style)
-            run = [ch]
-            style = s
-        else:
-            run.append(ch)
-    if run:
-        yield Segment("".join(run), style)
 
 
 def _with_cursor(strip: Strip, x: int, cols: int) -> Strip:
