@@ -63,6 +63,7 @@ _DENIED_SUB = re.compile(r"permissions violation for subscription to \"?([^\"\s]
 SWEEP_MS = 250.0
 CHANNEL_POLL_S = 2.0
 QUEUE_CAP = 50_000  # raw frames (~0.5 KB each, a few seconds of a flood): the memory bound
+QUEUE_BYTES = 32 * 1024 * 1024  # ... and in bytes, so a backlog of near-1 MiB messages is bounded too
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
 LAG_HIGH = 0.25  # backlog fraction of the cap that turns ``lagging`` on ...
@@ -82,6 +83,7 @@ class ObserverOptions:
     batch_ms: float = BATCH_MS
     history_timeout: float = 5.0
     queue_cap: int = QUEUE_CAP
+    queue_bytes: int = QUEUE_BYTES
     slice_ms: float = SLICE_MS
 
 
@@ -105,6 +107,7 @@ class Observer:
         self.buckets = bucket_names(self.space)
         self._listeners: list[Listener] = []
         self._q: deque[tuple] = deque()
+        self._q_bytes = 0  # payload bytes queued in ``_q`` (bounded by ``queue_bytes``)
         self._wake = asyncio.Event()
         self._live_open = asyncio.Event()
         self._subs: dict[str, Any] = {}
@@ -289,10 +292,13 @@ class Observer:
         # The transport callback: one bounded append. Decoding happens in the drain's slices,
         # so a backlog is raw bytes (few GC-tracked objects) and an overflow wastes no work.
         q = self._q
-        if len(q) >= self.opts.queue_cap:
-            q.popleft()  # the oldest frame goes: the view stays current, the gap is counted
+        data = msg.data
+        self._q_bytes += len(data)
+        while q and (len(q) >= self.opts.queue_cap or self._q_bytes > self.opts.queue_bytes):
+            # the oldest frame goes: the view stays current, the gap is counted
+            self._q_bytes -= len(q.popleft()[1])
             self.queue_dropped += 1
-        q.append((msg.subject, msg.data))
+        q.append((msg.subject, data))
         if not self._wake.is_set():
             self._wake.set()
         # nats-py runs this callback for every queued frame without yielding; bound that run
@@ -328,6 +334,7 @@ class Observer:
             n += k
             for _ in range(k):
                 subject, data = pop()
+                self._q_bytes -= len(data)
                 toks = subject.split(".", 3)
                 if len(toks) < 3 or toks[2] not in DELIVERY_KINDS:
                     continue  # endpoint/session rails and the like: not messages, not counted

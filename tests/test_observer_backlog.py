@@ -99,3 +99,33 @@ async def test_overflow_is_bounded_counted_and_visible(broker, nc, space):
     finally:
         await obs.stop()
         await obs.nc.close()
+
+
+async def test_overflow_is_bounded_in_bytes_too(broker, nc, space):
+    """Near-1 MiB messages: the frame cap alone would let the backlog hold gigabytes."""
+    budget = 4 * 1024 * 1024
+    obs, model = await start(broker.url, space, queue_bytes=budget)
+    try:
+        obs._live_open.clear()
+        subj = f"cotal.{space}.chat.local.pub.general"
+        big = "x" * (900 * 1024)
+        n = 12
+        for i in range(n):
+            await nc.publish(subj, json.dumps(message(space, "pub", f"b{i} {big}",
+                                                      channel="general")).encode())
+        await nc.flush()
+        await until(lambda: obs._q and obs._q[-1][1].find(f'"b{n - 1} '.encode()) >= 0,
+                    timeout=15)
+        assert obs._q_bytes <= budget and obs._q_bytes == sum(len(d) for _, d in obs._q)
+        kept = len(obs._q)
+        assert 0 < kept < n
+        obs._live_open.set()
+        obs._wake.set()
+        await until(lambda: model.snapshot().status.dropped == n - kept, timeout=10)
+        await until(lambda: not obs._q)
+        assert obs._q_bytes == 0
+        texts = [e.text.split(" ", 1)[0] for e in model.snapshot().feed if e.kind == "channel"]
+        assert texts == [f"b{i}" for i in range(n - kept, n)]  # the newest, in order
+    finally:
+        await obs.stop()
+        await obs.nc.close()
