@@ -165,14 +165,18 @@ class PtySeat:
             return fut
         return self._mirror_proc.request_snapshot()
 
-    def _retire_mirror(self) -> None:
-        """The program is gone: keep its last screen in-process and stop the worker."""
+    async def _retire_mirror(self) -> None:
+        """The program is gone: keep its last screen in-process and stop the worker (waiting
+        for its last snapshot without holding the loop: a starved worker may take a while)."""
         from .mirror import Mirror
 
         if self._final is not None:
             return
+        snap = await self._mirror_proc.request_snapshot()
+        if self._final is not None:
+            return
         final = Mirror(cols=self.cols, rows=self.rows)
-        final.feed(self._mirror_proc.snapshot())
+        final.feed(snap)
         self._final = final
         self._mirror_proc.close()
 
@@ -193,7 +197,7 @@ class PtySeat:
         while self.proc.poll() is None:
             await asyncio.sleep(0.02)
         self.returncode = self.proc.returncode
-        self._retire_mirror()
+        await self._retire_mirror()
         self.exited.set()
         for fn in list(self.exit_listeners):
             fn(self.returncode)
@@ -399,7 +403,7 @@ class ServingBridge:
                     data = self._coalesce()  # many small pty reads → one frame, not one each
                 piece, rest = data[:CHUNK], data[CHUNK:]
                 try:
-                    await self.rail.send(tf.encode(tf.Data(piece)))
+                    await self.rail.send_json(tf.data_json(piece))
                 except RailError as e:
                     if e.code != "resource-exhausted":
                         return

@@ -67,6 +67,7 @@ class MirrorProc:
         self._pending_bytes = 0
         self._out = bytearray()  # framed, not yet written to the pipe
         self._inflight = 0  # D payload bytes framed but not acknowledged
+        self.fed = 0  # D payload bytes the worker has acknowledged (its progress)
         self._in = bytearray()
         self._replies: deque[bytes] = deque()
         # who gets each snapshot asked for, in order: None (a blocking snapshot()) or a future
@@ -235,7 +236,9 @@ class MirrorProc:
             payload = bytes(self._in[_HEAD.size:_HEAD.size + n])
             del self._in[:_HEAD.size + n]
             if kind == b"A":
-                self._inflight = max(0, self._inflight - _U32.unpack(payload)[0])
+                n = _U32.unpack(payload)[0]
+                self._inflight = max(0, self._inflight - n)
+                self.fed += n
             elif kind == b"P":
                 self._last_snapshot = payload
                 fut = self._takers.popleft() if self._takers else None
@@ -304,13 +307,18 @@ class MirrorProc:
         self._takers.append(fut)
         self._write_some()
         proc = self.proc
+        timer: list[asyncio.TimerHandle] = []
 
-        def stalled() -> None:
-            if not fut.done() and self.proc is proc:
-                self._restart()  # a worker silent this long is wedged
+        def check(fed: int) -> None:
+            if fut.done() or self.proc is not proc:
+                return
+            if self.fed == fed:
+                self._restart()  # no progress at all this long: wedged
+            else:  # slow (starved of CPU at its low priority), not stuck: keep waiting
+                timer[0] = loop.call_later(REPLY_WAIT_S, check, self.fed)
 
-        handle = loop.call_later(REPLY_WAIT_S, stalled)
-        fut.add_done_callback(lambda _f: handle.cancel())
+        timer.append(loop.call_later(REPLY_WAIT_S, check, self.fed))
+        fut.add_done_callback(lambda _f: timer[0].cancel())
         return fut
 
     def resize(self, cols: int, rows: int) -> None:

@@ -410,6 +410,14 @@ class Rail:
         return self.alive and self.seq - self.acked_through < self.window
 
     async def send(self, data: Any) -> int:
+        return await self._send(data, None)
+
+    async def send_json(self, data_json: bytes) -> int:
+        """:meth:`send` for a ``data`` value already encoded as compact JSON text (a large
+        payload skips a pass of the JSON encoder)."""
+        return await self._send(None, data_json)
+
+    async def _send(self, data: Any, data_json: bytes | None) -> int:
         if not self.alive:
             raise RailError("failed-precondition", "session rail is closed or broken; re-establish")
         if self.seq >= _MAX_SEQ:
@@ -424,13 +432,17 @@ class Rail:
                 raise RailError("failed-precondition", "session rail stalled; re-establish")
             raise RailError("resource-exhausted", f"session window is full ({self.window} unacknowledged frames)")
         ack = self._ack_point()
-        frame: dict = {"t": "f", "seq": self.seq + 1, "data": data}
-        if ack > 0:
-            frame["ack"] = ack
-            self._ack_sent = max(self._ack_sent, ack)
-        raw = encode_frame(frame)
+        if data_json is not None:
+            tail = b',"ack":%d}' % ack if ack > 0 else b"}"
+            raw = b'{"t":"f","seq":%d,"data":' % (self.seq + 1) + data_json + tail
+        else:
+            frame: dict = {"t": "f", "seq": self.seq + 1, "data": data}
+            if ack > 0:
+                frame["ack"] = ack
+            raw = encode_frame(frame)
         if len(raw) > self.max_payload:
             raise RailError("contract-invalid", f"session frame is {len(raw)} bytes, over {self.max_payload}")
+        self._ack_sent = max(self._ack_sent, ack)
         self.seq += 1  # claim the seq before yielding so concurrent sends stay ordered
         self._last_sent = self._clock()
         try:

@@ -3,7 +3,8 @@
   keystroke echo latency  - a byte typed through the mesh into `cat` on a pty, until its echo is back,
                             vs the same on a local pty (p50 / p99)
   output throughput       - bytes/s a client receives from a flooding program through the mesh,
-                            vs reading the same program's pty directly
+                            vs reading the same program's pty directly; ROUNDS rounds, A/B
+                            alternating (local, mesh, local, ...), medians and per-round ratios
   snapshot serialization  - Mirror.snapshot() of a busy 120x32 screen
 
 The serving side runs as in real use: a manager process of its own (this file with ``--serve``:
@@ -37,6 +38,7 @@ from cotal_tui.demo.provision import provision_space  # noqa: E402
 
 N_KEYS = 300
 FLOOD_BYTES = 8 * 1024 * 1024
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
 FLOOD = [sys.executable, "-c",
          "import sys\nline=(b'0123456789abcdef'*6)[:95]+b'\\n'\nn=%d//len(line)\n"
          "w=sys.stdout.buffer\nfor i in range(n): w.write(line)\nw.write(b'FLOOD-END\\n'); w.flush()\n"
@@ -84,12 +86,13 @@ def local_throughput() -> float:
     return got / dt
 
 
-FLOOD_SPEC = SeatSpec("flood", "local.flood", argv=[sys.executable, "-c", "import time; time.sleep(0.5)\n" +
-                                                       FLOOD[2]], cols=120, rows=32)
+def flood_spec(name: str) -> SeatSpec:
+    return SeatSpec(name, f"local.{name}", argv=[sys.executable, "-c", "import time; time.sleep(0.5)\n" + FLOOD[2]],
+                    cols=120, rows=32)
 
 
 async def serve(url: str) -> None:
-    """The manager side, in a process of its own: `ready` once serving, `flood` spawns the
+    """The manager side, in a process of its own: `ready` once serving, `flood <name>` spawns a
     flood seat (answered `spawned`), end of stdin stops it."""
     nc = await nats.connect(url)
     await provision_space(nc, "bench")
@@ -100,8 +103,9 @@ async def serve(url: str) -> None:
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     print("ready", flush=True)
     while line := await reader.readline():
-        if line.strip() == b"flood":
-            m._spawn(FLOOD_SPEC)
+        words = line.split()
+        if words[:1] == [b"flood"]:
+            m._spawn(flood_spec(words[1].decode()))
             print("spawned", flush=True)
     await m.stop()
     await nc.close()
@@ -160,10 +164,22 @@ async def _client_figures(url: str, mgr: asyncio.subprocess.Process) -> dict:
     await s.close()
     await runner
 
-    # throughput: attach before the flood starts is not possible (it starts at spawn), so
-    # measure from the first live byte after ready until FLOOD-END arrives
+    local_tp, mesh_tp, dropped, n_bytes = [], [], 0, 0
+    for r in range(ROUNDS):
+        local_tp.append(local_throughput())
+        tp, d, n = await _mesh_throughput(ncc, mgr, f"flood{r}")
+        mesh_tp.append(tp)
+        dropped += d
+        n_bytes += n
+    await ncc.close()
+    return {"lat": lat, "tp": mesh_tp, "local_tp": local_tp, "dropped": dropped, "flood_bytes": n_bytes}
+
+
+async def _mesh_throughput(ncc, mgr: asyncio.subprocess.Process, name: str) -> tuple[float, int, int]:
+    """Attach to a fresh flood seat (its program waits 0.5 s) and time the first live byte to
+    FLOOD-END."""
     assert mgr.stdin is not None
-    mgr.stdin.write(b"flood\n")
+    mgr.stdin.write(b"flood %s\n" % name.encode())
     await _line(mgr, b"spawned")
     counter = {"n": 0, "t0": 0.0, "t1": 0.0}
     tail = bytearray()
@@ -174,21 +190,22 @@ async def _client_figures(url: str, mgr: asyncio.subprocess.Process) -> dict:
             counter["t0"] = time.perf_counter()
         counter["n"] += len(b)
         tail.extend(b)
+        found = b"FLOOD-END" in tail  # (in a repaint it sits mid-chunk: look before trimming)
         del tail[:-64]
-        if b"FLOOD-END" in tail:
+        if found:
             counter["t1"] = time.perf_counter()
             done.set()
 
-    s2 = AttachSession("bench", "flood", nc=ncc, on_output=on_flood)
+    s2 = AttachSession("bench", name, nc=ncc, on_output=on_flood)
     await s2.open()
     r2 = asyncio.create_task(s2.run())
-    await asyncio.wait_for(done.wait(), 120)
+    try:
+        await asyncio.wait_for(done.wait(), 120)
+    except asyncio.TimeoutError:
+        raise RuntimeError(f"{name}: no FLOOD-END after {counter['n']} bytes; tail {bytes(tail)!r}") from None
     await s2.close()
     await r2
-    mesh_tp = counter["n"] / (counter["t1"] - counter["t0"])
-    dropped = s2.bytes_dropped
-    await ncc.close()
-    return {"lat": lat, "tp": mesh_tp, "dropped": dropped, "flood_bytes": counter["n"]}
+    return counter["n"] / (counter["t1"] - counter["t0"]), s2.bytes_dropped, counter["n"]
 
 
 def snapshot_time() -> float:
@@ -216,19 +233,21 @@ def main() -> None:
     finally:
         b.stop()
     local = local_echo_latency()
-    local_tp = local_throughput()
+    local_tp = statistics.median(mesh["local_tp"])
+    mesh_tp = statistics.median(mesh["tp"])
+    ratios = " ".join(f"{m / loc:.2f}" for m, loc in zip(mesh["tp"], mesh["local_tp"]))
     snap = snapshot_time()
     lp50, lp99 = pct(local, 50), pct(local, 99)
     mp50, mp99 = pct(mesh["lat"], 50), pct(mesh["lat"], 99)
     print(f"{'':34}{'mesh':>14}{'local pty':>14}{'added / ratio':>16}")
     print(f"{'keystroke echo p50 (ms)':34}{mp50:14.3f}{lp50:14.3f}{mp50 - lp50:16.3f}   goal < 2")
     print(f"{'keystroke echo p99 (ms)':34}{mp99:14.3f}{lp99:14.3f}{mp99 - lp99:16.3f}   goal < 10")
-    print(f"{'output throughput (MB/s)':34}{mesh['tp'] / 1e6:14.2f}{local_tp / 1e6:14.2f}"
-          f"{mesh['tp'] / local_tp:15.2f}x   goal >= 0.5x")
+    print(f"{'output throughput (MB/s), median':34}{mesh_tp / 1e6:14.2f}{local_tp / 1e6:14.2f}"
+          f"{mesh_tp / local_tp:15.2f}x   goal >= 0.5x   (rounds: {ratios})")
     print(f"{'  bytes received / dropped':34}{mesh['flood_bytes']:14d}{mesh['dropped']:14d}")
     print(f"{'snapshot 120x32 (ms/snapshot)':34}{snap:14.3f}")
     load1 = os.getloadavg()
-    print(f"(n={N_KEYS} keystrokes, flood {FLOOD_BYTES // (1024 * 1024)} MiB, window 64, loopback, "
+    print(f"(n={N_KEYS} keystrokes, {ROUNDS} x flood {FLOOD_BYTES // (1024 * 1024)} MiB, window 64, loopback, "
           f"{os.cpu_count()} cpus, manager in its own process; load avg 1/5/15 min "
           f"{load0[0]:.2f}/{load0[1]:.2f}/{load0[2]:.2f} before, {load1[0]:.2f}/{load1[1]:.2f}/{load1[2]:.2f} after)")
 

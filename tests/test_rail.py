@@ -480,3 +480,30 @@ async def test_consumer_credit_delivers_at_once_and_credits_only_what_is_release
     rail.release(99)  # never past what arrived
     await asyncio.sleep(0)
     assert rail.released == 4 and not faults
+
+
+async def test_send_json_frames_exactly_like_send():
+    """The serving side's pre-encoded data frames are byte for byte what ``send`` would publish."""
+    from attach import term_frames as tf
+
+    payloads = [b"", b"x", bytes(range(256)) * 3, "\u4e2d\u6587 \x1b[31m".encode()]
+    for ack in (0, 5):
+        a, wa, *_ = make(window=8)
+        b, wb, *_ = make(window=8)
+        for r in (a, b):
+            r.expected = ack + 1
+        raw_a: list[bytes] = []
+        raw_b: list[bytes] = []
+
+        async def pa(_s, p):
+            raw_a.append(p)
+
+        async def pb(_s, p):
+            raw_b.append(p)
+
+        a._publish, b._publish = pa, pb
+        for p in payloads:
+            await a.send(tf.encode(tf.Data(p)))
+            await b.send_json(tf.data_json(p))
+        assert raw_a == raw_b
+        assert [tf.decode(json.loads(r)["data"]).payload for r in raw_b] == payloads
