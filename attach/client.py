@@ -9,6 +9,9 @@ With ``consumer_credit`` the consumer returns from ``on_output`` at once and cal
 :meth:`AttachSession.release` as it gets through the bytes; credit follows that, not delivery,
 so a slow consumer still sees a ``drop`` notice the moment it lands.
 
+Size: over 500 lines because locating, establishing, streaming, reconnecting and handing back
+are one session's life and share its link state.
+
 A link is left when the manager ends it, a rail faults, the connection drops or the manager
 falls silent past ``liveness_s`` (idle credits, not output, prove it alive). Unless the manager
 let go first, every abandoned session is handed back: ``close`` on its ``in`` rail, flushed.

@@ -10,7 +10,9 @@ erases. :class:`FastScreen` overrides exactly those, each with pyte 0.8.2's sema
   wraps; anything else (wide, combining, unprintable, insert mode) takes a per-character loop
   that copies pyte's, with cached widths and cells — including its quirk of dropping the rest of
   the run at the first character it cannot print;
-- ``index``: the scroll moves rows with one ``dict.update`` instead of a Python loop;
+- ``index``: the scroll moves rows with one ``dict.update`` instead of a Python loop, and the
+  row scrolled off is emptied and reused as the new bottom row (a flood no longer makes a
+  garbage-collected dict per line: those pushed the console into frequent full collections);
 - ``select_graphic_rendition``: memoised on (pen, parameters, DECSCNM);
 - ``erase_in_line`` / ``erase_in_display``: ``dict.update`` over the same cells pyte touches.
 
@@ -220,9 +222,14 @@ class FastScreen(pyte.Screen):
         if self.cursor.y == bottom:
             self.dirty.update(range(self.lines))
             buf = self.buffer
+            gone = buf.get(top)
             # the same sequence of reads and writes as pyte's loop (a missing row is created)
             buf.update(zip(range(top, bottom), map(buf.__getitem__, range(top + 1, bottom + 1))))
-            buf.pop(bottom, None)
+            if gone is not None and gone.default == self.default_char:
+                gone.clear()  # the row scrolled off comes back as the new blank bottom row:
+                buf[bottom] = gone  # the same empty line pyte would make, without a new object
+            else:
+                buf.pop(bottom, None)
         else:
             self.cursor_down()
 

@@ -13,6 +13,9 @@ with a reason frame sent after all queued output and before the advisory ``close
 A bridge never waits on the mirror worker with the loop held: a snapshot is asked for at the
 point in the stream it must reflect (:meth:`PtySeat.request_snapshot`) and sent when it comes,
 while keystrokes, other sessions and output queued behind it go on.
+
+Size: just over 500 lines because the seat and its bridge share the ordering contract between
+the live stream and the snapshots.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .rail import Rail, RailError
 
 CHUNK = 48 * 1024  # raw bytes per data frame (base64 keeps it far under the 1 MiB frame cap)
 PRE_READY_LIMIT = 1024 * 1024
+SNAP_BACKLOG = 256 * 1024  # output queued behind a snapshot still being taken; past it, dropped
 END_CREDIT_WAIT_S = 2.0
 SIGKILL_AFTER_S = 3.0
 READY_WAIT_S = 10.0
@@ -300,6 +304,7 @@ class ServingBridge:
         self._ready = False
         self._ready_evt = asyncio.Event()
         self._out: deque[tuple[str, object]] = deque()
+        self._behind_snap = 0  # output bytes queued behind a snapshot not taken yet
         self._wake = asyncio.Event()
         self.dropped = 0
         self.drops_notified = 0
@@ -324,6 +329,11 @@ class ServingBridge:
                 self._pending_bytes = 0
                 self._snapshot = None
             return
+        if self._out and self._out[0][0] == "snap":  # the mirror worker is still taking it
+            if self._behind_snap + len(data) > SNAP_BACKLOG:
+                self.dropped += len(data)  # a drop notice and a fresh repaint follow that snapshot
+                return
+            self._behind_snap += len(data)
         self._out.append(("data", data))
         self._wake.set()
 
@@ -331,6 +341,7 @@ class ServingBridge:
         """Queue a fresh snapshot; everything queued before it is already inside it."""
         self._out = deque(item for item in self._out if item[0] == "end")
         self._out.appendleft(("snap", self.seat.request_snapshot()))
+        self._behind_snap = 0
         self._wake.set()
 
     async def on_caller_data(self, data: object, seq: int) -> None:
@@ -351,8 +362,10 @@ class ServingBridge:
                 self._pending_bytes = 0
                 self._snapshot = None
                 self._wake.set()
-            else:
-                self._repaint()  # a repeated ready is an explicit repaint
+            elif not (self._out and self._out[0][0] == "snap"):
+                # a repeated ready is an explicit repaint (unless one is already on its way:
+                # that snapshot and the output queued behind it are the screen as of now)
+                self._repaint()
         elif isinstance(frame, tf.Data):
             await self.seat.write(frame.payload)
         elif isinstance(frame, tf.Resize):
@@ -387,6 +400,7 @@ class ServingBridge:
                     shot = await payload  # type: ignore[misc]
                     if self._out and self._out[0][1] is payload:  # not replaced by a newer repaint
                         self._out[0] = ("data", shot)
+                        self._behind_snap = 0
                     continue
                 if kind == "end":
                     await self._send_end(str(payload))

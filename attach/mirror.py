@@ -19,6 +19,10 @@ pyte (0.8.2) is kept as the parser and cell store, and this module fills its gap
 Speed: the screen is :class:`~attach.fast_screen.FastScreen` (pyte with fast paths, the same
 state) and the feed loop dispatches common controls and CSIs without stepping pyte's parser
 generator per character: 2.4–6× bare pyte on recorded output (``bench/mirror.py``).
+
+Size: over 500 lines because the adapter, its parser fixes and the ANSI snapshot serializer are
+one contract (a snapshot must rebuild exactly the state the parser built); the pyte fast paths
+live apart, in ``fast_screen.py``.
 """
 
 from __future__ import annotations
@@ -592,6 +596,21 @@ class Mirror:
         if cols > 0 and rows > 0:
             self._screen.resize(rows, cols)
 
+    def clear(self) -> None:
+        """Forget everything: the state of a fresh mirror of this size (a repaint follows), the
+        objects kept — a pane repainting many times a second under a flood makes no garbage."""
+        s = self._screen
+        s.reset()  # RIS: buffers, modes, cursor, margins, charsets, tabstops, title, our extras
+        s.savepoints = []
+        s.errors = 0
+        s.dirty.clear()
+        s.dirty.update(range(s.lines))
+        self._stream._initialize_parser()
+        self._decoder.reset()
+        self._carry = ""
+        self._in_string = self._string_esc = False
+        self._last_cursor = (0, 0, True)
+
     # -- input
 
     def feed(self, data: bytes) -> None:
@@ -670,24 +689,31 @@ class Mirror:
             row = _norm(line, cols)  # wide characters or stubs: pair them up first
         return [("".join(map(_DATA, g)), k) for k, g in groupby(row, _ATTRS)]
 
-    def styled_runs(self, y: int, style_of: Callable[[tuple], Any], token: object = None) -> list[tuple[str, Any]]:
-        """Row ``y`` as ``(text, style)`` runs, ``style_of(attrs)`` giving a renderer's style for
-        :meth:`runs`' attributes (asked once per distinct cell; equal styles must be the same
-        object). Pass a new ``token`` when ``style_of``'s answers change. Spans ``cols`` cells."""
+    def styled_runs(self, y: int, style_of: Callable[[tuple], Any], token: object = None,
+                    start: int = 0, end: int | None = None) -> list[tuple[str, Any]] | None:
+        """Row ``y``, columns ``start``..``end``, as ``(text, style)`` runs; ``style_of(attrs)``
+        gives a renderer's style for :meth:`runs`' attributes (asked once per distinct cell;
+        equal styles must be the same object). Pass a new ``token`` when ``style_of``'s answers
+        change. ``None`` when the row holds wide characters and a window was asked for (a
+        renderer then crops :meth:`runs` itself, so a pair is never cut in half)."""
         cache = self._styles
         if token is not self._styles_token or cache.style_of is not style_of or len(cache) > 16384:
             cache.clear()
             cache.style_of, self._styles_token = style_of, token
         cols = self.cols
+        end = cols if end is None else min(end, cols)
+        width = end - start
         line = self._screen.buffer.get(y)
         if not line:
-            return [(" " * cols, style_of(_ATTRS(self._screen.default_char)))]
-        row = list(map(line.get, range(cols), repeat(line.default, cols)))
+            return [(" " * width, style_of(_ATTRS(self._screen.default_char)))]
+        row = list(map(line.get, range(start, end), repeat(line.default, width)))
         text = "".join(map(_DATA, row))
-        if len(text) != cols or max(text) >= "\u1100":  # wide characters or stubs: the slow way
+        if len(text) != width or max(text) >= "\u1100":  # wide characters or stubs: the slow way
+            if width != cols:
+                return None
             return [(t, style_of(k)) for t, k in self.runs(y)]
         styles = list(map(cache.__getitem__, row))
-        cuts = [0, *compress(range(1, cols), map(is_not, styles, islice(styles, 1, None))), cols]
+        cuts = [0, *compress(range(1, width), map(is_not, styles, islice(styles, 1, None))), width]
         return [(text[a:b], styles[a]) for a, b in zip(cuts, islice(cuts, 1, None))]
 
     def text_lines(self) -> list[str]:

@@ -13,7 +13,10 @@ One pipe keeps the order, so a snapshot reflects every byte sent before it. The 
 the skip-ahead bound: bytes sent but not yet acknowledged plus bytes waiting to be sent never
 pass ``backlog_max`` — past it the oldest waiting bytes are skipped down to ``backlog_keep``,
 keeping only their mode switches, so memory stays bounded and a flood never throttles the
-program. The worker dies with its parent (end of its stdin, and ``PR_SET_PDEATHSIG`` on Linux)
+program. Once it skips, the parent goes lazy until the flood has been over for ``LAZY_S``: it
+only keeps the bounded tail and sends it when a snapshot (or a sync, a resize) is asked for —
+parsing bytes that will be skipped anyway is CPU the program, the manager and the keys need,
+and an idle worker answers a snapshot at once. The worker dies with its parent (end of its stdin, and ``PR_SET_PDEATHSIG`` on Linux)
 and is restarted, seeded with the last snapshot, if it dies on its own.
 """
 
@@ -39,6 +42,7 @@ _ROOT = str(Path(__file__).resolve().parents[1])
 FRAME_DATA = 64 * 1024  # pty bytes per D frame
 INFLIGHT_MAX = 128 * 1024  # bytes framed for the worker but not yet acknowledged
 REPLY_WAIT_S = 10.0  # a worker that answers nothing this long is killed and restarted
+LAZY_S = 1.0  # after a skip, parse only on demand until this long without another
 
 
 def _frame(kind: bytes, payload: bytes = b"") -> bytes:
@@ -76,6 +80,7 @@ class MirrorProc:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer_on = False
         self._closed = False
+        self._lazy_until = 0.0  # monotonic time until which the parent sends bytes on demand only
 
     # ---- lifecycle --------------------------------------------------------------------------
 
@@ -163,6 +168,7 @@ class MirrorProc:
         self._pending_bytes += len(data)
         if self.backlog_bytes > self.backlog_max:
             self._skip()
+            self._lazy_until = time.monotonic() + LAZY_S
         self._pump()
 
     def _skip(self) -> None:
@@ -177,6 +183,19 @@ class MirrorProc:
         if modes:
             self._pending.appendleft(modes)
             self._pending_bytes += len(modes)
+
+    @property
+    def lazy(self) -> bool:
+        """A flood is on: waiting bytes go to the worker only when a request needs them."""
+        if self._lazy_until and time.monotonic() >= self._lazy_until:
+            self._lazy_until = 0.0
+        return bool(self._lazy_until)
+
+    def _frame_all(self) -> None:
+        """Frame every waiting byte ahead of a request (lazy: only the kept tail of them)."""
+        if self.lazy and self.backlog_bytes > self.backlog_keep:
+            self._skip()
+        self._frame_pending(None)
 
     def _frame_pending(self, limit: int | None) -> None:
         """Frame waiting bytes while the in-flight bound allows (all of them if ``limit`` is None)."""
@@ -193,7 +212,8 @@ class MirrorProc:
         """Frame what the bound allows and write what the pipe takes, never blocking."""
         if self.proc is None:
             return
-        self._frame_pending(INFLIGHT_MAX)
+        if not self.lazy:
+            self._frame_pending(INFLIGHT_MAX)
         self._write_some()
 
     def _write_some(self) -> None:
@@ -273,7 +293,7 @@ class MirrorProc:
     def sync(self) -> None:
         """Return once the worker has fed every byte given so far."""
         for _ in range(2):
-            self._frame_pending(None)
+            self._frame_all()
             self._write_some()
             if self._wait(lambda: self._inflight == 0 and not self._out):
                 return
@@ -284,7 +304,7 @@ class MirrorProc:
         for _ in range(2):
             if self.proc is None:
                 break
-            self._frame_pending(None)
+            self._frame_all()
             self._replies.clear()
             self._out += _frame(b"S")
             self._takers.append(None)
@@ -302,7 +322,7 @@ class MirrorProc:
         if self.proc is None:
             fut.set_result(self._last_snapshot)
             return fut
-        self._frame_pending(None)
+        self._frame_all()
         self._out += _frame(b"S")
         self._takers.append(fut)
         self._write_some()
@@ -326,7 +346,7 @@ class MirrorProc:
         self.cols, self.rows = cols, rows
         if self.proc is None:
             return
-        self._frame_pending(None)
+        self._frame_all()
         self._out += _frame(b"R", _SIZE.pack(cols, rows))
         self._write_some()
 
@@ -337,7 +357,7 @@ class MirrorProc:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the manager decides when this ends
     try:
-        os.nice(19)  # on a busy machine the live path (manager, program, console) gets the core first
+        os.nice(10)  # on a busy machine the live path (manager, program, console) gets the core first
     except OSError:
         pass
     from .mirror import Mirror

@@ -19,6 +19,9 @@ shut, so the peer drops and repaints instead of either side queueing bytes.
 
 The frame logic is transport-neutral (``feed`` in, ``publish`` out) so it can be unit-tested
 without a broker; :func:`open_rail` wires it to a NATS connection.
+
+Size: just over 500 lines because both directions, the watchdogs and consumer credit share one
+seq/ack state.
 """
 
 from __future__ import annotations

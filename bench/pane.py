@@ -1,13 +1,17 @@
-"""Terminal pane benchmarks, measured side by side in one run.
+"""Terminal pane benchmarks, measured side by side in one run (A/B alternating, medians: the
+machine is shared and noisy).
 
 1. Throughput: the same coloured log stream (4 KiB chunks) into a bare ``Mirror`` and into a
-   ``TerminalPane`` inside a headless Textual app that keeps painting frames. Goal: pane / mirror
-   ≥ 0.8 (the frame tick must cost little next to the parse).
-2. Four tiled panes under continuous output (each fed at a fixed rate for a few seconds):
-   process CPU with the panes vs the same bytes into four bare mirrors, frames per second.
+   ``TerminalPane`` inside a headless Textual app that keeps painting frames, 5 alternating
+   rounds. Goal: pane / mirror ≥ 0.9 (the frame tick must cost little next to the parse).
+2. Four tiled panes under continuous output (each fed at a fixed rate for 4 s): process CPU
+   with the panes vs the same bytes into four bare mirrors, frames per second; 3 rounds.
+   Goal: 400 KB/s in total under 60 % of a core.
 3. Key-to-remote latency during output: a real manager (own process) serving a real pty whose
    program floods output and logs each byte it reads with CLOCK_MONOTONIC; the attach screen
-   sends keys through the real session; worst and median press → pty-read time.
+   sends keys through the real session; worst and median press → pty-read time, and how late
+   the console's event loop wakes a 5 ms sleeper meanwhile. Goals during an all-out flood:
+   keys worst < 50 ms, median < 10 ms; loop lateness worst < 50 ms. 3 flood runs.
 
 Run: ``.venv/bin/python bench/pane.py``
 """
@@ -18,6 +22,7 @@ import asyncio
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -222,9 +227,10 @@ async def key_latency(presses: int = 40, rate: int = 0) -> dict:
             screen = AttachScreen(sessions, "flood")
             app.push_screen(screen)
             t0 = time.monotonic()
-            while screen.link.state != "open" or screen.pane.bytes_fed < 100_000:
-                assert time.monotonic() - t0 < 20, "flood never arrived"
+            while screen.link.state != "open" or screen.pane.bytes_fed == 0:
+                assert time.monotonic() - t0 < 20, "the session never opened"
                 await pilot.pause(0.02)
+            await pilot.pause(1.0)  # the program is flooding from its start: let it run a while
             fed0, t_fed = screen.pane.bytes_fed, time.monotonic()
             late: list[float] = []
             probe = asyncio.create_task(_lateness(late))
@@ -259,28 +265,43 @@ async def key_latency(presses: int = 40, rate: int = 0) -> dict:
 
 
 async def main() -> None:
+    med = statistics.median
     data = log_stream(2_000_000)
     cols, rows = 120, 40
-    m = max(mirror_rate(data, cols, rows) for _ in range(2))
-    p, frames = max([await pane_rate(data, cols, rows) for _ in range(2)])
-    print(f"1. throughput, {len(data) / 1e6:.1f} MB of coloured log lines at {cols}x{rows}, {CHUNK} B chunks")
-    print(f"   mirror alone   {m / 1e6:6.2f} MB/s")
-    print(f"   pane (+frames) {p / 1e6:6.2f} MB/s   ({frames} frames)   ratio {p / m:.2f}  (goal >= 0.8)")
-    for rate in (25_000, 100_000):
-        r = await tiled_cpu(rate, 4.0)
-        print(f"2. four tiled 100x30 panes, {r['rate'] / 1e3:.0f} KB/s total continuous output, 4 s")
-        print(f"   4 bare mirrors: {r['mirror_cpu']:5.1f}% CPU   4 panes in a tile: {r['pane_cpu']:5.1f}% CPU"
-              f"   frame tick + paint: {r['pane_cpu'] - r['mirror_cpu']:+5.1f}%   {r['frames_per_s']:.0f} frames/s/pane")
-    for rate, what in ((100_000, "program writing 100 KB/s"), (0, "program flooding as fast as the pty takes it")):
-        lat = await key_latency(rate=rate)
-        sk, rp, dropped = lat["skips"]
-        print(f"3. key → remote pty, {what}: {lat['output_rate'] / 1e3:.0f} KB/s parsed by the pane, "
-              f"{lat['n']} presses every 100 ms; pane skipped ahead {sk}x "
-              f"({dropped / 1e6:.1f} MB dropped by the manager, {rp} repaints asked)")
-        print(f"   worst {lat['worst_ms']:.1f} ms   median {lat['median_ms']:.1f} ms   lost {lat['lost']}"
-              f"   (goal worst < 50, median < 10)")
-        print(f"   console loop lateness: worst {lat['late_worst_ms']:.1f} ms   p99 {lat['late_p99_ms']:.1f} ms"
-              f"   (goal worst < 50)")
+    ms, ps, frames = [], [], []
+    for _ in range(5):
+        ms.append(mirror_rate(data, cols, rows))
+        p, f = await pane_rate(data, cols, rows)
+        ps.append(p)
+        frames.append(f)
+    print(f"1. throughput, {len(data) / 1e6:.1f} MB of coloured log lines at {cols}x{rows}, {CHUNK} B chunks, "
+          f"5 rounds A/B, medians")
+    print(f"   mirror alone   {med(ms) / 1e6:6.2f} MB/s")
+    print(f"   pane (+frames) {med(ps) / 1e6:6.2f} MB/s   ({med(frames):.0f} frames)   ratio {med(ps) / med(ms):.2f}"
+          f"  (goal >= 0.9)   rounds: {' '.join(f'{p / m:.2f}' for p, m in zip(ps, ms))}")
+    for rate, n in ((25_000, 1), (100_000, 3)):
+        rs = [await tiled_cpu(rate, 4.0) for _ in range(n)]
+        mc, pc = med([r["mirror_cpu"] for r in rs]), med([r["pane_cpu"] for r in rs])
+        goal = "   (goal < 60%)" if rate == 100_000 else ""
+        print(f"2. four tiled 100x30 panes, {rs[0]['rate'] / 1e3:.0f} KB/s total continuous output, 4 s, "
+              f"{n} round(s), medians")
+        print(f"   4 bare mirrors: {mc:5.1f}% CPU   4 panes in a tile: {pc:5.1f}% CPU{goal}"
+              f"   frame tick + paint: {pc - mc:+5.1f}%   {med([r['frames_per_s'] for r in rs]):.0f} frames/s/pane"
+              + ("   rounds: " + " ".join(f"{r['pane_cpu']:.0f}" for r in rs) if n > 1 else ""))
+    for rate, n, what in ((100_000, 1, "program writing 100 KB/s"),
+                          (0, 3, "program flooding as fast as the pty takes it")):
+        runs = [await key_latency(rate=rate) for _ in range(n)]
+        for lat in runs:
+            sk, rp, dropped = lat["skips"]
+            print(f"3. key → remote pty, {what}: {lat['output_rate'] / 1e3:.0f} KB/s parsed by the pane, "
+                  f"{lat['n']} presses every 100 ms; pane skipped ahead {sk}x "
+                  f"({dropped / 1e6:.1f} MB dropped by the manager, {rp} repaints asked)")
+            print(f"   worst {lat['worst_ms']:.1f} ms   median {lat['median_ms']:.1f} ms   lost {lat['lost']}"
+                  f"   loop lateness worst {lat['late_worst_ms']:.1f} ms, p99 {lat['late_p99_ms']:.1f} ms")
+        if n > 1:
+            print(f"   median of {n} runs: keys worst {med([r['worst_ms'] for r in runs]):.1f} ms (goal < 50), "
+                  f"median {med([r['median_ms'] for r in runs]):.1f} ms (goal < 10); loop lateness worst "
+                  f"{med([r['late_worst_ms'] for r in runs]):.1f} ms (goal < 50)")
 
 
 if __name__ == "__main__":

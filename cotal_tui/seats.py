@@ -34,7 +34,8 @@ from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
 DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
 CLOSE_WAIT_S = 3.0
-SKIP_QUIET_S = 0.2  # skipping, and nothing arrived this long: the window will not fill; repaint
+SKIP_STATUS = "[cotal: output outran the pane - skipping ahead]"
+SKIP_QUIET_S = 1.0  # skipping, and nothing arrived this long: the window will not fill; repaint
 Connect = Callable[[], Awaitable[Any]]
 
 
@@ -131,6 +132,8 @@ class PaneLink:
         self._sender = loop.create_task(self._send_loop(), name=f"pane-keys-{self.name}")
 
     def _set_status(self, text: str) -> None:
+        if text == self.status:
+            return  # a status line repaint (a layout pass) per repeated notice would be waste
         self.status = text
         self.on_status(text)
 
@@ -234,6 +237,9 @@ class PaneLink:
             self.pane.queue_reset()
             if self.session is not None:
                 self.session.release_all()
+            if self.skips:  # the pane asked for it: say so once, not a new count every time
+                self._set_status(SKIP_STATUS)
+                return
         self._set_status(n.text)
 
     def send(self, data: bytes) -> None:

@@ -347,3 +347,55 @@ def test_styled_runs_are_the_runs_styled(seed):
             else:
                 merged.append((t, k))
         assert merged == want, y
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_styled_runs_of_a_window_are_that_window(seed):
+    """A cropped view's rows (``styled_runs`` with a column window) are the full row's cells
+    between those columns; a row whose wide pairs a window could split answers None."""
+    styles: dict[tuple, object] = {}
+    style_of = lambda attrs: styles.setdefault(attrs, object())  # noqa: E731
+    m = Mirror(30, 8)
+    m.feed(generated(seed, 30, 8).encode())
+    r = random.Random(seed)
+    for y in range(m.rows):
+        cells = [(c.char, styles.setdefault(_key(c), object())) for c in m.row(y)]
+        for _ in range(5):
+            a = r.randint(0, 29)
+            b = r.randint(a + 1, 30)
+            got = m.styled_runs(y, style_of, None, a, b)
+            if got is None:  # only when a stored cell in the window is not one narrow character
+                raw = [m._screen.buffer[y][x].data for x in range(a, b)]
+                assert any(len(c) != 1 or c >= "\u1100" for c in raw), (y, a, b)
+                continue
+            assert _merged(got) == _merged(cells[a:b]), (y, a, b)
+
+
+def _merged(runs) -> list:
+    out: list = []
+    for t, k in runs:
+        if out and out[-1][1] is k:
+            out[-1] = (out[-1][0] + t, k)
+        elif t:
+            out.append((t, k))
+    return out
+
+
+def _key(c) -> tuple:
+    bg = "bfightmagenta" if c.bg == "brightmagenta" else c.bg
+    return (c.fg, bg, c.bold, c.italics, c.underscore, c.strikethrough, c.reverse, c.blink)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_clear_is_a_fresh_mirror(seed):
+    """``Mirror.clear`` (the pane's reset before a repaint) leaves nothing behind."""
+    size = (20, 6) if seed % 2 else (80, 24)
+    used, fresh = Mirror(*size), Mirror(*size)
+    used.feed(generated(seed, *size).encode() + b"\x1b[?1049h\x1b[5;3r\x1b7\x1bP unterminated")
+    used.take_dirty()
+    used.clear()
+    assert_mirrors_same(used, fresh, "cleared")
+    later = generated(seed + 1000, *size).encode()
+    used.feed(later)
+    fresh.feed(later)
+    assert_mirrors_same(used, fresh, "cleared, then fed")

@@ -13,6 +13,9 @@ arrives, takes the mirror's dirty rows, drops their cached Strips and refreshes 
 alone. Mode 2026 (synchronized output) holds the tick until the frame is complete, or for at
 most a quarter of a second.
 
+Size: over 500 lines because parsing within a budget, the frame tick, cropped rendering and
+input ownership share one mirror and one geometry.
+
 The pane never resizes the remote program on its own. The mirror has the remote size; a
 smaller pane crops around the cursor, a larger one centres the screen. When interactive and
 focused it owns every key (``check_consume_key``), so no binding — not even Textual's priority
@@ -23,6 +26,7 @@ focused it owns every key (``check_consume_key``), so no binding — not even Te
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from typing import Callable
@@ -164,7 +168,7 @@ class TerminalPane(Widget, can_focus=True):
         self.interactive = interactive
         self.detach_byte = detach_byte
         self.show_cursor = show_cursor
-        self._rows_cache: dict[int, Strip] = {}
+        self._rows_cache: dict[int, tuple[int, int, Strip]] = {}  # row → (x from, width, strip)
         self._styles: dict[tuple, Style] = {}
         self._styles_token = object()  # replaced whenever ``_styles`` is cleared
         self._style_of = self._style  # one bound method: the mirror keys its cache on it
@@ -174,6 +178,8 @@ class TerminalPane(Widget, can_focus=True):
         self._timer: Timer | None = None
         self._last_frame = 0.0
         self._frame_s = max(FRAME_S, 1.0 / frame_hz)
+        # a full repaint (a scrolling flood) costs a whole screen of rows: a third of the rate
+        self._full_frame_s = max(FULL_FRAME_S, 3.0 / frame_hz)
         self._gap = self._frame_s  # the gap before the next frame (longer after a full repaint)
         self._styled_for: object = None
         self._sync_since: float | None = None
@@ -268,8 +274,7 @@ class TerminalPane(Widget, can_focus=True):
             await asyncio.sleep(0)  # keys, timers and the network run between slices
 
     def _fresh_mirror(self) -> None:
-        c, r = self.remote_size
-        self.mirror = Mirror(c, r)
+        self.mirror.clear()
         self._rows_cache.clear()
         self.refresh()
 
@@ -297,8 +302,11 @@ class TerminalPane(Widget, can_focus=True):
 
     def _schedule(self) -> None:
         if self._timer is None and self.is_mounted:
-            delay = max(0.001, self._last_frame + self._gap - time.monotonic())
-            self._timer = self.set_timer(delay, self._frame, name="terminal-frame")
+            now = time.monotonic()
+            gap = self._gap
+            # on a grid shared by every pane: panes ticking together repaint in one screen update
+            due = math.ceil(max(now, self._last_frame + 0.75 * gap) / gap) * gap
+            self._timer = self.set_timer(max(0.001, due - now), self._frame, name="terminal-frame")
 
     def _frame(self) -> None:
         self._timer = None
@@ -323,7 +331,7 @@ class TerminalPane(Widget, can_focus=True):
         self._gap = self._frame_s
         if self._follow_cursor():
             self.rows_refreshed += m.rows
-            self._gap = max(self._frame_s, FULL_FRAME_S)
+            self._gap = self._full_frame_s
             self.refresh()
             return
         ox, oy = self._offsets()
@@ -331,7 +339,7 @@ class TerminalPane(Widget, can_focus=True):
         regions = [Region(0, y - oy, w, 1) for y in dirty if 0 <= y - oy < h]
         self.rows_refreshed += len(regions)
         if len(regions) > h // 2:
-            self._gap = max(self._frame_s, FULL_FRAME_S)
+            self._gap = self._full_frame_s
             self.refresh()
         elif regions:
             self.refresh(*regions)
@@ -397,14 +405,20 @@ class TerminalPane(Widget, can_focus=True):
             s = self._styles[attrs] = self._base + attrs_style(attrs)
         return s
 
-    def _row_strip(self, y: int) -> Strip:
-        strip = self._rows_cache.get(y)
-        if strip is None:
-            if len(self._styles) > 4096:
-                self._clear_styles()
-            runs = self.mirror.styled_runs(y, self._style_of, self._styles_token)
-            strip = Strip([Segment(text, style) for text, style in runs if text], self.mirror.cols)
-            self._rows_cache[y] = strip
+    def _row_strip(self, y: int, x: int, width: int) -> Strip:
+        """Remote row ``y``, columns ``x``..``x + width`` (a cropped view renders only those)."""
+        hit = self._rows_cache.get(y)
+        if hit is not None and hit[0] == x and hit[1] == width:
+            return hit[2]
+        if len(self._styles) > 4096:
+            self._clear_styles()
+        runs = self.mirror.styled_runs(y, self._style_of, self._styles_token, x, x + width)
+        if runs is None:  # wide characters in a cropped row: crop whole cells
+            full = self.mirror.styled_runs(y, self._style_of, self._styles_token)
+            strip = Strip([Segment(t, st) for t, st in full if t], self.mirror.cols).crop(x, x + width)
+        else:
+            strip = Strip([Segment(t, st) for t, st in runs if t], width)
+        self._rows_cache[y] = (x, width, strip)
         return strip
 
     def _check_base_style(self) -> None:
@@ -424,18 +438,23 @@ class TerminalPane(Widget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         self._check_base_style()
-        w = self.size.width
-        cols, rows = self.remote_size
-        ox, oy = self._offsets()
+        w, h = self.size
+        m = self.mirror
+        cols, rows = m.cols, m.rows
+        vx, vy = self._view
+        ox = vx if w < cols else -((w - cols) // 2)  # as _offsets(), inline: this runs per row
+        oy = vy if h < rows else -((h - rows) // 2)
         ry = y + oy
         if ry < 0 or ry >= rows:
             return Strip.blank(w, self._outside)
-        strip = self._row_strip(ry)
-        cx, cy, visible = self.mirror.cursor
-        if cy == ry and visible and self.show_cursor and self.has_focus:
-            strip = _with_cursor(strip, cx, cols)
+        x0 = max(ox, 0)
+        shown = min(cols - x0, w)
+        strip = self._row_strip(ry, x0, shown)
+        cx, cy, visible = m.cursor
+        if cy == ry and visible and self.show_cursor and self.has_focus and x0 <= cx < x0 + shown:
+            strip = _with_cursor(strip, cx - x0, shown)
         if ox >= 0:
-            return strip.crop(ox, ox + w)
+            return strip
         left = -ox
         right = max(0, w - cols - left)
         return Strip.join([Strip.blank(left, self._outside), strip, Strip.blank(right, self._outside)])
