@@ -183,6 +183,7 @@ class Team:
                 Agent(name, role, conn, model, list(skills), lifecycle_uid=mint_uid(self.rng))
             )
         self._tasks: list[asyncio.Task] = []
+        self._stopping = False
         self._kv = None
         self._started = 0.0
         self.published = 0  # messages published (acked or queued)
@@ -214,9 +215,15 @@ class Team:
             self._tasks.append(asyncio.create_task(self._flood_loop(), name="team-flood"))
 
     async def stop(self, graceful: bool = True) -> None:
+        # bounded: a task whose library call swallowed its cancel (a JetStream fetch racing the
+        # cancel can turn it into a timeout) sees ``_stopping`` on its next turn instead
+        self._stopping = True
         for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            _, stuck = await asyncio.wait(self._tasks, timeout=5.0)
+            for t in stuck:
+                t.cancel()
         self._tasks = []
         if graceful and self._kv is not None and not self.nc.is_closed:
             for a in self.members:
@@ -252,7 +259,7 @@ class Team:
                 await self._put_presence(a)
 
     async def _heartbeat_loop(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self.heartbeat_s)
             try:
                 await self._heartbeat_all()
@@ -375,7 +382,7 @@ class Team:
     async def _script_loop(self) -> None:
         sched = self.schedule
         crashed = restarted = False
-        while True:
+        while not self._stopping:
             await asyncio.sleep(sched.chat_interval)
             elapsed = time.monotonic() - self._started
             try:
@@ -402,7 +409,7 @@ class Team:
         owed = 0.0
         i = 0
         next_t = time.monotonic()
-        while True:
+        while not self._stopping:
             owed += per_tick
             live = self._alive() or self.members
             while owed >= 1:
@@ -480,7 +487,7 @@ class Team:
                 pass
 
     async def _asks(self, role: str, psub, pending: set[asyncio.Task]) -> None:
-        while True:
+        while not self._stopping:
             try:
                 msgs = await psub.fetch(8, timeout=1.0)
             except asyncio.CancelledError:
