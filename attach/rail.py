@@ -340,6 +340,7 @@ class Rail:
             return
         self.released = through
         if now or through - self._ack_sent >= self.credit_every:
+            self._ack_sent = max(self._ack_sent, self._ack_point())  # as good as sent: it is queued
             task = asyncio.get_running_loop().create_task(self._emit_credit())
             self._credit_tasks.add(task)
             task.add_done_callback(self._credit_tasks.discard)
