@@ -634,6 +634,13 @@ def _reason(e: BaseException | None, target: Target) -> str:
     if target.user_mode and (isinstance(e, ConnectionResetError) or "reset by peer" in s):
         # the callout's refusal: the broker answers the CONNECT and hangs up
         return "the broker refused the login (the auth service did not accept the bearer, or it expired)"
+    if target.creds and (isinstance(e, ConnectionResetError) or "reset by peer" in s):
+        # a broker that refuses a login may hang up before its -ERR is read (a loaded machine)
+        expired = _creds_expiry(target.creds)
+        if expired:
+            return f"the credentials expired at {expired}"
+        return ("the broker hung up on the login (credentials refused, revoked or not "
+                "permitted, or the broker is shutting down)")
     if isinstance(e, ssl.SSLError) or "SSL" in name or "certificate" in s.lower():
         return "the TLS handshake failed"
     if isinstance(e, (ConnectionRefusedError,)) or "Connect call failed" in s or "refused" in s:
