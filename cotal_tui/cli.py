@@ -70,6 +70,28 @@ def quiet_library_logs() -> None:
         log.propagate = False
 
 
+# glibc raises its mmap threshold each time a large block is freed, so after the first ~1 MiB
+# message every later one comes from the heap, which fragments and never shrinks: measured
+# +101 MB RSS (135 MB on a loaded CI box) over 300 messages of 900 KiB, against +43 MB with the
+# threshold pinned. Pinned, a block of 256 KiB or more is its own mapping, returned on free.
+MMAP_THRESHOLD = 256 * 1024
+_M_MMAP_THRESHOLD = -3  # mallopt(3) parameter number
+
+
+def steady_malloc() -> bool:
+    """Pin glibc's mmap threshold so freed large messages go back to the OS; False where the
+    C library is not glibc (musl, macOS), which leaves the allocator as it is."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(chosen_command(argv) or "")
@@ -84,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cotal: '{args._missing}' is not available in this build.", file=sys.stderr)
         return 2
     quiet_library_logs()
+    steady_malloc()
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

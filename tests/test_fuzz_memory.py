@@ -109,3 +109,15 @@ async def test_rss_is_bounded_under_oversized_presence_cards(broker_mem):
         assert grew < 96, f"RSS grew {grew:.0f} MB for {n * TEXT / 2**20:.0f} MiB of cards"
     finally:
         w.stop()
+
+
+def test_the_cli_pins_the_mmap_threshold_on_glibc():
+    """The RSS bound above rests on this: without the pin, glibc serves each later large
+    message from a heap that never shrinks (+135 MB measured on a loaded CI box)."""
+    import platform
+
+    from cotal_tui.cli import steady_malloc
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("the pin is glibc's mallopt")
+    assert steady_malloc() is True
