@@ -23,9 +23,10 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from meshview.snapshot import NeedsYou
+if TYPE_CHECKING:  # annotations only: `cotal watch --help` reads STYLES without the model
+    from meshview.snapshot import NeedsYou
 
 SETTLE_S = 5.0
 BURST = 3
