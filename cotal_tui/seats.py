@@ -16,6 +16,9 @@ its ``drop`` notice and a repaint, which lands in a fresh mirror. Keys never wai
 output, and no bytes pile up on either side. A window that does not fill (the program went
 quiet mid-skip) ends the skip with an explicit repaint (``ready``).
 
+``SeatSessions.tap`` (``cotal watch --record-seats``, cotal_tui/recording.py) is told of each
+pane's output as it is queued, of every fresh mirror (``reset``) and of the end; never of a key.
+
 A peek is the same session with the pane read-only: it sends ``ready`` to get the screen and
 nothing else — no keystroke, no resize.
 """
@@ -68,6 +71,8 @@ class SeatSessions:
         self.connect = connect
         self.default_size = default_size
         self.sizes = dict(sizes or {})  # name → remote size learnt elsewhere (e.g. a ps poll)
+        # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
+        self.tap: Callable[[Any, str, bytes], None] | None = None
 
     @classmethod
     def for_server(cls, space: str, server: str, **kw) -> "SeatSessions":
@@ -131,6 +136,11 @@ class PaneLink:
         self._task = loop.create_task(self._run(), name=f"pane-link-{self.name}")
         self._sender = loop.create_task(self._send_loop(), name=f"pane-keys-{self.name}")
 
+    def _tap(self, ev: str, data: bytes = b"") -> None:
+        tap = self.sessions.tap
+        if tap is not None:
+            tap(self, ev, data)
+
     def _set_status(self, text: str) -> None:
         if text == self.status:
             return  # a status line repaint (a layout pass) per repeated notice would be waste
@@ -164,6 +174,7 @@ class PaneLink:
     def _ended(self, reason: str, text: str | None = None) -> None:
         self.state = "ended"
         self.end_reason = reason
+        self._tap("end")
         self.pane.interactive = False
         self._set_status(text or end_text(reason, self.name))
 
@@ -175,6 +186,7 @@ class PaneLink:
             self._link = link
             self._end_skip()
             self._expect_drop = False
+            self._tap("reset")
         if self._skipping:
             self.bytes_skipped += len(data)
             self._skip_check()
@@ -182,6 +194,7 @@ class PaneLink:
         if self._expect_drop:  # credit came back but the manager had dropped nothing: repaint
             self._expect_drop = False
             self._repaint()
+        self._tap("out", data)
         self.pane.queue(data)
         if self.pane.pending_bytes > self.pane.pending_max:
             self._skipping = True
@@ -235,6 +248,7 @@ class PaneLink:
             self._expect_drop = False
             self.pane.drop_pending()
             self.pane.queue_reset()
+            self._tap("reset")
             if self.session is not None:
                 self.session.release_all()
             if self.skips:  # the pane asked for it: say so once, not a new count every time
@@ -260,6 +274,7 @@ class PaneLink:
             return
         self._closing = True
         self.pane.interactive = False
+        self._tap("end")
         self._end_skip()
         if self.session is not None:
             with contextlib.suppress(Exception):
