@@ -20,7 +20,11 @@ quiet mid-skip) ends the skip with an explicit repaint (``ready``).
 pane's output as it is queued, of every fresh mirror (``reset``) and of the end; never of a key.
 
 A peek is the same session with the pane read-only: it sends ``ready`` to get the screen and
-nothing else — no keystroke, no resize.
+nothing else — no keystroke, and no resize unless the user asks for one. Fit-to-pane
+(:meth:`PaneLink.fit`) is that ask: the terminal profile's ``resize`` frame (§3.6 allows it on any
+session; no driver role exists) sets the seat's pty to the pane, a repaint rebuilds the mirror at
+the new size, and :meth:`PaneLink.unfit` — or closing the link — puts the seat back to the size
+it had.
 """
 
 from __future__ import annotations
@@ -129,6 +133,8 @@ class PaneLink:
         self.skips = 0  # times the pane skipped ahead
         self.repaints = 0  # repaints asked for (``ready``) after a skip the manager did not end
         self.bytes_skipped = 0
+        self.fitted_from: tuple[int, int] | None = None  # the seat's size before fit-to-pane
+        self._resizing = asyncio.Lock()
         pane.on_parsed = self._parsed
 
     def start(self) -> None:
@@ -268,13 +274,63 @@ class PaneLink:
             if s is not None and await s.send_keys(data):
                 self.keys_sent += len(data)
 
+    # -- fit-to-pane ------------------------------------------------------------------
+
+    @property
+    def can_resize(self) -> bool:
+        s = self.session
+        return s is not None and s.is_open and not self._closing
+
+    async def fit(self, cols: int, rows: int) -> bool:
+        """Ask the seat to resize its pty to ``cols``×``rows`` (the pane), remembering the size
+        to restore; again while fitted, follow the pane. False when no session is open."""
+        if cols < 1 or rows < 1 or not self.can_resize:
+            return False
+        async with self._resizing:
+            if not self.can_resize:
+                return False
+            if self.fitted_from is None:
+                self.fitted_from = self.pane.remote_size
+            if (cols, rows) != self.pane.remote_size:
+                await self._resize(cols, rows)
+            return True
+
+    async def unfit(self) -> bool:
+        """Put the seat back to the size it had before :meth:`fit`; False when not fitted."""
+        async with self._resizing:
+            orig, self.fitted_from = self.fitted_from, None
+            if orig is None:
+                return False
+            s = self.session
+            if s is not None and s.is_open:
+                if orig != self.pane.remote_size:
+                    await self._resize(*orig)
+                s.size = None  # a reconnect re-imposes nothing: the seat keeps its own size
+            return True
+
+    async def _resize(self, cols: int, rows: int) -> None:
+        """The resize frame, then a repaint: the snapshot (taken after the resize, the rail is
+        ordered) rebuilds the mirror, now at the new size, over whatever old output lands first."""
+        s = self.session
+        assert s is not None
+        self.pane.resize_remote(cols, rows)
+        await s.resize(cols, rows)
+        if not self._closing:  # a closing pane needs no fresh screen
+            await s.repaint()
+
     async def close(self) -> None:
-        """Hand the session back and wait (bounded) for it to finish."""
+        """Hand the session back and wait (bounded) for it to finish; a fitted seat gets its
+        own size back first (the rail is ordered, and frames before a ``close`` are delivered)."""
         if self._closing:
             return
         self._closing = True
         self.pane.interactive = False
         self._tap("end")
+        if self.fitted_from is not None or self._resizing.locked():
+            try:
+                await asyncio.wait_for(self.unfit(), CLOSE_WAIT_S)
+            except (asyncio.TimeoutError, Exception):
+                pass
         self._end_skip()
         if self.session is not None:
             with contextlib.suppress(Exception):

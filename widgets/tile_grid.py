@@ -3,13 +3,21 @@
 The grid picks its shape from the pane count and the space it has (wide terminals get more
 columns), and each pane carries its seat name and status in its border, so a tile of live
 agents reads like a wall of small terminals.
+
+A pane smaller than its seat's screen crops it (around the cursor); it says so in its border —
+``cropped 120×40 → 48×11`` — whenever the remote or the pane size changes, so a cropped view is
+never mistaken for the whole screen. A fitted pane (the seat resized to it, ``fitted_from``
+set by the tile) says what it will go back to.
 """
 
 from __future__ import annotations
 
 import math
 
+from textual import events
 from textual.containers import Grid
+from textual.content import Content
+from textual.message import Message
 from textual.widget import Widget
 
 from widgets.terminal_pane import TerminalPane
@@ -45,14 +53,63 @@ class TilePane(TerminalPane):
     TilePane:focus { border: round $accent; }
     TilePane.-interactive { border: heavy $warning; }
     TilePane.-ended { border: round $error 50%; }
+    TilePane.-cropped { border-title-color: $warning; }
     """
+
+    class Reshaped(Message):
+        """The pane's own size changed (the grid reflowed or the terminal was resized)."""
+
+        def __init__(self, pane: "TilePane") -> None:
+            super().__init__()
+            self.pane = pane
+
+        @property
+        def control(self) -> "TilePane":
+            return self.pane
 
     def __init__(self, seat: str, cols: int, rows: int, **kw) -> None:
         kw.setdefault("frame_hz", 30.0)  # a wall of previews: 30 frames a second is plenty
         super().__init__(cols, rows, **kw)
         self.seat = seat
-        self.border_title = seat
+        self.fitted_from: tuple[int, int] | None = None  # the seat's size before a fit
+        self.mark = ""  # the crop / fit note in the border ("" when the screen fits as it is)
+        self.border_title = Content(seat)
         self.set_status("")
+
+    @property
+    def cropped(self) -> bool:
+        """Part of the remote screen is out of view."""
+        w, h = self.size
+        cols, rows = self.remote_size
+        return w > 0 and h > 0 and (w < cols or h < rows)
+
+    def update_mark(self) -> None:
+        """Say in the border whether the remote screen is cropped, or fitted to the pane."""
+        w, h = self.size
+        cols, rows = self.remote_size
+        if self.cropped:
+            mark = f"cropped {cols}×{rows} → {w}×{h}"
+        elif self.fitted_from is not None:
+            fc, fr = self.fitted_from
+            mark = f"fitted {cols}×{rows} · was {fc}×{fr}"
+        else:
+            mark = ""
+        self.set_class(self.cropped, "-cropped")
+        if mark != self.mark:
+            self.mark = mark
+            self.border_title = Content(f"{self.seat} · {mark}" if mark else self.seat)
+
+    def on_resize(self, event: events.Resize) -> None:  # TerminalPane.on_resize runs too
+        self.update_mark()
+        self.post_message(self.Reshaped(self))
+
+    def reset(self, cols: int | None = None, rows: int | None = None) -> None:
+        super().reset(cols, rows)
+        self.update_mark()
+
+    def resize_remote(self, cols: int, rows: int) -> None:
+        super().resize_remote(cols, rows)
+        self.update_mark()
 
     def set_status(self, text: str) -> None:
         mode = "attached · Ctrl-] releases" if self.interactive else "read-only"

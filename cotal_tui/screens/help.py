@@ -35,6 +35,7 @@ def describe_bindings(screen: Screen) -> tuple[str, list[tuple[str, str]], list[
 PANEL_NAMES = {
     "FeedView": "feed", "Roster": "roster", "NeedsYouRail": "needs-you", "DmPeers": "dm peers",
     "DmThread": "dm thread", "TopologyLens": "topology", "SpaceList": "space list",
+    "TilePane": "tile pane",
 }
 
 

@@ -3,6 +3,11 @@
 Every pane has its own session (a peek: ``ready`` and nothing else). Enter or ``a`` promotes the
 focused pane to interactive in place; its escape hatch (Ctrl-] or Esc Esc) demotes it again.
 Esc on the grid closes the tile and hands every session back.
+
+A pane smaller than its seat's screen crops it and says so in its border. ``f`` fits the focused
+seat to its pane (its pty is resized through the attach ``resize`` frame, and follows the pane
+while the tile reflows); ``f`` again, Esc, or the console quitting puts the seat back to the size
+it had. ``F`` fits (or restores) every seat, the way tmux sizes a window to the client showing it.
 """
 
 from __future__ import annotations
@@ -15,14 +20,17 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static
 
 from cotal_tui.screens.attach import hold_escape
+from cotal_tui.screens.help import HelpScreen, describe_bindings
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
 from widgets.tile_grid import TileGrid, TilePane
 
 MAX_PANES = 16
+REFIT_S = 0.2  # a fitted pane follows its new size once the terminal stops resizing this long
 
 
 def tile_names(peers: Iterable, managed_names: Iterable[str] | None = None,
@@ -46,6 +54,9 @@ class TileScreen(Screen[None]):
         Binding("left,h,shift+tab", "step(-1)", "previous pane", id="tile.prev"),
         Binding("down,j", "step_row(1)", "pane below", id="tile.down", show=False),
         Binding("up,k", "step_row(-1)", "pane above", id="tile.up", show=False),
+        Binding("f", "fit", "fit the focused seat to its pane (again: restore)", id="tile.fit"),
+        Binding("F", "fit_all", "fit every seat to its pane (again: restore)", id="tile.fit_all"),
+        Binding("question_mark", "help", "help", id="tile.help"),
     ]
 
     def __init__(self, sessions: SeatSessions, names: list[str], *,
@@ -62,10 +73,11 @@ class TileScreen(Screen[None]):
             self.panes.append(pane)
             self.links[pane] = PaneLink(sessions, name, pane, on_status=lambda t, p=pane: p.set_status(t))
         self._leaving = False
+        self._refit: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(f" tile · {len(self.names)} seats · enter attach · ←→ move · esc close",
-                     id="tile-title", markup=False)
+        yield Static(f" tile · {len(self.names)} seats · enter attach · ←→ move · f fit · F fit all"
+                     " · ? keys · esc close", id="tile-title", markup=False)
         with TileGrid(id="tile-grid"):
             yield from self.panes
 
@@ -108,6 +120,72 @@ class TileScreen(Screen[None]):
             pane.set_status(link.status)
             pane.focus()
 
+    # -- fit-to-pane ------------------------------------------------------------------
+
+    async def action_fit(self) -> None:
+        """Fit the focused seat to its pane, or put a fitted one back."""
+        if self.panes:
+            pane = self.panes[self._focused_index()]
+            await self._toggle_fit([pane], fit=pane.fitted_from is None)
+
+    async def action_fit_all(self) -> None:
+        """Fit every seat (restore every one when all are fitted already)."""
+        live = [p for p in self.panes if self.links[p].can_resize or p.fitted_from is not None]
+        await self._toggle_fit(live, fit=any(p.fitted_from is None for p in live))
+
+    async def _toggle_fit(self, panes: list[TilePane], *, fit: bool) -> None:
+        if self._leaving:
+            return
+        if fit:
+            panes = [p for p in panes if p.fitted_from is None]
+            done = await asyncio.gather(*(self._fit(p) for p in panes))
+            missed = [p.seat for p, ok in zip(panes, done) if not ok]
+            if missed:
+                self._say(f"fit: {', '.join(missed)} {'is' if len(missed) == 1 else 'are'} "
+                          "not connected - nothing to resize")
+        else:
+            await asyncio.gather(*(self._unfit(p) for p in panes if p.fitted_from is not None))
+
+    async def _fit(self, pane: TilePane) -> bool:
+        link = self.links[pane]
+        w, h = pane.size
+        if not await link.fit(w, h):
+            return False
+        pane.fitted_from = link.fitted_from
+        pane.update_mark()
+        return True
+
+    async def _unfit(self, pane: TilePane) -> None:
+        pane.fitted_from = None
+        await self.links[pane].unfit()
+        pane.update_mark()
+
+    @on(TilePane.Reshaped)
+    def _on_pane_reshaped(self, event: TilePane.Reshaped) -> None:
+        """A fitted pane changed size: the seat follows once the resizing settles."""
+        event.stop()
+        if any(p.fitted_from is not None for p in self.panes) and not self._leaving:
+            if self._refit is not None:
+                self._refit.stop()
+            self._refit = self.set_timer(REFIT_S, self._follow_panes)
+
+    async def _follow_panes(self) -> None:
+        self._refit = None
+        if self._leaving:
+            return
+        await asyncio.gather(*(self.links[p].fit(*p.size) for p in self.panes
+                               if p.fitted_from is not None and p.size != p.remote_size))
+
+    def _say(self, text: str) -> None:
+        say = getattr(self.app, "notify_line", None)
+        if say is not None:
+            say(text)
+        else:
+            self.notify(text)
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(*describe_bindings(self)))
+
     def _demote(self, pane: TilePane) -> None:
         pane.interactive = False
         pane.set_status(self.links[pane].status)
@@ -129,12 +207,15 @@ class TileScreen(Screen[None]):
         if self._leaving:
             return
         self._leaving = True
+        if self._refit is not None:
+            self._refit.stop()
         await self.close_all()
         if self.app.screen is self:
             hold_escape(self.app)  # after the hand-back: Escs queued meanwhile land in the window
             self.app.pop_screen()
 
     async def close_all(self) -> None:
+        """Hand every session back (a fitted seat gets its size back first: ``PaneLink.close``)."""
         await asyncio.gather(*(link.close() for link in self.links.values()), return_exceptions=True)
 
     async def on_unmount(self) -> None:
