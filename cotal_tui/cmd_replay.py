@@ -2,7 +2,9 @@
 
 On a terminal the console opens on the recording with a timeline; ``--plain``/``--json`` (or a
 non-terminal stdout) print it as the line stream would have, paced by ``--speed``. A damaged
-recording replays up to the damage and says so in one sentence.
+recording replays up to the damage and says so in one sentence. Seat terminals recorded with
+``--record-seats`` print as one summary line per recorded line (event, size, byte count, the
+printable text): never the raw bytes.
 """
 
 from __future__ import annotations
@@ -57,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
     """Print the recording as the line stream printed it live, paced by ``speed``."""
+    import json
+
     from meshview import sanitize
-    from meshview.replay import Player, Replay
-    from meshview.stream import StreamWriter
+    from meshview.replay import Player, Replay, seat_line_json, seat_line_text
+    from meshview.stream import StreamWriter, TextRenderer
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -72,10 +76,29 @@ async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
                     f"{span // 60:02d}:{span % 60:02d} at {speed:g}×" if speed else
                     f"replaying {sanitize.inline(rec.paths[-1])} as fast as possible")
     player = Player(replay, speed)
+    seat_lines, si = rec.seat_lines, 0
+
+    def seat_lines_until(t: float) -> list[str]:
+        nonlocal si
+        lines = []
+        while si < len(seat_lines) and seat_lines[si].t <= t:
+            x = seat_lines[si]
+            si += 1
+            if mode == "json":
+                lines.append(json.dumps(seat_line_json(x), ensure_ascii=False))
+            else:
+                stamp = writer.text._c("2", TextRenderer._time(x.t))
+                lines.append(f"{stamp} {writer.text._c('2', seat_line_text(x))}")
+        return lines
+
     try:
         while True:
             player.advance()
             writer.write(replay.model.take_events())
+            more = seat_lines_until(min(replay.now, replay.end))
+            if more:
+                out.write("\n".join(more) + "\n")
+                out.flush()
             if player.done.is_set():
                 break
             await asyncio.sleep(0.05)

@@ -57,6 +57,12 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
                    help="which notification escape: osc9 (default), osc777, both, bell")
     g.add_argument("--record", metavar="FILE",
                    help="record the session to FILE (gzip JSON Lines; cotal replay FILE)")
+    g.add_argument("--record-seats", action="store_true", dest="record_seats",
+                   help="with --record: also record the terminal output of the seats you "
+                        "attach to, peek at or tile in the console (only those - none is opened "
+                        "for the recording); cotal replay shows it in the pane. Your keystrokes "
+                        "are never recorded (they may be passwords); what the program prints, "
+                        "including its echo of what you type, is")
     g.add_argument("--max-size", type=size, default=None, metavar="SIZE",
                    help="bound of a recording on disk, rotating at half (default 100M)")
 
@@ -64,6 +70,10 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.backfill is not None and args.backfill < 0:
         print("cotal: --backfill must be 0 or more.", file=sys.stderr)
+        return 2
+    if getattr(args, "record_seats", False) and not getattr(args, "record", None):
+        print("cotal: --record-seats adds the terminals you open to a recording: "
+              "give --record FILE too.", file=sys.stderr)
         return 2
     if getattr(args, "web", None):
         from cotal_tui.web import serve
@@ -81,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
         from cotal_tui.run_console import run_console
 
         return int(run_console(args) or 0)
+    if getattr(args, "record_seats", False):
+        print("cotal: --record-seats records the terminals you open in the console; the line "
+              "stream (--plain, --json, or stdout not a terminal) opens none.", file=sys.stderr)
+        return 2
     # SIGTERM like Ctrl-C until the stream's loop takes both over (and ignored once it has
     # finished): exit 0 at any moment, never a default-action kill or a stray traceback.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

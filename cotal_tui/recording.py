@@ -2,13 +2,19 @@
 
 Both put a :class:`meshview.record.Recorder` on a session's model; the recording ends when the
 session stops (or when ``record`` is chosen again). ``cotal replay FILE`` plays it back.
+
+``--record-seats`` adds a :class:`SeatTap` on the session's seats: the terminals the operator
+opens (attach, peek, tile) are written as they are shown, never what the operator types. A
+recording that stops on an error (disk full, permission, the file removed) says so on the
+status line, not only in ``Recorder.error``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from cotal_tui.config import config_dir
 from meshview.record import MAX_SIZE, Recorder, active_recorder
@@ -22,14 +28,160 @@ def default_path(space: str) -> str:
     return str(d / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl.gz")
 
 
-def start_recording(session: Any, path: str | None = None, *,
-                    max_size: int = MAX_SIZE) -> Recorder:
-    """Record ``session``'s model until the session stops. Check ``.error`` (one sentence)."""
+KEY_BYTES = 256 * 1024  # a seat's output between two snapshots (bounds a seek's re-feed)
+
+
+class SeatTap:
+    """``SeatSessions.tap`` while recording with seats: each pane's output as it is queued,
+    stamped; a fresh screen (``open``/``reset``) and a resize with its size; a snapshot of the
+    pane's own mirror every :data:`KEY_BYTES` of output and at the start of a rotated segment,
+    so seeking back re-feeds little and either segment replays alone. One pane per seat name is
+    recorded (the first opened); keystrokes never pass through here."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.links: dict[str, Any] = {}  # seat name → the link recorded for it
+        self._size: dict[str, tuple[int, int]] = {}
+        self._since: dict[str, int] = {}  # output bytes since the last fresh screen or snapshot
+        self._owed: set[str] = set()  # a snapshot is owed (a segment began mid-stream)
+        rec.on_segment.append(self._segment)
+
+    def __call__(self, link: Any, ev: str, data: bytes = b"") -> None:
+        if self.rec.closed:
+            return
+        try:
+            self._on(link, ev, data)
+        except Exception:  # noqa: BLE001 - recording never breaks a pane (the mirror stays live)
+            pass
+
+    def _on(self, link: Any, ev: str, data: bytes) -> None:
+        name = link.name
+        held = self.links.get(name)
+        if held is not None and held is not link:
+            if getattr(held, "state", "") != "ended" and not getattr(held, "_closing", False):
+                return  # another pane already records this seat
+            held = None
+        rec = self.rec
+        cols, rows = link.pane.remote_size
+        if ev == "end":
+            if held is link:
+                rec.seat(name, "end", text=str(getattr(link, "end_reason", None) or "closed"))
+                self._forget(name)
+            return
+        if ev == "reset":
+            rec.seat(name, "reset" if held is link else "open", cols=cols, rows=rows)
+            self._fresh(name, link, (cols, rows))
+            return
+        if held is None:  # recording began with this pane already showing something
+            self.links[name] = link
+            self._size[name] = (cols, rows)
+            self._since[name] = 1
+            self._owed.add(name)
+            rec.seat(name, "note", cols=cols, rows=rows, text="joined mid-stream")
+        if (cols, rows) != self._size.get(name):
+            self._size[name] = (cols, rows)
+            rec.seat(name, "size", cols=cols, rows=rows)
+        if (name in self._owed or self._since[name] >= KEY_BYTES) and link.pane.pending_bytes == 0:
+            self._key(name, link)
+        rec.seat(name, "out", data)
+        self._since[name] += len(data)
+
+    def _fresh(self, name: str, link: Any, size: tuple[int, int]) -> None:
+        self.links[name] = link
+        self._size[name] = size
+        self._since[name] = 0
+        self._owed.discard(name)
+
+    def _key(self, name: str, link: Any) -> None:
+        """A keyframe: the pane's screen as the recording stands (nothing queued unparsed)."""
+        cols, rows = link.pane.remote_size
+        if self._since[name] == 0:  # nothing since a fresh screen: that is the state
+            self.rec.seat(name, "reset", cols=cols, rows=rows)
+        else:
+            self.rec.seat(name, "snap", link.pane.mirror.snapshot(), cols=cols, rows=rows)
+        self._fresh(name, link, (cols, rows))
+
+    def _segment(self) -> None:
+        """A new segment: each recorded seat starts it with its screen, or says it cannot yet."""
+        for name, link in list(self.links.items()):
+            try:
+                if self._since[name] == 0 or link.pane.pending_bytes == 0:
+                    self._key(name, link)
+                else:
+                    cols, rows = link.pane.remote_size
+                    self.rec.seat(name, "note", cols=cols, rows=rows, text="resumes mid-stream")
+                    self._owed.add(name)
+            except Exception:  # noqa: BLE001
+                self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        self.links.pop(name, None)
+        self._size.pop(name, None)
+        self._since.pop(name, None)
+        self._owed.discard(name)
+
+
+def _status_error(app: Any, msg: str) -> None:
+    """An error the operator must see: the status line, held longer than a notice."""
+    app.notify_line(msg, True)
+    for screen in reversed(getattr(app, "screen_stack", ())):
+        bars = screen.query("StatusBar")
+        if bars:
+            bars.first().show_notice(msg, error=True, seconds=30.0)
+            return
+
+
+def tell_errors(rec: Recorder, app: Callable[[], Any] | None) -> None:
+    """Show ``rec``'s stopping error on the console's status line when it happens (and an
+    error it already has now), once the App runs (``app()`` may be ``None`` for a while)."""
+    if app is None:
+        return
+
+    def say(msg: str, tries: int = 0) -> None:
+        try:
+            a = app()
+        except NameError:  # the console's App is not made yet
+            a = None
+        if a is not None and getattr(a, "is_running", False) and hasattr(a, "notify_line"):
+            try:
+                _status_error(a, msg)
+                return
+            except Exception:  # noqa: BLE001 - not mounted yet: try again shortly
+                pass
+        if tries < 120:
+            try:
+                asyncio.get_running_loop().call_later(0.25, say, msg, tries + 1)
+            except RuntimeError:
+                pass
+
+    def on_error(msg: str) -> None:
+        try:  # not inside the model's reducer (this runs from a recorder write)
+            asyncio.get_running_loop().call_soon(say, msg)
+        except RuntimeError:
+            say(msg)
+
+    rec.on_error = on_error
+    if rec.error:
+        on_error(rec.error)
+
+
+def start_recording(session: Any, path: str | None = None, *, max_size: int = MAX_SIZE,
+                    seats: bool = False, app: Callable[[], Any] | None = None) -> Recorder:
+    """Record ``session``'s model until the session stops. Check ``.error`` (one sentence);
+    with ``app``, a recording that stops on an error also says so on the console.
+
+    ``seats``: the terminals opened through ``session.seat_sessions`` are recorded too."""
     model = session.model
     path = path or default_path(model.space)
     Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    rec = Recorder(model, str(Path(path).expanduser()), max_size=max_size)
+    rec = Recorder(model, str(Path(path).expanduser()), max_size=max_size, seats=seats)
     session.recorder = rec
+    tell_errors(rec, app)
+    if seats and not rec.closed:
+        seat_sessions = getattr(session, "seat_sessions", None)
+        if seat_sessions is not None:
+            seat_sessions.tap = SeatTap(rec)
+            session._tapped_seats = seat_sessions
     if not getattr(session, "_record_close_hooked", False):
         session._record_close_hooked = True
         stop = session.stop
@@ -41,6 +193,7 @@ def start_recording(session: Any, path: str | None = None, *,
                 r = getattr(session, "recorder", None)
                 if r is not None:
                     r.close()
+                _untap(session)
 
         session.stop = stop_then_close
     return rec
@@ -59,10 +212,11 @@ def toggle_recording(app: Any, path: str | None = None) -> str:
         msg, err = "record: this is already a recording", True
     elif (rec := active_recorder(model)) is not None:
         rec.close()
+        _untap(session)
         msg, err = f"recording stopped: {rec.summary()}", False
     else:
         try:
-            rec = start_recording(session, path)
+            rec = start_recording(session, path, app=lambda: app)
         except OSError as e:
             rec, msg, err = None, f"record: cannot write there: {e.strerror or e}", True
         if rec is not None:
@@ -71,3 +225,9 @@ def toggle_recording(app: Any, path: str | None = None) -> str:
     if hasattr(app, "notify_line"):
         app.notify_line(msg, err)
     return msg
+
+
+def _untap(session: Any) -> None:
+    seats = getattr(session, "_tapped_seats", None)
+    if seats is not None and isinstance(getattr(seats, "tap", None), SeatTap):
+        seats.tap = None

@@ -119,7 +119,8 @@ def attach_extras(session: LiveSession, args: argparse.Namespace, app: Any) -> N
     attach_notifier(session, args, app)
     if getattr(args, "record", None) and getattr(args, "_recording_taken", None) is None:
         args._recording_taken = session.space  # one file records the first space opened
-        start_recording(session, args.record, max_size=args.max_size or 100 * 1024 * 1024)
+        start_recording(session, args.record, max_size=args.max_size or 100 * 1024 * 1024,
+                        seats=getattr(args, "record_seats", False), app=app)
 
 
 class SpaceLister:

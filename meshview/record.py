@@ -15,6 +15,13 @@ epoch ms, ``op`` the model method, ``k`` its category, ``a``/``kw`` its argument
 flushes a gzip sync point every second, so a recording cut off by a crash reads up to the last
 second; a damaged one replays up to the damage and says so in one sentence.
 
+Seat terminals (``cotal watch --record-seats``): ``seat`` lines hold what the operator's panes
+were shown (``seat`` name, ``ev``: ``open``/``reset`` a fresh screen of ``cols``×``rows``, ``out``
+output bytes in ``b64``, ``size`` a resize, ``snap`` a snapshot that rebuilds the screen, ``note``,
+``end``), stamped on the model's clock so they interleave with the inputs. Never keystrokes: the
+writer has no way to be given one. :attr:`Recorder.on_segment` runs after each rotation so a new
+segment starts each open seat with a ``snap`` (or a ``note`` saying it resumes mid-stream).
+
 Bounded: a segment rotates at half of ``max_size`` (the full one becomes ``FILE.1``, replacing an
 older one), and every segment starts with a checkpoint, so either replays on its own and the two
 replay as one. Nothing here records a credential: inputs are mesh data and the server as
@@ -25,6 +32,7 @@ Reading and playing back: meshview/replay.py. No Textual or Rich import (the mod
 
 from __future__ import annotations
 
+import base64
 import gzip
 import os
 import re
@@ -154,8 +162,14 @@ class Recorder:
     :attr:`error` set: it never reaches the observer or the console."""
 
     def __init__(self, model: MeshModel, path: str, *, max_size: int = MAX_SIZE,
-                 checkpoint_s: float = CHECKPOINT_S, server: str | None = None) -> None:
+                 checkpoint_s: float = CHECKPOINT_S, server: str | None = None,
+                 seats: bool = False) -> None:
         self.model = model
+        self.seats = bool(seats)  # seat terminal lines are written (see :meth:`seat`)
+        self.seat_lines = 0
+        self.on_error: Callable[[str], None] | None = None  # told once, when recording stops
+        self.on_segment: list[Callable[[], None]] = []  # after a rotation opened a new segment
+        self._rotating = False
         self.path = str(path)
         self.max_size = int(max_size)
         self.checkpoint_s = float(checkpoint_s)
@@ -244,8 +258,31 @@ class Recorder:
         self.inputs += 1
         self._seg_inputs += 1
 
+    def seat(self, name: str, ev: str, data: bytes = b"", *, cols: int | None = None,
+             rows: int | None = None, text: str | None = None) -> None:
+        """A seat terminal line (``--record-seats``): ``ev`` is ``open``/``reset``/``snap``/
+        ``size`` (with ``cols``/``rows``), ``out`` (``data``, the bytes the pane was given),
+        ``note`` (``text``) or ``end``. Base64 keeps every byte exactly."""
+        if self.closed or not self.seats:
+            return
+        t = self._clock()
+        line: dict[str, Any] = {"type": "seat", "t": t, "seat": name, "ev": ev}
+        if cols is not None and rows is not None:
+            line["cols"], line["rows"] = int(cols), int(rows)
+        if data:
+            line["b64"] = base64.b64encode(data).decode("ascii")
+        if text:
+            line["text"] = text
+        try:
+            self._write(line)
+        except Exception as e:  # noqa: BLE001 - a recording problem never breaks a pane
+            self._fail(e)
+            return
+        self.seat_lines += 1
+        self._housekeep(t)
+
     def _housekeep(self, t: float) -> None:
-        if self.closed:
+        if self.closed or self._rotating:
             return
         try:
             if t - self._last_checkpoint >= self.checkpoint_s * 1000.0:
@@ -257,6 +294,8 @@ class Recorder:
                 self._rotate(t)
             if time.monotonic() - self._last_flush >= FLUSH_S:
                 self.flush()
+                if os.fstat(self._raw.fileno()).st_nlink == 0:  # writing on into nothing
+                    raise FileNotFoundError(f"{os.path.basename(self.path)} was removed")
         except Exception as e:  # noqa: BLE001
             self._fail(e)
 
@@ -271,7 +310,7 @@ class Recorder:
         self._write({
             "type": "header", "format": FORMAT, "version": VERSION, "recording": self.id,
             "segment": self.segment, "space": m.space, "server": scrub(self.server or ""),
-            "started": self._clock(),
+            "started": self._clock(), "seats": self.seats,
             "model": {"feed_cap": m.feed_cap, "ttl_ms": m.ttl_ms, "burst_ms": m.burst_ms},
         })
         self._write_checkpoint(self._clock())
@@ -296,6 +335,12 @@ class Recorder:
         os.replace(self.path, self.path + ".1")
         self.segment += 1
         self._open()
+        self._rotating = True  # the seats' fresh starts below never rotate again
+        try:
+            for fn in list(self.on_segment):
+                fn()
+        finally:
+            self._rotating = False
 
     def flush(self) -> None:
         """A gzip sync point: everything so far is readable even if we die now."""
@@ -315,8 +360,15 @@ class Recorder:
                 raw.close()
 
     def _fail(self, e: Exception) -> None:
+        if self.closed:
+            return
         self.error = f"recording stopped: {getattr(e, 'strerror', None) or e}"
         self.close()
+        if self.on_error is not None:
+            try:
+                self.on_error(self.error)
+            except Exception:  # noqa: BLE001 - telling must not break the caller either
+                pass
 
     @property
     def size(self) -> int:
@@ -345,4 +397,5 @@ class Recorder:
             self.error = self.error or f"recording not finished: {e.strerror or e}"
 
     def summary(self) -> str:
-        return f"{self.path} ({self.inputs} inputs, {human_size(self.size)})"
+        seats = f", {self.seat_lines} seat lines" if self.seats else ""
+        return f"{self.path} ({self.inputs} inputs{seats}, {human_size(self.size)})"

@@ -3,6 +3,10 @@
 Keys (priority over the panels', except while typing in the search box): space pauses, ←/→
 jump to the previous/next event (message, lifecycle, presence change), ``[``/``]`` jump a minute
 back/forward. The timeline under the panels shows where the replay is. Nothing is ever sent.
+
+A recording made with ``--record-seats`` holds the terminals the operator had open: roster
+``a``/``p`` (or ``:attach``/``:peek``) on such a seat opens :class:`ReplaySeatScreen`, its
+terminal in a read-only pane that follows the replay's time, with the same keys.
 """
 
 from __future__ import annotations
@@ -12,14 +16,18 @@ from typing import Any
 
 from rich.text import Text
 from textual import events
+from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Input, TextArea
+from textual.widgets import Input, Static, TextArea
 
 from cotal_tui import app as app_module
 from cotal_tui.app import CotalApp
 from cotal_tui.screens.console import ConsoleScreen
+from meshview.replay import SeatStream
 from widgets.status_bar import StatusBar
+from widgets.terminal_pane import TerminalPane
 
 REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute")
 
@@ -80,18 +88,21 @@ class Timeline(Widget):
         return t
 
 
+REPLAY_BINDINGS = [
+    Binding("space", "replay_pause", "pause / play", priority=True, id="replay.pause"),
+    Binding("left", "replay_step(-1)", "previous event", priority=True, id="replay.prev"),
+    Binding("right", "replay_step(1)", "next event", priority=True, id="replay.next"),
+    Binding("left_square_bracket", "replay_minute(-1)", "a minute back", priority=True,
+            id="replay.minute-back"),
+    Binding("right_square_bracket", "replay_minute(1)", "a minute forward", priority=True,
+            id="replay.minute-forward"),
+]
+
+
 class ReplayScreen(ConsoleScreen):
     """:class:`ConsoleScreen` on a :class:`meshview.record.ReplaySession`."""
 
-    BINDINGS = [
-        Binding("space", "replay_pause", "pause / play", priority=True, id="replay.pause"),
-        Binding("left", "replay_step(-1)", "previous event", priority=True, id="replay.prev"),
-        Binding("right", "replay_step(1)", "next event", priority=True, id="replay.next"),
-        Binding("left_square_bracket", "replay_minute(-1)", "a minute back", priority=True,
-                id="replay.minute-back"),
-        Binding("right_square_bracket", "replay_minute(1)", "a minute forward", priority=True,
-                id="replay.minute-forward"),
-    ]
+    BINDINGS = list(REPLAY_BINDINGS)
 
     def compose(self):
         for w in super().compose():
@@ -133,6 +144,94 @@ class ReplayScreen(ConsoleScreen):
         self._moved()
 
 
+FEED_AHEAD = 128 * 1024  # recorded output handed to the pane ahead of its parsing, at most
+SEAT_TICK_S = 0.05
+
+
+class ReplaySeatScreen(Screen[None]):
+    """One recorded seat's terminal at the replay's time: read-only, following play, pause and
+    seeks (the replay keys work here too). Each tick hands the pane at most
+    :data:`FEED_AHEAD` bytes beyond what it has parsed (the pane parses within its budget), so
+    a seek back that re-feeds from a snapshot never holds the loop."""
+
+    BINDINGS = [Binding("escape", "leave", "back", id="replay.seat-back"), *REPLAY_BINDINGS]
+    DEFAULT_CSS = """
+    ReplaySeatScreen { layout: vertical; background: $background; }
+    ReplaySeatScreen #attach-title { height: 1; background: $panel; color: $text; text-style: bold; }
+    ReplaySeatScreen #attach-pane { height: 1fr; }
+    ReplaySeatScreen #attach-status { height: 1; background: $panel; color: $text-warning; }
+    """
+
+    def __init__(self, session: Any, name: str, stream: SeatStream) -> None:
+        super().__init__()
+        self.session = session
+        self.seat = name
+        self.stream = stream
+        first = stream.lines[0]
+        self.pane = TerminalPane(first.cols or 80, first.rows or 24, interactive=False,
+                                 id="attach-pane")
+        self._status_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(self._title(), id="attach-title", markup=False)
+        yield self.pane
+        yield Static("", id="attach-status", markup=False)
+        yield Timeline(self.session, id="timeline")
+
+    def _title(self) -> str:
+        cols, rows = self.pane.remote_size
+        return f" {self.seat} · {cols}×{rows} · replay · read-only · esc back"
+
+    def on_mount(self) -> None:
+        self.set_interval(SEAT_TICK_S, self.tick, name="replay-seat")
+        self.tick()
+
+    def tick(self) -> None:
+        """Bring the pane to the replay's time, a bounded amount at a time."""
+        pane, stream = self.pane, self.stream
+        now = self.session.replay.now
+        budget = FEED_AHEAD - pane.pending_bytes
+        if budget > 0 and not stream.caught_up(now):
+            size = pane.remote_size
+            for step in stream.plan(now, budget):
+                if step[0] == "reset":
+                    pane.reset(step[1], step[2])
+                elif step[0] == "resize":
+                    pane.resize_remote(step[1], step[2])
+                else:
+                    pane.queue(step[1])
+            if pane.remote_size != size:
+                self.query_one("#attach-title", Static).update(self._title())
+        text = stream.status(now)
+        if text != self._status_text:
+            self._status_text = text
+            self.query_one("#attach-status", Static).update(text)
+
+    def action_leave(self) -> None:
+        if self.app.screen is self:
+            self.app.pop_screen()
+
+    def _moved(self) -> None:
+        self.session.player.rebase()
+        self.tick()
+        self.query_one(Timeline).refresh()
+
+    def action_replay_pause(self) -> None:
+        paused = self.session.player.toggle_pause()
+        self.query_one("#attach-status", Static).update("paused" if paused else "playing")
+        self._status_text = "-"  # the next tick puts the stream's own line back
+        self._moved()
+
+    def action_replay_step(self, delta: int) -> None:
+        self.session.replay.step(delta)
+        self._moved()
+
+    def action_replay_minute(self, delta: int) -> None:
+        r = self.session.replay
+        r.seek(r.now + delta * 60_000)
+        self._moved()
+
+
 class ReplayApp(CotalApp):
     """The console App on one recording (no broker, no picker, nothing sent)."""
 
@@ -146,3 +245,21 @@ class ReplayApp(CotalApp):
         self.push_screen(ReplayScreen(self.session, can_go_back=False))
         if self._first_notice:
             self.call_after_refresh(self.notify_line, self._first_notice, True)
+
+    def open_seat(self, name: str, *, peek: bool = False) -> bool:
+        """Roster ``a``/``p``, ``:attach``/``:peek``: the seat's recorded terminal, if any."""
+        replay = self.session.replay
+        stream = replay.seat_stream(name)
+        if stream is None:
+            verb = "peek" if peek else "attach"
+            how = ("" if replay.rec.header.get("seats")
+                   else " (cotal watch --record FILE --record-seats records them)")
+            self.notify_line(f"{verb}: no terminal of {name} in this recording{how}", True)
+            return False
+        self.push_screen(ReplaySeatScreen(self.session, name, stream))
+        return True
+
+    def open_tile(self, names: list[str] | None = None, managed_names: Any = None) -> bool:
+        self.notify_line("tile: a replay shows one recorded terminal at a time (a on a roster row)",
+                         True)
+        return False
