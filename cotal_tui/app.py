@@ -65,6 +65,8 @@ class MeshCommands(Provider):
             cmds += [
                 ("record", "start or stop recording this space to $COTAL_HOME/recordings "
                  "(cotal replay FILE plays it back)", lambda: toggle_recording(app)),
+                ("record seats", "record, with the terminals you attach to, peek at or tile "
+                 "(their output, never your keys)", lambda: toggle_recording(app, seats=True)),
                 ("notify", "bell + desktop notification when an agent starts waiting (on/off)",
                  lambda: toggle_notify(app)),
             ]

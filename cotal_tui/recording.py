@@ -65,7 +65,9 @@ class SeatTap:
         cols, rows = link.pane.remote_size
         if ev == "end":
             if held is link:
-                rec.seat(name, "end", text=str(getattr(link, "end_reason", None) or "closed"))
+                why = getattr(link, "end_reason", None) or (
+                    "detached" if getattr(link, "_closing", False) else "ended")
+                rec.seat(name, "end", text=str(why))
                 self._forget(name)
             return
         if ev == "reset":
@@ -199,10 +201,11 @@ def start_recording(session: Any, path: str | None = None, *, max_size: int = MA
     return rec
 
 
-def toggle_recording(app: Any, path: str | None = None) -> str:
-    """The palette's ``record``: start recording the open console's space (to ``path``, else
-    a new file under ``$COTAL_HOME/recordings``), or stop the recording in progress. Returns the
-    sentence it also shows on the status line."""
+def toggle_recording(app: Any, path: str | None = None, *, seats: bool = False) -> str:
+    """The palette's ``record`` (``record seats``: with the terminals opened from now on): start
+    recording the open console's space (to ``path``, else a new file under
+    ``$COTAL_HOME/recordings``), or stop the recording in progress. Returns the sentence it also
+    shows on the status line."""
     screen = app.console_screen() if hasattr(app, "console_screen") else None
     session = getattr(screen, "session", None)
     model = getattr(session, "model", None)
@@ -216,12 +219,13 @@ def toggle_recording(app: Any, path: str | None = None) -> str:
         msg, err = f"recording stopped: {rec.summary()}", False
     else:
         try:
-            rec = start_recording(session, path, app=lambda: app)
+            rec = start_recording(session, path, seats=seats, app=lambda: app)
         except OSError as e:
             rec, msg, err = None, f"record: cannot write there: {e.strerror or e}", True
         if rec is not None:
             msg, err = ((rec.error, True) if rec.error else
-                        (f"recording to {rec.path} (record again to stop)", False))
+                        (f"recording {'with seat terminals ' if seats else ''}to {rec.path} "
+                         "(record again to stop)", False))
     if hasattr(app, "notify_line"):
         app.notify_line(msg, err)
     return msg

@@ -483,14 +483,23 @@ class SeatStream:
 
 
 _ESCAPES = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|.)"
-    r"|[\x00-\x08\x0b-\x1f\x7f]", re.S)
+    r"\x1b(?:\[[0-?]*[ -/]*([@-~])|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|[ -/]+[0-~]|.)|[\x00-\x1f\x7f\x9b]", re.S)
+_MOVES = frozenset("ABCDEFGHJKdfr")  # cursor moves and erases: where words part on screen
+
+
+def _gap(m: re.Match) -> str:
+    final = m.group(1)
+    if final is not None:
+        return " " if final in _MOVES else ""
+    return " " if m.group(0) in ("\n", "\r", "\t") else ""
 
 
 def seat_preview(data: bytes, limit: int = 60) -> str:
     """The printable text of some terminal output, one line: escape sequences and controls
-    removed, whatever is left neutralized (never a raw control byte)."""
-    text = _ESCAPES.sub("", data.decode("utf-8", "replace")).replace("\r", "")
+    removed (a cursor move or a line break leaves a space), whatever is left neutralized
+    (never a raw control byte)."""
+    text = _ESCAPES.sub(_gap, data.decode("utf-8", "replace"))
     return sanitize.inline(" ".join(text.split()), limit)
 
 
@@ -510,7 +519,8 @@ def seat_line_text(x: SeatLine) -> str:
             if preview:
                 parts.append(f"“{preview}”")
     if x.text:
-        parts.append(sanitize.inline(x.text, 120))
+        parts.append(f"({sanitize.inline(x.text, 120)})" if x.ev == "end"
+                     else sanitize.inline(x.text, 120))
     return "  ".join(parts)
 
 

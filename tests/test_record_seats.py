@@ -32,7 +32,7 @@ from cotal_tui.run_console import LiveSession, attach_extras
 from cotal_tui.screens.attach import AttachScreen
 from meshview.connect import resolve_target
 from meshview.model import MeshModel
-from meshview.record import Recorder
+from meshview.record import Recorder, active_recorder
 from meshview.replay import Replay, ReplaySession, SeatStream, load_recording
 from widgets.roster import Roster
 from widgets.terminal_pane import TerminalPane
@@ -216,6 +216,14 @@ async def test_replay_shows_the_seat_in_the_pane_and_follows_seeks(recorded):
         assert type(app.screen).__name__ == "ReplayScreen"
 
 
+async def palette(pilot, text: str, hint: str) -> None:
+    await pilot.press("colon")
+    await until(pilot, lambda: type(pilot.app.screen).__name__ == "MeshPalette", what="palette")
+    await pilot.press(*text)
+    await until(pilot, lambda: hint in screen_text(pilot.app), what=f"hit for {text!r}")
+    await pilot.press("enter")
+
+
 def _replay_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cotal_tui.cli", "replay", *args],
                           cwd=str(ROOT), capture_output=True, text=True, timeout=60)
@@ -356,7 +364,7 @@ def test_rotation_and_snapshots_keep_a_seat_stream_replayable(tmp_path):
     assert sizes == [("size", 70, 14)]
 
 
-async def test_a_recording_error_shows_on_the_console(broker, nc, space, tmp_path):
+async def test_a_recording_error_shows_on_the_console(broker, nc, space, tmp_path, monkeypatch):
     """Disk full (``/dev/full``) at the start and the file removed mid-recording: both reach the
     status line, not only ``Recorder.error``."""
     team = Team(nc, space, seed=9, agents=3,
@@ -381,6 +389,17 @@ async def test_a_recording_error_shows_on_the_console(broker, nc, space, tmp_pat
             assert "was removed" in rec.error
             await until(pilot, lambda: "was removed" in screen_text(app), 10.0,
                         what="the removal on screen")
+            # the palette's ``record seats``: a recording with the terminals, then stopped
+            monkeypatch.setenv("COTAL_HOME", str(tmp_path / "home"))
+            await palette(pilot, "record seats", "never your keys")
+            await until(pilot, lambda: active_recorder(session.model) is not None, 5.0,
+                        what="recording")
+            seats_rec = active_recorder(session.model)
+            assert seats_rec.seats and isinstance(session.seat_sessions.tap, SeatTap)
+            assert seats_rec.path.startswith(str(tmp_path / "home"))
+            await palette(pilot, "record seats", "never your keys")
+            await until(pilot, lambda: active_recorder(session.model) is None, 5.0, what="stopped")
+            assert session.seat_sessions.tap is None
     finally:
         await session.stop()
         await team.stop()
