@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from meshview.connect import ConnectError, Target, caller_of, connect as mesh_connect
+from meshview.connect import ConnectError, PermissionDenied, Target, caller_of, request_checked
+from meshview.connect import connect as mesh_connect
 from meshview.wire.names import bucket_names, chat_stream, space_token
 from meshview.wire.subjects import MAX_CHANNEL_LENGTH, chat_pattern, is_concrete_channel, sanitize_channel
 
@@ -41,6 +42,7 @@ from .endpoint import (
     build_request,
     goal_progress_pattern,
 )
+from .managed import PsPoller
 from .subjects import Caller, is_lifecycle_token, new_nonce, new_request_id, request_subject
 
 CLIENT_NAME = "cotal-control"
@@ -234,6 +236,15 @@ def _show(v: object) -> str:
 
 
 # ---- connection and registry -----------------------------------------------------------------
+
+
+def _as_role(target: Target, role: str) -> Target:
+    """``target`` for a verb that needs its own credential: one minted for another role (the
+    console's control target) is dropped, so this verb mints the profile it needs."""
+    if target.role == role:
+        return target
+    keep = target.credential is not None and getattr(target.credential, "profile", None) == role
+    return dataclasses.replace(target, role=role, credential=target.credential if keep else None)
 
 
 async def _connect(target: Target) -> Any:
@@ -666,10 +677,13 @@ async def _purge_stream(nc: Any, stream: str, subject_filter: str | None = None)
     if subject_filter is not None:
         req["filter"] = subject_filter
     try:
-        msg = await nc.request(f"{JS_API}.STREAM.PURGE.{stream}", json.dumps(req).encode(), timeout=5.0)
+        msg = await request_checked(nc, f"{JS_API}.STREAM.PURGE.{stream}", json.dumps(req).encode(), timeout=5.0)
+    except PermissionDenied:
+        raise ControlError("permission-denied", f"the broker refused the purge of {stream}: these "
+                           "credentials may not purge it; nothing was deleted") from None
     except (asyncio.TimeoutError, TimeoutError):
-        raise ControlError("deadline-exceeded", f"the broker did not answer the purge of {stream} within 5 s "
-                           "(these credentials may not be allowed to purge)") from None
+        raise ControlError("deadline-exceeded", f"the broker did not answer the purge of {stream} within 5 s; "
+                           "the outcome is unknown") from None
     try:
         o = json.loads(msg.data)
     except ValueError:
@@ -724,7 +738,7 @@ async def delchan(target: Target, channel: str, *, read_only: str | None = None)
             raise ControlError("not-found", f"space {space} has no channel #{ch} (no messages, no registry entry)")
         return purged
 
-    return await _run(target, body)
+    return await _run(_as_role(target, "channel-purger"), body)
 
 
 async def purge(target: Target, *, read_only: str | None = None) -> int:
@@ -735,4 +749,36 @@ async def purge(target: Target, *, read_only: str | None = None) -> int:
     async def body(nc: Any) -> int:
         return await _purge_stream(nc, chat_stream(space_token(target.space)))
 
-    return await _run(target, body)
+    return await _run(_as_role(target, "purger"), body)
+
+
+# ---- the console's ps poll on a static mesh ------------------------------------------------------
+
+
+class InstrumentPsPoller(PsPoller):
+    """``ps`` for the console's managers/seats panel where the console's own (admin view)
+    credential cannot read the manager registry: every round mints a one-shot caller instrument
+    from the mesh root's seed and asks on a connection of its own, closed when the round ends
+    (the reference console's ``controlPs``: one resolve-and-mint per poll, nothing standing)."""
+
+    def __init__(self, target: Target, space: str, **kw: Any) -> None:
+        super().__init__(None, space, **kw)
+        self.target = _as_role(dataclasses.replace(target, space=space), "control")
+
+    async def poll_once(self) -> None:
+        nc = await _connect(self.target)  # ControlError: the round fails and the next one retries
+        self.nc = nc
+        try:
+            await super().poll_once()
+        finally:
+            self.nc = None
+            await _close(nc)
+
+
+def ps_poller(nc: Any, target: Target, space: str, **kw: Any) -> PsPoller:
+    """The console's ``ps`` poller: over its own connection where that reads the registries
+    (open mesh, ``--creds``), on minted instruments where the mesh is static and its view
+    credential was minted from the root."""
+    if target.mode == "auth" and target.root and not (target.creds or target.nkey):
+        return InstrumentPsPoller(target, space, **kw)
+    return PsPoller(nc, space, **kw)

@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         print("cotal chat: needs a terminal (for scripts use cotal send, or cotal watch "
               "--plain to read).", file=sys.stderr)
         return 2
-    from cotal_tui.operator import read_only_reason  # the console's rule, same sentences
+    from cotal_tui.operator import participant_target, read_only_reason  # the console's rules
     from meshview.connect import resolve_target
     from meshview.participant import Participant, ParticipantError
 
@@ -224,7 +224,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"cotal chat: {_one_line(e)}", file=sys.stderr)
         return 1
     reason = read_only_reason(args)
-    part = Participant(target, name=args.as_name, read_only=reason is not None,
+    try:  # the observer reads with the target's own view; sends ride the operator profile
+        sender = participant_target(target)
+    except Exception as e:  # noqa: BLE001 - e.g. a static mesh whose seed is missing
+        print(f"cotal chat: {_one_line(e)}", file=sys.stderr)
+        return 1
+    part = Participant(sender, name=args.as_name, read_only=reason is not None,
                        read_only_reason=reason or "")
     try:
         part.identity  # noqa: B018 - a bad --as is usage, before any network

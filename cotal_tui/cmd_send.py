@@ -17,7 +17,9 @@ inside a single heartbeat, and the reference's ``cotal send`` likewise opens a t
 endpoint with ``registerPresence: false``. A presence record here would only flash a phantom
 peer (and then an offline row) on every roster, so none is written, not even the final offline
 record. Identity is the console participant's (``--as NAME``, else the credential's principal,
-else ``local.<os user>_console``), so agents' replies land in the inbox the console shows.
+else ``local.<os user>_console``), so agents' replies land in the inbox the console shows. On a
+static-auth mesh the credential is minted from the mesh root's seed with the reference's
+``operator`` profile (what its ``cotal send`` mints): the principal is ``local.<its nkey>``.
 
 Exit status: 0 after the ack; 1 when the message was not delivered (one sentence on stderr,
 never a traceback); 2 for bad usage.
@@ -131,12 +133,13 @@ def _one_line(s: str) -> str:
 
 
 async def _send(args: argparse.Namespace, p: Plan) -> int:
+    from cotal_tui.operator import participant_target
     from meshview.connect import resolve_target
     from meshview.participant import Participant, ParticipantError
 
     try:
-        target = resolve_target(args)
-    except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry
+        target = participant_target(resolve_target(args))  # static mesh: the operator profile
+    except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry, a missing seed
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
         return 1
     part = Participant(target, name=args.as_name, presence=False, send_timeout=args.timeout)

@@ -12,9 +12,21 @@ import dataclasses
 import os
 from typing import Any, Callable
 
-from meshview.connect import Target
+from meshview.connect import ConnectError, Target, prepare
 
 TRUTHY = ("1", "true", "yes", "on")
+
+
+def participant_target(target: Target) -> Target:
+    """The target the operator's participant connects with: the ``operator`` role, minted now
+    on a static mesh (the reference's ``cotal send`` profile: post, DM and anycast as
+    ``local.<its nkey>``, its own presence key, roster and channel-registry reads), so the
+    participant knows its principal before it connects. A credential minted for another role
+    (the console's admin view) is dropped; ``--creds``, open and user-auth meshes pass as they
+    are. Raises :class:`ConnectError` (one sentence) when nothing can be minted."""
+    cred = target.credential
+    keep = cred is not None and getattr(cred, "profile", None) == "operator"
+    return prepare(dataclasses.replace(target, role="operator", credential=cred if keep else None))
 
 
 def read_only_reason(args: Any) -> str | None:
@@ -39,11 +51,13 @@ class Operator:
 
     @property
     def participant(self) -> Any:
+        """Made on first use; on a static mesh this mints the operator's credential (raises
+        :class:`ConnectError` when the mesh's seed cannot be read)."""
         if self._participant is None:
             from meshview.participant import Participant
 
             self._participant = Participant(
-                self.target, name=self.name, read_only=self.read_only is not None,
+                participant_target(self.target), name=self.name, read_only=self.read_only is not None,
                 read_only_reason=self.read_only or "", roster=self.roster)
         return self._participant
 
@@ -61,7 +75,10 @@ class Operator:
 
         if self.read_only is not None:
             raise SendRefused(f"read-only - {self.read_only}; nothing was sent.")
-        p = self.participant
+        try:
+            p = self.participant
+        except ConnectError as e:
+            raise SendRefused(f"{e} Nothing was sent.".replace(". Nothing", "; nothing")) from None
         try:
             if kind == "channel":
                 await p.post(channel or "general", text, reply_to=reply_to, context_id=context_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from attach.managed import PsPoller
+from attach.control import ps_poller
 from cotal_tui.operator import Operator, read_only_reason
 from meshview.connect import ConnectError, Target, connect, resolve_target
 from meshview.model import MeshModel
@@ -71,7 +71,7 @@ class LiveSession:
             nc, space, self.model, has_credential=target.has_credential,
             options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
                                     dm_backfill=min(1000, max(backfill, 0) * 20)))
-        self.managed = PsPoller(nc, space)
+        self.managed = ps_poller(nc, target, space)  # static mesh: a minted instrument per round
         self.operator = Operator(target, space, name=getattr(args, "as_name", None),
                                  read_only=read_only_reason(args),
                                  roster=lambda: self.model.snapshot().peers)

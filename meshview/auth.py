@@ -23,6 +23,7 @@ one minting path; a mistake between split halves would be a security bug.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -30,10 +31,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import nkeys
 
-from meshview.wire.names import bucket_names, epc_stream, space_token
+from meshview.wire.names import bucket_names, chat_stream, dm_stream, epc_stream, space_token
+from meshview.wire.outbound import presence_subject
+from meshview.wire.subjects import sender_pattern
 
 JWT_HEADER = {"typ": "JWT", "alg": "ed25519-nkey"}
 UNLIMITED = -1
@@ -209,11 +213,14 @@ class Permissions:
 
 def user_claims(user_public: str, *, account: str, signer_public: str, name: str,
                 permissions: Permissions | None, issued_at: int | None = None,
-                expires_at: int | None = None, audience: str | None = None) -> dict:
+                expires_at: int | None = None, audience: str | None = None,
+                tags: list[str] | None = None) -> dict:
     """Claims of a user JWT; ``permissions=None`` is allow-all (infrastructure only)."""
     nats: dict = {"type": "user", "version": 2, "subs": UNLIMITED, "data": UNLIMITED, "payload": UNLIMITED}
     if permissions is not None:
         nats.update(permissions.claims())
+    if tags:
+        nats["tags"] = list(tags)
     if signer_public != account:
         nats["issuer_account"] = account
     claims: dict = {"name": name, "sub": user_public, "nats": nats,
@@ -227,10 +234,17 @@ def user_claims(user_public: str, *, account: str, signer_public: str, name: str
 
 def user_jwt(user_public: str, signer: NKey, *, account: str, name: str,
              permissions: Permissions | None, issued_at: int | None = None,
-             expires_at: int | None = None) -> str:
+             expires_at: int | None = None, tags: list[str] | None = None) -> str:
     return encode_jwt(user_claims(user_public, account=account, signer_public=signer.public, name=name,
-                                  permissions=permissions, issued_at=issued_at, expires_at=expires_at),
+                                  permissions=permissions, issued_at=issued_at, expires_at=expires_at,
+                                  tags=tags),
                       signer)
+
+
+def principal_tags(owner: str, actor: str) -> list[str]:
+    """The identity tags every minted user JWT carries (the reference's ``principalTags``): a
+    static connection's principal is recoverable from its CONNZ record by ``principal:``."""
+    return [f"owner:{owner}", f"actor:{actor}", f"principal:{owner}.{actor}"]
 
 
 # ---- creds files ----------------------------------------------------------------------------
@@ -386,19 +400,56 @@ def session_serving_permissions(space: str, session: tuple[str, str, int], conn_
                        sub_allow=(_eps(space, endpoint, sid, epoch, "in"), f"{inbox_prefix(conn_id)}.>"))
 
 
+def purger_permissions(space: str, conn_id: str) -> Permissions:
+    """The history purge (the reference's ``purger``: ``cotal history clear``, one-shot): purge
+    the CHAT and DM streams and nothing else. It never reads a body and never posts."""
+    s = space_token(space)
+    return Permissions(pub_allow=("$JS.API.INFO", f"$JS.API.STREAM.PURGE.{chat_stream(s)}",
+                                  f"$JS.API.STREAM.PURGE.{dm_stream(s)}"),
+                       sub_allow=(f"{inbox_prefix(conn_id)}.>",))
+
+
+def channel_purger_permissions(space: str, conn_id: str) -> Permissions:
+    """Delete one channel (the reference's ``channel-purger``, the console's and dashboard's
+    channel delete): read and delete channel-registry keys, and purge the CHAT stream (the
+    purge request carries the channel's filter). No other bucket, no post, no body read."""
+    s = space_token(space)
+    b = bucket_names(s)
+    chkv = f"KV_{b.channels}"
+    pub = ("$JS.API.INFO", f"$KV.{b.channels}.>", f"$JS.API.STREAM.INFO.{chkv}",
+           f"$JS.API.STREAM.MSG.GET.{chkv}", f"$JS.API.DIRECT.GET.{chkv}.>",
+           f"$JS.API.STREAM.PURGE.{chat_stream(s)}")
+    return Permissions(pub_allow=pub, sub_allow=(f"{inbox_prefix(conn_id)}.>",))
+
+
+def operator_permissions(space: str, owner: str, actor: str, conn_id: str) -> Permissions:
+    """The human participant (the reference's ``operator``: ``cotal send``): post, DM and
+    anycast as itself only, put its own presence key, watch the roster and read the channel
+    registry. No feed, no history, no stream or registry write; replies land on its inbox."""
+    s = space_token(space)
+    b = bucket_names(s)
+    pid = f"{owner}.{actor}"
+    pres, chkv = f"KV_{b.presence}", f"KV_{b.channels}"
+    pub = (
+        sender_pattern(s, "chat", pid), sender_pattern(s, "inst", pid), f"cotal.{s}.svc.*.{pid}",
+        presence_subject(s, pid),
+        "$JS.API.INFO",
+        f"$JS.API.STREAM.INFO.{pres}", f"$JS.API.CONSUMER.CREATE.{pres}.>", f"$JS.API.CONSUMER.INFO.{pres}.>",
+        f"$JS.API.STREAM.INFO.{chkv}", f"$JS.API.STREAM.MSG.GET.{chkv}", f"$JS.API.DIRECT.GET.{chkv}.>",
+        f"$JS.API.CONSUMER.CREATE.{chkv}.>", f"$JS.API.CONSUMER.INFO.{chkv}.>",
+        "$JS.FC.>",
+    )
+    return Permissions(pub_allow=pub, sub_allow=(f"{inbox_prefix(conn_id)}.>",))
+
+
 # ---- credentials ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, repr=False)
-class Credential:
-    """A user JWT and its nkey, held in memory. ``caller`` is the ep caller triple a control
-    credential is pinned to (``None`` for other profiles)."""
+class KeyHolder:
+    """What anything holding a user nkey as ``key`` derives from it: the public key (the
+    connection id) and the ``_INBOX_<connId>`` prefix its scoped credential may subscribe."""
 
-    profile: str
-    jwt: str
     key: NKey
-    expires_at: int | None = None
-    caller: tuple[str, str, str] | None = None
 
     @property
     def public(self) -> str:
@@ -408,15 +459,48 @@ class Credential:
     def inbox_prefix(self) -> str:
         return inbox_prefix(self.key.public)
 
+
+@dataclass(frozen=True, repr=False)
+class Credential(KeyHolder):
+    """A user JWT and its nkey, held in memory. ``caller`` is the ep caller triple a control
+    credential is pinned to (``None`` for other profiles). ``remint`` (a long-lived participant)
+    re-signs the same nkey's JWT: a (re)connect inside the last quarter of the lifetime, or
+    after the broker ended the connection at expiry, authenticates with a fresh one, so the
+    principal (``local.<nkey>``) never changes."""
+
+    profile: str
+    jwt: str
+    key: NKey
+    expires_at: int | None = None
+    caller: tuple[str, str, str] | None = None
+    remint: Callable[[], tuple[str, int]] | None = field(default=None, compare=False)
+    ttl_s: int | None = None
+    _live: list = field(default_factory=list, compare=False)
+
+    @property
+    def renews(self) -> bool:
+        return self.remint is not None
+
+    def current_jwt(self) -> str:
+        """The JWT to authenticate with now (re-minted when near or past expiry, if it can be)."""
+        jwt, exp = self._live[-1] if self._live else (self.jwt, self.expires_at)
+        if self.remint is not None and exp is not None:
+            margin = (self.ttl_s or CONTROL_TTL_S) / 4  # the reference renews at 75% of the lifetime
+            if exp - time.time() < margin:
+                jwt, exp = self.remint()
+                self._live[:] = [(jwt, exp)]
+        return jwt
+
     def creds_text(self) -> str:
-        return format_creds(self.jwt, self.key.seed)
+        return format_creds(self.current_jwt(), self.key.seed)
 
     def nats_options(self) -> dict:
-        """nats-py options that authenticate with this credential, no file involved."""
+        """nats-py options that authenticate with this credential, no file involved (nats-py
+        asks for the JWT on every connect and reconnect)."""
         def sign(nonce: str) -> bytes:
             return base64.b64encode(self.key.sign(nonce.encode()))
 
-        return {"user_jwt_cb": lambda: self.jwt.encode(), "signature_cb": sign,
+        return {"user_jwt_cb": lambda: self.current_jwt().encode(), "signature_cb": sign,
                 "inbox_prefix": self.inbox_prefix}
 
     def __repr__(self) -> str:
@@ -448,9 +532,10 @@ class RootSeed:
 
     def mint(self, profile: str, permissions: Permissions | None, *, key: NKey | None = None,
              expires_at: int | None = None, caller: tuple[str, str, str] | None = None) -> Credential:
+        """A user of this account (the static principal ``local.<its nkey>``, stamped in its tags)."""
         k = key or new_nkey("user")
         token = user_jwt(k.public, self.signing, account=self.account, name=profile,
-                         permissions=permissions, expires_at=expires_at)
+                         permissions=permissions, expires_at=expires_at, tags=principal_tags(OWNER, k.public))
         return Credential(profile, token, k, expires_at, caller)
 
 
@@ -509,6 +594,39 @@ def mint_session_serving(seed: RootSeed, space: str, session: tuple[str, str, in
     key = new_nkey("user")
     return seed.mint("session-serving", session_serving_permissions(space, session, key.public), key=key,
                      expires_at=exp)
+
+
+def mint_purger(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S) -> Credential:
+    """The one-shot history purge (``purge``), as the reference's ``cotal history clear`` mints it."""
+    key = new_nkey("user")
+    return seed.mint("purger", purger_permissions(space, key.public), key=key,
+                     expires_at=int(time.time()) + ttl_s)
+
+
+def mint_channel_purger(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S) -> Credential:
+    """The one-shot channel delete (``delchan``). The reference gives this profile no default
+    expiry because its dashboard holds it standing; held here for one delete, it expires with
+    the other one-shot instruments."""
+    key = new_nkey("user")
+    return seed.mint("channel-purger", channel_purger_permissions(space, key.public), key=key,
+                     expires_at=int(time.time()) + ttl_s)
+
+
+def mint_operator(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S, renew: bool = False) -> Credential:
+    """The human participant (``send``, ``chat``, the console's sends): principal
+    ``local.<its nkey>``, the reference's one-shot ``operator`` profile. ``renew``: a participant
+    that stays connected re-signs the same nkey before each (re)connect near expiry."""
+    key = new_nkey("user")
+    perms = operator_permissions(space, OWNER, key.public, key.public)
+    cred = seed.mint("operator", perms, key=key, expires_at=int(time.time()) + ttl_s)
+    if not renew:
+        return cred
+
+    def remint() -> tuple[str, int]:
+        exp = int(time.time()) + ttl_s
+        return seed.mint("operator", perms, key=key, expires_at=exp).jwt, exp
+
+    return dataclasses.replace(cred, remint=remint, ttl_s=ttl_s)
 
 
 def mint_view(seed: RootSeed, space: str, view: str = "admin") -> Credential:

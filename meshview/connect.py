@@ -64,6 +64,19 @@ class LenientClient(NATS):
     loop and leave the observer connected but deaf until pings time out. The replaced subject
     then fails subject parsing and is counted as ``malformed-subject`` like any bad input."""
 
+    renews = False  # the credential re-signs itself on reconnect (a long-lived participant)
+
+    async def _process_err(self, err_msg: str) -> None:  # noqa: D401 - override
+        """The broker ends a connection whose JWT expired (``User Authentication Expired``);
+        stock nats-py then closes for good. A credential that re-signs itself reconnects
+        instead, and the reconnect authenticates with the fresh JWT."""
+        if self.renews and "authentication expired" in err_msg.lower():
+            from nats import errors as nats_errors
+
+            await self._process_op_err(nats_errors.Error("nats: user authentication expired"))
+            return
+        await super()._process_err(err_msg)
+
     def _build_message(self, sid, subject, reply, data, headers):  # noqa: D401 - override
         return self.msg_class(
             subject=subject.decode("utf-8", "replace"),
@@ -79,15 +92,17 @@ class ConnectError(RuntimeError):
     """The target could not be reached or accepted; the message is one sentence, no secrets."""
 
 
-ROLES = ("observer", "control", "session")
+ROLES = ("observer", "control", "session", "purger", "channel-purger", "operator")
+_VIEWS = {"purger": "history purge", "channel-purger": "channel delete"}
 
 
 @dataclass(frozen=True)
 class Target:
     """Where to connect, and as what. ``servers`` may embed credentials: never print them; use
     ``display``. ``role`` says what the connection is for (``observer`` reads the space,
-    ``control`` calls the manager endpoint, ``session`` carries one attach session's rails),
-    which decides what is minted on a static-auth mesh."""
+    ``control`` calls the manager endpoint, ``session`` carries one attach session's rails,
+    ``purger`` / ``channel-purger`` run one purge or channel delete, ``operator`` posts as the
+    human participant), which decides what is minted on a static-auth mesh."""
 
     servers: tuple[str, ...]
     space: str = DEFAULT_SPACE
@@ -485,6 +500,38 @@ async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
         raise PermissionDenied("publish", subject)
 
 
+async def request_checked(nc: NATS, subject: str, payload: bytes, *, timeout: float = 5.0) -> Any:
+    """A request whose publish the broker may refuse: the refusal is :class:`PermissionDenied`
+    within one round trip (as in :func:`publish_checked`), not a wait for the timeout. The
+    answer comes back on a reply inbox of the connection's own prefix; ``asyncio.TimeoutError``
+    when none arrives within ``timeout``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    ev = events_of(nc)
+    mark = ev.denial_seq
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, max_msgs=1)
+    try:
+        await nc.publish(subject, payload, reply=inbox)
+        force = getattr(nc, "_flush_pending", None)
+        if force is not None:
+            await force(force_flush=True)
+        await nc.flush(timeout)
+        if ev.denied_since(mark, "publish", subject):
+            raise PermissionDenied("publish", subject)
+        try:
+            return await sub.next_msg(timeout=max(0.001, end - loop.time()))
+        except Exception as e:  # nats-py's own TimeoutError
+            if "timeout" in type(e).__name__.lower():
+                raise asyncio.TimeoutError() from None
+            raise
+    finally:
+        try:
+            await sub.unsubscribe()
+        except Exception:  # noqa: BLE001 - already gone with max_msgs
+            pass
+
+
 def denial_mark(nc: NATS) -> int:
     return events_of(nc).denial_seq
 
@@ -533,13 +580,20 @@ def prepare(target: Target) -> Target:
     Static mesh (``mode == "auth"``): the observer gets an admin read credential and control a
     one-shot caller instrument, both from the seed at the entry's root; a missing seed is
     refused by name. A raw ``--creds``/``--nkey`` serves the observer but not control (the
-    reference CLI's refusal). A ``session`` target must arrive with its credential minted."""
+    reference CLI's refusal). A ``session`` target must arrive with its credential minted. The
+    purge, channel-delete and participant roles get the reference's ``purger``,
+    ``channel-purger`` and ``operator`` profiles; on a user-auth mesh the two purges need a view
+    from the auth service's exchange and are refused by name."""
     if target.problem:
         raise ConnectError(target.problem)
     if target.credential is not None or target.user_mode:
         if target.user_mode and target.role == "session" and target.credential is None:
             raise ConnectError("attach on a per-user-auth mesh redeems the grant through the auth "
                                "service's exchange, which this build does not speak yet.")
+        if target.user_mode and target.role in _VIEWS and target.credential is None:
+            raise ConnectError(f"a {_VIEWS[target.role]} on a per-user-auth mesh needs a {target.role!r} view "
+                               "from the auth service's exchange, which this build does not speak yet; "
+                               "nothing was changed.")
         return target
     if target.role == "control" and (target.creds or target.nkey):
         raise ConnectError(CONTROL_CREDS_REFUSAL + ".")
@@ -550,12 +604,18 @@ def prepare(target: Target) -> Target:
     if not target.root:
         raise ConnectError(f"space {target.space} is a static-auth mesh but its registry entry names "
                            "no root to mint from; pass --creds, or re-record it from its project folder.")
-    if target.role not in ("control", "observer"):
+    if target.role == "session" or target.role not in ROLES:
         raise ConnectError("a session connection needs the session's own credential.")
     try:
         seed = auth.load_root_seed(target.root, target.space)
         if target.role == "control":
             cred = auth.mint_control(seed, target.space)
+        elif target.role == "purger":
+            cred = auth.mint_purger(seed, target.space)
+        elif target.role == "channel-purger":
+            cred = auth.mint_channel_purger(seed, target.space)
+        elif target.role == "operator":  # a participant may stay connected: it re-signs its nkey
+            cred = auth.mint_operator(seed, target.space, renew=True)
         else:
             cred = auth.mint_view(seed, target.space, "admin")
     except auth.AuthError as e:
@@ -694,6 +754,7 @@ async def connect(
             f"could not connect to {_where(target)}: {_reason(e, target)}{_hint(target)}."
         ) from None
     nc.options["max_reconnect_attempts"] = -1
+    nc.renews = bool(getattr(target.credential, "renews", False))
     ev.connecting = False
     _TARGETS[nc] = target
     caller = _caller_for(target)

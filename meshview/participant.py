@@ -157,6 +157,8 @@ def credential_principal(target: Target) -> str | None:
         key = _creds_public_key(target.creds)
     elif target.nkey:
         key = _seed_public_key(target.nkey)
+    elif target.credential is not None:  # minted from a static mesh's seed
+        key = getattr(target.credential, "public", None)
     if key and is_identity_token(key):
         return f"{DEV_OWNER}.{key}"
     return None
