@@ -17,6 +17,7 @@ from pathlib import Path
 from meshview.auth import (  # noqa: F401 - re-exported for the tests
     JWT_HEADER,
     UNLIMITED,
+    KeyHolder,
     NKey,
     Permissions,
     SpaceTrust,
@@ -79,19 +80,13 @@ def agent_permissions(space: str, owner: str, actor: str, conn_id: str, *,
 
 
 @dataclass
-class MintedUser:
+class MintedUser(KeyHolder):
+    """A minted user with its creds file; ``public`` and ``inbox_prefix`` as a credential's."""
+
     name: str
     key: NKey = field(repr=False)
     jwt: str = field(repr=False)
     creds: Path | None = None
-
-    @property
-    def public(self) -> str:
-        return self.key.public
-
-    @property
-    def inbox_prefix(self) -> str:
-        return inbox_prefix(self.key.public)
 
 
 @dataclass(repr=False)
