@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 
 import nats
 import pytest
@@ -18,8 +19,6 @@ from cotal_tui.screens.tile import TileScreen
 from cotal_tui.seats import SeatSessions
 from widgets.tile_grid import TilePane
 from conftest import until
-
-pytestmark = pytest.mark.slow
 
 # the program's own view of its terminal: every size it is given, logged and printed
 SIZER = textwrap.dedent("""
@@ -42,6 +41,63 @@ def seen(log) -> str:
     """The last size the program was told."""
     lines = log.read_text().split()
     return lines[-1] if lines else ""
+
+
+async def test_the_mark_names_what_is_in_view_and_follows_the_remote_size():
+    """No session: a lone pane (50×30 inside its border) and remote sizes set from outside."""
+    class One(App):
+        def compose(self):
+            yield TilePane("solo", 80, 24)
+
+    app = One()
+    async with app.run_test(size=(52, 32)) as pilot:
+        pane = app.query_one(TilePane)
+        assert pane.size == (50, 30)
+        await until(pilot, lambda: title(pane) == "solo · cropped 80×24 → 50×24", what="wide seat")
+        pane.reset(40, 40)  # a fresh mirror at another size (a session opening): taller than the pane
+        assert title(pane) == "solo · cropped 40×40 → 40×30"
+        pane.resize_remote(50, 30)  # exactly the pane: no mark
+        assert title(pane) == "solo" and not pane.has_class("-cropped")
+
+
+CAPTURES = Path(__file__).resolve().parent / "captures"
+
+
+def _no_mesh():
+    raise AssertionError("the snapshot never connects")
+
+
+class MarkedTile(TileScreen):
+    """Recorded bytes, no sessions: alice (80×24) cropped in a 48×27 pane, bob fitted to his."""
+
+    def start_sessions(self) -> None:
+        alice, bob = self.panes
+        alice.feed((CAPTURES / "vim_open.bin").read_bytes())
+        bob.fitted_from = (120, 40)
+        bob.reset(48, 27)
+        bob.feed((CAPTURES / "ls_color.bin").read_bytes())
+        for pane, link in self.links.items():  # as if both sessions had opened
+            link.state = "open"
+            self._status(pane, "")
+
+
+class MarkedTileApp(App):
+    def on_mount(self) -> None:
+        sessions = SeatSessions("demo", _no_mesh, sizes={"alice": (80, 24), "bob": (120, 40)})
+        self.push_screen(MarkedTile(sessions, ["alice", "bob"]))
+
+
+async def _settle(pilot) -> None:
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if all(p._timer is None for p in pilot.app.screen.panes):
+            break
+    await pilot.pause()
+
+
+def test_marked_tile_snapshot(snap_compare):
+    """A 100-column terminal: the cropped pane's border says so, the fitted one what it was."""
+    assert snap_compare(MarkedTileApp(), terminal_size=(100, 30), run_before=_settle)
 
 
 @pytest.fixture
@@ -79,6 +135,7 @@ def title(pane: TilePane) -> str:
     return pane.border_title or ""
 
 
+@pytest.mark.slow
 async def test_a_cropped_pane_says_so_and_stops_when_it_fits(seats):
     sessions, mgr, _ = seats
     app = App()
@@ -99,6 +156,7 @@ async def test_a_cropped_pane_says_so_and_stops_when_it_fits(seats):
         await until(pilot, lambda: mgr.live_sessions == 0, what="sessions handed back")
 
 
+@pytest.mark.slow
 async def test_fit_resizes_the_seat_and_f_again_restores_it(seats):
     sessions, mgr, logs = seats
     app = App()
@@ -124,6 +182,7 @@ async def test_fit_resizes_the_seat_and_f_again_restores_it(seats):
     assert seen(logs["big"]) == "120x40"
 
 
+@pytest.mark.slow
 async def test_fit_all_follows_the_terminal_and_esc_restores_every_seat(seats):
     sessions, mgr, logs = seats
     app = App()
@@ -143,6 +202,7 @@ async def test_fit_all_follows_the_terminal_and_esc_restores_every_seat(seats):
         assert [(mgr.seats[n].pty.cols, mgr.seats[n].pty.rows) for n in SEATS] == list(SEATS.values())
 
 
+@pytest.mark.slow
 async def test_quitting_while_fitted_restores_the_seat(seats):
     sessions, mgr, logs = seats
     app = App()
@@ -155,6 +215,7 @@ async def test_quitting_while_fitted_restores_the_seat(seats):
     await until(lambda: mgr.live_sessions == 0, what="sessions handed back")
 
 
+@pytest.mark.slow
 async def test_the_tile_lists_its_keys_in_help(seats):
     sessions, mgr, _ = seats
     app = App()
@@ -166,5 +227,24 @@ async def test_the_tile_lists_its_keys_in_help(seats):
                          for line in lines)
         assert "fit the focused seat to its pane" in text and "fit every seat" in text
         await pilot.press("x")  # any key closes help
+        await pilot.press("escape")
+        await until(pilot, lambda: mgr.live_sessions == 0, what="sessions handed back")
+
+
+@pytest.mark.slow
+async def test_fit_on_a_pane_with_no_session_says_why(seats):
+    sessions, mgr, logs = seats
+    app = App()
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = TileScreen(sessions, ["big", "ghost"])
+        app.push_screen(screen)
+        ghost = screen.panes[1]
+        await until(pilot, lambda: screen.links[ghost].state == "ended", what="ghost refused")
+        await until(pilot, lambda: mgr.live_sessions == 1, what="big's session")
+        await pilot.press("right", "f")
+        await until(pilot, lambda: any("fit: ghost is not connected - nothing to resize" in n.message
+                                       for n in app._notifications), what="the notice")
+        assert ghost.fitted_from is None and title(ghost) == "ghost"
+        assert seen(logs["big"]) == "120x40"  # the other seat untouched
         await pilot.press("escape")
         await until(pilot, lambda: mgr.live_sessions == 0, what="sessions handed back")

@@ -72,6 +72,7 @@ class TilePane(TerminalPane):
         super().__init__(cols, rows, **kw)
         self.seat = seat
         self.fitted_from: tuple[int, int] | None = None  # the seat's size before a fit
+        self.size_known = True  # False while the remote size is a guess (no mark on a guess)
         self.mark = ""  # the crop / fit note in the border ("" when the screen fits as it is)
         self.border_title = Content(seat)
         self.set_status("")
@@ -81,14 +82,14 @@ class TilePane(TerminalPane):
         """Part of the remote screen is out of view."""
         w, h = self.size
         cols, rows = self.remote_size
-        return w > 0 and h > 0 and (w < cols or h < rows)
+        return self.size_known and w > 0 and h > 0 and (w < cols or h < rows)
 
     def update_mark(self) -> None:
         """Say in the border whether the remote screen is cropped, or fitted to the pane."""
         w, h = self.size
         cols, rows = self.remote_size
         if self.cropped:
-            mark = f"cropped {cols}×{rows} → {w}×{h}"
+            mark = f"cropped {cols}×{rows} → {min(w, cols)}×{min(h, rows)}"  # what is in view
         elif self.fitted_from is not None:
             fc, fr = self.fitted_from
             mark = f"fitted {cols}×{rows} · was {fc}×{fr}"

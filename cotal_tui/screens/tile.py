@@ -70,8 +70,9 @@ class TileScreen(Screen[None]):
         for i, name in enumerate(self.names):
             cols, rows = sessions.sizes.get(name) or sessions.default_size
             pane = TilePane(name, cols, rows, detach_byte=self.detach_byte, id=f"tile-{i}")
+            pane.size_known = False  # no crop mark until the session opens at the seat's size
             self.panes.append(pane)
-            self.links[pane] = PaneLink(sessions, name, pane, on_status=lambda t, p=pane: p.set_status(t))
+            self.links[pane] = PaneLink(sessions, name, pane, on_status=lambda t, p=pane: self._status(p, t))
         self._leaving = False
         self._refit: Timer | None = None
 
@@ -80,6 +81,12 @@ class TileScreen(Screen[None]):
                      " · ? keys · esc close", id="tile-title", markup=False)
         with TileGrid(id="tile-grid"):
             yield from self.panes
+
+    def _status(self, pane: TilePane, text: str) -> None:
+        pane.set_status(text)
+        if not pane.size_known and self.links[pane].state in ("open", "reconnecting"):
+            pane.size_known = True  # from the seat's row (without one, the default it draws at)
+            pane.update_mark()
 
     def on_mount(self) -> None:
         if self.panes:
