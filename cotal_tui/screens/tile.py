@@ -129,41 +129,49 @@ class TileScreen(Screen[None]):
 
     # -- fit-to-pane ------------------------------------------------------------------
 
-    async def action_fit(self) -> None:
+    def action_fit(self) -> None:
         """Fit the focused seat to its pane, or put a fitted one back."""
         if self.panes:
             pane = self.panes[self._focused_index()]
-            await self._toggle_fit([pane], fit=pane.fitted_from is None)
+            self._toggle_fit([pane], fit=pane.fitted_from is None)
 
-    async def action_fit_all(self) -> None:
+    def action_fit_all(self) -> None:
         """Fit every seat (restore every one when all are fitted already)."""
         live = [p for p in self.panes if self.links[p].can_resize or p.fitted_from is not None]
-        await self._toggle_fit(live, fit=any(p.fitted_from is None for p in live))
+        self._toggle_fit(live, fit=any(p.fitted_from is None for p in live))
 
-    async def _toggle_fit(self, panes: list[TilePane], *, fit: bool) -> None:
+    def _toggle_fit(self, panes: list[TilePane], *, fit: bool) -> None:
+        """Decide now — so a quick second press undoes the first — and resize in a worker (the
+        link orders the frames): no key waits on the network."""
         if self._leaving:
             return
         if fit:
             panes = [p for p in panes if p.fitted_from is None]
-            done = await asyncio.gather(*(self._fit(p) for p in panes))
-            missed = [p.seat for p, ok in zip(panes, done) if not ok]
-            if missed:
-                self._say(f"fit: {', '.join(missed)} {'is' if len(missed) == 1 else 'are'} "
+            dead = [p.seat for p in panes if not self.links[p].can_resize]
+            if dead:
+                self._say(f"fit: {', '.join(dead)} {'is' if len(dead) == 1 else 'are'} "
                           "not connected - nothing to resize")
+            panes = [p for p in panes if self.links[p].can_resize]
+            for p in panes:
+                p.fitted_from = p.remote_size
+                p.update_mark()
+            work = [self._fit(p) for p in panes]
         else:
-            await asyncio.gather(*(self._unfit(p) for p in panes if p.fitted_from is not None))
+            panes = [p for p in panes if p.fitted_from is not None]
+            for p in panes:
+                p.fitted_from = None
+                p.update_mark()
+            work = [self._unfit(p) for p in panes]
+        if work:
+            self.run_worker(asyncio.gather(*work), name="tile-fit", group="tile-fit",
+                            exit_on_error=False)
 
-    async def _fit(self, pane: TilePane) -> bool:
-        link = self.links[pane]
-        w, h = pane.size
-        if not await link.fit(w, h):
-            return False
-        pane.fitted_from = link.fitted_from
+    async def _fit(self, pane: TilePane) -> None:
+        if not await self.links[pane].fit(*pane.size):
+            pane.fitted_from = None  # the session went away meanwhile
         pane.update_mark()
-        return True
 
     async def _unfit(self, pane: TilePane) -> None:
-        pane.fitted_from = None
         await self.links[pane].unfit()
         pane.update_mark()
 
@@ -176,12 +184,15 @@ class TileScreen(Screen[None]):
                 self._refit.stop()
             self._refit = self.set_timer(REFIT_S, self._follow_panes)
 
-    async def _follow_panes(self) -> None:
+    def _follow_panes(self) -> None:
         self._refit = None
         if self._leaving:
             return
-        await asyncio.gather(*(self.links[p].fit(*p.size) for p in self.panes
-                               if p.fitted_from is not None and p.size != p.remote_size))
+        work = [self.links[p].fit(*p.size) for p in self.panes
+                if p.fitted_from is not None and p.size != p.remote_size]
+        if work:
+            self.run_worker(asyncio.gather(*work), name="tile-refit", group="tile-fit",
+                            exit_on_error=False)
 
     def _say(self, text: str) -> None:
         say = getattr(self.app, "notify_line", None)
