@@ -138,13 +138,17 @@ async def _send(args: argparse.Namespace, p: Plan) -> int:
     from meshview.participant import Participant, ParticipantError
 
     try:
-        target = participant_target(resolve_target(args))  # static mesh: the operator profile
+        resolved = resolve_target(args)
+        target = participant_target(resolved)  # static mesh: the operator profile
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry, a missing seed
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
         return 1
     part = Participant(target, name=args.as_name, presence=False, send_timeout=args.timeout)
+    # the operator profile posts but reads no history: a --reply-to lookup on a static mesh goes
+    # through the mesh's read view (what watch mints), on a connection of its own
+    reader = resolved if target.credential is not None and target.credential is not resolved.credential else None
     try:
-        sent = await _deliver(part, args, p)
+        sent = await _deliver(part, args, p, reader)
     except ParticipantError as e:
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
         return 1
@@ -167,18 +171,49 @@ async def _send(args: argparse.Namespace, p: Plan) -> int:
     return 0
 
 
-async def _deliver(part, args: argparse.Namespace, p: Plan):
+class _Reader:
+    """Where a one-shot sender reads (the roster, a reply's original): its own connection, or on
+    a static mesh a read-view connection (``target``: what watch mints), opened on first use,
+    because the operator profile posts but reads no history and cannot end a roster watch."""
+
+    def __init__(self, part, target=None) -> None:
+        self.part, self.target, self.view = part, target, None
+
+    async def get(self):
+        if self.target is None:
+            return self.part
+        if self.view is None:
+            from meshview.participant import Participant
+
+            self.view = Participant(self.target, presence=False)
+            await self.view.connect_only()
+        return self.view
+
+    async def close(self) -> None:
+        if self.view is not None:
+            await self.view.close()
+
+
+async def _deliver(part, args: argparse.Namespace, p: Plan, reader=None):
+    rd = _Reader(part, reader)
+    try:
+        return await _deliver_with(part, args, p, rd)
+    finally:
+        await rd.close()
+
+
+async def _deliver_with(part, args: argparse.Namespace, p: Plan, rd: _Reader):
     from meshview.participant import ParticipantError
 
     await part.start()  # the connection only: a one-shot sender writes no presence
     original = None
     reply_to = args.reply_to.strip() if args.reply_to else None
     if reply_to:
-        original = await part.find_message(reply_to)
+        original = await (await rd.get()).find_message(reply_to)
     needs_roster = p.mode == "dm" or (p.mode == "reply" and original is not None
                                       and original.kind != "channel")
     if needs_roster:
-        rows = await part.read_roster()
+        rows = await (await rd.get()).read_roster()
         part.roster = lambda: rows
     if p.mode == "reply":
         if original is None:

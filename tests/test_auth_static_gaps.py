@@ -172,6 +172,39 @@ async def test_cotal_send_posts_as_the_operator_participant(mesh):
         await nc.close()
 
 
+async def test_cotal_send_dm_and_reply_on_a_static_mesh(mesh):
+    """A DM resolves its target on the operator's roster watch; a reply without a target finds
+    its original through the mesh's read view (the operator profile reads no history)."""
+    seen: list = []
+    nc = await watch_chat(mesh, seen)
+    dms: list = []
+
+    async def on_dm(msg):
+        dms.append(msg.data)
+
+    await nc.subscribe(f"cotal.{SPACE}.inst.>", cb=on_dm)
+    try:
+        agent = mesh.team.members[0].name
+        before = len(violations(mesh))
+        t0 = time.monotonic()
+        r = await asyncio.to_thread(cli, mesh, "send", "--json", f"@{agent}", "a static DM")
+        assert r.returncode == 0, r.stderr
+        dm = json.loads(r.stdout)
+        assert dm["to"].startswith("local.") and dm["from"]["id"].startswith("local.U")
+        await until(lambda: any(dm["id"].encode() in d for d in dms), 10, "the DM on the tap")
+        r = await asyncio.to_thread(cli, mesh, "send", "--json", "#general", "an original")
+        orig = json.loads(r.stdout)
+        await until(lambda: any(orig["id"].encode() in d for _, d in seen), 10, "the original")
+        r = await asyncio.to_thread(cli, mesh, "send", "--json", "--reply-to", orig["id"], "a reply")
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(r.stdout)
+        assert rep["channel"] == "general" and rep["replyTo"] == orig["id"]
+        assert time.monotonic() - t0 < 20  # no step waits out a denied request
+        assert violations(mesh)[before:] == []  # the roster watch ends on the read view
+    finally:
+        await nc.close()
+
+
 async def test_the_console_and_chat_participant_sends_and_holds_presence(mesh):
     from cotal_tui.operator import Operator, participant_target
     from meshview.participant import Participant
