@@ -26,6 +26,7 @@ import msgspec
 import nats
 import pytest
 from conftest import until
+from support.tmux import needs_tmux
 
 from attach import control
 from attach.connection import resolve
@@ -236,6 +237,30 @@ async def test_the_console_and_chat_participant_sends_and_holds_presence(mesh):
         await op.close()
         await tap.close()
         await vnc.close()
+
+
+@needs_tmux
+async def test_cotal_chat_in_a_terminal_on_a_static_mesh(mesh, tmux):
+    """``cotal chat`` reads with the minted view and posts as the operator participant."""
+    seen: list = []
+    tap = await watch_chat(mesh, seen)
+    try:
+        cotal = str(Path(sys.executable).with_name("cotal"))
+        env = {"COTAL_HOME": mesh.home, "TERM": "xterm-256color", "LANG": "C.UTF-8",
+               "PATH": os.environ.get("PATH", "")}
+        await tmux.start(f"env -u COLUMNS -u LINES {cotal} chat; echo chat-exit=$?; sleep 60", env)
+        await tmux.until(lambda s: s.rstrip().endswith("#general>"), 30, "the prompt")
+        await tmux.keys("#general chat on a static mesh", "Enter")
+        await until(lambda: any(b"chat on a static mesh" in d for _, d in seen), 15, "the post")
+        subj = next(s for s, d in seen if b"chat on a static mesh" in d)
+        assert subj.split(".")[3:5][0] == "local" and subj.split(".")[4].startswith("U")
+        # ... and the observer above the prompt shows it (read with the minted view)
+        await tmux.until(lambda s: any("→ #general: chat on a static mesh" in ln for ln in s.splitlines()),
+                         15, "the post shown")
+        await tmux.keys("/quit", "Enter")
+        await tmux.until(lambda s: "chat-exit=0" in s, 15, "a clean exit")
+    finally:
+        await tap.close()
 
 
 async def _get(kv, key):
