@@ -76,8 +76,11 @@ def _seat_line(obj: dict) -> SeatLine:
         raise ValueError("bad size")
     if ev in _SIZED and not (cols and rows):
         raise ValueError("no size")
-    b64 = obj.get("b64", "")
-    data = binascii.a2b_base64(b64, strict_mode=True) if b64 else b""  # binascii.Error: ValueError
+    b64, u = obj.get("b64", ""), obj.get("u", "")
+    if u:
+        data = u.encode("utf-8")  # a str, or AttributeError → malformed
+    else:
+        data = binascii.a2b_base64(b64, strict_mode=True) if b64 else b""  # binascii.Error
     return SeatLine(float(obj["t"]), seat, ev, data, cols, rows, str(obj.get("text") or ""))
 
 
@@ -160,7 +163,7 @@ def _read_segment(path: str, rec: Recording | None) -> Recording:
                                             obj["state"]))
                 elif typ == "seat":
                     rec.seat_lines.append(_seat_line(obj))
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, AttributeError):
                 rec.damage = _damage(path, rec, f"line {n} is malformed")
                 return rec
     if rec is None:
