@@ -72,6 +72,7 @@ class FastScreen(pyte.Screen):
     """``pyte.Screen`` with fast paths; every cell, the cursor and ``dirty`` end as pyte's would."""
 
     def __init__(self, columns: int, lines: int) -> None:
+        self.scrolled = 0  # lines scrolled off the top by ``index`` (a renderer's flood gauge)
         self._cells_for: dict[Char, _Cells] = {}
         self._cells: _Cells | None = None
         self._sgr: dict[tuple, Char] = {}
@@ -220,6 +221,7 @@ class FastScreen(pyte.Screen):
         margins = self.margins
         top, bottom = (0, self.lines - 1) if margins is None else margins
         if self.cursor.y == bottom:
+            self.scrolled += 1
             self.dirty.update(range(self.lines))
             buf = self.buffer
             gone = buf.get(top)

@@ -755,6 +755,12 @@ class Mirror:
         return self._screen.focus_events
 
     @property
+    def scrolled(self) -> int:
+        """Lines scrolled up by line feeds so far (a renderer compares it between frames: more
+        than a screenful since the last one is a flood nobody can read at full frame rate)."""
+        return self._screen.scrolled
+
+    @property
     def synchronized(self) -> bool:
         """Mode 2026 is set: the program is mid-frame; a renderer may hold its tick."""
         return self._screen.synchronized

@@ -46,6 +46,7 @@ from widgets.keycodes import encode_key, encode_mouse, encode_paste
 
 FRAME_S = 1 / 60
 FULL_FRAME_S = 1 / 20  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
+FLOOD_FRAME_S = 1 / 10  # ... when more lines scrolled by since the last frame than the screen holds
 SYNC_HOLD_MAX_S = 0.25
 ESC_DOUBLE_S = 0.4
 DEFAULT_DETACH = 0x1D
@@ -168,7 +169,9 @@ class TerminalPane(Widget, can_focus=True):
         self.interactive = interactive
         self.detach_byte = detach_byte
         self.show_cursor = show_cursor
-        self._rows_cache: dict[int, tuple[int, int, Strip]] = {}  # row → (x from, width, strip)
+        self._rows_cache: dict[int, tuple[tuple, Strip]] = {}  # row → ((x, width, left, right), line)
+        self._strips: dict[tuple, Strip] = {}  # (shape, *runs) → line: a scrolled row's Strip again
+        self._blank: Strip | None = None
         self._styles: dict[tuple, Style] = {}
         self._styles_token = object()  # replaced whenever ``_styles`` is cleared
         self._style_of = self._style  # one bound method: the mirror keys its cache on it
@@ -181,6 +184,7 @@ class TerminalPane(Widget, can_focus=True):
         # a full repaint (a scrolling flood) costs a whole screen of rows: a third of the rate
         self._full_frame_s = max(FULL_FRAME_S, 3.0 / frame_hz)
         self._gap = self._frame_s  # the gap before the next frame (longer after a full repaint)
+        self._scrolled_at = 0  # the mirror's scroll count at the last frame
         self._styled_for: object = None
         self._sync_since: float | None = None
         self._esc_timer: Timer | None = None
@@ -275,6 +279,7 @@ class TerminalPane(Widget, can_focus=True):
 
     def _fresh_mirror(self) -> None:
         self.mirror.clear()
+        self._scrolled_at = self.mirror.scrolled
         self._rows_cache.clear()
         self.refresh()
 
@@ -290,6 +295,7 @@ class TerminalPane(Widget, can_focus=True):
         self.drop_pending()
         c, r = self.remote_size
         self.mirror = Mirror(cols or c, rows or r)
+        self._scrolled_at = 0
         self._rows_cache.clear()
         self.refresh()
 
@@ -329,9 +335,16 @@ class TerminalPane(Widget, can_focus=True):
         for y in dirty:
             cache.pop(y, None)
         self._gap = self._frame_s
+        # a screenful or more scrolled by unseen since the last frame: nobody reads a flood, so
+        # its full repaints (the costly kind) come at a lower rate
+        scrolled = m.scrolled
+        full_gap = self._full_frame_s
+        if scrolled - self._scrolled_at > m.rows:
+            full_gap = max(full_gap, FLOOD_FRAME_S)
+        self._scrolled_at = scrolled
         if self._follow_cursor():
             self.rows_refreshed += m.rows
-            self._gap = self._full_frame_s
+            self._gap = full_gap
             self.refresh()
             return
         ox, oy = self._offsets()
@@ -339,7 +352,7 @@ class TerminalPane(Widget, can_focus=True):
         regions = [Region(0, y - oy, w, 1) for y in dirty if 0 <= y - oy < h]
         self.rows_refreshed += len(regions)
         if len(regions) > h // 2:
-            self._gap = self._full_frame_s
+            self._gap = full_gap
             self.refresh()
         elif regions:
             self.refresh(*regions)
@@ -398,6 +411,8 @@ class TerminalPane(Widget, can_focus=True):
         self._styles.clear()
         self._styles_token = object()
         self._rows_cache.clear()
+        self._strips.clear()
+        self._blank = None
 
     def _style(self, attrs: tuple) -> Style:
         s = self._styles.get(attrs)
@@ -405,20 +420,72 @@ class TerminalPane(Widget, can_focus=True):
             s = self._styles[attrs] = self._base + attrs_style(attrs)
         return s
 
-    def _row_strip(self, y: int, x: int, width: int) -> Strip:
-        """Remote row ``y``, columns ``x``..``x + width`` (a cropped view renders only those)."""
+    def _geometry(self) -> tuple:
+        """Where the remote screen sits in the pane, once per render pass: ``(w, oy, x0, shown,
+        left, right, cursor x or -1, cursor row)`` — remote columns ``x0``..``x0 + shown`` are
+        shown after ``left`` outside cells and before ``right`` ones."""
+        w, h = self.size
+        m = self.mirror
+        cols, rows = m.cols, m.rows
+        vx, vy = self._view
+        ox = vx if w < cols else -((w - cols) // 2)
+        oy = vy if h < rows else -((h - rows) // 2)
+        x0 = max(ox, 0)
+        shown = max(0, min(cols - x0, w))
+        left = -ox if ox < 0 else 0
+        right = max(0, w - shown - left)
+        cx, cy, visible = m.cursor
+        if not (visible and self.show_cursor and self.has_focus and x0 <= cx < x0 + shown):
+            cx = -1
+        return w, oy, x0, shown, left, right, cx, cy
+
+    def _line(self, y: int, geom: tuple) -> Strip:
+        w, oy, x0, shown, left, right, cx, cy = geom
+        ry = y + oy
+        if ry < 0 or ry >= self.mirror.rows:
+            blank = self._blank
+            if blank is None or blank.cell_length != w:
+                blank = self._blank = Strip.blank(w, self._outside)
+            return blank
+        strip = self._row_strip(ry, x0, shown, left, right)
+        if cy == ry and cx >= 0:
+            strip = _with_cursor(strip, left + cx - x0, w)
+        return strip
+
+    def _row_strip(self, y: int, x: int, width: int, left: int = 0, right: int = 0) -> Strip:
+        """Remote row ``y``, columns ``x``..``x + width`` (a cropped view renders only those),
+        between ``left`` and ``right`` outside cells: the pane's whole line, one Strip. A row
+        whose runs match a Strip made before (a scrolled line) reuses it, and with it Textual's
+        per-Strip caches (line filters, cuts)."""
+        shape = (x, width, left, right)
         hit = self._rows_cache.get(y)
-        if hit is not None and hit[0] == x and hit[1] == width:
-            return hit[2]
+        if hit is not None and hit[0] == shape:
+            return hit[1]
         if len(self._styles) > 4096:
             self._clear_styles()
-        runs = self.mirror.styled_runs(y, self._style_of, self._styles_token, x, x + width)
+        m = self.mirror
+        runs = m.styled_runs(y, self._style_of, self._styles_token, x, x + width)
         if runs is None:  # wide characters in a cropped row: crop whole cells
-            full = self.mirror.styled_runs(y, self._style_of, self._styles_token)
-            strip = Strip([Segment(t, st) for t, st in full if t], self.mirror.cols).crop(x, x + width)
+            full = m.styled_runs(y, self._style_of, self._styles_token)
+            segs = list(Strip([Segment(t, st) for t, st in full if t], m.cols).crop(x, x + width))
+            key = None
         else:
-            strip = Strip([Segment(t, st) for t, st in runs if t], width)
-        self._rows_cache[y] = (x, width, strip)
+            key = (shape, *runs)
+            strip = self._strips.get(key)
+            if strip is not None:
+                self._rows_cache[y] = (shape, strip)
+                return strip
+            segs = [Segment(t, st) for t, st in runs if t]
+        if left:
+            segs.insert(0, Segment(" " * left, self._outside))
+        if right:
+            segs.append(Segment(" " * right, self._outside))
+        strip = Strip(segs, left + width + right)
+        if key is not None:
+            if len(self._strips) > 4 * self.mirror.rows + 64:
+                self._strips.clear()
+            self._strips[key] = strip
+        self._rows_cache[y] = (shape, strip)
         return strip
 
     def _check_base_style(self) -> None:
@@ -434,30 +501,42 @@ class TerminalPane(Widget, can_focus=True):
                 self._base = base
                 self._clear_styles()
             self._base = base
-            self._outside = base + self.get_component_rich_style("terminal--outside", partial=True)
+            outside = base + self.get_component_rich_style("terminal--outside", partial=True)
+            if outside != self._outside:
+                self._outside = outside
+                self._clear_styles()
 
     def render_line(self, y: int) -> Strip:
         self._check_base_style()
-        w, h = self.size
-        m = self.mirror
-        cols, rows = m.cols, m.rows
-        vx, vy = self._view
-        ox = vx if w < cols else -((w - cols) // 2)  # as _offsets(), inline: this runs per row
-        oy = vy if h < rows else -((h - rows) // 2)
-        ry = y + oy
-        if ry < 0 or ry >= rows:
-            return Strip.blank(w, self._outside)
-        x0 = max(ox, 0)
-        shown = min(cols - x0, w)
-        strip = self._row_strip(ry, x0, shown)
-        cx, cy, visible = m.cursor
-        if cy == ry and visible and self.show_cursor and self.has_focus and x0 <= cx < x0 + shown:
-            strip = _with_cursor(strip, cx - x0, shown)
-        if ox >= 0:
-            return strip
-        left = -ox
-        right = max(0, w - cols - left)
-        return Strip.join([Strip.blank(left, self._outside), strip, Strip.blank(right, self._outside)])
+        return self._line(y, self._geometry())
+
+    def _plain_box(self) -> bool:
+        """No border, padding, outline, tint, hatch or opacity: Textual's per-line pass would
+        hand our Strips through unchanged (``render_lines`` then skips it)."""
+        st = self.styles
+        return (not any(st.gutter) and not any(edge for edge, _ in st.outline) and not st.tint.a
+                and st.text_opacity == 1.0 and self.opacity == 1.0 and not st.has_rule("hatch"))
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The pane's lines for the compositor. A plain pane (no border, padding, tint...)
+        returns its cached row Strips as they are, with the app's line filters applied through
+        each Strip's own cache: Textual's per-line pass would build two new Strips per row per
+        frame, the larger part of a scrolling frame's cost. Anything else takes Textual's path."""
+        if not self._plain_box():
+            return super().render_lines(crop)
+        self._check_base_style()
+        geom = self._geometry()
+        line = self._line
+        strips = [line(y, geom) for y in crop.line_range]
+        filters = self.get_line_filters()
+        if filters:
+            background = self.background_colors[1]
+            for f in filters:
+                strips = [s.apply_filter(f, background) for s in strips]
+        x1, x2 = crop.column_span
+        if x1 != 0 or x2 != geom[0]:
+            strips = [s.crop(x1, x2) for s in strips]
+        return strips
 
     # ------------------------------------------------------------------ input
 
