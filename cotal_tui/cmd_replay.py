@@ -62,7 +62,8 @@ async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
     import json
 
     from meshview import sanitize
-    from meshview.replay import Player, Replay, seat_line_json, seat_line_text
+    from meshview.replay import Player, Replay
+    from meshview.seatreplay import seat_line_json, seat_line_text
     from meshview.stream import StreamWriter, TextRenderer
 
     out = out or sys.stdout

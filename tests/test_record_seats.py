@@ -33,7 +33,8 @@ from cotal_tui.screens.attach import AttachScreen
 from meshview.connect import resolve_target
 from meshview.model import MeshModel
 from meshview.record import Recorder, active_recorder
-from meshview.replay import Replay, ReplaySession, SeatStream, load_recording
+from meshview.replay import Replay, ReplaySession, load_recording
+from meshview.seatreplay import SeatStream
 from widgets.roster import Roster
 from widgets.terminal_pane import TerminalPane
 

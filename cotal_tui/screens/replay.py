@@ -25,7 +25,7 @@ from textual.widgets import Input, Static, TextArea
 from cotal_tui import app as app_module
 from cotal_tui.app import CotalApp
 from cotal_tui.screens.console import ConsoleScreen
-from meshview.replay import SeatStream
+from meshview.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
 
@@ -113,8 +113,9 @@ class ReplayScreen(ConsoleScreen):
     def on_mount(self, event: events.Mount) -> None:
         event.prevent_default()  # the console's on_mount runs here, once, then ours
         super().on_mount()
+        seats = "  a seat's terminal" if self.session.recording.seat_lines else ""
         self.query_one(StatusBar).set_hints(
-            "replay: space pause  ←/→ event  [/] minute  ? help  / search  q quit")
+            f"replay: space pause  ←/→ event  [/] minute{seats}  ? help  / search  q quit")
         damage = self.session.replay.damage
         if damage:
             self.call_after_refresh(self.app.notify_line, damage, True)  # type: ignore[attr-defined]
