@@ -61,8 +61,8 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
                    help="with --record: also record the terminal output of the seats you "
                         "attach to, peek at or tile in the console (only those - none is opened "
                         "for the recording); cotal replay shows it in the pane. Your keystrokes "
-                        "are never recorded (they may be passwords); what the program prints, "
-                        "including its echo of what you type, is")
+                        "are never recorded (they may be passwords), but what the program "
+                        "prints is, its echo of your typing included")
     g.add_argument("--max-size", type=size, default=None, metavar="SIZE",
                    help="bound of a recording on disk, rotating at half (default 100M)")
 
