@@ -74,6 +74,7 @@ class SeatStream:
         self.lines = lines
         self.times = [x.t for x in lines]
         self.keys = [i for i, x in enumerate(lines) if x.ev in SEAT_KEYS]
+        self._marks = [i for i, x in enumerate(lines) if x.ev in SEAT_KEYS or x.ev == "note"]
         self.pos = 0  # lines applied
         self.fed = 0  # bytes handed out to feed, all calls (for tests and the bench)
 
@@ -123,13 +124,14 @@ class SeatStream:
         """One line about the stream at replay time ``t`` (empty while it plays normally)."""
         n = self.target(t)
         if n == 0:
-            return (f"[cotal: {self.name}'s terminal was first opened "
-                    f"{_clock(self.start - t)} later in this recording]")
+            wait = -(-(self.start - t) // 1000) * 1000  # whole seconds, rounded up
+            return (f"[cotal: {self.name}'s terminal is not open yet in this recording "
+                    f"(it opens in {_clock(wait)})]")
         last = self.lines[n - 1]
         if last.ev == "end":
             return f"[cotal: {self.name}'s terminal was closed here ({sanitize.inline(last.text, 80)})]"
-        note = next((x for x in reversed(self.lines[:n]) if x.ev in SEAT_KEYS or x.ev == "note"),
-                    None)
+        k = bisect.bisect_right(self._marks, n - 1) - 1  # the last fresh start or note so far
+        note = self.lines[self._marks[k]] if k >= 0 else None
         if note is not None and note.ev == "note":
             return (f"[cotal: the recording of {self.name} {sanitize.inline(note.text, 80)}: "
                     f"the screen fills in as the program repaints]")

@@ -202,7 +202,7 @@ async def test_replay_shows_the_seat_in_the_pane_and_follows_seeks(recorded):
         # a minute back: before the seat was opened - a fresh, empty screen, and a line saying so
         await pilot.press("left_square_bracket")
         await until(pilot, lambda: KNOWN not in pane_text(app), 10.0, what="rebuilt screen")
-        await until(pilot, lambda: "first opened" in screen_text(app), 10.0, what="status line")
+        await until(pilot, lambda: "not open yet" in screen_text(app), 10.0, what="status line")
         # back to the end: rebuilt from the stream (bounded per tick) to the same screen
         await pilot.press("right_square_bracket")
         await until(pilot, lambda: f"got {len(SECRET)} chars" in pane_text(app), 10.0,
