@@ -406,3 +406,37 @@ async def test_a_recording_error_shows_on_the_console(broker, nc, space, tmp_pat
     finally:
         await session.stop()
         await team.stop()
+
+
+async def test_a_segment_that_begins_mid_stream_says_so_then_catches_up(tmp_path):
+    """Rotating while the pane still has output queued: the new segment's seat stream starts
+    with a note (shown on the replay's status line) and gets its snapshot at the first output
+    after the pane caught up."""
+    t = [1_700_000_000_000.0]
+    model = MeshModel("main", clock=lambda: t[0])
+    path = tmp_path / "mid.jsonl.gz"
+    rec = Recorder(model, str(path), seats=True)
+    tap = SeatTap(rec)
+    link = _Link("bo", 40, 6)
+    tap(link, "reset")
+    first = b"\x1b[1mhello\x1b[0m from bo\r\n"
+    tap(link, "out", first)
+    link.pane.queue(first)  # queued, not parsed yet (the parser runs when we yield)
+    assert link.pane.pending_bytes > 0
+    t[0] += 10
+    rec._rotate(t[0])  # what the size bound does
+    await until(lambda: link.pane.pending_bytes == 0, 5.0, what="the pane parsed")
+    t[0] += 10
+    more = b"second line\r\n"
+    tap(link, "out", more)
+    link.pane.feed(more)
+    rec.close()
+    seg = tmp_path / "alone.jsonl.gz"
+    seg.write_bytes(path.read_bytes())
+    r = load_recording(str(seg))
+    assert [x.ev for x in r.seat_lines] == ["note", "snap", "out"]
+    stream = Replay(r).seat_stream("bo")
+    assert "resumes mid-stream" in stream.status(r.seat_lines[0].t)
+    assert stream.status(r.seat_lines[-1].t) == ""
+    assert _play(stream, r.seat_lines[-1].t) == link.pane.content_text()
+    assert "hello from bo" in "\n".join(link.pane.content_text())
