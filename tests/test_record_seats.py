@@ -152,6 +152,16 @@ async def recorded(broker, nc, space, tmp_path_factory):
             await until(pilot, lambda: type(app.screen).__name__ == "ConsoleScreen",
                         what="the console back")
             await until(pilot, lambda: mgr.live_sessions == 0, what="hand-back")
+            # a peek is recorded the same way (a second stream of the seat, from its snapshot)
+            await pilot.press("p")
+            await until(pilot, lambda: isinstance(app.screen, AttachScreen) and app.screen.peek,
+                        what="peek screen")
+            await until(pilot, lambda: f"got {len(SECRET)} chars" in pane_text(app), 15.0,
+                        what="the peek's snapshot")
+            await pilot.press("escape")
+            await until(pilot, lambda: type(app.screen).__name__ == "ConsoleScreen",
+                        what="the console back")
+            await until(pilot, lambda: mgr.live_sessions == 0, what="hand-back")
     finally:
         await session.stop()  # closes the recording
         await mgr.stop()
@@ -166,6 +176,7 @@ async def test_seat_output_is_recorded_and_keystrokes_are_not(recorded):
     lines = _seat_lines(recorded.path)
     evs = [x["ev"] for x in lines]
     assert evs[0] == "open" and lines[0]["seat"] == SEAT and "out" in evs and evs[-1] == "end"
+    assert evs.count("open") == 2 and evs.count("end") == 2  # the attach, then the peek
     assert (lines[0]["cols"], lines[0]["rows"]) == (90, 20)
     output = b"".join(base64.b64decode(x["b64"]) if "b64" in x else x["u"].encode()
                       for x in lines if "b64" in x or "u" in x)
