@@ -9,6 +9,11 @@ registered managers, since one manager answers ``not-found`` alike for "hosted e
 answered. Failures raise :class:`ControlError` whose message is one sentence; a ``read_only``
 reason refuses every mutation before anything touches the network.
 
+On a static-auth mesh each verb mints the credential the reference CLI mints for it: the
+manager verbs a one-shot caller instrument, ``purge`` a ``purger`` and ``delchan`` a
+``channel-purger`` (:func:`meshview.connect.prepare`); the console's ``ps`` panel asks on a
+fresh instrument each round (:class:`InstrumentPsPoller`).
+
 ``ps`` keeps every registered manager in the answer: one that replied with rows, one that
 refused (its code and message), and one that stayed silent, with what the broker says about it
 (``gone``: nothing is subscribed on its rail, so the registration outlived its host;

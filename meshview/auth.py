@@ -6,7 +6,9 @@ reference CLI never hands a control command a standing credential: it reads the 
 material from the root the mesh resolved to (``<root>/.cotal/auth/auth.json``, its data-account
 signing seed) and mints a short-lived user JWT per call, bound to a fresh caller identity
 (attach.md §3.2, §6). This module does the same without ``nsc``: nkeys, JWT encoding, the
-permission profiles a console and its control verbs need, and the in-memory :class:`Credential`
+permission profiles a console, its control verbs, its purges and its sends need (the reference
+``permissionsFor`` arms: admin/observer views, control-caller, session-caller/serving, purger,
+channel-purger, operator), and the in-memory :class:`Credential`
 a connection authenticates with (it never touches the disk).
 
 JWT format (nats-io/jwt v2): ``b64url(header).b64url(claims).b64url(ed25519 signature)``, header

@@ -9,8 +9,9 @@ otherwise); with none, ``nats://127.0.0.1:4222``.
 
 A registry entry's ``mode`` decides the credentials (wire.md §9): ``open`` connects bare;
 ``auth`` (static) mints from the seed at the entry's ``root`` — an admin read credential for
-the observer, a one-shot caller instrument for control (:mod:`meshview.auth`), and refuses by
-name when the seed is missing; ``user`` connects with the deny-all sentinel creds plus the
+the observer, a one-shot caller instrument for control, the reference's one-shot ``purger`` /
+``channel-purger`` for purge and channel delete, and its ``operator`` participant for sends
+(:mod:`meshview.auth`) — and refuses by name when the seed is missing; ``user`` connects with the deny-all sentinel creds plus the
 bearer as the token, named ``ibx<uuid>`` which is also the inbox prefix.
 
 Connection options follow SPEC §10 (inbox prefix ``_INBOX_<connId>`` whenever the credential

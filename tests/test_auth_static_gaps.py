@@ -315,3 +315,17 @@ async def test_the_console_polls_ps_with_a_minted_instrument(mesh):
     finally:
         await session.managed.stop()
         await nc.close()
+
+
+# ---- user-auth meshes: the purges need an exchange view this build does not speak --------------------
+
+
+async def test_purges_on_a_user_auth_mesh_are_refused_by_name_before_the_network():
+    t = Target(("nats://127.0.0.1:1",), "ua", bearer="not-a-real-bearer", sentinel="/nonexistent",
+               mode="user", role="control")
+    for verb, call in (("purge", lambda: control.purge(t)), ("delete", lambda: control.delchan(t, "general"))):
+        t0 = time.monotonic()
+        with pytest.raises(control.ControlError) as ei:
+            await call()
+        assert "per-user-auth mesh" in ei.value.message and "nothing was changed" in ei.value.message, verb
+        assert time.monotonic() - t0 < 0.5  # refused before any connect attempt
