@@ -50,7 +50,7 @@ FLOOD_FRAME_S = 1 / 10  # ... when more lines scrolled by since the last frame t
 SYNC_HOLD_MAX_S = 0.25
 ESC_DOUBLE_S = 0.4
 DEFAULT_DETACH = 0x1D
-PARSE_SLICE = 4096  # bytes parsed between two looks at the event loop (~1-2 ms)
+PARSE_SLICE = 2048  # bytes parsed between two looks at the event loop (~0.5-1 ms)
 PARSE_SHARE = 0.4  # of each frame window, at most, spent parsing (all panes together)
 PENDING_MIN = 256 * 1024  # queued output past max(this, 64 B a cell) means the pane fell behind
 
