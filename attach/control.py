@@ -760,6 +760,9 @@ async def purge(target: Target, *, read_only: str | None = None) -> int:
 # ---- the console's ps poll on a static mesh ------------------------------------------------------
 
 
+ROUND_SLACK_S = 12.0  # registry reads (two buckets) on top of the scatter's own deadline
+
+
 class InstrumentPsPoller(PsPoller):
     """``ps`` for the console's managers/seats panel where the console's own (admin view)
     credential cannot read the manager registry: every round mints a one-shot caller instrument
@@ -773,8 +776,8 @@ class InstrumentPsPoller(PsPoller):
     async def poll_once(self) -> None:
         nc = await _connect(self.target)  # ControlError: the round fails and the next one retries
         self.nc = nc
-        try:
-            await super().poll_once()
+        try:  # a round never outlives its instrument's connection: bounded, then closed
+            await asyncio.wait_for(super().poll_once(), self.deadline_ms / 1000 + ROUND_SLACK_S)
         finally:
             self.nc = None
             await _close(nc)
