@@ -483,14 +483,15 @@ class PermissionDenied(Exception):
         self.subject = subject
 
 
-async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: float = 5.0) -> None:
+async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: float = 5.0,
+                          reply: str = "") -> None:
     """Publish and confirm the server accepted it: a flush round trip, after which a
     permission violation for this subject has been reported (the server answers ``-ERR``
     before the ``PONG``). Raises :class:`PermissionDenied` instead of leaving a caller to
     wait out a deadline for an answer that was never allowed to be asked for."""
     ev = events_of(nc)
     mark = ev.denial_seq
-    await nc.publish(subject, payload)
+    await nc.publish(subject, payload, reply=reply)
     # nats-py writes a flush's PING straight to the socket while the PUB may still wait in its
     # pending buffer: push the buffer out first, or the PONG can come back before the -ERR
     force = getattr(nc, "_flush_pending", None)
@@ -508,18 +509,10 @@ async def request_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
     when none arrives within ``timeout``."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
-    ev = events_of(nc)
-    mark = ev.denial_seq
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox, max_msgs=1)
     try:
-        await nc.publish(subject, payload, reply=inbox)
-        force = getattr(nc, "_flush_pending", None)
-        if force is not None:
-            await force(force_flush=True)
-        await nc.flush(timeout)
-        if ev.denied_since(mark, "publish", subject):
-            raise PermissionDenied("publish", subject)
+        await publish_checked(nc, subject, payload, timeout=timeout, reply=inbox)
         try:
             return await sub.next_msg(timeout=max(0.001, end - loop.time()))
         except Exception as e:  # nats-py's own TimeoutError
