@@ -64,6 +64,10 @@ async def test_static_demo_watch_ps_attach(static_demo):
         screen = await watch.until(lambda s: "roster" in s and all(n in s for n in names), 60,
                                    "the roster over the minted admin view")
         assert not SECRET_RE.search(screen)
+        # the managers/seats panel: ps on a minted instrument marks the hosted seats (it used
+        # to say the view credential cannot read the manager registry, and mark nothing)
+        screen = await watch.until(lambda s: s.count("▸") >= len(names), 40, "the managed-seat markers")
+        assert "cannot read the manager registry" not in screen
     finally:
         await watch.kill()
 
