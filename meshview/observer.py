@@ -62,8 +62,11 @@ Listener = Callable[[MeshModel], Awaitable[None] | None]
 _DENIED_SUB = re.compile(r"permissions violation for subscription to \"?([^\"\s]+)\"?", re.I)
 SWEEP_MS = 250.0
 CHANNEL_POLL_S = 2.0
+POLL_COST_FACTOR = 20.0  # the channel poll waits at least 20x as long as the last one took
 QUEUE_CAP = 50_000  # raw frames (~0.5 KB each, a few seconds of a flood): the memory bound
 QUEUE_BYTES = 16 * 1024 * 1024  # ... and in bytes, so a backlog of near-1 MiB messages is bounded too
+SUBJECT_MEMO_CAP = 200_000  # stored CHAT subjects whose channel the poll remembers (one per
+# sender×channel pair: 10k agents over 100 channels reach tens of thousands)
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
 LAG_HIGH = 0.25  # backlog fraction of the cap that turns ``lagging`` on ...
@@ -122,6 +125,7 @@ class Observer:
         self.membership = MembershipFold(self.model, lambda: self.nc.is_connected)
         self.managers = ManagerLeases(self.model, self.buckets.manager)
         self.watermark: dict[str, int] = {}
+        self._subject_channel: dict[str, str | None] = {}  # poll memo, see SUBJECT_MEMO_CAP
         self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
         self.queue_dropped = 0  # dropped since the model was last told
@@ -479,10 +483,15 @@ class Observer:
     # ------------------------------------------------------------------ channels
 
     async def _poll_loop(self) -> None:
+        cost = 0.0
         while True:
-            await asyncio.sleep(self.opts.channel_poll_s)
+            # every ``channel_poll_s``, or less often when one poll is costly (a space with
+            # tens of thousands of sender×channel subjects): at most 1/POLL_COST_FACTOR busy
+            await asyncio.sleep(max(self.opts.channel_poll_s, cost * POLL_COST_FACTOR))
             if self.nc.is_connected:
+                t0 = time.perf_counter()
                 await self._poll_channels()
+                cost = time.perf_counter() - t0
 
     async def _poll_channels(self) -> dict[str, int]:
         try:
@@ -490,15 +499,26 @@ class Observer:
         except Exception:
             return {}
         counts: dict[str, int] = {}
+        memo = self._subject_channel
+        if len(memo) > SUBJECT_MEMO_CAP:
+            memo.clear()  # bounded: a space with more sender×channel subjects re-parses
         for subj, n in (info.state.subjects or {}).items():
-            ps = parse_subject(subj)
-            if not ps.deliver or ps.kind != "chat" or not ps.channel:
-                continue
-            if is_event_channel(ps.channel):
-                continue  # filtered before any history fetch
-            counts[ps.channel] = counts.get(ps.channel, 0) + n
+            ch = memo.get(subj, False)
+            if ch is False:
+                ch = memo[subj] = self._counted_channel(subj)
+            if ch is not None:
+                counts[ch] = counts.get(ch, 0) + n
         self.model.set_retained_counts(counts)
         return counts
+
+    @staticmethod
+    def _counted_channel(subj: str) -> str | None:
+        """The channel a stored CHAT subject counts towards, or None (not a channel delivery,
+        or an event channel: filtered before any history fetch)."""
+        ps = parse_subject(subj)
+        if not ps.deliver or ps.kind != "chat" or not ps.channel:
+            return None
+        return None if is_event_channel(ps.channel) else ps.channel
 
     # ------------------------------------------------------------------ history
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from rich.text import Text
 from textual.binding import Binding
 
-from meshview.snapshot import Snapshot
-from widgets.line_list import Item, LineList
+from meshview.snapshot import NeedsYou, Snapshot
+from widgets.lazy_list import LazyLineList
 from widgets.roster import Roster
 from widgets.presentation import age, join_wrapped, safe, set_title, who, wrap_offsets
 
 
-class NeedsYouRail(LineList):
+class NeedsYouRail(LazyLineList):
     """Blocked agents are the ones an operator steps into: ``a``/``p`` work here as on the
     roster (the console screen opens the seat)."""
 
@@ -39,34 +39,44 @@ class NeedsYouRail(LineList):
             self._key = key
             self.rebuild()
 
-    def build(self, width: int) -> list[Item]:
-        if self.snap is None:
-            return []
-        items: list[Item] = []
-        for n in self.snap.signals.needs_you:
-            head = Text()
-            head.append("◐ ", style="yellow")
-            head.append_text(who(n.name, n.role))
-            head.append(f"  seen {age(n.heartbeat_age_ms)}", style="dim")
-            lines = [head]
-            facts = []
-            if n.condition_code:
-                held = f" for {age(n.condition_age_ms)}" if n.condition_age_ms is not None else ""
-                facts.append(f"{safe(n.condition_code, 24)}{held}")
-            if n.status_age_ms is not None:
-                facts.append(f"waiting {age(n.status_age_ms)}")
-            for f in join_wrapped(facts, max(8, width - 2)):
-                lines.append(Text("  " + f, style="yellow"))
-            if n.condition_message:
-                msg = safe(n.condition_message, 400)
-                for s, e in wrap_offsets(msg, max(8, width - 2), max(8, width - 2))[:5]:
-                    lines.append(Text("  " + msg[s:e]))
-            lines.append(Text("  " + (safe(n.activity, 200) if n.activity else "waiting for input"),
-                              style="italic dim"))
-            for t in lines:
-                t.truncate(width, overflow="ellipsis")
-            items.append((n.id, lines))
-        return items
+    def source(self) -> list[tuple[str, NeedsYou]]:
+        return [] if self.snap is None else [(n.id, n) for n in self.snap.signals.needs_you]
+
+    @staticmethod
+    def _facts(n: NeedsYou) -> list[str]:
+        facts = []
+        if n.condition_code:
+            held = f" for {age(n.condition_age_ms)}" if n.condition_age_ms is not None else ""
+            facts.append(f"{safe(n.condition_code, 24)}{held}")
+        if n.status_age_ms is not None:
+            facts.append(f"waiting {age(n.status_age_ms)}")
+        return facts
+
+    def measure(self, n: NeedsYou, width: int) -> int:
+        """``len(lines_of(n, width))`` without building any ``Text``."""
+        w = max(8, width - 2)
+        rows = 2 + len(join_wrapped(self._facts(n), w))
+        if n.condition_message:
+            rows += len(wrap_offsets(safe(n.condition_message, 400), w, w)[:5])
+        return rows
+
+    def lines_of(self, n: NeedsYou, width: int) -> list[Text]:
+        head = Text()
+        head.append("◐ ", style="yellow")
+        head.append_text(who(n.name, n.role))
+        head.append(f"  seen {age(n.heartbeat_age_ms)}", style="dim")
+        lines = [head]
+        for f in join_wrapped(self._facts(n), max(8, width - 2)):
+            lines.append(Text("  " + f, style="yellow"))
+        if n.condition_message:
+            msg = safe(n.condition_message, 400)
+            for s, e in wrap_offsets(msg, max(8, width - 2), max(8, width - 2))[:5]:
+                lines.append(Text("  " + msg[s:e]))
+        lines.append(Text("  " + (safe(n.activity, 200) if n.activity else "waiting for input"),
+                          style="italic dim"))
+        for t in lines:
+            t.truncate(width, overflow="ellipsis")
+        return lines
 
     def action_attach(self) -> None:
         self._open(peek=False)

@@ -16,14 +16,14 @@ from textual.binding import Binding
 from textual.message import Message
 
 from meshview.snapshot import Peer, Snapshot
-from widgets.line_list import Item, LineList
+from widgets.lazy_list import LazyLineList
 from widgets.presentation import (
     activity_line, harness_tag, join_wrapped, peer_facts, set_title, status_glyph, who,
 )
 from widgets.seat_text import marker
 
 
-class Roster(LineList):
+class Roster(LazyLineList):
     BINDINGS = [
         Binding("a", "attach", "attach", id="roster.attach"),
         Binding("p", "peek", "peek", id="roster.peek"),
@@ -36,6 +36,8 @@ class Roster(LineList):
         self.snap: Snapshot | None = None
         self.wide = True
         self._key: object = None
+        self._sec = -1
+        self._now = 0.0  # the instant a second's ages are computed at (one per second)
         self.managed: Any = None  # attach.managed.ManagedFold, when the session polls managers
 
     def update_snapshot(self, snap: Snapshot) -> None:
@@ -43,8 +45,10 @@ class Roster(LineList):
         n_ep = len(snap.endpoints)
         set_title(self, f"roster · {len(snap.agents)} agents"
                   + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else ""))
-        key = (snap.agents, snap.endpoints, int(snap.now // 1000),
-               getattr(self.managed, "version", -1))
+        sec = int(snap.now // 1000)
+        if sec != self._sec:
+            self._sec, self._now = sec, snap.now  # ages are computed as of this instant
+        key = (snap.agents, snap.endpoints, sec, getattr(self.managed, "version", -1))
         if key != self._key:
             self._key = key
             self.rebuild()
@@ -79,45 +83,67 @@ class Roster(LineList):
             t.stylize("dim")
         return t
 
-    def build(self, width: int) -> list[Item]:
+    # -- items: measured for every seat, built for the ones on screen --------------------
+
+    def source(self) -> tuple[tuple[str, Peer], ...] | list[tuple[str, Peer]]:
         snap = self.snap
         if snap is None:
             return []
-        items: list[Item] = []
-        now = snap.now
+        return [(p.id, p) for p in snap.peers]
+
+    def epoch(self) -> object:
+        return (self._now, self.wide, getattr(self.managed, "version", -1))
+
+    def _seat(self, p: Peer) -> Any:
         fold = self.managed
-        for p in snap.peers:
+        return fold.for_peer(p.id, p.name) if fold is not None else None
+
+    def measure(self, p: Peer, width: int) -> int:
+        """``len(lines_of(p, width))`` without building any ``Text``."""
+        if not self.wide:
+            return 1
+        seat = self._seat(p)
+        n = 1 + len(join_wrapped(peer_facts(p, self._now), max(8, width - 4)))
+        if p.activity:
+            n += 1
+        if seat is not None:
             head = self._head(p)
-            seat = fold.for_peer(p.id, p.name) if fold is not None else None
-            mark = self._marker(seat) if seat is not None else None
-            facts = peer_facts(p, now)
-            act = activity_line(p, now)
-            dim = p.kind != "agent" or p.status == "offline"
-            if self.wide:
-                lines = [head]
-                if mark is not None:  # on the head line when it fits whole, else its own row
-                    if head.cell_len + 1 + mark.cell_len <= width:
-                        head.append(" ")
-                        head.append_text(mark)
-                    else:
-                        lines.append(Text("   ").append_text(mark))
-                for f in join_wrapped(facts, max(8, width - 4)):
-                    lines.append(Text("   " + f, style="dim" if dim else ""))
-                if act:
-                    lines.append(Text("   " + act, style="italic dim"))
-            else:
-                line = head.copy()
-                if mark is not None:
-                    line.append(" ")
-                    line.append_text(mark)
-                line.append("  " + facts[0], style="dim" if dim else "")
-                if act:
-                    line.append(" · " + act, style="italic dim")
-                lines = [line]
-            for t in lines:
-                t.truncate(width, overflow="ellipsis")
-            items.append((p.id, lines))
-        return items
+            if head.cell_len + 1 + self._marker(seat).cell_len > width:
+                n += 1  # the marker takes a row of its own
+        return n
+
+    def lines_of(self, p: Peer, width: int) -> list[Text]:
+        now = self._now
+        head = self._head(p)
+        seat = self._seat(p)
+        mark = self._marker(seat) if seat is not None else None
+        facts = peer_facts(p, now)
+        act = activity_line(p, now)
+        dim = p.kind != "agent" or p.status == "offline"
+        if self.wide:
+            lines = [head]
+            if mark is not None:  # on the head line when it fits whole, else its own row
+                if head.cell_len + 1 + mark.cell_len <= width:
+                    head.append(" ")
+                    head.append_text(mark)
+                else:
+                    lines.append(Text("   ").append_text(mark))
+            for f in join_wrapped(facts, max(8, width - 4)):
+                lines.append(Text("   " + f, style="dim" if dim else ""))
+            if act:
+                lines.append(Text("   " + act, style="italic dim"))
+        else:
+            line = head.copy()
+            if mark is not None:
+                line.append(" ")
+                line.append_text(mark)
+            line.append("  " + facts[0], style="dim" if dim else "")
+            if act:
+                line.append(" · " + act, style="italic dim")
+            lines = [line]
+        for t in lines:
+            t.truncate(width, overflow="ellipsis")
+        return lines
 
     def peer_at_cursor(self) -> Peer | None:
         if self.snap is None or self.cursor_key is None:

@@ -1,0 +1,476 @@
+"""Scale benchmark: 10,000 agents heartbeating every 2 s plus 100 channels, in one run.
+
+A generator process (not measured) writes every agent's presence record into the space's
+presence KV bucket every 2 s (raw publishes on ``$KV.<bucket>.<key>``: 5,000 puts/s at 10k
+agents) and posts chat traffic across 100 channels. About 5 % of the agents are ``waiting``
+(NEEDS-YOU) and that set changes every few seconds. Measured side by side, as separate
+processes on the same load:
+
+1. CPU (% of one core) of a real ``cotal watch --json`` over a steady window, against a bare
+   nats-py subscriber on the same subjects that only counts (the baseline), and the ratio;
+   goal: the observer < 30 % of one core;
+2. RSS of the observer process (goal < 200 MB), and of the console;
+3. the console's roster (the real Textual app, headless, on the real observer): ``j``/``k``
+   key -> repaint latency, median and worst (goal < 50 ms);
+4. NEEDS-YOU correctness: the generator freezes its statuses and writes the truth; the rail's
+   set (and the model's) must equal it, with the whole roster present and nobody offline.
+
+Usage: .venv/bin/python bench/scale.py [--agents 10000] [--channels 100] [--seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SPACE = "scale"
+HEARTBEAT_S = 2.0
+TICK_S = 0.02  # the generator spreads each heartbeat round over 100 ticks
+EPOCH_S = 4.0  # the waiting set changes this often until frozen
+WAITING_FRACTION = 0.05
+GOAL_CPU_PCT = 30.0
+GOAL_RSS_MB = 200.0
+GOAL_KEY_MS = 50.0
+
+
+def agent_id(i: int) -> str:
+    return f"local.a{i:05d}"
+
+
+def waiting_set(agents: int, epoch: int) -> set[int]:
+    return set(random.Random(7919 * epoch + 1).sample(range(agents),
+                                                       int(agents * WAITING_FRACTION)))
+
+
+def say(*a: object) -> None:
+    print("  ..", *a, file=sys.stderr, flush=True)
+
+
+def wait_file(path: str, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    end = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"{what}: the process exited ({proc.returncode}) before it was ready")
+        if time.monotonic() > end:
+            raise SystemExit(f"{what}: not ready after {timeout:g}s")
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ generator (not measured)
+
+
+async def role_gen(url: str, agents: int, channels: int, chat_rate: float, tmp: str) -> None:
+    import nats
+
+    from meshview.wire.names import bucket_names
+
+    nc = await nats.connect(url, pending_size=64 * 1024 * 1024)
+    prefix = f"$KV.{bucket_names(SPACE).presence}."
+    roles = ("planner", "backend", "frontend", "reviewer", "ops", "qa")
+    statuses = ("working", "idle", "working")
+    heads = []
+    for i in range(agents):
+        aid = agent_id(i)
+        heads.append((prefix + aid,
+                      '{"card":{"id":"%s","name":"a%05d","kind":"agent","role":"%s",'
+                      '"meta":{"connector":"bench"}},"lifecycleUid":"%026d",'
+                      % (aid, i, roles[i % len(roles)], i)))
+    t_start = time.time()
+    epoch = 0
+    since_epoch = t_start * 1000
+    waiting = waiting_set(agents, epoch)
+    frozen = False
+    freeze_path, truth_path = os.path.join(tmp, "freeze"), os.path.join(tmp, "truth")
+    per_tick = max(1, round(agents * TICK_S / HEARTBEAT_S))
+    chat_acc = 0.0
+    k = 0  # next agent to heartbeat
+    n_chat = 0
+    next_tick = time.monotonic()
+    open(os.path.join(tmp, "gen-ready"), "w").close()
+    while True:
+        now = time.time()
+        if not frozen:
+            e = int((now - t_start) // EPOCH_S)
+            if e != epoch:
+                epoch, since_epoch = e, now * 1000
+                waiting = waiting_set(agents, epoch)
+            if os.path.exists(freeze_path):
+                frozen = True  # statuses stay as they are from here on: that is the truth
+                with open(truth_path + ".tmp", "w") as f:
+                    json.dump({"waiting": sorted(agent_id(i) for i in waiting),
+                               "agents": agents, "epoch": epoch}, f)
+                os.replace(truth_path + ".tmp", truth_path)
+        ts = int(now * 1000)
+        for _ in range(per_tick):
+            i = k
+            k = (k + 1) % agents
+            subj, head = heads[i]
+            if i in waiting:
+                body = ('"status":"waiting","ts":%d,"statusSince":%d,"activity":"blocked on a '
+                        'review","condition":{"code":"input","source":"harness","message":'
+                        '"which branch should a%05d target?","since":%d}}'
+                        % (ts, since_epoch, i, since_epoch))
+            else:
+                body = ('"status":"%s","ts":%d,"statusSince":%d%s}'
+                        % (statuses[i % 3], ts, since_epoch,
+                           ',"activity":"task %d"' % (i % 7) if i % 10 == 0 else ""))
+            await nc.publish(subj, (head + body).encode())
+        chat_acc += chat_rate * TICK_S
+        while chat_acc >= 1.0:
+            chat_acc -= 1.0
+            n_chat += 1
+            sender = random.randrange(agents)
+            ch = f"c{random.randrange(channels):03d}"
+            await nc.publish(
+                f"cotal.{SPACE}.chat.local.a{sender:05d}.{ch}",
+                json.dumps({"id": f"m{n_chat}-{ts}", "ts": ts, "space": SPACE,
+                            "from": {"id": agent_id(sender), "name": f"a{sender:05d}",
+                                     "role": "bench"}, "channel": ch,
+                            "parts": [{"kind": "text", "text": f"status update {n_chat}"}]}
+                           ).encode())
+        next_tick += TICK_S
+        delay = next_tick - time.monotonic()
+        if delay < -1.0:
+            next_tick = time.monotonic()  # fell behind by a second: do not burst to catch up
+        await asyncio.sleep(max(0.0, delay))
+
+
+# ------------------------------------------------------------------ baseline (measured)
+
+
+async def role_bare(url: str, tmp: str) -> None:
+    """The baseline: a bare nats-py subscriber on the same traffic that only counts."""
+    import nats
+
+    from meshview.wire.names import bucket_names
+
+    nc = await nats.connect(url)
+    count = 0
+
+    async def cb(msg):
+        nonlocal count
+        count += 1
+
+    for subj in (f"cotal.{SPACE}.>", f"$KV.{bucket_names(SPACE).presence}.>"):
+        await nc.subscribe(subj, cb=cb, pending_msgs_limit=2_000_000,
+                           pending_bytes_limit=1024 * 1024 * 1024)
+    await nc.flush()
+    open(os.path.join(tmp, "bare-ready"), "w").close()
+    path = os.path.join(tmp, "bare-count")
+    while not os.path.exists(os.path.join(tmp, "stop")):
+        await asyncio.sleep(0.2)
+        with open(path + ".tmp", "w") as f:
+            f.write(str(count))
+        os.replace(path + ".tmp", path)
+    print(json.dumps({"count": count}), flush=True)
+    await nc.close()
+
+
+# ------------------------------------------------------------------ console (measured)
+
+
+async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
+    from meshview.connect import Target, connect
+
+    from cotal_tui.app import CotalApp
+    from cotal_tui.run_console import LiveSession, tune_gc
+    from widgets.needs_you import NeedsYouRail
+    from widgets.roster import Roster
+
+    nc, target = await connect(Target((url,), SPACE))
+    args = argparse.Namespace(server=[url], space=SPACE, backfill=50, no_dms=False)
+    session = LiveSession(nc, target, SPACE, args)
+    app = CotalApp(session=session)
+    tune_gc()  # as ``cotal watch`` does on a terminal
+    out: dict = {}
+    shown: list[tuple[float, int]] = []  # (when, roster cursor) of every screen update
+    real_display = app._display
+
+    def display(screen, renderable):
+        if renderable is not None:
+            try:
+                cur = screen.query_one(Roster).cursor_index
+            except Exception:  # noqa: BLE001 - another screen on top
+                cur = -1
+            shown.append((time.perf_counter(), cur))
+        return real_display(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+
+    async def until(cond, timeout: float, what: str) -> float:
+        t0 = time.monotonic()
+        while not cond():
+            if time.monotonic() - t0 > timeout:
+                raise SystemExit(f"console: {what} not reached in {timeout:g}s")
+            await asyncio.sleep(0.05)
+        return time.monotonic() - t0
+
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        roster = screen.query_one(Roster)
+        rail = screen.query_one(NeedsYouRail)
+        t_full = await until(lambda: len(roster.items) >= agents, 120, f"a roster of {agents}")
+        out["roster_full_s"] = t_full
+        open(os.path.join(tmp, "console-ready"), "w").close()
+        while not os.path.exists(os.path.join(tmp, "keys")):
+            await asyncio.sleep(0.1)
+        roster.focus()
+        await pilot.pause()
+        lat: list[float] = []
+        driver = app._driver
+        from textual import events
+
+        for n in range(presses):
+            key = "j" if (n // 20) % 2 == 0 else "k"  # down 20, up 20, ...
+            before = roster.cursor_index
+            want = before + (1 if key == "j" else -1)
+            t0 = time.perf_counter()
+            mark = len(shown)
+            ev = events.Key(key, key)
+            ev.set_sender(app)
+            driver.send_message(ev)
+            end = time.monotonic() + 5.0
+            while True:
+                hit = next((t for t, c in shown[mark:] if c == want), None)
+                if hit is not None:
+                    lat.append((hit - t0) * 1000)
+                    break
+                if time.monotonic() > end:
+                    lat.append(float("inf"))
+                    break
+                await asyncio.sleep(0.0005)
+            await asyncio.sleep(0.03)  # a person's key rate, not a held key
+            if os.environ.get("SCALE_DEBUG"):
+                say(key, before, roster.cursor_index, lat[-1], app.focused)
+        out["key_ms"] = lat
+        # NEEDS-YOU against the generator's truth
+        open(os.path.join(tmp, "freeze"), "w").close()
+        truth_path = os.path.join(tmp, "truth")
+        await until(lambda: os.path.exists(truth_path), 10, "the generator's truth")
+        with open(truth_path) as f:
+            truth = set(json.load(f)["waiting"])
+
+        def rail_set() -> set:
+            return {k for k, _ in rail.items}
+
+        try:
+            out["needs_settle_s"] = await until(lambda: rail_set() == truth, 20,
+                                                "the NEEDS-YOU rail equal to the truth")
+        except SystemExit:
+            out["needs_settle_s"] = None
+        snap = session.model.snapshot()
+        out["truth_waiting"] = len(truth)
+        out["rail_waiting"] = len(rail_set())
+        out["rail_equal"] = rail_set() == truth
+        out["model_equal"] = {n.id for n in snap.signals.needs_you} == truth
+        out["rail_missing"] = sorted(truth - rail_set())[:5]
+        out["rail_extra"] = sorted(rail_set() - truth)[:5]
+        out["agents"] = len(snap.agents)
+        out["roster_rows"] = len(roster.items)
+        out["offline"] = snap.signals.count("offline")
+        out["dropped"] = snap.status.dropped
+        out["rss_mb"] = rss_mb(os.getpid())
+        out["hwm_mb"] = hwm_mb(os.getpid())
+        await pilot.press("q")
+    await session.stop()
+    await nc.close()
+    print(json.dumps(out), flush=True)
+
+
+# ------------------------------------------------------------------ /proc
+
+
+def _status(pid: int, field: str) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def rss_mb(pid: int) -> float:
+    return _status(pid, "VmRSS:")
+
+
+def hwm_mb(pid: int) -> float:
+    return _status(pid, "VmHWM:")
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Drain:
+    """Reads a measured process's stdout on a thread so it never blocks on a full pipe."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc, self.lines, self.last = proc, 0, b""
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        for raw in self.proc.stdout:  # type: ignore[union-attr]
+            self.lines += 1
+            self.last = raw
+
+
+# ------------------------------------------------------------------ driver
+
+
+def child(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "--role", *args],
+                            stdout=subprocess.PIPE)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--role")
+    ap.add_argument("--url")
+    ap.add_argument("--tmp")
+    ap.add_argument("--agents", type=int, default=10_000)
+    ap.add_argument("--channels", type=int, default=100)
+    ap.add_argument("--chat-rate", type=float, default=100.0, help="chat messages/s in total")
+    ap.add_argument("--seconds", type=float, default=30.0, help="the steady CPU window")
+    ap.add_argument("--presses", type=int, default=200)
+    ap.add_argument("--warmup", type=float, default=8.0)
+    ap.add_argument("--no-console", action="store_true",
+                    help="measure the observer only (no console, no key or NEEDS-YOU check)")
+    a = ap.parse_args()
+    if a.role == "gen":
+        return asyncio.run(role_gen(a.url, a.agents, a.channels, a.chat_rate, a.tmp))
+    if a.role == "bare":
+        return asyncio.run(role_bare(a.url, a.tmp))
+    if a.role == "console":
+        return asyncio.run(role_console(a.url, a.agents, a.presses, a.tmp))
+
+    import nats
+
+    from cotal_tui.demo.broker import Broker
+    from cotal_tui.demo.provision import provision_space
+
+    import signal
+
+    def _term(*_: object) -> None:
+        raise SystemExit("interrupted")
+
+    signal.signal(signal.SIGTERM, _term)
+    b = Broker(name="cotal-scale").start()
+    tmp = tempfile.mkdtemp(prefix="cotal-scale-")
+    procs: list[subprocess.Popen] = []
+    try:
+        async def prov():
+            nc = await nats.connect(b.url)
+            await provision_space(nc, SPACE)
+            await nc.close()
+        asyncio.run(prov())
+
+        common = ["--url", b.url, "--tmp", tmp, "--agents", str(a.agents)]
+        gen = child("gen", *common, "--channels", str(a.channels),
+                    "--chat-rate", str(a.chat_rate))
+        procs.append(gen)
+        say("generator")
+        wait_file(os.path.join(tmp, "gen-ready"), 30, "generator", gen)
+        time.sleep(HEARTBEAT_S + 0.5)  # one full heartbeat round is in the bucket
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "cotal_tui.cli", "watch", "--json", "--server", b.url,
+             "--space", SPACE], stdout=subprocess.PIPE, cwd=ROOT)
+        procs.append(watch)
+        wd = Drain(watch)
+        bare = child("bare", *common)
+        procs.append(bare)
+        cons = None if a.no_console else child("console", *common, "--presses", str(a.presses))
+        if cons is not None:
+            procs.append(cons)
+        wait_file(os.path.join(tmp, "bare-ready"), 30, "bare subscriber", bare)
+        if cons is not None:
+            say("waiting for the console's roster to fill")
+            wait_file(os.path.join(tmp, "console-ready"), 180, "console", cons)
+        say("steady window")
+        time.sleep(a.warmup)  # past the initial load, into steady state
+        pids = {"watch": watch.pid, "bare": bare.pid}
+        if cons is not None:
+            pids["console"] = cons.pid
+        count_path = os.path.join(tmp, "bare-count")
+        n0 = int(open(count_path).read())
+        c0 = {k: cpu_s(p) for k, p in pids.items()}
+        w0 = time.monotonic()
+        rss_max = {k: 0.0 for k in pids}
+        while time.monotonic() - w0 < a.seconds:
+            time.sleep(1.0)
+            for k, p in pids.items():
+                rss_max[k] = max(rss_max[k], rss_mb(p))
+        wall = time.monotonic() - w0
+        rate = (int(open(count_path).read()) - n0) / wall
+        cpu = {k: 100 * (cpu_s(p) - c0[k]) / wall for k, p in pids.items()}
+        rss_end = {k: rss_mb(p) for k, p in pids.items()}
+        rc = None
+        if cons is not None:
+            open(os.path.join(tmp, "keys"), "w").close()
+            say("keys and NEEDS-YOU")
+            out, _ = cons.communicate(timeout=600)
+            rc = json.loads(out.decode().strip().splitlines()[-1])
+        watch_hwm = hwm_mb(watch.pid)
+        open(os.path.join(tmp, "stop"), "w").close()
+        bare.communicate(timeout=30)
+
+        ok = lambda c: "met" if c else "MISSED"  # noqa: E731
+        print(f"scale: {a.agents:,} agents heartbeating every {HEARTBEAT_S:g} s "
+              f"({a.agents / HEARTBEAT_S:,.0f} presence puts/s), {a.channels} channels "
+              f"at {a.chat_rate:g} msgs/s, ~{WAITING_FRACTION:.0%} waiting, "
+              f"{a.seconds:g} s steady window")
+        print(f"  {'':34}{'CPU % of a core':>16}{'RSS MB':>9}{'peak MB':>9}")
+        print(f"  {'bare nats-py subscriber (count)':34}{cpu['bare']:>16.1f}"
+              f"{rss_end['bare']:>9.0f}{rss_max['bare']:>9.0f}   ({rate:,.0f} msgs/s in the window)")
+        print(f"  {'cotal watch --json (observer)':34}{cpu['watch']:>16.1f}"
+              f"{rss_end['watch']:>9.0f}{watch_hwm:>9.0f}   ({wd.lines:,} lines)")
+        if rc is not None:
+            print(f"  {'console (headless, observer + UI)':34}{cpu['console']:>16.1f}"
+                  f"{rss_end['console']:>9.0f}{rc['hwm_mb']:>9.0f}")
+        print(f"  ratio observer/bare CPU         : {cpu['watch'] / max(cpu['bare'], 1e-9):.2f}x")
+        print(f"  observer CPU {cpu['watch']:.1f}% (goal < {GOAL_CPU_PCT:g}%): "
+              f"{ok(cpu['watch'] < GOAL_CPU_PCT)}")
+        print(f"  observer RSS {watch_hwm:.0f} MB peak (goal < {GOAL_RSS_MB:g} MB): "
+              f"{ok(watch_hwm < GOAL_RSS_MB)}")
+        if rc is None:
+            return
+        print(f"  console RSS {rc['hwm_mb']:.0f} MB peak (goal < {GOAL_RSS_MB:g} MB): "
+              f"{ok(rc['hwm_mb'] < GOAL_RSS_MB)}")
+        lat = rc["key_ms"]
+        med, worst = statistics.median(lat), max(lat)
+        p95 = sorted(lat)[int(0.95 * (len(lat) - 1))]
+        print(f"  roster j/k key -> repaint over {len(lat)} presses: median {med:.1f} ms, "
+              f"p95 {p95:.1f} ms, worst {worst:.1f} ms (goal < {GOAL_KEY_MS:g} ms): "
+              f"{ok(worst < GOAL_KEY_MS)}")
+        print(f"  roster: {rc['agents']:,} agents in the model, {rc['roster_rows']:,} rows, "
+              f"{rc['offline']} offline, {rc['dropped']} tap frames dropped "
+              f"(filled in {rc['roster_full_s']:.1f} s)")
+        settle = rc["needs_settle_s"]
+        print(f"  NEEDS-YOU: truth {rc['truth_waiting']}, rail {rc['rail_waiting']}, "
+              f"rail == truth {rc['rail_equal']}, model == truth {rc['model_equal']}"
+              + (f" (settled {settle:.1f} s after the freeze)" if settle is not None else
+                 f" missing {rc['rail_missing']} extra {rc['rail_extra']}")
+              + f": {ok(rc['rail_equal'] and rc['model_equal'] and rc['offline'] == 0)}")
+    finally:
+        open(os.path.join(tmp, "stop"), "w").close()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        b.stop()
+
+
+if __name__ == "__main__":
+    main()

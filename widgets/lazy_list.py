@@ -1,0 +1,144 @@
+"""A :class:`LineList` whose items are measured on every rebuild but built only when shown.
+
+The roster holds every seat of a space (10,000 at scale); building each seat's rich lines on
+every change costs far more than a frame. Here a rebuild only *measures* items (their line
+counts, from cheap plain-text facts, and only for items whose data object changed since the
+last measure), and an item's ``Text`` lines are made when a visible row, the cursor or a test
+asks for them. ``_items``/``_lines``/``_starts`` keep the shapes :class:`LineList` reads, so
+cursor, paging, scrolling and the Strip cache work unchanged.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any, Hashable
+
+from rich.text import Text
+from textual.geometry import Size
+
+from widgets.line_list import LineList
+
+
+class _Items(Sequence):
+    """``(key, lines)`` per item; lines are built on first access (until the next rebuild)."""
+
+    def __init__(self, owner: "LazyLineList") -> None:
+        self._o = owner
+
+    def __len__(self) -> int:
+        return len(self._o._keys)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._o._keys[i], self._o._item_lines(i if i >= 0 else len(self) + i)
+
+
+class _Lines(Sequence):
+    """``(line, item index)`` per row, from the items' measured heights."""
+
+    def __init__(self, owner: "LazyLineList", total: int) -> None:
+        self._o, self._n = owner, total
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, row: Any) -> Any:
+        if isinstance(row, slice):
+            return [self[j] for j in range(*row.indices(self._n))]
+        if row < 0:
+            row += self._n
+        if not 0 <= row < self._n:
+            raise IndexError(row)
+        o = self._o
+        i = bisect_right(o._starts, row) - 1
+        lines = o._item_lines(i)
+        k = row - o._starts[i]
+        return (lines[k] if k < len(lines) else Text("")), i
+
+
+class LazyLineList(LineList):
+    """Subclasses implement :meth:`source` (``(key, data)`` per item, in order),
+    :meth:`measure` (how many lines :meth:`lines_of` will give; at least 1) and
+    :meth:`lines_of`, and :meth:`epoch` (a value that changes whenever *every* measure may have
+    changed, e.g. the second the ages are computed at). A data object is measured again only
+    when it is not the same object as last time or the epoch moved."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._keys: list[Hashable] = []
+        self._data: list[Any] = []
+        self._built: dict[int, list[Text]] = {}
+        self._measured: dict[Hashable, tuple[Any, int]] = {}
+        self._epoch: Any = None
+
+    # -- for subclasses ------------------------------------------------------------------
+
+    def source(self) -> Sequence[tuple[Hashable, Any]]:  # pragma: no cover - subclasses
+        return ()
+
+    def epoch(self) -> Any:
+        return None
+
+    def measure(self, data: Any, width: int) -> int:  # pragma: no cover - subclasses
+        return 1
+
+    def lines_of(self, data: Any, width: int) -> list[Text]:  # pragma: no cover - subclasses
+        return [Text("")]
+
+    def build(self, width: int) -> list[tuple[Hashable, list[Text]]]:
+        """Every item built (what a plain :class:`LineList` would hold): tests, small lists."""
+        return [(k, self.lines_of(d, width)) for k, d in self.source()]
+
+    # -- the lazy rebuild ----------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        width = self.content_width
+        self._built_width = width
+        src = self.source()
+        epoch = (self.epoch(), width)
+        old = self._measured if epoch == self._epoch else {}
+        self._epoch = epoch
+        measured: dict[Hashable, tuple[Any, int]] = {}
+        keys: list[Hashable] = []
+        data: list[Any] = []
+        heights: list[int] = []
+        measure = self.measure
+        get = old.get
+        for key, d in src:
+            m = get(key)
+            if m is None or m[0] is not d:
+                m = (d, max(1, measure(d, width)))
+            measured[key] = m
+            keys.append(key)
+            data.append(d)
+            heights.append(m[1])
+        self._measured = measured
+        self._keys, self._data = keys, data
+        self._built = {}
+        self._starts = [0, *accumulate(heights)][:-1] if heights else []
+        total = sum(heights)
+        self._items = _Items(self)  # type: ignore[assignment]
+        if not keys and self.empty_text:
+            self._lines = [(Text(self.empty_text, style="dim italic"), -1)]
+            total = 1
+        else:
+            self._lines = _Lines(self, total)  # type: ignore[assignment]
+        self._cache.clear()
+        if self.cursor_key in measured:
+            if not (self._cursor < len(keys) and keys[self._cursor] == self.cursor_key):
+                self._cursor = keys.index(self.cursor_key)
+        else:
+            self._cursor = min(self._cursor, max(0, len(keys) - 1))
+            self.cursor_key = keys[self._cursor] if keys else None
+        self.virtual_size = Size(width, total)
+        self.refresh()
+
+    def _item_lines(self, i: int) -> list[Text]:
+        lines = self._built.get(i)
+        if lines is None:
+            lines = self.lines_of(self._data[i], self._built_width) or [Text("")]
+            self._built[i] = lines
+        return lines
