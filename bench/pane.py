@@ -285,18 +285,20 @@ async def main(opts: argparse.Namespace) -> None:
         data = log_stream(2_000_000)
         cols, rows = 120, 40
         ms, ps, mc, pc, frames = [], [], [], [], []
-        for _ in range(opts.rounds):
-            gc.collect()  # neither side pays for the other's garbage
-            w, c = mirror_rate(data, cols, rows)
-            ms.append(w)
-            mc.append(c)
-            gc.collect()
-            w, c, f = await pane_rate(data, cols, rows)
-            ps.append(w)
-            pc.append(c)
-            frames.append(f)
+        for k in range(opts.rounds):
+            for side in ("mirror", "pane") if k % 2 == 0 else ("pane", "mirror"):  # A/B, then B/A
+                gc.collect()  # neither side pays for the other's garbage
+                if side == "mirror":
+                    w, c = mirror_rate(data, cols, rows)
+                    ms.append(w)
+                    mc.append(c)
+                else:
+                    w, c, f = await pane_rate(data, cols, rows)
+                    ps.append(w)
+                    pc.append(c)
+                    frames.append(f)
         print(f"1. throughput, {len(data) / 1e6:.1f} MB of coloured log lines at {cols}x{rows}, {CHUNK} B chunks, "
-              f"{opts.rounds} rounds A/B, medians")
+              f"{opts.rounds} rounds alternating A/B and B/A, medians")
         for what, m, p in (("CPU time", mc, pc), ("wall time", ms, ps)):
             r = sorted(a / b for a, b in zip(p, m))
             print(f"   per {what:9}: mirror alone {med(m) / 1e6:5.2f} MB/s   pane (+frames) {med(p) / 1e6:5.2f} MB/s"
@@ -337,7 +339,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--parts", default="throughput,tiles,keys",
                     help="comma-separated: throughput, tiles, keys (default: all)")
-    ap.add_argument("--rounds", type=int, default=5, help="A/B rounds of the throughput bench")
+    ap.add_argument("--rounds", type=int, default=9, help="A/B rounds of the throughput bench")
     ap.add_argument("--flood-runs", type=int, default=3, help="runs of the all-out flood key bench")
     ap.add_argument("--default-gc", dest="console_gc", action="store_false",
                     help="keep Python's default GC thresholds (the console runs run_console.tune_gc)")

@@ -364,6 +364,17 @@ def test_dirty_rows_minimal():
 # --------------------------------------------------------------------------- modes and what pyte misreads
 
 
+def test_scrolled_counts_the_lines_scrolled_off():
+    m = Mirror(10, 3)
+    m.feed(b"a\r\nb\r\n")  # down to the last row: nothing scrolled yet
+    assert m.scrolled == 0
+    m.feed(b"c\r\nd\r\ne\r\n")  # three line feeds on the last row
+    assert m.scrolled == 3
+    m.feed(b"\x1b[1;2r\x1b[2;1H\n\n")  # inside a two-row scroll region, at its bottom
+    assert m.scrolled == 5
+    assert m.text_lines()[:2] == ["", ""]
+
+
 def test_modes_tracked_across_chunk_boundaries():
     m = Mirror()
     m.feed(b"\x1b[?20")

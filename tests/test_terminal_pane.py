@@ -7,10 +7,12 @@ from pathlib import Path
 from rich.color import Color
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.geometry import Region
+from textual.widget import Widget
 
 from attach.mirror import Mirror
 from widgets.keycodes import encode_key, encode_mouse, encode_paste
-from widgets.terminal_pane import TerminalPane, rich_color
+from widgets.terminal_pane import FLOOD_FRAME_S, FULL_FRAME_S, TerminalPane, rich_color
 from conftest import until
 
 CAPTURES = Path(__file__).resolve().parent / "captures"
@@ -98,6 +100,54 @@ async def test_only_dirty_rows_are_refreshed():
         assert pane.render_line(3).text.startswith("changed")
         for y in (0, 1, 2, 4, 5):  # untouched rows keep their cached Strip object
             assert pane._rows_cache.get(y) is cached.get(y)
+
+
+async def test_a_scrolled_row_keeps_its_strip_and_lines_match_textuals_own_pass():
+    pane = TerminalPane(20, 5)
+    app = PaneApp(pane)
+    async with app.run_test(size=(24, 7)) as pilot:  # a row of margin above and below, 2 columns aside
+        pane.feed(b"".join(b"\x1b[3%dmline %d\x1b[0m \x1b[1mbold\x1b[0m\r\n" % (31 + i, i) for i in range(4)))
+        await settle(pilot, pane)
+        whole = Region(0, 0, 24, 7)
+        before = pane.render_lines(whole)
+        pane.feed(b"line 4\r\n")  # the screen scrolls up one row
+        await settle(pilot, pane)
+        after = pane.render_lines(whole)
+        assert after[1].text.startswith("  line 1 bold")
+        # a row showing what the row below it showed a frame ago is that row's Strip (and the
+        # line filters' and cuts' caches it carries), not a rebuilt one
+        for y in (1, 2):
+            assert after[y] is before[y + 1]
+        # and every line is what Textual's own per-line pass makes of the pane's rows
+        textual = Widget.render_lines(pane, whole)
+        assert [list(s) for s in after] == [list(s) for s in textual]
+        assert [list(s) for s in pane.render_lines(Region(3, 2, 10, 3))] == \
+            [list(s) for s in Widget.render_lines(pane, Region(3, 2, 10, 3))]
+
+
+async def test_a_flood_repaints_at_the_flood_rate():
+    pane = TerminalPane(20, 5)
+    app = PaneApp(pane)
+    async with app.run_test(size=(20, 5)) as pilot:
+        pane.feed(b"".join(b"fill %d\r\n" % i for i in range(8)))
+        await settle(pilot, pane)
+
+        def frame_now() -> None:
+            if pane._timer is not None:
+                pane._timer.stop()
+            pane._frame()
+
+        pane.feed(b"a\r\nb\r\nc\r\n")  # scrolls three rows: every row changes, but it is readable
+        frame_now()
+        assert pane._gap == FULL_FRAME_S
+        pane.feed(b"".join(b"flood %d\r\n" % i for i in range(50)))  # ten screens since the last frame
+        frame_now()
+        assert pane._gap == FLOOD_FRAME_S > FULL_FRAME_S
+        pane.feed(b"d\r\n")
+        frame_now()
+        assert pane._gap == FULL_FRAME_S
+        await settle(pilot, pane)
+        assert pane.content_text()[-2] == "d"
 
 
 async def test_many_chunks_coalesce_into_few_frames():
