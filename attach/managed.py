@@ -183,6 +183,7 @@ class PsPoller:
         self.max_in_flight = 0
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
+        self._stopped = False
 
     async def poll_once(self) -> None:
         from meshview.connect import denial_mark, events_of
@@ -228,7 +229,7 @@ class PsPoller:
             self.on_update(self.fold)
 
     async def run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 await self.poll_once()
             except asyncio.CancelledError:
@@ -243,6 +244,7 @@ class PsPoller:
 
     def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.get_running_loop().create_task(self.run(), name="ps-poller")
 
     def poke(self) -> None:
@@ -250,11 +252,16 @@ class PsPoller:
         self._wake.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
+        """End the poll. A cancel can be lost on 3.11 (``wait_for`` returns the inner result
+        when both land together, and a library may swallow it mid-connect), so the loop also
+        checks a flag and the cancel is repeated until the task is done: never a hang."""
+        self._stopped = True
+        task, self._task = self._task, None
+        while task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+        if task is not None and not task.cancelled():
+            task.exception()  # retrieved: a failed last round is not an unhandled-task warning
 
 
 def rows_json(fold: ManagedFold) -> str:

@@ -7,6 +7,7 @@ import json
 import time
 
 from attach.managed import ManagedFold, PsPoller, registered_instances
+from conftest import until
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from meshview.wire.names import bucket_names
 from widgets.seat_text import detail_lines, marker, mesh_text, process_text
@@ -103,3 +104,27 @@ async def test_poller_against_real_managers(nc, space, tmp_path):
     finally:
         await poller.stop()
         await m1.stop()
+
+
+async def test_stop_ends_the_poller_even_when_a_round_swallows_the_cancel():
+    """A cancel lost mid-round (3.11's ``wait_for`` race, or a library catching it while it
+    connects) left ``stop()`` awaiting a loop that never ended: a 300 s test-timeout hang."""
+    from attach.managed import PsPoller
+
+    class Stubborn(PsPoller):
+        rounds = 0
+
+        async def poll_once(self) -> None:
+            self.rounds += 1
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                pass  # the lost cancel: the round ends as if nothing happened
+
+    p = Stubborn(None, "s", period=0.01)
+    p.start()
+    await until(lambda: p.rounds >= 2, 5, "the poller to run")
+    await asyncio.wait_for(p.stop(), 10)
+    n = p.rounds
+    await asyncio.sleep(0.1)
+    assert p.rounds == n, "the poll went on after stop()"
