@@ -130,6 +130,7 @@ class PaneLink:
         self._skipping = False
         self._expect_drop = False  # credit came back after a skip: a drop + repaint should follow
         self._quiet: asyncio.TimerHandle | None = None
+        self._release_soon: asyncio.Handle | None = None  # credit back once a full window is through
         self.skips = 0  # times the pane skipped ahead
         self.repaints = 0  # repaints asked for (``ready``) after a skip the manager did not end
         self.bytes_skipped = 0
@@ -217,13 +218,26 @@ class PaneLink:
         sends ``drop`` and a repaint); until then, wait — or repaint if output stops."""
         s = self.session
         if s is not None and s.peer_window_full:
-            self._end_skip()
-            s.release_all()
-            self._expect_drop = True
+            # frames already received behind this one (the rest of the full window, sent before
+            # the manager blocked) are delivered in this same pass: they are skipped too, and
+            # the credit goes back once they are through. Released now, they would arrive as if
+            # the manager had resumed without a drop, and ask for a needless repaint.
+            if self._release_soon is None:
+                self._release_soon = asyncio.get_running_loop().call_soon(self._window_full)
             return
         if self._quiet is not None:
             self._quiet.cancel()
         self._quiet = asyncio.get_running_loop().call_later(SKIP_QUIET_S, self._skip_quiet)
+
+    def _window_full(self) -> None:
+        """The manager's window is full and every frame in it is through: all credit back (it
+        drops, then sends ``drop`` and a repaint)."""
+        self._release_soon = None
+        s = self.session
+        if self._skipping and s is not None:
+            self._end_skip()
+            s.release_all()
+            self._expect_drop = True
 
     def _skip_quiet(self) -> None:
         self._quiet = None
@@ -234,6 +248,9 @@ class PaneLink:
 
     def _end_skip(self) -> None:
         self._skipping = False
+        if self._release_soon is not None:
+            self._release_soon.cancel()
+            self._release_soon = None
         if self._quiet is not None:
             self._quiet.cancel()
             self._quiet = None

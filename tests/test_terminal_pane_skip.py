@@ -18,6 +18,7 @@ import nats
 import pytest
 from textual.app import App, ComposeResult
 
+from attach.client import AttachSession
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.seats import PaneLink, SeatSessions
 from widgets import terminal_pane
@@ -76,7 +77,28 @@ def tight_budget(monkeypatch):
     (4_000, "quiet"),  # ~0.35 MB: over before the window fills; the pane asks for a repaint
 ])
 async def test_flood_skips_ahead_and_ends_on_the_real_screen(broker, nc, space, tmp_path, tight_budget,
-                                                             lines, path):
+                                                             lines, path, monkeypatch):
+    # every credit return outside a drop notice: how many received frames were still waiting to
+    # be handed over (a full window's tail, sent before the manager blocked, must be skipped
+    # first - released early, it reads as output after the credit and asks for a needless repaint)
+    returns: list[tuple[bool, int]] = []
+    in_notice = [False]
+    real_release_all, real_notice = AttachSession.release_all, PaneLink._notice
+
+    def release_all(self) -> None:
+        rail = self.link.rail if self.link is not None else None
+        returns.append((in_notice[0], len(rail._queue) if rail is not None else 0))
+        real_release_all(self)
+
+    def notice(self, n) -> None:
+        in_notice[0] = True
+        try:
+            real_notice(self, n)
+        finally:
+            in_notice[0] = False
+
+    monkeypatch.setattr(AttachSession, "release_all", release_all)
+    monkeypatch.setattr(PaneLink, "_notice", notice)
     script = tmp_path / "flood.py"
     script.write_text(PROGRAM)
     spec = SeatSpec(name="flood", principal_id="local.flood", cols=COLS, rows=ROWS,
@@ -105,6 +127,9 @@ async def test_flood_skips_ahead_and_ends_on_the_real_screen(broker, nc, space, 
             assert link.skips > 0 and pane.bytes_fed < seat.bytes_out  # it skipped, never parsed it all
             if path == "drop":
                 assert link.session.bytes_dropped > 0
+                skip_ends = [waiting for notice_, waiting in returns if not notice_]
+                assert skip_ends, "the pane gave its credit back after a full window"
+                assert skip_ends == [0] * len(skip_ends)  # the whole window was through first
             else:
                 assert link.repaints > 0
             await link.close()
