@@ -2,8 +2,10 @@
 machine is shared and noisy).
 
 1. Throughput: the same coloured log stream (4 KiB chunks) into a bare ``Mirror`` and into a
-   ``TerminalPane`` inside a headless Textual app that keeps painting frames, 5 alternating
-   rounds. Goal: pane / mirror ≥ 0.9 (the frame tick must cost little next to the parse).
+   ``TerminalPane`` inside a headless Textual app that keeps painting frames, 9 rounds
+   alternating A/B and B/A. Goal: pane / mirror ≥ 0.9 (the frame tick must cost little next to
+   the parse). Rates per second of CPU time (what the pane costs) and of wall time; the
+   per-round ratios' spread says how noisy the machine was.
 2. Four tiled panes under continuous output (each fed at a fixed rate for 4 s): process CPU
    with the panes vs the same bytes into four bare mirrors, frames per second; 3 rounds.
    Goal: 400 KB/s in total under 60 % of a core.
@@ -11,9 +13,14 @@ machine is shared and noisy).
    program floods output and logs each byte it reads with CLOCK_MONOTONIC; the attach screen
    sends keys through the real session; worst and median press → pty-read time, and how late
    the console's event loop wakes a 5 ms sleeper meanwhile. Goals during an all-out flood:
-   keys worst < 50 ms, median < 10 ms; loop lateness worst < 50 ms. 3 flood runs.
+   keys worst < 50 ms, median < 10 ms; loop lateness worst < 50 ms. 3 flood runs. The manager
+   runs in a session of its own, as a real one does (with the kernel's autogroup scheduling a
+   manager in the console's session shares its CPU share: ``--shared-session``).
 
-Run: ``.venv/bin/python bench/pane.py``
+The process runs with the console's collector settings (``run_console.tune_gc``; ``--default-gc``
+keeps Python's).
+
+Run: ``.venv/bin/python bench/pane.py [--parts throughput,tiles,keys] [--rounds 9] [--flood-runs 3]``
 """
 
 from __future__ import annotations

@@ -10,8 +10,15 @@ outruns the budget skips ahead (``drop_pending``, then a repaint — see ``cotal
 
 Nothing repaints per chunk: a frame tick, at most 60 times a second and only while output
 arrives, takes the mirror's dirty rows, drops their cached Strips and refreshes those rows
-alone. Mode 2026 (synchronized output) holds the tick until the frame is complete, or for at
+alone. A frame that repaints (nearly) everything waits longer for the next (20 fps attached),
+and a flood — more lines scrolled by since the last frame than the screen holds — longer still
+(10 fps). Mode 2026 (synchronized output) holds the tick until the frame is complete, or for at
 most a quarter of a second.
+
+Each row is one cached Strip of the pane's full width (margins included); a row whose runs
+match a Strip made before (a line that scrolled up) reuses it. A plain pane (no border or
+padding) hands those Strips to the compositor itself (``render_lines``): Textual's per-line
+pass would build two new Strips per row per frame, most of a scrolling frame's cost.
 
 Size: over 500 lines because parsing within a budget, the frame tick, cropped rendering and
 input ownership share one mirror and one geometry.
