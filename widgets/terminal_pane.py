@@ -177,7 +177,11 @@ class TerminalPane(Widget, can_focus=True):
         self.detach_byte = detach_byte
         self.show_cursor = show_cursor
         self._rows_cache: dict[int, tuple[tuple, Strip]] = {}  # row → ((x, width, left, right), line)
-        self._strips: dict[tuple, Strip] = {}  # (shape, *runs) → line: a scrolled row's Strip again
+        # (shape, *runs) → line, for a scrolled row's Strip again: this frame's and the last one's
+        # (kept briefly: long-lived Strips would make the collector's older generations grow)
+        self._strips: dict[tuple, Strip] = {}
+        self._strips_before: dict[tuple, Strip] = {}
+        self._reuse = True  # False during a flood: nothing shown now scrolls back into view
         self._blank: Strip | None = None
         self._styles: dict[tuple, Style] = {}
         self._styles_token = object()  # replaced whenever ``_styles`` is cleared
@@ -346,9 +350,12 @@ class TerminalPane(Widget, can_focus=True):
         # its full repaints (the costly kind) come at a lower rate
         scrolled = m.scrolled
         full_gap = self._full_frame_s
-        if scrolled - self._scrolled_at > m.rows:
+        flood = scrolled - self._scrolled_at > m.rows
+        if flood:
             full_gap = max(full_gap, FLOOD_FRAME_S)
         self._scrolled_at = scrolled
+        self._reuse = not flood
+        self._strips_before, self._strips = ({}, {}) if flood else (self._strips, {})
         if self._follow_cursor():
             self.rows_refreshed += m.rows
             self._gap = full_gap
@@ -419,6 +426,7 @@ class TerminalPane(Widget, can_focus=True):
         self._styles_token = object()
         self._rows_cache.clear()
         self._strips.clear()
+        self._strips_before.clear()
         self._blank = None
 
     def _style(self, attrs: tuple) -> Style:
@@ -478,7 +486,7 @@ class TerminalPane(Widget, can_focus=True):
             key = None
         else:
             key = (shape, *runs)
-            strip = self._strips.get(key)
+            strip = self._strips.get(key) or self._strips_before.get(key)
             if strip is not None:
                 self._rows_cache[y] = (shape, strip)
                 return strip
@@ -489,9 +497,8 @@ class TerminalPane(Widget, can_focus=True):
             segs.append(Segment(" " * right, self._outside))
         strip = Strip(segs, left + width + right)
         if key is not None:
-            if len(self._strips) > 4 * self.mirror.rows + 64:
-                self._strips.clear()
-            self._strips[key] = strip
+            if self._reuse:
+                self._strips[key] = strip
         self._rows_cache[y] = (shape, strip)
         return strip
 
