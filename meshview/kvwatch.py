@@ -65,6 +65,13 @@ async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
 
     async def cb(msg: Any) -> None:
         nonlocal overflow
+        if msg.reply and not msg.data and (msg.headers or {}).get("Status") == "100":
+            # a flow-control request, answered on receipt: answered from the queue's head, it
+            # held delivery back until everything before it was applied, and a busy loop (the
+            # console at 10k agents) then read the watch in stalls, slower than it was written.
+            # The queue stays bounded by MAX_QUEUED (past it the watch rebinds).
+            await nc.publish(msg.reply, b"")
+            return
         if queue.qsize() >= MAX_QUEUED:
             overflow = True  # we cannot keep up: rebind from current state instead
             return

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import chain
+from operator import attrgetter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
@@ -72,6 +74,7 @@ RATE_BUCKETS = 15
 RATE_BUCKET_MS = 4000.0
 RATE_WINDOW_MS = 10_000.0  # msg/s is the mean over this much of the recent past (smoothed)
 EVENT_QUEUE_CAP = 100_000
+_TS = attrgetter("ts")
 MEMBERSHIP_STALE_MS = 45_000.0
 
 
@@ -131,6 +134,10 @@ class MeshModel(RosterReducer):
         self._roster_changed = True
         self._agents: tuple[Peer, ...] = ()
         self._endpoints: tuple[Peer, ...] = ()
+        self._agent_ids: tuple[str, ...] = ()
+        self._endpoint_ids: tuple[str, ...] = ()
+        self._peer_ids: tuple[str, ...] = ()  # the snapshot's ``order``
+        self._spans: dict[str, tuple[int, int]] = {}  # status -> [lo, hi) in ``_agents``
         self._names: dict[str, str] = {}
         self._watch_last: float | None = None  # receipt time of the last watch delivery
         self._initial_load = True
@@ -589,10 +596,21 @@ class MeshModel(RosterReducer):
     def _roster(self) -> None:
         if not self._roster_changed:
             return
-        key = lambda p: (STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)  # noqa: E731
-        peers = sorted(self._peers.values(), key=key)
+        order = STATUS_ORDER.get
+        peers = [t[3] for t in sorted([(order(p.status, 9), p.name.lower(), p.id, p)
+                                       for p in self._peers.values()])]
         self._agents = tuple(p for p in peers if p.kind == "agent")
         self._endpoints = tuple(p for p in peers if p.kind != "agent")
+        self._agent_ids = tuple(p.id for p in self._agents)
+        self._endpoint_ids = tuple(p.id for p in self._endpoints)
+        self._peer_ids = self._agent_ids + self._endpoint_ids
+        # agents come in status blocks (working, waiting, idle, offline); a status changes only
+        # through ``_set_peer``, which re-sorts, so the blocks hold until the next sort
+        spans: dict[str, tuple[int, int]] = {}
+        for i, p in enumerate(self._agents):
+            lo, _ = spans.get(p.status, (i, i))
+            spans[p.status] = (lo, i + 1)
+        self._spans = spans
         self._roster_changed = False
 
     def snapshot(self) -> Snapshot:
@@ -603,28 +621,26 @@ class MeshModel(RosterReducer):
         self._roll(now)
         self._roster()
         # heartbeat-only rewrites replace Peer objects without re-sorting: refresh them
-        agents = tuple(self._peers[p.id] for p in self._agents)
-        endpoints = tuple(self._peers[p.id] for p in self._endpoints)
+        get = self._peers.__getitem__
+        agents = tuple(map(get, self._agent_ids))
+        endpoints = tuple(map(get, self._endpoint_ids))
 
-        counts = {s: 0 for s in STATUSES}
+        spans = self._spans
+        counts = {s: (spans[s][1] - spans[s][0] if s in spans else 0) for s in STATUSES}
+        live = [agents[lo:hi] for s, (lo, hi) in spans.items() if s != "offline"]
+        stalest: Peer | None = min(chain.from_iterable(live), key=_TS, default=None)
         needs: list[NeedsYou] = []
-        stalest: Peer | None = None
-        for p in agents:
-            counts[p.status] += 1
-            if p.status == "offline":
-                continue
-            if stalest is None or p.ts < stalest.ts:
-                stalest = p
-            if p.status == "waiting":
-                c = p.condition
-                needs.append(NeedsYou(
-                    id=p.id, name=p.name, role=p.role,
-                    condition_code=c.code if c else None,
-                    condition_message=c.message if c else None,
-                    condition_age_ms=max(0.0, now - c.since) if c and c.since else None,
-                    status_age_ms=max(0.0, now - p.status_since) if p.status_since else None,
-                    heartbeat_age_ms=max(0.0, now - p.ts), activity=p.activity,
-                ))
+        lo, hi = spans.get("waiting", (0, 0))
+        for p in agents[lo:hi]:
+            c = p.condition
+            needs.append(NeedsYou(
+                id=p.id, name=p.name, role=p.role,
+                condition_code=c.code if c else None,
+                condition_message=c.message if c else None,
+                condition_age_ms=max(0.0, now - c.since) if c and c.since else None,
+                status_age_ms=max(0.0, now - p.status_since) if p.status_since else None,
+                heartbeat_age_ms=max(0.0, now - p.ts), activity=p.activity,
+            ))
         needs.sort(key=lambda n: (n.name.lower(), n.id))
         signals = Signals(
             counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs),
@@ -642,7 +658,7 @@ class MeshModel(RosterReducer):
             rejections=tuple(sorted(self._rejections.items())),
             membership=self._membership(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
-            names=ReadOnlyNames(self._names),
+            names=ReadOnlyNames(self._names), order=self._peer_ids,
         )
         self._snap = snap
         self.dirty = False

@@ -46,6 +46,7 @@ from meshview.wire import (
     Delivery,
     decode_delivery,
     decode_presence,
+    is_heartbeat_only,
     dm_visible,
     is_event_channel,
     parse_subject,
@@ -67,6 +68,7 @@ QUEUE_CAP = 50_000  # raw frames (~0.5 KB each, a few seconds of a flood): the m
 QUEUE_BYTES = 16 * 1024 * 1024  # ... and in bytes, so a backlog of near-1 MiB messages is bounded too
 SUBJECT_MEMO_CAP = 200_000  # stored CHAT subjects whose channel the poll remembers (one per
 # sender×channel pair: 10k agents over 100 channels reach tens of thousands)
+LAST_PRESENCE_CAP = 200_000  # presence keys whose last applied record the observer keeps
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
 LAG_HIGH = 0.25  # backlog fraction of the cap that turns ``lagging`` on ...
@@ -126,6 +128,9 @@ class Observer:
         self.managers = ManagerLeases(self.model, self.buckets.manager)
         self.watermark: dict[str, int] = {}
         self._subject_channel: dict[str, str | None] = {}  # poll memo, see SUBJECT_MEMO_CAP
+        # per presence key, the wire record the roster holds (live peers only): a later
+        # record that is heartbeat-only against it just moves the peer's clocks
+        self._last_presence: dict[str, Any] = {}
         self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
         self.queue_dropped = 0  # dropped since the model was last told
@@ -440,9 +445,26 @@ class Observer:
             m.watch_delivered(now)
             m.apply_rejection(f"presence:{d.reason}", f"$KV.{self.buckets.presence}.{e.key}")
         elif d.action == "mark-offline":
+            self._last_presence.pop(e.key, None)
             m.apply_presence_delete(e.key, purge=op == "PURGE", received=now)
         elif d.presence is not None:
-            m.apply_presence(PresenceRecord.from_wire(d.presence), received=now)
+            p = d.presence
+            last = self._last_presence.get(e.key)
+            if (last is not None and p.status != "offline" and d.derived_status == p.status
+                    and is_heartbeat_only(last, p)
+                    and m.refresh_heartbeat(e.key, float(p.ts), p.activitySince, p.statusSince,
+                                            p.activeAt, received=now)):
+                self._last_presence[e.key] = p  # the common case at scale: clocks only
+            else:
+                m.apply_presence(PresenceRecord.from_wire(p), received=now)
+                held = m.peer(e.key)
+                lp = self._last_presence
+                if held is not None and held.status != "offline" and held.ts == float(p.ts):
+                    if len(lp) >= LAST_PRESENCE_CAP and e.key not in lp:
+                        lp.clear()  # bounded; the next record of each key is applied in full
+                    lp[e.key] = p
+                else:
+                    lp.pop(e.key, None)
         if m.status.connection == "stale":
             m.set_connection("connected")
 

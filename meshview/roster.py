@@ -132,6 +132,27 @@ class RosterReducer:
         self._set_peer(new)
         self._presence_event("update", new, now)
 
+    def refresh_heartbeat(
+        self, pid: str, ts: float, activity_since: float | None, status_since: float | None,
+        active_at: float | None, *, received: float | None = None,
+    ) -> bool:
+        """A heartbeat-only rewrite (the caller judged it so with ``is_heartbeat_only`` against
+        the last record it applied for this key): only the clocks move, as
+        :meth:`apply_presence` would move them, without rebuilding the record. False (nothing
+        done) unless the peer is live, the record fresh and not older than the one held; the
+        caller then applies the full record."""
+        prev = self._peers.get(pid)
+        now = self.clock() if received is None else received
+        if (prev is None or prev.status == "offline" or ts < prev.ts
+                or is_stale(ts, now, self.ttl_ms)):
+            return False
+        self.watch_delivered(now)
+        self._peers[pid] = replace(
+            prev, ts=ts, seen_at=prev.seen_at if ts == prev.ts else now,
+            activity_since=activity_since, status_since=status_since, active_at=active_at)
+        self._touch()
+        return True
+
     def apply_presence_delete(
         self, pid: str, *, purge: bool = False, received: float | None = None
     ) -> None:

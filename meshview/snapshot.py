@@ -395,6 +395,9 @@ class Snapshot:
     membership: Membership
     managers: tuple[ManagerLease, ...]
     names: Mapping[str, str] = field(repr=False, default_factory=dict)  # id -> name (read-only)
+    # ``peers``' ids in order: the same tuple object from one snapshot to the next until the
+    # roster re-sorts, so a view can tell "same rows, some records refreshed" at a glance
+    order: tuple[str, ...] = field(repr=False, default=())
 
     @property
     def feed_len(self) -> int:

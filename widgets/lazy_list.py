@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
+from operator import is_not
 from typing import Any, Hashable
 
 from rich.text import Text
@@ -73,6 +74,8 @@ class LazyLineList(LineList):
         self._built: dict[int, list[Text]] = {}
         self._measured: dict[Hashable, tuple[Any, int]] = {}
         self._epoch: Any = None
+        self._order: tuple | None = None
+        self._heights: list[int] = []
 
     # -- for subclasses ------------------------------------------------------------------
 
@@ -88,6 +91,15 @@ class LazyLineList(LineList):
     def lines_of(self, data: Any, width: int) -> list[Text]:  # pragma: no cover - subclasses
         return [Text("")]
 
+    def order(self) -> tuple | None:
+        """The items' keys, as one tuple object that stays the same object while the items
+        keep their order (None: no such token, every rebuild is a full one)."""
+        return None
+
+    def data(self) -> Sequence[Any]:
+        """The items' data objects in :meth:`order`'s order (read when ``order()`` is used)."""
+        return [d for _, d in self.source()]
+
     def build(self, width: int) -> list[tuple[Hashable, list[Text]]]:
         """Every item built (what a plain :class:`LineList` would hold): tests, small lists."""
         return [(k, self.lines_of(d, width)) for k, d in self.source()]
@@ -96,9 +108,14 @@ class LazyLineList(LineList):
 
     def rebuild(self) -> None:
         width = self.content_width
+        epoch = (self.epoch(), width)
+        order = self.order()
+        if order is not None and order is self._order and epoch == self._epoch:
+            self._refresh_changed(width)
+            return
+        self._order = order
         self._built_width = width
         src = self.source()
-        epoch = (self.epoch(), width)
         old = self._measured if epoch == self._epoch else {}
         self._epoch = epoch
         measured: dict[Hashable, tuple[Any, int]] = {}
@@ -116,7 +133,7 @@ class LazyLineList(LineList):
             data.append(d)
             heights.append(m[1])
         self._measured = measured
-        self._keys, self._data = keys, data
+        self._keys, self._data, self._heights = keys, data, heights
         self._built = {}
         self._starts = [0, *accumulate(heights)][:-1] if heights else []
         total = sum(heights)
@@ -135,6 +152,48 @@ class LazyLineList(LineList):
             self.cursor_key = keys[self._cursor] if keys else None
         self.virtual_size = Size(width, total)
         self.refresh()
+
+    def _refresh_changed(self, width: int) -> None:
+        """Same items in the same order: measure again only the items whose data object was
+        replaced, and repaint only the rows they cover on screen (all rows when a height
+        changed, since everything below moves)."""
+        data = self.data()
+        old = self._data
+        if len(data) != len(old):  # an order token that lied: be safe
+            self._order = None
+            self.rebuild()
+            return
+        changed = list(compress(range(len(data)), map(is_not, data, old)))
+        if not changed:
+            return
+        self._data = data = list(data)
+        keys, heights, measured, built = self._keys, self._heights, self._measured, self._built
+        moved = False
+        for i in changed:
+            d = data[i]
+            h = max(1, self.measure(d, width))
+            measured[keys[i]] = (d, h)
+            built.pop(i, None)
+            if h != heights[i]:
+                heights[i] = h
+                moved = True
+        if moved:
+            self._starts = [0, *accumulate(heights)][:-1]
+            total = sum(heights)
+            self._lines = _Lines(self, total)  # type: ignore[assignment]
+            self._cache.clear()
+            self.virtual_size = Size(width, total)
+            self.refresh()
+            return
+        top = self.scroll_offset.y
+        bottom = top + (self.scrollable_content_region.height or self.size.height or 1)
+        starts, cache = self._starts, self._cache
+        for i in changed:
+            a, b = starts[i], starts[i] + heights[i]
+            for row in range(a, b):
+                cache.pop(row, None)
+            if a < bottom and b > top:
+                self.refresh_lines(max(a, top), min(b, bottom) - max(a, top))
 
     def _item_lines(self, i: int) -> list[Text]:
         lines = self._built.get(i)

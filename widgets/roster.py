@@ -39,6 +39,8 @@ class Roster(LazyLineList):
         self._sec = -1
         self._now = 0.0  # the instant a second's ages are computed at (one per second)
         self.managed: Any = None  # attach.managed.ManagedFold, when the session polls managers
+        self._seat_by_id: dict[str, Any] | None = None
+        self._seat_by_name: dict[str, Any] | None = None
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
@@ -85,18 +87,41 @@ class Roster(LazyLineList):
 
     # -- items: measured for every seat, built for the ones on screen --------------------
 
-    def source(self) -> tuple[tuple[str, Peer], ...] | list[tuple[str, Peer]]:
+    def source(self) -> list[tuple[str, Peer]]:
         snap = self.snap
         if snap is None:
             return []
+        self._index_seats()
         return [(p.id, p) for p in snap.peers]
+
+    def _index_seats(self) -> None:
+        """The fold's seats by principal and by name, once per rebuild rather than a scan of
+        every seat per roster row (``ManagedFold.for_peer``'s answer, looked up)."""
+        fold = self.managed
+        if fold is None:
+            self._seat_by_id = self._seat_by_name = None
+            return
+        self._seat_by_id = fold.by_principal()
+        by_name: dict[str, Any] = {}
+        for s in fold.seats():
+            by_name.setdefault(s.name, s)  # the first seat of that name, as for_peer finds
+        self._seat_by_name = by_name
+
+    def order(self) -> tuple[str, ...] | None:
+        return self.snap.order if self.snap is not None and self.snap.order else None
+
+    def data(self) -> tuple[Peer, ...]:
+        return self.snap.peers if self.snap is not None else ()
 
     def epoch(self) -> object:
         return (self._now, self.wide, getattr(self.managed, "version", -1))
 
     def _seat(self, p: Peer) -> Any:
-        fold = self.managed
-        return fold.for_peer(p.id, p.name) if fold is not None else None
+        by_id = self._seat_by_id
+        if by_id is None:
+            return None
+        hit = by_id.get(p.id)
+        return self._seat_by_name.get(p.name) if hit is None else hit  # type: ignore[union-attr]
 
     def measure(self, p: Peer, width: int) -> int:
         """``len(lines_of(p, width))`` without building any ``Text``."""
