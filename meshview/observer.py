@@ -450,9 +450,12 @@ class Observer:
         elif d.presence is not None:
             p = d.presence
             last = self._last_presence.get(e.key)
+            # (a recorded model takes the full path: the recorder wraps ``apply_presence`` on
+            # the instance, and a replay must see every record)
             if (last is not None and p.status != "offline" and d.derived_status == p.status
+                    and "apply_presence" not in vars(m)
                     and is_heartbeat_only(last, p)
-                    and m.refresh_heartbeat(e.key, float(p.ts), p.activitySince, p.statusSince,
+                    and m._refresh_clocks(e.key, float(p.ts), p.activitySince, p.statusSince,
                                             p.activeAt, received=now)):
                 self._last_presence[e.key] = p  # the common case at scale: clocks only
             else:

@@ -132,7 +132,7 @@ class RosterReducer:
         self._set_peer(new)
         self._presence_event("update", new, now)
 
-    def refresh_heartbeat(
+    def _refresh_clocks(
         self, pid: str, ts: float, activity_since: float | None, status_since: float | None,
         active_at: float | None, *, received: float | None = None,
     ) -> bool:
@@ -140,7 +140,8 @@ class RosterReducer:
         the last record it applied for this key): only the clocks move, as
         :meth:`apply_presence` would move them, without rebuilding the record. False (nothing
         done) unless the peer is live, the record fresh and not older than the one held; the
-        caller then applies the full record."""
+        caller then applies the full record. Private: the observer takes this path only when
+        no recorder wraps the model (meshview/record.py records ``apply_presence``)."""
         prev = self._peers.get(pid)
         now = self.clock() if received is None else received
         if (prev is None or prev.status == "offline" or ts < prev.ts
