@@ -406,6 +406,7 @@ def main() -> None:
         count_path = os.path.join(tmp, "bare-count")
         n0 = int(open(count_path).read())
         c0 = {k: cpu_s(p) for k, p in pids.items()}
+        load0 = os.getloadavg()[0]
         w0 = time.monotonic()
         rss_max = {k: 0.0 for k in pids}
         while time.monotonic() - w0 < a.seconds:
@@ -414,6 +415,7 @@ def main() -> None:
                 rss_max[k] = max(rss_max[k], rss_mb(p))
         wall = time.monotonic() - w0
         rate = (int(open(count_path).read()) - n0) / wall
+        load1 = os.getloadavg()[0]
         cpu = {k: 100 * (cpu_s(p) - c0[k]) / wall for k, p in pids.items()}
         rss_end = {k: rss_mb(p) for k, p in pids.items()}
         rc = None
@@ -430,7 +432,8 @@ def main() -> None:
         print(f"scale: {a.agents:,} agents heartbeating every {HEARTBEAT_S:g} s "
               f"({a.agents / HEARTBEAT_S:,.0f} presence puts/s), {a.channels} channels "
               f"at {a.chat_rate:g} msgs/s, ~{WAITING_FRACTION:.0%} waiting, "
-              f"{a.seconds:g} s steady window")
+              f"{a.seconds:g} s steady window (load average {load0:.1f} -> {load1:.1f} on "
+              f"{os.cpu_count()} cores)")
         print(f"  {'':34}{'CPU % of a core':>16}{'RSS MB':>9}{'peak MB':>9}")
         print(f"  {'bare nats-py subscriber (count)':34}{cpu['bare']:>16.1f}"
               f"{rss_end['bare']:>9.0f}{rss_max['bare']:>9.0f}   ({rate:,.0f} msgs/s in the window)")
