@@ -125,6 +125,8 @@ async def test_console_in_tmux_sends_as_the_operator_only_when_asked(broker, nc,
     await tmux.keys("c")
     await tmux.until(lambda s: "→ #general" in s, what="the composer")
     await tmux.keys("-l", "from tmux ✓")
+    # a user sends what they see typed: on a loaded machine the draft can paint after Enter
+    await tmux.until(lambda s: "from tmux ✓" in s, what="the draft in the composer")
     await tmux.keys("Enter")
     # the wire, not the 3 s receipt notice (a loaded machine can paint past it)
     await until(lambda: [b for b in foreign() if b.get("channel") == "general"], 20,
