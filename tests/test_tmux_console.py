@@ -123,7 +123,8 @@ async def test_console_in_tmux_sends_as_the_operator_only_when_asked(broker, nc,
     await tmux.until(lambda s: "roster ·" in s, what="body again")
     assert foreign() == []
     await tmux.keys("c")
-    await tmux.until(lambda s: "→ #general" in s, what="the composer")
+    # the composer's own hint line: a feed row also reads "ada → #general"
+    await tmux.until(lambda s: "→ #general   enter send" in s, what="the composer")
     await tmux.keys("-l", "from tmux ✓")
     # a user sends what they see typed: on a loaded machine the draft can paint after Enter
     await tmux.until(lambda s: "from tmux ✓" in s, what="the draft in the composer")
