@@ -318,13 +318,15 @@ class Drain:
     """Reads a measured process's stdout on a thread so it never blocks on a full pipe."""
 
     def __init__(self, proc: subprocess.Popen) -> None:
-        self.proc, self.lines, self.last = proc, 0, b""
+        self.proc, self.lines, self.last, self.offline = proc, 0, b"", 0
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
         for raw in self.proc.stdout:  # type: ignore[union-attr]
             self.lines += 1
             self.last = raw
+            if b'"offline"' in raw:
+                self.offline += 1  # a peer called offline: the observer fell behind
 
 
 # ------------------------------------------------------------------ driver
@@ -438,7 +440,8 @@ def main() -> None:
         print(f"  {'bare nats-py subscriber (count)':34}{cpu['bare']:>16.1f}"
               f"{rss_end['bare']:>9.0f}{rss_max['bare']:>9.0f}   ({rate:,.0f} msgs/s in the window)")
         print(f"  {'cotal watch --json (observer)':34}{cpu['watch']:>16.1f}"
-              f"{rss_end['watch']:>9.0f}{watch_hwm:>9.0f}   ({wd.lines:,} lines)")
+              f"{rss_end['watch']:>9.0f}{watch_hwm:>9.0f}   ({wd.lines:,} lines, "
+              f"{wd.offline:,} offline: 0 = kept up)")
         if rc is not None:
             print(f"  {'console (headless, observer + UI)':34}{cpu['console']:>16.1f}"
                   f"{rss_end['console']:>9.0f}{rc['hwm_mb']:>9.0f}")
