@@ -52,6 +52,7 @@ from nats.aio.client import Client as NATS
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
 from meshview.connect_args import DEFAULT_SPACE, DEFAULT_TIMEOUT  # noqa: E402
+from meshview.natsload import websocket_ready  # noqa: E402
 PING_INTERVAL = 10
 MAX_OUTSTANDING_PINGS = 2
 BACKOFF_BASE = 0.25
@@ -662,6 +663,8 @@ def connect_options(target: Target) -> dict[str, Any]:
             opts["name"] = conn_id
     if conn_id:
         opts["inbox_prefix"] = f"_INBOX_{conn_id}"
+    if any(s.startswith(("ws://", "wss://")) for s in target.servers):
+        websocket_ready()
     if target.tls_ca or any(s.startswith(("tls://", "wss://")) for s in target.servers):
         ctx = ssl.create_default_context(cafile=target.tls_ca) if target.tls_ca else \
             ssl.create_default_context()

@@ -87,3 +87,38 @@ async def test_real_connect_cluster_list(broker):
         assert nc.is_connected and nc.options["max_reconnect_attempts"] == -1
     finally:
         await nc.close()
+
+
+def test_nats_loads_without_aiohttp_until_a_websocket_needs_it():
+    """aiohttp (~450 ms of CPU) is deferred for every command; in a fresh interpreter the
+    CLI's path to nats-py leaves it unloaded, and a ws:// target loads it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, meshview.connect as c, nats.aio.transport as t\n"
+            "print(t.aiohttp is None, 'aiohttp' in sys.modules)\n"
+            "c.connect_options(c.Target(('ws://127.0.0.1:1',), 's'))\n"
+            "print(t.aiohttp is not None, 'aiohttp' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True", "True"]
+
+
+async def test_real_connect_over_websocket():
+    """`--server ws://…` reaches a real nats-server's websocket listener."""
+    from cotal_tui.demo.broker import Broker, free_port
+
+    port = free_port()
+    b = Broker(name="cotal-ws", extra_config=f"websocket {{\n  port: {port}\n  no_tls: true\n}}").start()
+    try:
+        nc, t = await connect(parse("--server", f"ws://127.0.0.1:{port}", "--connect-timeout", "5"))
+        try:
+            assert nc.is_connected
+            sub = await nc.subscribe("ws.check")
+            await nc.publish("ws.check", b"over a websocket")
+            msg = await sub.next_msg(timeout=5)
+            assert msg.data == b"over a websocket"
+        finally:
+            await nc.close()
+    finally:
+        b.stop()

@@ -143,17 +143,31 @@ async def test_every_verb_fails_with_one_sentence(broker, space, managers):
         (("ps", "--on", "nope"), 2, "ps", "is not a manager instance id"),
         (("ps", "--on", ghost), 1, "ps", f"no manager instance {ghost}"),
     ]
-    for argv, code, verb, words in cases:
-        msg = failed(await cotal(broker, space, *argv), verb, code)
-        assert words in msg, (argv, msg)
+    # each case is its own process: run them a few at once (the suite's slowest test otherwise)
+    lane = asyncio.Semaphore(4)
+
+    async def one(verb: str, argv: tuple, check, **kw) -> None:
+        async with lane:
+            r = await cotal(broker, kw.pop("space_", space), *argv, **kw)
+        check(r, verb)
+
+    def says(words: str, code: int = 1):
+        def check(r, verb):
+            msg = failed(r, verb, code)
+            assert words in msg, (verb, msg)
+        return check
+
+    def read_only(r, verb):
+        assert failed(r, verb) == f"cotal {verb}: read-only - COTAL_READ_ONLY is set; nothing was changed."
+
+    jobs = [one(verb, argv, says(words, code)) for argv, code, verb, words in cases]
     # a space nothing provisioned, an unreachable broker, read-only
     for verb, argv in (("spawn", ("echo",)), ("stop", ("alpha",)), ("input", ("alpha", "x")),
                        ("status", ("alpha",)), ("ps", ())):
-        msg = failed(await cotal(broker, "no-such-space", verb, *argv), verb)
-        assert "space no-such-space is not provisioned" in msg, msg
-        msg = failed(await cotal(broker, space, verb, *argv, server="nats://127.0.0.1:1"), verb)
-        assert "could not" in msg, msg
+        jobs.append(one(verb, (verb, *argv), says("space no-such-space is not provisioned"),
+                        space_="no-such-space"))
+        jobs.append(one(verb, (verb, *argv), says("could not"), server="nats://127.0.0.1:1"))
     for verb, argv in (("spawn", ("echo",)), ("stop", ("alpha",)), ("input", ("alpha", "x"))):
-        msg = failed(await cotal(broker, space, verb, *argv, env={"COTAL_READ_ONLY": "1"}), verb)
-        assert msg == f"cotal {verb}: read-only - COTAL_READ_ONLY is set; nothing was changed."
+        jobs.append(one(verb, (verb, *argv), read_only, env={"COTAL_READ_ONLY": "1"}))
+    await asyncio.gather(*jobs)
     assert "alpha" in m.seats and m.seats["alpha"].pty.running  # none of that touched it
