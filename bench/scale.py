@@ -195,15 +195,15 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
     app = CotalApp(session=session)
     tune_gc()  # as ``cotal watch`` does on a terminal
     out: dict = {}
-    shown: list[tuple[float, int]] = []  # (when, roster cursor) of every screen update
+    shown: list[tuple[float, object]] = []  # (when, roster cursor key) of every screen update
     real_display = app._display
 
     def display(screen, renderable):
         if renderable is not None:
             try:
-                cur = screen.query_one(Roster).cursor_index
+                cur = screen.query_one(Roster).cursor_key
             except Exception:  # noqa: BLE001 - another screen on top
-                cur = -1
+                cur = None
             shown.append((time.perf_counter(), cur))
         return real_display(screen, renderable)
 
@@ -235,7 +235,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
         for n in range(presses):
             key = "j" if (n // 20) % 2 == 0 else "k"  # down 20, up 20, ...
             before = roster.cursor_index
-            want = before + (1 if key == "j" else -1)
+            was = roster.cursor_key  # rows re-sort under churn: the cursor's key is what moves
             t0 = time.perf_counter()
             mark = len(shown)
             ev = events.Key(key, key)
@@ -243,7 +243,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
             driver.send_message(ev)
             end = time.monotonic() + 5.0
             while True:
-                hit = next((t for t, c in shown[mark:] if c == want), None)
+                hit = next((t for t, c in shown[mark:] if c != was), None)
                 if hit is not None:
                     lat.append((hit - t0) * 1000)
                     break

@@ -273,3 +273,10 @@ async def test_console_roster_and_rail_at_10k_show_what_a_full_build_shows(size)
         assert roster.cursor_index == start + 2
         assert roster.cursor_key == roster.items[start + 2][0]
         assert roster.peer_at_cursor().id == roster.cursor_key
+        # the rows kept in the Strip cache across cursor moves are what a fresh paint draws
+        # (the highlight left the old item and is on the new one)
+        await pilot.press(*"j" * 30, *"k" * 7)
+        rows = range(roster.scrollable_content_region.height)
+        kept = [list(roster.render_line(y)) for y in rows]
+        roster._cache.clear()
+        assert kept == [list(roster.render_line(y)) for y in rows]

@@ -195,6 +195,37 @@ class LazyLineList(LineList):
             if a < bottom and b > top:
                 self.refresh_lines(max(a, top), min(b, bottom) - max(a, top))
 
+    def _move_to(self, index: int) -> None:
+        """As :meth:`LineList._move_to`, but only the rows of the item the cursor leaves and the
+        one it lands on are repainted (the rest of the Strip cache stays valid, scrolled or not):
+        a j/k on a full roster is two items' rows, not a whole panel."""
+        if not self._items:
+            return
+        index = max(0, min(len(self._items) - 1, index))
+        old = self._cursor
+        self._cursor = index
+        self.cursor_key = self._keys[index]
+        for i in {old, index}:
+            if 0 <= i < len(self._starts):
+                a = self._starts[i]
+                for row in range(a, a + self._heights[i]):
+                    self._cache.pop(row, None)
+        start = self._starts[index]
+        end = start + self._heights[index]
+        height = self.scrollable_content_region.height or 1
+        top = self.scroll_offset.y
+        if start < top:
+            self.scroll_to(y=start, animate=False, force=True)
+            self.refresh()
+        elif end > top + height:
+            self.scroll_to(y=max(start, end - height), animate=False, force=True)
+            self.refresh()
+        else:
+            for i in {old, index}:
+                if 0 <= i < len(self._starts):
+                    self.refresh_lines(self._starts[i], self._heights[i])
+        self.on_cursor_moved()
+
     def _item_lines(self, i: int) -> list[Text]:
         lines = self._built.get(i)
         if lines is None:
