@@ -348,6 +348,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="the steady CPU window")
     ap.add_argument("--presses", type=int, default=200)
     ap.add_argument("--warmup", type=float, default=8.0)
+    ap.add_argument("--ab", metavar="DIR",
+                    help="also measure `cotal watch --json` run from the checkout in DIR "
+                         "(e.g. `git worktree add DIR HEAD~1`): before/after on the same load")
     ap.add_argument("--no-console", action="store_true",
                     help="measure the observer only (no console, no key or NEEDS-YOU check)")
     a = ap.parse_args()
@@ -391,6 +394,14 @@ def main() -> None:
              "--space", SPACE], stdout=subprocess.PIPE, cwd=ROOT)
         procs.append(watch)
         wd = Drain(watch)
+        old = None
+        if a.ab:  # the same command from another checkout (e.g. the previous commit), same load
+            old = subprocess.Popen(
+                [sys.executable, "-m", "cotal_tui.cli", "watch", "--json", "--server", b.url,
+                 "--space", SPACE], stdout=subprocess.PIPE, cwd=a.ab,
+                env={**os.environ, "PYTHONPATH": a.ab})
+            procs.append(old)
+            od = Drain(old)
         bare = child("bare", *common)
         procs.append(bare)
         cons = None if a.no_console else child("console", *common, "--presses", str(a.presses))
@@ -403,6 +414,8 @@ def main() -> None:
         say("steady window")
         time.sleep(a.warmup)  # past the initial load, into steady state
         pids = {"watch": watch.pid, "bare": bare.pid}
+        if old is not None:
+            pids["old"] = old.pid
         if cons is not None:
             pids["console"] = cons.pid
         count_path = os.path.join(tmp, "bare-count")
@@ -442,6 +455,10 @@ def main() -> None:
         print(f"  {'cotal watch --json (observer)':34}{cpu['watch']:>16.1f}"
               f"{rss_end['watch']:>9.0f}{watch_hwm:>9.0f}   ({wd.lines:,} lines, "
               f"{wd.offline:,} offline: 0 = kept up)")
+        if old is not None:
+            print(f"  {'--ab: cotal watch --json there':34}{cpu['old']:>16.1f}"
+                  f"{rss_end['old']:>9.0f}{hwm_mb(old.pid):>9.0f}   ({od.lines:,} lines, "
+                  f"{od.offline:,} offline)   {a.ab}")
         if rc is not None:
             print(f"  {'console (headless, observer + UI)':34}{cpu['console']:>16.1f}"
                   f"{rss_end['console']:>9.0f}{rc['hwm_mb']:>9.0f}")
