@@ -85,6 +85,9 @@ class LazyLineList(LineList):
     def epoch(self) -> Any:
         return None
 
+    def prepare(self) -> None:
+        """Called before every full rebuild (and :meth:`build`): per-rebuild lookups."""
+
     def measure(self, data: Any, width: int) -> int:  # pragma: no cover - subclasses
         return 1
 
@@ -102,6 +105,7 @@ class LazyLineList(LineList):
 
     def build(self, width: int) -> list[tuple[Hashable, list[Text]]]:
         """Every item built (what a plain :class:`LineList` would hold): tests, small lists."""
+        self.prepare()
         return [(k, self.lines_of(d, width)) for k, d in self.source()]
 
     # -- the lazy rebuild ----------------------------------------------------------------
@@ -115,23 +119,20 @@ class LazyLineList(LineList):
             return
         self._order = order
         self._built_width = width
-        src = self.source()
+        if order is not None:
+            self.prepare()
+            keys, data = list(order), list(self.data())
+        else:
+            self.prepare()
+            src = self.source()
+            keys, data = [k for k, _ in src], [d for _, d in src]
         old = self._measured if epoch == self._epoch else {}
         self._epoch = epoch
-        measured: dict[Hashable, tuple[Any, int]] = {}
-        keys: list[Hashable] = []
-        data: list[Any] = []
-        heights: list[int] = []
-        measure = self.measure
         get = old.get
-        for key, d in src:
-            m = get(key)
-            if m is None or m[0] is not d:
-                m = (d, max(1, measure(d, width)))
-            measured[key] = m
-            keys.append(key)
-            data.append(d)
-            heights.append(m[1])
+        measure = self.measure
+        heights = [m[1] if (m := get(k)) is not None and m[0] is d else max(1, measure(d, width))
+                   for k, d in zip(keys, data)]
+        measured = dict(zip(keys, zip(data, heights)))
         self._measured = measured
         self._keys, self._data, self._heights = keys, data, heights
         self._built = {}

@@ -91,10 +91,9 @@ class Roster(LazyLineList):
         snap = self.snap
         if snap is None:
             return []
-        self._index_seats()
         return [(p.id, p) for p in snap.peers]
 
-    def _index_seats(self) -> None:
+    def prepare(self) -> None:
         """The fold's seats by principal and by name, once per rebuild rather than a scan of
         every seat per roster row (``ManagedFold.for_peer``'s answer, looked up)."""
         fold = self.managed
