@@ -99,7 +99,22 @@ REPLAY_BINDINGS = [
 ]
 
 
-class ReplayScreen(ConsoleScreen):
+class ReplaySeek:
+    """←/→ by event and [/] by minute, for every screen of a replay (each says how it moved)."""
+
+    session: Any  # each screen also has ``_moved()``: how it follows a seek
+
+    def action_replay_step(self, delta: int) -> None:
+        self.session.replay.step(delta)
+        self._moved()
+
+    def action_replay_minute(self, delta: int) -> None:
+        r = self.session.replay
+        r.seek(r.now + delta * 60_000)
+        self._moved()
+
+
+class ReplayScreen(ReplaySeek, ConsoleScreen):
     """:class:`ConsoleScreen` on a :class:`meshview.record.ReplaySession`."""
 
     BINDINGS = list(REPLAY_BINDINGS)
@@ -135,21 +150,12 @@ class ReplayScreen(ConsoleScreen):
         self.app.notify_line("paused" if paused else "playing")  # type: ignore[attr-defined]
         self._moved()
 
-    def action_replay_step(self, delta: int) -> None:
-        self.session.replay.step(delta)
-        self._moved()
-
-    def action_replay_minute(self, delta: int) -> None:
-        r = self.session.replay
-        r.seek(r.now + delta * 60_000)
-        self._moved()
-
 
 FEED_AHEAD = 128 * 1024  # recorded output handed to the pane ahead of its parsing, at most
 SEAT_TICK_S = 0.05
 
 
-class ReplaySeatScreen(Screen[None]):
+class ReplaySeatScreen(ReplaySeek, Screen[None]):
     """One recorded seat's terminal at the replay's time: read-only, following play, pause and
     seeks (the replay keys work here too). Each tick hands the pane at most
     :data:`FEED_AHEAD` bytes beyond what it has parsed (the pane parses within its budget), so
@@ -221,15 +227,6 @@ class ReplaySeatScreen(Screen[None]):
         paused = self.session.player.toggle_pause()
         self.query_one("#attach-status", Static).update("paused" if paused else "playing")
         self._status_text = "-"  # the next tick puts the stream's own line back
-        self._moved()
-
-    def action_replay_step(self, delta: int) -> None:
-        self.session.replay.step(delta)
-        self._moved()
-
-    def action_replay_minute(self, delta: int) -> None:
-        r = self.session.replay
-        r.seek(r.now + delta * 60_000)
         self._moved()
 
 
