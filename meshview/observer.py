@@ -69,6 +69,8 @@ QUEUE_BYTES = 16 * 1024 * 1024  # ... and in bytes, so a backlog of near-1 MiB m
 SUBJECT_MEMO_CAP = 200_000  # stored CHAT subjects whose channel the poll remembers (one per
 # sender×channel pair: 10k agents over 100 channels reach tens of thousands)
 LAST_PRESENCE_CAP = 200_000  # presence keys whose last applied record the observer keeps
+LAST_PRESENCE_BYTES = 16 * 1024  # ... and only a record this small: a 900 KiB card kept per key
+# held ~130 MB for 150 keys (the fuzz-memory bound); a large record is simply applied in full
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
 LAG_HIGH = 0.25  # backlog fraction of the cap that turns ``lagging`` on ...
@@ -462,7 +464,8 @@ class Observer:
                 m.apply_presence(PresenceRecord.from_wire(p), received=now)
                 held = m.peer(e.key)
                 lp = self._last_presence
-                if held is not None and held.status != "offline" and held.ts == float(p.ts):
+                if (held is not None and held.status != "offline" and held.ts == float(p.ts)
+                        and len(e.value or b"") <= LAST_PRESENCE_BYTES):
                     if len(lp) >= LAST_PRESENCE_CAP and e.key not in lp:
                         lp.clear()  # bounded; the next record of each key is applied in full
                     lp[e.key] = p
