@@ -37,6 +37,7 @@ BUSY_RATE = 300.0
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a
 # drain costs ~10-20 ms, and back to back at 30 Hz it starved keys and the observer it draws.
 DRAIN_DUTY = 0.25
+DRAIN_GAP_MAX = 0.5  # ... but the screen never rests longer than this after an outlier drain
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 
@@ -139,7 +140,8 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         self._version = snap.version
         self.apply(snap)
         cost = monotonic() - now
-        self._next_drain = now + max(1 / BUSY_HZ if busy else 0.0, cost / DRAIN_DUTY)
+        rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
+        self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
 
     def apply(self, snap: Snapshot) -> None:
         self.snap = snap
