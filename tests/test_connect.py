@@ -104,6 +104,7 @@ def test_nats_loads_without_aiohttp_until_a_websocket_needs_it():
     assert out.stdout.split() == ["True", "False", "True", "True"]
 
 
+@pytest.mark.filterwarnings("ignore:parameter 'timeout' of type 'float' is deprecated:DeprecationWarning")  # nats-py's call into aiohttp
 async def test_real_connect_over_websocket():
     """`--server ws://…` reaches a real nats-server's websocket listener."""
     from cotal_tui.demo.broker import Broker, free_port
