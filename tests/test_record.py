@@ -170,8 +170,13 @@ async def test_replay_console_keys_and_timeline(recorded):
         await pilot.press("space")
         assert session.player.paused
         n, total = session.replay.event_number()
-        await pilot.press("left", "left")
-        assert session.replay.event_number()[0] == n - 2
+        # the first ← lands on an event: the last one itself when the recording ends with a
+        # non-event input after it (a state line, a checkpoint), else the one before
+        await pilot.press("left")
+        m = session.replay.event_number()[0]
+        assert m in (n, n - 1)
+        await pilot.press("left")
+        assert session.replay.event_number()[0] == m - 1
         await until(pilot, lambda: screen.snap.feed_end <= recorded.model.feed_end, 5.0, "drain")
         await pilot.press("left_square_bracket")
         assert session.replay.now == session.replay.start  # the recording is under a minute
