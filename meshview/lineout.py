@@ -43,17 +43,21 @@ class LineSink:
 
     ``gap_line(gap, total)`` renders the line written where ``gap`` lines (``total`` so far)
     were shed; ``on_stall()`` is called once when shedding starts (before the consumer
-    resumes, if it ever does); ``on_broken()`` when the consumer has gone away.
+    resumes, if it ever does); ``on_broken()`` when the consumer has gone away;
+    ``on_shed(lines)`` with the encoded lines of each shedding, so an owner can say *what* was
+    lost (``dropped`` counts every line: messages, but also state lines a reader may not expect).
     """
 
     def __init__(self, fd: int, *, max_bytes: int = MAX_BYTES, max_lines: int = MAX_LINES,
                  gap_line: Callable[[int, int], str | None] | None = None,
                  on_stall: Callable[[], None] | None = None,
                  on_broken: Callable[[], None] | None = None,
+                 on_shed: Callable[[list[bytes]], None] | None = None,
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.get_running_loop()
         self.max_bytes, self.max_lines = max_bytes, max_lines
         self.gap_line, self.on_stall, self.on_broken = gap_line, on_stall, on_broken
+        self.on_shed = on_shed
         self.dropped = 0  # lines shed because the consumer was not reading (total)
         self.abandoned = 0  # lines still pending when the sink was closed
         self.broken = False
@@ -198,9 +202,13 @@ class LineSink:
             return
         head = q.popleft() if self._head else None  # a half-written line is finished first
         n = 0
+        shed: list[bytes] | None = [] if self.on_shed is not None else None
         while q and (self._bytes > self.max_bytes or len(q) + (head is not None) > self.max_lines):
-            self._bytes -= len(q.popleft())
+            line = q.popleft()
+            self._bytes -= len(line)
             n += 1
+            if shed is not None:
+                shed.append(line)
         if head is not None:
             q.appendleft(head)
         if not q:
@@ -209,6 +217,8 @@ class LineSink:
             first = self._gap == 0
             self.dropped += n
             self._gap += n
+            if shed:
+                self.on_shed(shed)  # type: ignore[misc]
             if first and self.on_stall is not None:
                 self.on_stall()
 

@@ -179,6 +179,9 @@ def json_presence(ev: PresenceEvent) -> dict[str, Any]:
     }
 
 
+_JSON_MESSAGE = b'{"type": "message"'  # how every json_message line starts (json.dumps)
+
+
 class StreamWriter:
     """Turns model events into lines on ``out`` (and diagnostics on ``err``).
 
@@ -195,6 +198,12 @@ class StreamWriter:
         self._last_lag = False
         self._rej_last: dict[str, float] = {}
         self._rej_quiet: dict[str, int] = {}
+        self.shed_messages = 0  # message lines among the lines the stdout sink shed
+
+    def count_shed(self, lines: list[bytes]) -> None:
+        """The sink shed these lines: count the messages among them, so the gap line can tell
+        a consumer that numbers messages exactly how many it missed (state lines shed too)."""
+        self.shed_messages += sum(1 for b in lines if b.startswith(_JSON_MESSAGE))
 
     def diag(self, msg: str, warn: bool = True) -> None:
         line = f"! {msg}"
@@ -217,7 +226,7 @@ class StreamWriter:
         ``source``."""
         if self.mode == "json":
             return json.dumps({"type": "state", "source": "output", "lagging": True,
-                               "dropped": total})
+                               "dropped": total, "messages": self.shed_messages})
         note = f"! {gap} lines dropped here: the reader of this output fell behind ({total} so far)"
         stamp = self.text._c("2", TextRenderer._time(time.time() * 1000))
         return f"{stamp} {self.text._c('33', note)}"
@@ -359,6 +368,7 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
     writer = StreamWriter(mode, out_sink or out or sys.stdout, err_sink or err or sys.stderr)
     if out_sink is not None:
         out_sink.gap_line, out_sink.on_stall = writer.output_gap, writer.output_stalled
+        out_sink.on_shed = writer.count_shed
 
     def drain(m: MeshModel) -> None:
         try:
