@@ -127,6 +127,11 @@ class FeedRing:
         """True if a non-empty id is in a live row or held as pending."""
         return bool(message_id) and message_id in self._ids
 
+    def index_of(self, message_id: str) -> int | None:
+        """The absolute index of the live row holding ``message_id`` (None: not a row now)."""
+        i = self._ids.get(message_id) if message_id else None
+        return i if i is not None and i >= self._base else None
+
     def hold(self, message_id: str) -> None:
         """Mark an id as seen before its row lands (a unicast burst still open)."""
         if message_id:

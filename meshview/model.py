@@ -76,6 +76,10 @@ RATE_WINDOW_MS = 10_000.0  # msg/s is the mean over this much of the recent past
 EVENT_QUEUE_CAP = 100_000
 _TS = attrgetter("ts")
 MEMBERSHIP_STALE_MS = 45_000.0
+THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
+MENTIONS_CAP = 32
+EXCERPT_CAP = 200  # characters of the original kept on a reply row
+_THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
 
 
 @dataclass(slots=True)
@@ -93,6 +97,7 @@ class _Burst:
     ids: list[str]
     opened: float  # clock time the window opened
     context_id: str | None = None
+    thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
 
 
 class MeshModel(RosterReducer):
@@ -227,7 +232,8 @@ class MeshModel(RosterReducer):
         return self._ring.seen(message_id)
 
     def name_of(self, pid: str) -> str:
-        return self._names.get(pid) or pid[:8]
+        """A peer's name, else its whole id (display code elides it, never this)."""
+        return self._names.get(pid) or pid
 
     # ------------------------------------------------------------------ messages
 
@@ -249,6 +255,9 @@ class MeshModel(RosterReducer):
         event: bool = False,
         received: float | None = None,
         context_id: str | None = None,
+        reply_to: str | None = None,
+        wire_context_id: str | None = None,
+        mentions: Sequence[str] | None = None,
     ) -> bool:
         """Apply one validated delivery. Returns False for a duplicate id (dropped).
 
@@ -265,6 +274,7 @@ class MeshModel(RosterReducer):
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
         parts_t = tuple(parts)
+        thread = self._thread(reply_to, wire_context_id, mentions)
         if kind == "dm":
             to_id = to or ""
             self._dms.add(id, ts, from_id, to_id, text, historical)
@@ -283,7 +293,7 @@ class MeshModel(RosterReducer):
             self._bursts[key] = _Burst(
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
                 from_role=from_role, text=text, parts=parts_t, historical=historical,
-                to_ids=[to_id], ids=[id], opened=now, context_id=context_id,
+                to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
             )
             self._ring.hold(id)  # pending burst
             if historical or self.burst_ms <= 0:
@@ -307,8 +317,24 @@ class MeshModel(RosterReducer):
             id=id, ts=ts, received=now, kind=kind, from_id=from_id, from_name=from_name,
             from_role=from_role, text=text, channel=channel, to_service=to_service,
             parts=parts_t, historical=historical, event=event, ids=(id,), context_id=context_id,
+            **dict(zip(_THREAD_FIELDS, thread)),
         )
         return True
+
+    def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any) -> tuple[Any, ...]:
+        """The envelope's threading fields, bounded, plus the original's first line when it is
+        in the feed now (``FeedEntry.reply_excerpt``)."""
+        reply = reply_to[:THREAD_ID_CAP] if isinstance(reply_to, str) and reply_to else None
+        ctx = (wire_context_id[:THREAD_ID_CAP]
+               if isinstance(wire_context_id, str) and wire_context_id else None)
+        ment = tuple(m[:128] for m in list(mentions or ())[:MENTIONS_CAP] if isinstance(m, str))
+        excerpt = None
+        if reply is not None:
+            at = self._ring.index_of(reply)
+            if at is not None:
+                first = self._ring.at(at).text.lstrip().split("\n", 1)[0]
+                excerpt = first[:EXCERPT_CAP]
+        return reply, ctx, ment, excerpt
 
     def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Apply a prefill batch: rows are ``apply_message`` kwargs; sorted by ts, marked
@@ -327,6 +353,8 @@ class MeshModel(RosterReducer):
             from_name=b.from_name, from_role=b.from_role, text=b.text,
             to_ids=tuple(b.to_ids), to_names=to_names, parts=b.parts, count=len(b.to_ids),
             historical=b.historical, ids=tuple(b.ids), context_id=b.context_id,
+            # a burst restored from a checkpoint older than ``thread`` lacks the attribute
+            **dict(zip(_THREAD_FIELDS, getattr(b, "thread", ()))),
         )
 
     def flush_bursts(self) -> None:

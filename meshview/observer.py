@@ -382,7 +382,8 @@ class Observer:
             channel=channel, to=d.target if kind == "dm" else None,
             to_service=d.target if kind == "anycast" else None,
             historical=historical, event=bool(channel) and is_event_channel(channel),
-            received=now, context_id=reply_context(msg),
+            received=now, context_id=reply_context(msg), reply_to=msg.replyTo,
+            wire_context_id=msg.contextId, mentions=msg.mentions,
         )
 
     # ------------------------------------------------------------------ time

@@ -10,6 +10,7 @@ escaping already makes controls inert).
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # C0 (minus \n, handled per mode), DEL, C1.
 _CONTROLS = [c for c in range(0x00, 0x20) if c != 0x0A] + [0x7F] + list(range(0x80, 0xA0))
@@ -68,3 +69,69 @@ def text(s: object, indent: str = "    ") -> str:
     if "\n" in s:
         s = s.replace("\r", "").replace("\n", "\n" + indent)
     return s
+
+
+# ---- elision: bounded display of ids and labels, never cut mid-token -----------------------
+
+ELLIPSIS = "…"
+
+
+def _cw(ch: str) -> int:
+    """Terminal cells of one character: 0 for combining marks, 2 for East Asian wide/full."""
+    if ch < "\u0300":
+        return 1
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def cells(s: str) -> int:
+    """Display width of ``s`` in terminal cells (ASCII fast path)."""
+    return len(s) if s.isascii() else sum(_cw(c) for c in s)
+
+
+def _head_cells(s: str, n: int) -> str:
+    out, w = [], 0
+    for ch in s:
+        cw = _cw(ch)
+        if w + cw > n:
+            break
+        out.append(ch)
+        w += cw
+    return "".join(out)
+
+
+def _tail_cells(s: str, n: int) -> str:
+    out, w = [], 0
+    for ch in reversed(s):
+        cw = _cw(ch)
+        if w + cw > n:
+            break
+        out.append(ch)
+        w += cw
+    return "".join(reversed(out))
+
+
+def elide_middle(s: str, width: int, tail: int | None = None) -> str:
+    """``s`` in at most ``width`` cells: the start, ``…``, the end (``tail`` cells of it,
+    default half). Unchanged when it fits. Callers pass display-safe text."""
+    if cells(s) <= width:
+        return s
+    if width <= 1:
+        return ELLIPSIS if width == 1 else ""
+    keep = width - 1
+    t = keep // 2 if tail is None else max(0, min(keep, tail))
+    return _head_cells(s, keep - t) + ELLIPSIS + _tail_cells(s, t)
+
+
+def elide_id(pid: object, width: int = 24) -> str:
+    """A principal (or message) id shown in at most ``width`` cells, controls escaped. Never cut
+    at the end: the middle goes, and a principal keeps its whole actor (``u_abc….alice``) when
+    it fits, since the actor is what tells two principals of one owner apart."""
+    s = inline(pid)
+    if cells(s) <= width:
+        return s
+    owner, dot, actor = s.partition(".")
+    if dot and owner and actor and cells(actor) + 3 <= width:
+        return _head_cells(owner, width - 2 - cells(actor)) + ELLIPSIS + "." + actor
+    return elide_middle(s, width, tail=(width - 1) * 2 // 3)

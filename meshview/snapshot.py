@@ -13,6 +13,7 @@ from typing import Any, Literal, Mapping
 import msgspec
 
 from meshview.feedring import FeedRows
+from meshview.sanitize import elide_id
 from meshview.wire import ChannelConfig, ChannelDefaults, Presence
 
 Status = Literal["working", "waiting", "idle", "offline"]
@@ -21,6 +22,8 @@ LifecycleKind = Literal["join", "offline", "crash", "incarnation", "manager-up",
 PresenceEventKind = Literal["join", "update", "offline", "incarnation"]
 ConnectionState = Literal["connecting", "connected", "reconnecting", "stale", "closed"]
 MembershipPill = Literal["live", "stale", "traffic-only", "unreadable"]
+
+ID_CELLS = 24  # an unknown principal's id is shown in at most this many cells
 
 STATUS_ORDER: dict[str, int] = {"working": 0, "waiting": 1, "idle": 2, "offline": 3}
 STATUSES: tuple[Status, ...] = ("working", "waiting", "idle", "offline")
@@ -185,6 +188,14 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     lifecycle: LifecycleKind | None = None
     ids: tuple[str, ...] = ()  # every message id folded into this row (bursts)
     context_id: str | None = None  # the thread a reply to this row joins (wire.reply_context)
+    # the envelope's threading fields as sent (None / () when absent; bounded by the model)
+    reply_to: str | None = None  # ``replyTo``: the id of the message this row answers
+    wire_context_id: str | None = None  # ``contextId`` as the sender wrote it
+    mentions: tuple[str, ...] = ()  # ``mentions``: lowercased peer names
+    # the first line of the original's text when it was in the feed as this reply landed
+    # (None: it was not, so only its id can be shown); fixed at arrival so a row's height
+    # never changes under the view
+    reply_excerpt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,8 +422,19 @@ class Snapshot:
         """Feed row at absolute index ``i`` (IndexError when evicted or not yet there)."""
         return self.feed.at(i)
 
+    def original_of(self, e: FeedEntry) -> FeedEntry | None:
+        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window."""
+        target = e.reply_to
+        if not target:
+            return None
+        for row in reversed(self.feed):
+            if row.index < e.index and target in row.ids:
+                return row
+        return None
+
     def name_of(self, pid: str) -> str:
-        return self.names.get(pid) or pid[:8]
+        """A peer's name, else its id elided in the middle (never cut mid-token)."""
+        return self.names.get(pid) or elide_id(pid, ID_CELLS)
 
     def dm_thread(self, a: str, b: str) -> tuple[DmMessage, ...]:
         """Messages between two peers (either direction), oldest first."""

@@ -35,7 +35,10 @@ from meshview.snapshot import (
     StateEvent,
 )
 from meshview.observer import Observer, ObserverOptions
+from meshview.sanitize import elide_id
 from meshview.timefmt import age
+
+ID_CELLS_PLAIN = 40  # an unknown recipient's id in a plain line (elided in the middle)
 
 NAME_COLOURS = (39, 208, 170, 78, 214, 111, 203, 150, 141, 180, 117, 222, 75, 209)
 BADGE = {
@@ -120,13 +123,35 @@ class TextRenderer:
         elif e.kind == "anycast":
             target = self._c("2", "@" + sanitize.inline(e.to_service or ""))
         else:
-            names = ", ".join(self._name(n, None) for n in e.to_names)
+            names = ", ".join(self._target(n, i) for n, i in zip(e.to_names or e.to_ids, e.to_ids))
             target = names + (self._c("2", f" ({e.count}×)") if e.count > 1 else "")
+        # a backfilled row says when it was sent (the label marks it historical), a live one
+        # when it arrived
         label = "history" if e.historical else "msg"
-        return (f"{self._c('2', self._time(e.received))} "
+        stamp = self._history_time(e.ts, e.received) if e.historical else self._time(e.received)
+        return (f"{self._c('2', stamp)} "
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
                 f"{self._name(e.from_name, e.from_role)} → {target}: "
                 f"{sanitize.text(e.text, ' ' * 9)}")
+
+    def _target(self, name: str, pid: str) -> str:
+        """A DM recipient: its name, or its id elided in the middle when no name is known."""
+        if not name or name == pid:
+            return elide_id(pid, ID_CELLS_PLAIN)
+        return self._name(name, None)
+
+    @staticmethod
+    def _history_time(ts: float, received: float) -> str:
+        """The sender's time of a backfilled message, with its date when not the day it is
+        printed (history may be days old)."""
+        try:
+            sent = time.localtime(ts / 1000.0)
+        except (OverflowError, OSError, ValueError, TypeError):
+            return "--:--:--"
+        if time.strftime("%Y-%m-%d", sent) != time.strftime(
+                "%Y-%m-%d", time.localtime(received / 1000.0)):
+            return time.strftime("%Y-%m-%d %H:%M:%S", sent)
+        return time.strftime("%H:%M:%S", sent)
 
 
 def _parts(parts: Iterable[Any]) -> list[Any]:
@@ -161,6 +186,13 @@ def json_message(e: FeedEntry) -> dict[str, Any]:
     o["historical"] = e.historical
     if e.event:
         o["event"] = True
+    # threading, as the envelope carries it (omitted when absent, like the wire)
+    if e.reply_to is not None:
+        o["replyTo"] = e.reply_to
+    if e.wire_context_id is not None:
+        o["contextId"] = e.wire_context_id
+    if e.mentions:
+        o["mentions"] = list(e.mentions)
     return o
 
 

@@ -80,8 +80,10 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         for k, (n, i) in enumerate(zip(e.to_names or e.to_ids, e.to_ids)):
             if k:
                 to.append(", ", style="dim")
-            to.append_text(who(n, None))
-            to.append(f" {safe(i, 80)}", style="dim")
+            if n and n != i:
+                to.append_text(who(n, None))
+                to.append(" ")
+            to.append(safe(i, 200), style="dim")  # the whole id: the card wraps, never cuts
         if e.count > 1:
             to.append(f"  ({e.count}× burst)", style="dim")
         lines += _field("to", to, width)
@@ -89,10 +91,39 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         lines += _field("event", e.lifecycle, width)
     if e.id:
         lines += _field("id", safe(e.id, 120), width)
+    lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
     lines += _body(e.text, width)
     lines += _part_lines(e.parts, width)
     return [("card", lines)]
+
+
+def _thread_lines(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Text]:
+    """replyTo (with the original's first line when known), contextId and mentions, as the
+    envelope carries them; ``-`` when absent, so a reader sees the fields exist."""
+    if e.kind == "lifecycle":
+        return []
+    out: list[Text] = []
+    if e.reply_to:
+        reply = Text(safe(e.reply_to, 200))
+        original = snap.original_of(e) if snap is not None else None
+        excerpt = original.text if original is not None else e.reply_excerpt
+        if excerpt is not None:
+            first = safe(excerpt.lstrip().split("\n", 1)[0], 120)
+            src = f"{safe(original.from_name, 48)}: " if original is not None else ""
+            reply.append(f"  ({src}{first})", style="dim")
+        if original is not None:
+            reply.append("  enter jumps to it", style="bold")
+        else:
+            reply.append("  not in the feed", style="dim italic")
+        out += _field("replyTo", reply, width)
+    else:
+        out += _field("replyTo", Text("-", style="dim"), width)
+    out += _field("contextId", safe(e.wire_context_id, 200) if e.wire_context_id
+                  else Text("-", style="dim"), width)
+    out += _field("mentions", ", ".join("@" + safe(m, 64) for m in e.mentions) if e.mentions
+                  else Text("-", style="dim"), width)
+    return out
 
 
 def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,

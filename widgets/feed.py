@@ -4,7 +4,9 @@ Rows are addressed by the model's absolute index. Each drain appends the new row
 the filter (tab, ``/`` query, lifecycle toggle), drops evicted ones from the front, and keeps
 per-row heights so wrapping never needs a full re-layout. Only visible rows are rendered;
 their Strips are cached by (index, width, cursor). The view follows the tail only while
-parked at the bottom and otherwise shows ``↓N more · G to follow``.
+parked at the bottom and otherwise shows ``↓N more · G to follow``. A row's height and its
+rendering come from one rule (:func:`layout_rows`), so no text is ever laid out below the rows
+shown. A reply starts with ``↳ re: <first words of the original>``; ``o`` jumps to it.
 
 Size: over 500 lines because the Line-API view with its strip cache, filters, cursor and tail-
 follow is one widget whose parts share the row index.
@@ -26,6 +28,7 @@ from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from meshview.sanitize import elide_id
 from meshview.snapshot import FeedEntry, Snapshot
 from widgets.presentation import clock, name_style, safe, safe_body, set_title, wrap_offsets
 
@@ -41,7 +44,10 @@ LIFECYCLE_GLYPH = {
 
 
 def _head_key(e: FeedEntry) -> tuple:
-    return (e.kind, e.from_name, e.from_role, e.channel, e.to_service, e.to_names or e.to_ids,
+    # a recipient with no known name is its id, marked so the head elides it as one
+    names = tuple(n if n and n != i else "\0" + i
+                  for n, i in zip(e.to_names or e.to_ids, e.to_ids))
+    return (e.kind, e.from_name, e.from_role, e.channel, e.to_service, names,
             e.count, e.historical, e.event, e.lifecycle)
 
 
@@ -71,13 +77,15 @@ def _head_rest(key: tuple) -> tuple[tuple[str, str], ...]:
     elif kind == "anycast":
         parts.append(("@" + safe(to_service, 64), "service"))
     else:
-        shown_names = [n if n else "?" for n in names]
-        for k, n in enumerate(shown_names[:6]):
+        for k, n in enumerate(names[:6]):
             if k:
                 parts.append((", ", "dim"))
-            parts.append((safe(n, 48), "name:" + n))
-        if len(shown_names) > 6:
-            parts.append((f", …+{len(shown_names) - 6}", "dim"))
+            if n.startswith("\0"):  # no name known: the id, elided in the middle
+                parts.append((elide_id(n[1:], ID_CELLS), "dim"))
+            else:
+                parts.append((safe(n, 48), "name:" + n))
+        if len(names) > 6:
+            parts.append((f", …+{len(names) - 6}", "dim"))
         if count > 1:
             parts.append((f" ({count}×)", "dim"))
     parts.append((": ", "dim"))
@@ -87,6 +95,77 @@ def _head_rest(key: tuple) -> tuple[tuple[str, str], ...]:
 @lru_cache(maxsize=8192)
 def _head_rest_len(key: tuple) -> int:
     return sum(cell_len(s) for s, _ in _head_rest(key))
+
+
+MIN_FIRST = 12  # the body shares the head's row only when this many cells are left beside it
+ID_CELLS = 24  # an unknown recipient's id in the head (elided in the middle)
+EXCERPT_CELLS = 24  # the original's first words in a thread marker
+
+# One display row of a feed row: the head's characters ``[hs, he)`` (none when equal), else
+# ``indent`` spaces, then body line ``li``'s characters ``[s, t)`` (none when ``li`` < 0).
+Row = tuple[int, int, int, int, int, int]
+
+
+def one_row(head_cells: int, body_cells: int, width: int) -> bool:
+    """A one-line body fits beside the head: the whole row is one row."""
+    return width - head_cells >= MIN_FIRST and body_cells <= width - head_cells
+
+
+def layout_rows(head: str, lines: list[str], width: int) -> list[Row]:
+    """The one rule for a feed row's rows, so its height and its rendering never disagree.
+
+    The body shares the head's row when at least :data:`MIN_FIRST` cells are left beside it;
+    otherwise the head has its own row(s), wrapped when it is wider than the panel, and the
+    body starts below. Continuation rows are indented under the name when the panel leaves a
+    useful width, else start at column 0. Every row fits ``width`` cells (a lone wide
+    character in a one-cell panel is the only exception), so no text is ever cut off."""
+    width = max(1, width)
+    hl = cell_len(head)
+    indent = INDENT if width >= INDENT + MIN_FIRST else 0
+    rest = width - indent
+    nh = len(head)
+    if len(lines) == 1 and one_row(hl, cell_len(lines[0]), width):
+        return [(0, nh, 0, 0, 0, len(lines[0]))]
+    rows: list[Row] = []
+    if width - hl >= MIN_FIRST:
+        first = width - hl
+        for k, (s, t) in enumerate(wrap_offsets(lines[0], first, rest)):
+            rows.append((0, nh, 0, 0, s, t) if k == 0 else (0, 0, indent, 0, s, t))
+        start = 1
+    else:
+        spans = [(0, nh)] if hl <= width else wrap_offsets(head, width, width)
+        rows.extend((hs, he, 0, -1, 0, 0) for hs, he in spans)
+        start = 0
+        if lines == [""]:
+            return rows  # nothing to show below the head
+    for li in range(start, len(lines)):
+        for s, t in wrap_offsets(lines[li], rest, rest):
+            rows.append((0, 0, indent, li, s, t))
+    return rows
+
+
+def thread_marker(e: FeedEntry) -> str:
+    """``↳ re: <first words of the original>``, or ``↳ re: <elided id>`` when the original
+    was not in the feed as the reply landed."""
+    words = _first_words(safe(e.reply_excerpt or "", 200), EXCERPT_CELLS)
+    return "↳ re: " + (words or elide_id(e.reply_to or "", 16))
+
+
+def _first_words(text: str, cells: int) -> str:
+    text = " ".join(text.split())
+    if cell_len(text) <= cells:
+        return text
+    out = ""
+    for w in text.split(" "):
+        cand = (out + " " + w) if out else w
+        if cell_len(cand) > cells - 1:
+            break
+        out = cand
+    if not out:  # one long word: as much of it as fits
+        out = text
+        while out and cell_len(out) > cells - 1:
+            out = out[:-1]
+    return out + "…"
 
 
 def entry_matches(e: FeedEntry, query: str) -> bool:
@@ -139,6 +218,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         Binding("home,g", "top", "oldest", id="feed.top", show=False),
         Binding("end,G", "follow", "newest / follow", id="feed.follow"),
         Binding("enter", "open", "detail", id="feed.open"),
+        Binding("o", "original", "jump to the original (↳ re:)", id="feed.original"),
         Binding("L", "toggle_lifecycle", "lifecycle rows", id="feed.lifecycle"),
     ]
 
@@ -180,33 +260,32 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
         return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e))]
 
-    def _layout(self, e: FeedEntry, width: int) -> tuple[list[tuple[str, str]], list[str],
-                                                         list[tuple[int, int, int]]]:
-        """Head parts, body lines, and wrapped pieces ``(line, start, end)``; piece 0 shares
-        the head's row unless the head leaves no room."""
-        head = self._head(e)
-        head_len = sum(cell_len(s) for s, _ in head)
+    def _body(self, e: FeedEntry) -> tuple[list[str], int]:
+        """Display lines of a row's body and how many leading cells of line 0 are the thread
+        marker (``↳ re: …``, dim)."""
         body = e.text if len(e.text) <= BODY_CAP else e.text[:BODY_CAP] + "…"
         lines = safe_body(body)
-        rest = max(8, width - INDENT)
-        first = width - head_len
-        pieces: list[tuple[int, int, int]] = []
-        if first < 12:  # head fills the row: the body starts below
-            pieces.append((-1, 0, 0))
-            first = rest
-        for li, line in enumerate(lines):
-            w = first if li == 0 else rest
-            for s, t in wrap_offsets(line, w, rest):
-                pieces.append((li, s, t))
-        return head, lines, pieces
+        if e.kind == "lifecycle" or not e.reply_to:
+            return lines, 0
+        mark = thread_marker(e)
+        lines[0] = mark + (" · " + lines[0] if lines[0] else "")
+        return lines, len(mark)
+
+    def _layout(self, e: FeedEntry, width: int) -> tuple[list[tuple[str, str]], list[str], int,
+                                                         list[Row]]:
+        """Head parts, body lines, marker length and the rows (:func:`layout_rows`)."""
+        head = self._head(e)
+        lines, mark = self._body(e)
+        return head, lines, mark, layout_rows("".join(s for s, _ in head), lines, width)
 
     def _height(self, e: FeedEntry, width: int) -> int:
-        # fast path: one short printable ASCII line (most rows); the head's width is cached
+        # fast path, the first case of layout_rows: one short printable ASCII line beside
+        # the head (most rows); the head's width is cached. safe_body leaves such a line as is.
         text = e.text
-        if len(text) < width and text.isascii() and text.isprintable():
-            if 9 + _head_rest_len(_head_key(e)) + len(text) <= width:
-                return 1
-        return len(self._layout(e, width)[2])
+        if (not e.reply_to and len(text) < width and text.isascii() and text.isprintable()
+                and one_row(9 + _head_rest_len(_head_key(e)), len(text), width)):
+            return 1
+        return len(self._layout(e, width)[3])
 
     def _recount(self) -> None:
         self._starts = [0, *accumulate(self._heights)]
@@ -392,7 +471,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             return hit
         assert self._snap is not None
         e = self._snap.entry(index)
-        head, lines, pieces = self._layout(e, width)
+        head, lines, mark, rows = self._layout(e, width)
         base = self._style("base")
         head_text = Text(style=base)
         for s, st in head:
@@ -402,14 +481,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         if e.historical and body_style is None:
             body_style = "dim"
         out: list[Text] = []
-        for n, (li, s, t) in enumerate(pieces):
-            piece = "" if li < 0 else lines[li][s:t]
-            if n == 0:
-                row = head_text.copy()
-                row.append(piece, body_style)
-            else:
-                row = Text(" " * INDENT, style=base)
-                row.append(piece, body_style)
+        for hs, he, indent, li, s, t in rows:
+            row = head_text[hs:he] if he > hs else Text(" " * indent, style=base)
+            if li >= 0:
+                piece = Text(lines[li][s:t], style=body_style or "")
+                if li == 0 and s < mark:
+                    piece.stylize("dim", 0, mark - s)
+                row.append_text(piece)
             out.append(row)
         console = self.app.console
         cur = self._style("cursor") if cursor else None
@@ -521,6 +599,44 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             self.post_message(self.Open(self._snap.entry(index)))
         except IndexError:
             pass
+
+    def find_original(self, e: FeedEntry) -> tuple[int | None, bool]:
+        """The absolute index of the row ``e`` answers (``replyTo``), newest match first, and
+        whether that row passes the current filter (tab, search, lifecycle)."""
+        snap = self._snap
+        row = snap.original_of(e) if snap is not None else None
+        if row is None:
+            return None, False
+        return row.index, self._passes(row)
+
+    def jump_to_original(self, e: FeedEntry) -> bool:
+        """Move the cursor to the original of reply ``e`` and show it; says why when it can't."""
+        say = getattr(self.app, "notify_line", self.app.notify)
+        if not e.reply_to:
+            say("this row answers no message (no ↳ re:)")
+            return False
+        index, shown = self.find_original(e)
+        if index is None:
+            say(f"the original {elide_id(e.reply_to, 24)} is no longer in the feed")
+            return False
+        if not shown:
+            say("the original is hidden by the current tab, search or lifecycle filter")
+            return False
+        k = bisect_left(self._rows, index)
+        if k >= len(self._rows) or self._rows[k] != index:
+            say("the original is hidden by the current tab, search or lifecycle filter")
+            return False
+        self.follow = False
+        self.cursor = index
+        self._cache.clear()
+        self._reveal(k)
+        self.refresh()
+        return True
+
+    def action_original(self) -> None:
+        e = self.selected_entry()
+        if e is not None:
+            self.jump_to_original(e)
 
     def action_toggle_lifecycle(self) -> None:
         self.show_lifecycle = not self.show_lifecycle
