@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any, Awaitable, Callable, Iterable
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -184,12 +184,13 @@ class CotalApp(App[int]):
     COMMANDS = {MeshCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
     BINDINGS = [
-        Binding("ctrl+c", "quit", "quit", show=False, priority=True, id="app.quit"),
+        Binding("ctrl+c", "interrupt", "quit", show=False, priority=True, id="app.quit"),
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, id="app.quit-alt"),
     ]
     seat_sessions: SeatSessions | None = None  # set to reach seats some other way than the console's
 
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
+    _sticky_bar: StatusBar | None = None  # holds a notice until the next key
 
     def __init__(
         self,
@@ -221,15 +222,26 @@ class CotalApp(App[int]):
 
     # -- notices -------------------------------------------------------------------------
 
-    def notify_line(self, text: str, error: bool = False) -> None:
-        """A one-line notice on the status bar (cleared after 3 s); a toast elsewhere."""
+    def notify_line(self, text: str, error: bool = False, *, sticky: bool = False) -> None:
+        """A one-line notice on the status bar (cleared after 3 s, or when ``sticky`` at the
+        next key); a toast elsewhere."""
         self.last_notice = text
+        self._sticky_bar = None
         for screen in reversed(self.screen_stack):
             bars = screen.query(StatusBar)
             if bars:
-                bars.first().show_notice(text, error=error)
+                bar = bars.first()
+                bar.show_notice(text, error=error, sticky=sticky)
+                self._sticky_bar = bar if sticky else None
                 return
         self.notify(text, severity="error" if error else "information")
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and self._sticky_bar is not None:
+            bar, self._sticky_bar = self._sticky_bar, None  # the next action clears it
+            if bar.is_attached:
+                bar.clear_notice()
+        await super().on_event(event)
 
     # -- spaces --------------------------------------------------------------------------
 
@@ -286,6 +298,16 @@ class CotalApp(App[int]):
             await stop()
 
     async def action_quit(self) -> None:
+        self.exit(0)
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C: in the composer it puts the box away (the draft kept); elsewhere it quits."""
+        from widgets.composer import Composer
+
+        for composer in self.screen.query(Composer):
+            if composer.is_open and composer.box.has_focus:
+                composer.cancel()
+                return
         self.exit(0)
 
     # -- seats: attach, peek and tile (roster ``a``/``p``, ``:attach <name>``, ``:tile``) -------

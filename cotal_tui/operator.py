@@ -2,14 +2,18 @@
 
 Nothing here publishes until the operator sends (the participant starts on the first send);
 ``--read-only`` / ``COTAL_READ_ONLY=1`` refuses every send before anything touches the network,
-and the first permission denial from the server turns the console read-only with its reason.
-Every failure is one sentence for the status line; nothing raises into the UI.
+and the first permission denial from the server turns the console read-only with its reason,
+as does an ``--as`` identity that a live agent or another console holds (refused before
+anything is published). Every failure is one sentence for the status line; nothing raises into
+the UI. A composer draft's envelope is minted once and kept until the broker acknowledges it, so
+a retry after a failure carries the same ``Nats-Msg-Id`` and is stored once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from meshview.connect import ConnectError, Target, prepare
@@ -38,6 +42,15 @@ def read_only_reason(args: Any) -> str | None:
     return None
 
 
+@dataclass
+class _Pending:
+    """A draft's envelope, minted on its first attempt and kept until acknowledged."""
+
+    message: Any
+    texts: set[str] = field(default_factory=set)  # every text sent under this id
+    in_flight: bool = False
+
+
 class Operator:
     """Sends for one space's console. ``roster`` returns the live peers (for DM vetting)."""
 
@@ -46,8 +59,29 @@ class Operator:
         self.target = dataclasses.replace(target, space=space)
         self.name = name
         self.read_only = read_only  # the reason, when sends are refused
+        self.identity_taken: str | None = None  # our principal is a live peer's: the sentence
         self.roster = roster
         self._participant: Any = None
+        self._pending: dict[str, _Pending] = {}
+
+    def refusal(self) -> str | None:
+        """Why nothing can be sent now (read-only, or our principal held by a live peer on
+        the roster), or None. Pure: nothing touches the network."""
+        if self.read_only is not None:
+            return f"read-only - {self.read_only}; nothing is sent"
+        if self.identity_taken is None:
+            try:
+                p = self.participant
+                holder = p.held_by(self.roster())
+            except Exception:  # noqa: BLE001 - the send itself will say what is wrong
+                return None
+            if holder is not None:
+                from meshview.participant import taken_sentence
+
+                self.identity_taken = taken_sentence(p.id, holder)
+        if self.identity_taken is not None:
+            return f"read-only - {self.identity_taken}"
+        return None
 
     @property
     def participant(self) -> Any:
@@ -66,38 +100,89 @@ class Operator:
         """The operator's presence peer is up (it appears on the roster)."""
         return self._participant is not None and self._participant.active
 
+    def pending_id(self, draft: str) -> str | None:
+        """The message id a draft's next attempt will carry (minted on its first attempt)."""
+        pend = self._pending.get(draft)
+        return pend.message.id if pend is not None else None
+
     async def send(self, kind: str, text: str, *, channel: str | None = None,
                    to: str | None = None, role: str | None = None,
-                   reply_to: str | None = None, context_id: str | None = None) -> str:
+                   reply_to: str | None = None, context_id: str | None = None,
+                   queue: bool = False, draft: str | None = None) -> str:
         """Send one message; returns a one-line receipt. Raises ``SendRefused`` (one
-        sentence) on any failure."""
-        from meshview.participant import ParticipantError, PermissionDenied
+        sentence) on any failure.
+
+        ``draft`` names the composer draft this text comes from: its envelope (and so its
+        ``Nats-Msg-Id``) is minted on the first attempt and reused by every retry until the
+        broker acknowledges it; an edited retry keeps the id too, so the broker never stores
+        the draft twice."""
+        import msgspec
+
+        from meshview.participant import IdentityTaken, ParticipantError, PermissionDenied
 
         if self.read_only is not None:
             raise SendRefused(f"read-only - {self.read_only}; nothing was sent.")
+        if self.refusal() is not None and self.identity_taken is not None:
+            raise SendRefused(self.identity_taken)
         try:
             p = self.participant
         except ConnectError as e:
             raise SendRefused(f"{e} Nothing was sent.".replace(". Nothing", "; nothing")) from None
+        pend = self._pending.get(draft) if draft is not None else None
+        if pend is not None and pend.in_flight:
+            raise SendRefused("this draft is still being sent; wait for its receipt.")
         try:
             if kind == "channel":
-                await p.post(channel or "general", text, reply_to=reply_to, context_id=context_id)
-                return f"sent to #{channel or 'general'}"
-            if kind == "dm":
-                await p.dm(to or "", text, reply_to=reply_to, context_id=context_id)
-                return f"sent to @{_short(to)}"
-            if kind == "ask":
-                await p.ask(role or "", text, reply_to=reply_to, context_id=context_id)
-                return f"asked @{role} (anycast)"
+                msg = p.prepare_post(channel or "general", text, reply_to=reply_to,
+                                     context_id=context_id)
+                receipt = f"sent to #{channel or 'general'}"
+            elif kind == "dm":
+                msg = p.prepare_dm(to or "", text, reply_to=reply_to, context_id=context_id)
+                receipt = f"sent to @{_short(to)}"
+            elif kind == "ask":
+                msg = p.prepare_ask(role or "", text, reply_to=reply_to, context_id=context_id,
+                                    queue=queue)
+                held = bool(_holders(self.roster(), role or ""))
+                receipt = (f"asked @{role} (anycast, in the TASK stream until one holder takes it)"
+                           if held else f"queued for @{role} in the TASK stream: no live agent "
+                           "holds the role yet")
+            else:
+                raise SendRefused(f"unknown send kind {kind!r}.")
+            if pend is not None and msgspec.structs.replace(pend.message, id=msg.id, ts=msg.ts) == msg:
+                msg = pend.message  # an unchanged retry: the very same envelope
+            elif pend is not None:
+                msg = msgspec.structs.replace(msg, id=pend.message.id)  # edited: same id
+            if draft is not None:
+                pend = self._pending.setdefault(draft, _Pending(msg))
+                pend.message = msg
+                pend.texts.add(text)
+                pend.in_flight = True
+            try:
+                sent = await p.send_message(msg)
+            finally:
+                if pend is not None:
+                    pend.in_flight = False
+        except IdentityTaken as e:
+            self.identity_taken = str(e)
+            raise SendRefused(str(e)) from None
         except PermissionDenied as e:
             self.read_only = "these credentials cannot publish"
             p.read_only, p.read_only_reason = True, self.read_only
             raise SendRefused(str(e)) from None
         except ParticipantError as e:
             raise SendRefused(str(e)) from None
+        except SendRefused:
+            raise
         except Exception as e:  # noqa: BLE001 - a send never crashes the console
             raise SendRefused(f"send failed: {type(e).__name__}: {e}") from None
-        raise SendRefused(f"unknown send kind {kind!r}.")
+        if draft is not None:
+            self._pending.pop(draft, None)
+            if sent.duplicate and pend is not None and len(pend.texts) > 1:
+                raise SendRefused(
+                    "an earlier attempt of this draft had reached the broker after all, so "
+                    "the edited text was not sent again; send it once more to post it as a "
+                    "new message.")
+        return receipt
 
     async def close(self) -> None:
         if self._participant is not None:
@@ -106,6 +191,12 @@ class Operator:
 
 class SendRefused(Exception):
     """One sentence for the status line."""
+
+
+def _holders(rows: Any, role: str) -> list[Any]:
+    from meshview.participant import role_holders
+
+    return role_holders(rows, role.removeprefix("@"))
 
 
 def _short(pid: str | None) -> str:

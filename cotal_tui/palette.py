@@ -73,7 +73,9 @@ def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit |
         if not text:
             return Hit(1.0, q, lambda: screen.open_composer(t), help=f"compose a DM to {peer.name}")
         return Hit(1.0, q, lambda: screen.send_to(t, text), help=f"DM {peer.name}")
-    # ask
+    # ask (``ask --queue @role text``: for a future holder when no live agent holds it)
+    queue = bool(words) and words[0] == "--queue"
+    words = words[1:] if queue else words
     if not words or not words[0]:
         return refuse("ask: name a role: ask @role text")
     role = words[0].removeprefix("@")
@@ -81,8 +83,9 @@ def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit |
     if not text:
         return refuse(f"ask: type the question for @{role}")
     known = {p.role for p in peers if p.role}
-    t = ask_target(role)
-    hint = f"anycast to @{role}" + ("" if role in known else " (no agent holds it right now)")
+    t = ask_target(role, queue=queue)
+    hint = f"anycast to @{role}" + ("" if role in known else " (no agent holds it right now)"
+                                    if queue else " - refused: no agent holds it (ask --queue)")
     return Hit(1.0, q, lambda: screen.send_to(t, text), help=hint)
 
 

@@ -33,6 +33,7 @@ import dataclasses
 import getpass
 import os
 import re
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -69,12 +70,14 @@ from meshview.wire.outbound import (
     mint_lifecycle_uid,
     now_ms,
     offline_record,
+    WRONG_LAST_SEQUENCE,
+    presence_put_headers,
     presence_subject,
     publish_headers,
     reply_context,
 )
-from meshview.wire.presence import HEARTBEAT_MS
-from meshview.wire.subjects import is_identity_token, split_principal
+from meshview.wire.presence import HEARTBEAT_MS, decode_presence
+from meshview.wire.subjects import is_identity_token, sanitize_token, split_principal
 
 ROLE = "operator"
 HEARTBEAT_S = HEARTBEAT_MS / 1000
@@ -124,6 +127,19 @@ class IdentityMismatch(ParticipantError):
 
 class SendFailed(ParticipantError):
     """The broker never acknowledged the message (or refused it for another reason)."""
+
+
+class RevisionConflict(SendFailed):
+    """A presence put expected a revision of its key that someone else has written past."""
+
+
+class IdentityTaken(ParticipantError):
+    """The sender's principal has a live presence record this participant did not write (an
+    agent or another console): nothing is published under it."""
+
+
+class NoRoleHolder(ParticipantError):
+    """An anycast to a role that no live agent holds, and the operator did not ask to queue."""
 
 
 class Closed(ParticipantError):
@@ -219,6 +235,7 @@ class RosterEntry:
     name: str
     kind: str
     status: str = "idle"
+    role: str | None = None
 
 
 def roster_from_presence(values: Iterable[tuple[str, bytes]]) -> list[RosterEntry]:
@@ -231,8 +248,29 @@ def roster_from_presence(values: Iterable[tuple[str, bytes]]) -> list[RosterEntr
         d = decode_presence(key, "PUT", value, now)
         if d.action == "apply" and d.presence is not None:
             c = d.presence.card
-            out.append(RosterEntry(c.id, c.name, c.kind, d.derived_status or "offline"))
+            out.append(RosterEntry(c.id, c.name, c.kind, d.derived_status or "offline", c.role))
     return out
+
+
+def taken_sentence(pid: str, holder: Any) -> str:
+    """Who holds ``pid`` (a live presence record or roster row), as one sentence."""
+    from meshview import sanitize
+
+    card = getattr(holder, "card", holder)
+    name = sanitize.inline(str(getattr(card, "name", "") or pid), 64)
+    kind, role = getattr(card, "kind", "agent"), getattr(card, "role", None)
+    who = ("the agent" if kind == "agent" else "another console" if role == ROLE
+           else "the endpoint")
+    return (f"{pid} is held by {who} {name}, live on the roster; sending as it would take "
+            "over its identity, so nothing was sent - choose a free name with --as.")
+
+
+def role_holders(rows: Iterable[Any], role: str) -> list[Any]:
+    """The live agents on ``rows`` that hold ``role`` (compared as its subject token)."""
+    want = sanitize_token(role)
+    return [p for p in rows if getattr(p, "kind", "agent") == "agent"
+            and getattr(p, "status", "idle") != "offline"
+            and isinstance(getattr(p, "role", None), str) and sanitize_token(p.role) == want]
 
 
 # --------------------------------------------------------------------------- participant
@@ -281,6 +319,8 @@ class Participant:
         self._hb_task: asyncio.Task | None = None
         self._rebeat: asyncio.Task | None = None  # the extra beat right after a reconnect
         self._record: Presence | None = None
+        self._revision = 0  # the presence key's revision we last wrote (0: none yet)
+        self._taken: str | None = None  # why our principal is someone else's now
         self._denials: dict[str, list[asyncio.Future]] = {}
         self.starts = 0  # start attempts made (tests: concurrent sends share one)
         self.attempts = 0  # JetStream publish attempts (a retry re-sends the same Nats-Msg-Id)
@@ -351,12 +391,18 @@ class Participant:
             self._js = nc.jetstream(timeout=ATTEMPT_S)
             events_of(nc).on_error.append(self._on_nats_error)
             events_of(nc).on_reconnect.append(self._on_reconnect)
+            current = await self._read_presence()  # before anything is published
+            holder = self._live_holder(current)
+            if holder is not None and not (not self.presence_enabled and self._may_share(holder)):
+                self._taken = taken_sentence(ident.id, holder)
+                raise IdentityTaken(self._taken)
             if self.presence_enabled:
                 card = build_card(ident.owner, ident.actor, ident.name, kind="endpoint",
                                   role=self.role, description="operator console (cotal-tui)")
                 now = now_ms()
                 self._record = heartbeat_record(card, "idle", mint_lifecycle_uid(), ts=now,
                                                 status_since=now)
+                self._revision = current[2] if current is not None else 0
                 try:
                     await self._put_presence(self._record, deadline=self.target.timeout + ATTEMPT_S)
                 except PermissionDenied:
@@ -397,10 +443,11 @@ class Participant:
                 except BaseException:  # noqa: BLE001
                     pass
         self._hb_task = self._rebeat = None
-        if self._ready and self._record is not None and self.nc is not None and not self.nc.is_closed:
-            try:
+        if (self._ready and self._record is not None and self._taken is None
+                and self.nc is not None and not self.nc.is_closed):
+            try:  # only over our own record: never offline one somebody else wrote since
                 await self._put_presence(offline_record(self._record),
-                                         deadline=CLOSE_TIMEOUT_S)
+                                         deadline=CLOSE_TIMEOUT_S, take=False)
             except Exception:  # noqa: BLE001 - the TTL retires us anyway
                 pass
         self._ready = False
@@ -433,23 +480,129 @@ class Participant:
 
     # ---------------------------------------------------------------- presence
 
-    async def _put_presence(self, rec: Presence, *, deadline: float) -> None:
-        await self._publish(presence_subject(self.space, rec.card.id), encode_presence(rec), {},
-                            deadline=deadline)
-        self.last_heartbeat = int(rec.ts)
+    async def _put_presence(self, rec: Presence, *, deadline: float, take: bool = True) -> None:
+        """Put ``rec`` on the revision we last wrote (KV create/update), so a record written by
+        someone else since is never overwritten. On a conflict the key is read: a live record
+        that is not ours raises :class:`IdentityTaken` (and this peer stops writing); ours
+        (a retry after a lost ack) or a dead one (offline, stale, deleted, expired) is taken
+        over when ``take``; without ``take`` (the offline record on close) only ours is."""
+        subject, payload = presence_subject(self.space, rec.card.id), encode_presence(rec)
+        for _ in range(4):
+            try:
+                ack = await self._publish(subject, payload, presence_put_headers(self._revision),
+                                          deadline=deadline)
+            except RevisionConflict:
+                current = await self._read_presence()
+                holder = self._live_holder(current)
+                if holder is not None:
+                    self._taken = taken_sentence(rec.card.id, holder)
+                    self._state("taken", self._taken)
+                    raise IdentityTaken(self._taken) from None
+                if current is None:
+                    if not take:
+                        return  # our record expired: nothing to mark offline
+                    self._revision = 0
+                elif take or self._is_mine(current):
+                    self._revision = current[2]
+                else:
+                    return  # a dead record of someone else's: leave it as it is
+                continue
+            self._revision = int(ack.seq)
+            self.last_heartbeat = int(rec.ts)
+            return
+        raise SendFailed(f"the presence record of {rec.card.id} kept changing under this "
+                         "operator; nothing was written.")
+
+    async def _read_presence(self) -> tuple[str, bytes, int] | None:
+        """Our presence key as (operation, value, revision), or None when it holds nothing.
+
+        A last-per-subject consumer filtered to the one key (the operator profile may create
+        consumers on the presence bucket but has no direct get); it lapses on its own."""
+        from nats.js import api
+
+        nc, js = self.nc, self._js
+        if nc is None or js is None:
+            raise Closed("the participant is not connected; nothing was sent.")
+        subject = presence_subject(self.space, self.id)
+        got: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def on_msg(m: Any) -> None:
+            if (m.reply or "").startswith("$JS.ACK.") and not got.done():
+                got.set_result(m)
+
+        sub = await nc.subscribe(nc.new_inbox(), cb=on_msg)
+        try:
+            try:
+                info = await js.add_consumer(
+                    f"KV_{bucket_names(self.space).presence}", api.ConsumerConfig(
+                        name=f"cotal_claim_{secrets.token_hex(8)}", deliver_subject=sub.subject,
+                        filter_subject=subject, deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+                        ack_policy=api.AckPolicy.NONE, mem_storage=True, inactive_threshold=2.0,
+                        num_replicas=1), timeout=ATTEMPT_S)
+                if not got.done() and not info.num_pending:
+                    return None
+                m = await asyncio.wait_for(asyncio.shield(got), ATTEMPT_S)
+            except Exception as e:  # noqa: BLE001 - one sentence: we cannot tell who holds it
+                desc = getattr(e, "description", None) or str(e) or "no answer from the broker"
+                raise StartRefused(f"could not check whether {self.id} is already on the "
+                                   f"roster ({desc}); nothing was sent.") from None
+            op = (m.headers or {}).get("KV-Operation", "PUT")
+            return op, m.data or b"", int(m.metadata.sequence.stream)
+        finally:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _live_holder(self, current: tuple[str, bytes, int] | None) -> Presence | None:
+        """The live record on our key that this participant did not write, if any."""
+        if current is None:
+            return None
+        op, value, _ = current
+        d = decode_presence(self.id, op, value, now_ms())
+        if d.action != "apply" or d.presence is None or d.derived_status == "offline":
+            return None
+        return None if self._is_mine(current, d.presence) else d.presence
+
+    def _is_mine(self, current: tuple[str, bytes, int], rec: Presence | None = None) -> bool:
+        if self._record is None:
+            return False
+        if rec is None:
+            d = decode_presence(self.id, current[0], current[1], now_ms())
+            rec = d.presence
+        return rec is not None and rec.lifecycleUid == self._record.lifecycleUid
+
+    def _may_share(self, holder: Presence) -> bool:
+        """A one-shot sender under the default identity shares its own console's principal
+        (so replies land in the inbox the console shows); never an agent's, never an ``--as``."""
+        c = holder.card
+        return self._as_name is None and c.kind == "endpoint" and c.role == ROLE
+
+    def held_by(self, rows: Iterable[Any]) -> Any | None:
+        """The live roster row (not this peer's own) holding our principal, if any: a check
+        before anything starts (pure); the start re-checks the presence key itself."""
+        if self.active:
+            return None
+        me = self.id
+        for r in rows:
+            if getattr(r, "id", None) == me and getattr(r, "status", "idle") != "offline":
+                return r
+        return None
 
     async def _heartbeat_loop(self) -> None:
-        while True:
+        while self._taken is None:
             await asyncio.sleep(self.heartbeat_s)
             await self._beat()
 
     async def _beat(self) -> None:
-        if self._record is None or self._closed:
+        if self._record is None or self._closed or self._taken is not None:
             return  # never a live beat after (or racing) the offline record
         self._record = msgspec.structs.replace(self._record, ts=now_ms())
         try:
             await self._put_presence(self._record, deadline=max(self.heartbeat_s, ATTEMPT_S))
             self.last_error = None
+        except IdentityTaken as e:  # somebody else writes our key now: stop, never fight it
+            self.last_error = str(e)
         except ParticipantError as e:  # broker away or a denial: say so, keep beating
             self.last_error = str(e)
             self._state("error", self.last_error)
@@ -518,6 +671,9 @@ class Participant:
                 except APIError as e:
                     if isinstance(e, NoStreamResponseError):
                         pass  # no stream answered (yet): JetStream still coming up
+                    elif getattr(e, "err_code", None) == WRONG_LAST_SEQUENCE:
+                        raise RevisionConflict(f"{subject} was written by someone else since "
+                                               "(wrong last revision).") from None
                     else:
                         desc = getattr(e, "description", None) or str(e)
                         raise SendFailed(f"the broker refused the message: {desc}.") from None
@@ -544,6 +700,8 @@ class Participant:
     def _check_writable(self) -> None:
         if self.read_only:
             raise ReadOnly(f"read-only - {self.read_only_reason}; nothing was sent.")
+        if self._taken is not None:
+            raise IdentityTaken(self._taken)
         if self._closed:
             raise Closed("the participant is closed; nothing was sent.")
 
@@ -567,33 +725,60 @@ class Participant:
 
     # ---------------------------------------------------------------- sends
 
+    # ``prepare_*`` vet the target and mint the envelope (its id is the Nats-Msg-Id) without
+    # sending: a caller that keeps it can retry an unacknowledged send with the same id, so a
+    # broker that stored the first attempt stores it once.
+
+    def prepare_post(self, channel: str, text: str, *, reply_to: str | None = None,
+                     context_id: str | None = None) -> CotalMessage:
+        self._check_writable()
+        ch = channel.removeprefix("#")
+        return self._build(text, channel=ch, mentions=mentions_in(text), reply_to=reply_to,
+                           context_id=context_id)
+
+    def prepare_dm(self, to: str, text: str, *, reply_to: str | None = None,
+                   context_id: str | None = None) -> CotalMessage:
+        self._check_writable()
+        rid = self.resolve_agent(to)
+        return self._build(text, to=rid, reply_to=reply_to, context_id=context_id)
+
+    def prepare_ask(self, role: str, text: str, *, reply_to: str | None = None,
+                    context_id: str | None = None, queue: bool = False) -> CotalMessage:
+        """An anycast is stored in the TASK stream until a holder of the role takes it, so one
+        that no live agent holds is refused (as a DM to an unknown agent is) unless ``queue``
+        says the operator means it for a future holder. Without a roster (a bare participant)
+        there is nothing to check against; every sender in cotal_tui supplies one."""
+        self._check_writable()
+        r = role.removeprefix("@")
+        if not r.strip():
+            raise ParticipantError("an ask needs a role.")
+        if not queue and self.roster is not None and not role_holders(self.roster(), r):
+            from meshview import sanitize
+
+            raise NoRoleHolder(
+                f"no live agent holds the role {sanitize.inline(r, 64)!r} on the roster, so nothing "
+                "was sent; an ask waits in the TASK stream for a holder - queue it for a "
+                "future holder with --queue.")
+        return self._build(text, to_service=r, reply_to=reply_to, context_id=context_id)
+
     async def post(self, channel: str, text: str, *, reply_to: str | None = None,
                    context_id: str | None = None) -> Sent:
         """A channel post; ``@name`` mentions in the text are carried as ``mentions``."""
-        self._check_writable()
-        ch = channel.removeprefix("#")
-        return await self.send_message(self._build(
-            text, channel=ch, mentions=mentions_in(text), reply_to=reply_to,
-            context_id=context_id))
+        return await self.send_message(self.prepare_post(channel, text, reply_to=reply_to,
+                                                         context_id=context_id))
 
     async def dm(self, to: str, text: str, *, reply_to: str | None = None,
                  context_id: str | None = None) -> Sent:
         """A DM to an agent (by name, ``@name`` or principal id). An endpoint target is refused
         before the peer starts or anything is published."""
-        self._check_writable()
-        rid = self.resolve_agent(to)
-        return await self.send_message(self._build(text, to=rid, reply_to=reply_to,
-                                                   context_id=context_id))
+        return await self.send_message(self.prepare_dm(to, text, reply_to=reply_to,
+                                                       context_id=context_id))
 
     async def ask(self, role: str, text: str, *, reply_to: str | None = None,
-                  context_id: str | None = None) -> Sent:
+                  context_id: str | None = None, queue: bool = False) -> Sent:
         """An anycast to ``role``: exactly one holder of the role takes it (SPEC §4)."""
-        self._check_writable()
-        r = role.removeprefix("@")
-        if not r.strip():
-            raise ParticipantError("an ask needs a role.")
-        return await self.send_message(self._build(text, to_service=r, reply_to=reply_to,
-                                                   context_id=context_id))
+        return await self.send_message(self.prepare_ask(role, text, reply_to=reply_to,
+                                                        context_id=context_id, queue=queue))
 
     async def reply(self, original: CotalMessage | Delivery, text: str) -> Sent:
         """Reply in the original's thread (``replyTo`` = its id, ``contextId`` = its context

@@ -307,10 +307,12 @@ async def _chat_session(broker, nc, space, tmux, tmp_path, team):
     s = await tmux.until(lambda s: "who: " in s and "(you)" in s, what="the roster")
     assert f"bram/{bram.role}" in s and "op/operator" in s
 
-    # a failed send is one sentence and the prompt carries on
+    # a failed send is one sentence and its line comes back on the prompt for editing
     await tmux.keys("/dm @nobody hi", "Enter")
     await tmux.until(lambda s: "! no agent named 'nobody' on the roster; nothing was sent." in s
-                     and _prompt_line(s) == PROMPT.strip(), what="the refusal")
+                     and _prompt_line(s) == f"{PROMPT}/dm @nobody hi", what="the refusal")
+    await tmux.keys("C-u")
+    await tmux.until(lambda s: _prompt_line(s) == PROMPT.strip(), what="the prompt cleared")
 
     # Ctrl-D leaves with 0 and the operator's presence goes offline
     assert (await _presence(nc, space, me))["status"] != "offline"

@@ -105,7 +105,7 @@ async def test_dm_to_an_endpoint_is_refused_and_nothing_is_sent(broker, nc, spac
 
 
 async def test_ask_and_replies(broker, nc, space):
-    r = await cotal_send(broker, space, "--json", "--ask", "reviewer", "review PR 42")
+    r = await cotal_send(broker, space, "--json", "--queue", "--ask", "reviewer", "review PR 42")
     assert r.returncode == 0, r.stderr
     ask = json.loads(r.stdout)
     assert ask["toService"] == "reviewer"

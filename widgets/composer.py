@@ -1,8 +1,10 @@
 """The operator's composer: a multi-line box above the status bar that sends on Enter.
 
 Enter sends, Ctrl-J (or Alt/Shift-Enter where the terminal tells them apart) inserts a newline,
-Esc puts the box away. Each target keeps its own draft, so switching tabs or closing the box
-never loses typed text; a draft goes only when its message was handed over for sending.
+Esc (or Ctrl-C) puts the box away. Each target keeps its own draft, so switching tabs or
+closing the box never loses typed text; a draft goes only when the screen reports its message
+acknowledged (:meth:`Composer.delivered`). A send that failed leaves the draft as it was and
+its reason (:meth:`Composer.failed`), shown above the text until the next attempt.
 The widget knows nothing of the mesh: it posts ``Composer.Submitted`` with the target it was
 opened for, and the screen decides what that means.
 """
@@ -33,6 +35,7 @@ class Target:
     role: str | None = None
     reply_to: str | None = None  # the id of the message answered
     context_id: str | None = None
+    queue: bool = False  # an ask meant for a future holder of the role
 
     @property
     def key(self) -> str:
@@ -77,6 +80,13 @@ class Composer(Vertical):
         padding: 0 1;
         color: $text-muted;
     }
+    Composer > #composer-note {
+        display: none;
+        height: auto;
+        max-height: 2;
+        padding: 0 1;
+        color: $error;
+    }
     Composer > _Box, Composer > _Box:focus {
         height: auto;
         min-height: 1;
@@ -92,15 +102,17 @@ class Composer(Vertical):
             self.target, self.text = target, text
 
     class Closed(Message):
-        """The box was put away (Esc); the draft is kept."""
+        """The box was put away (Esc or Ctrl-C); the draft is kept."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
         self.target: Target | None = None
         self.drafts: dict[str, str] = {}
+        self.notes: dict[str, str] = {}  # why a target's last send failed
 
     def compose(self) -> ComposeResult:
         yield Static("", id="composer-head")
+        yield Static("", id="composer-note")
         yield _Box("", id="composer-text", soft_wrap=True, show_line_numbers=False,
                    tab_behavior="focus")
 
@@ -118,6 +130,7 @@ class Composer(Vertical):
         self.target = target
         self.query_one("#composer-head", Static).update(
             f"→ {safe(target.label)}   enter send · ctrl+j newline · esc close (draft kept)")
+        self._show_note()
         box = self.box
         box.text = self.drafts.get(target.key, "")
         box.move_cursor(box.document.end)
@@ -125,10 +138,14 @@ class Composer(Vertical):
         box.focus()
 
     def submit(self) -> None:
+        """Hand the text over for sending. It stays the target's draft until the screen says
+        it was acknowledged, so a failure (or anything in between) never loses it."""
         target, text = self.target, self.box.text
         if target is None or not text.strip():
             return
-        self.drafts.pop(target.key, None)
+        self.drafts[target.key] = text
+        self.notes.pop(target.key, None)
+        self.target = None  # the box is put away; reopening reads the kept draft
         self.box.text = ""
         self.display = False
         self.post_message(self.Submitted(target, text))
@@ -138,9 +155,27 @@ class Composer(Vertical):
         self.display = False
         self.post_message(self.Closed())
 
-    def restore(self, target: Target, text: str) -> None:
-        """Put a message that could not be sent back as the target's draft."""
-        self.drafts[target.key] = text
+    def delivered(self, target: Target, text: str) -> None:
+        """``text`` reached the broker: the draft goes, unless it was edited since."""
+        if self.drafts.get(target.key) == text:
+            self.drafts.pop(target.key, None)
+        self.notes.pop(target.key, None)
+
+    def failed(self, target: Target, text: str, why: str) -> None:
+        """``text`` was not acknowledged: it stays the target's draft (a newer edit wins) and
+        ``why`` is shown above it until the next attempt."""
+        self.drafts.setdefault(target.key, text)
+        self.notes[target.key] = why
+        if self.is_open and self.target is not None and self.target.key == target.key:
+            if not self.box.text:
+                self.box.text = self.drafts[target.key]
+            self._show_note()
+
+    def _show_note(self) -> None:
+        note = self.notes.get(self.target.key) if self.target is not None else None
+        w = self.query_one("#composer-note", Static)
+        w.update(f"not sent: {safe(note)}" if note else "")
+        w.display = bool(note)
 
     def _keep_draft(self) -> None:
         if self.target is not None:

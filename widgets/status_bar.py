@@ -1,11 +1,13 @@
 """The status bar: space, channel, agents, msg/s with a 60 s sparkline, connection state,
-``chat-only``, rejections, then a notice or the context key hints."""
+``chat-only``, rejections, ``● rec <size>`` while recording, then a notice or the context key
+hints."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widget import Widget
 
+from meshview.record import human_size
 from meshview.snapshot import Snapshot
 from widgets.presentation import safe, sparkline
 
@@ -42,6 +44,7 @@ class StatusBar(Widget):
         self._notice_timer = None
         self._key: object = None
         self.link: tuple[str, str, str] | None = None  # (connection, where, extra) sans model
+        self.recording: int | None = None  # bytes recorded so far, while a recording runs
 
     def update_snapshot(self, snap: Snapshot, channel: str | None) -> None:
         self.snap, self.channel = snap, channel
@@ -49,6 +52,15 @@ class StatusBar(Widget):
         if key != self._key:
             self._key = key
             self.refresh()
+
+    def set_recording(self, size: int | None) -> None:
+        """A recording is running (``size``: bytes on disk so far) or not (``None``)."""
+        shown = None if size is None else human_size(size)
+        if shown != (None if self.recording is None else human_size(self.recording)):
+            self.recording = size
+            self.refresh()
+        else:
+            self.recording = size
 
     def set_link(self, connection: str, where: str = "", extra: str = "") -> None:
         """The link state of a screen without a model (``connected``, ``reconnecting``…)."""
@@ -69,12 +81,20 @@ class StatusBar(Widget):
             self.hints = hints
             self.refresh()
 
-    def show_notice(self, text: str, *, error: bool = False, seconds: float | None = None) -> None:
+    def show_notice(self, text: str, *, error: bool = False, seconds: float | None = None,
+                    sticky: bool = False) -> None:
+        """Show ``text`` for ``seconds`` (default 3 s), or until cleared when ``sticky``."""
         self.notice, self.notice_error = text, error
         if self._notice_timer is not None:
             self._notice_timer.stop()
-        self._notice_timer = self.set_timer(seconds or self.NOTICE_SECONDS, self._clear_notice)
+        self._notice_timer = None if sticky else self.set_timer(
+            seconds or self.NOTICE_SECONDS, self._clear_notice)
         self.refresh()
+
+    def clear_notice(self) -> None:
+        if self._notice_timer is not None:
+            self._notice_timer.stop()
+        self._clear_notice()
 
     def _clear_notice(self) -> None:
         self.notice = None
@@ -116,6 +136,8 @@ class StatusBar(Widget):
         if rejected:
             out.append(("rejected", [(" · ", "dim"), (f"! {rejected} rej" if compact
                                                      else f"! {rejected} rejected", "red")]))
+        if self.recording is not None:  # never dropped: the operator must know it runs
+            out.append((None, [(" · ", "dim"), ("● rec " + human_size(self.recording), "bold red")]))
         if st.lagging or st.dropped:  # the mesh outran us: say so, with what was shed
             lag = "⚠ lagging" + (f" · {st.dropped} dropped" if st.dropped else "")
             out.append((None, [(" · ", "dim"), (lag if st.lagging else f"{st.dropped} dropped",

@@ -3,8 +3,10 @@
 ``c``: on the feed, a post to the active channel tab (``#general`` on ``all``); on a roster row,
 a DM to that agent. ``r``: on a feed row, a channel reply in its thread (``replyTo`` +
 ``contextId``) or, for a DM / anycast row, a DM back to its sender; on a NEEDS-YOU (or roster)
-row, a DM answering that agent. The composer keeps a draft per target; a send that fails puts
-the text back as the draft and says why on the status line, in one sentence.
+row, a DM answering that agent. The composer keeps a draft per target until the broker has
+acknowledged it; a send that fails leaves the exact text as the draft and says why in one
+sentence, on the status line until the next key and above the draft until the next attempt.
+A retry re-sends the draft's envelope (same ``Nats-Msg-Id``), so it is stored once.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ def dm_target(pid: str, name: str, *, reply_to: FeedEntry | None = None) -> Targ
                   context_id=reply_to.context_id)
 
 
-def ask_target(role: str) -> Target:
+def ask_target(role: str, *, queue: bool = False) -> Target:
     r = role.removeprefix("@")
-    return Target("ask", f"@{r} (anycast: one holder of the role)", role=r)
+    how = "queued for a future holder" if queue else "one holder of the role"
+    return Target("ask", f"@{r} (anycast: {how})", role=r, queue=queue)
 
 
 def reply_target(e: FeedEntry, me: str | None) -> Target | None:
@@ -63,9 +66,7 @@ class ComposeKeys:
         op = self.operator
         if op is None:
             return "sending is not available in this console"
-        if op.read_only is not None:
-            return f"read-only - {op.read_only}; nothing is sent"
-        return None
+        return op.refusal()
 
     def open_composer(self, target: Target) -> None:
         if self._refused():
@@ -120,7 +121,7 @@ class ComposeKeys:
             return
         entry = focused.selected_entry()
         op = self.operator
-        me = op.participant.id if op is not None and op.read_only is None else None
+        me = op.participant.id if op is not None and op.refusal() is None else None
         target = reply_target(entry, me) if entry is not None else None
         if target is None:
             self.app.notify_line("nothing to reply to on this row")  # type: ignore[attr-defined]
@@ -132,6 +133,10 @@ class ComposeKeys:
         self.send_to(event.target, event.text)
 
     def on_composer_closed(self, event: Composer.Closed) -> None:
+        self.focus_back()
+
+    def focus_back(self) -> None:
+        """Focus the panel the composer was opened from (the console screen overrides it)."""
         self.query_one("#feed").focus()  # type: ignore[attr-defined]
 
     @work(group="send", exit_on_error=False)
@@ -140,18 +145,24 @@ class ComposeKeys:
         status line. A failed send's text becomes the target's draft again."""
         from cotal_tui.operator import SendRefused
 
-        self.query_one("#feed").focus()  # type: ignore[attr-defined]
+        self.focus_back()
         op = self.operator
         if op is None:
             self.app.notify_line("sending is not available in this console", True)  # type: ignore[attr-defined]
             return
         self.app.notify_line(f"sending to {target.label}…")  # type: ignore[attr-defined]
+        composer = self.query_one(Composer)  # type: ignore[attr-defined]
         try:
             receipt = await op.send(target.kind, text, channel=target.channel, to=target.to,
                                     role=target.role, reply_to=target.reply_to,
-                                    context_id=target.context_id)
+                                    context_id=target.context_id, queue=target.queue,
+                                    draft=target.key)
         except SendRefused as e:
-            self.query_one(Composer).restore(target, text)  # type: ignore[attr-defined]
-            self.app.notify_line(str(e), True)  # type: ignore[attr-defined]
+            composer.failed(target, text, str(e))
+            self.app.notify_line(  # type: ignore[attr-defined]
+                f"not sent to {target.label}: {str(e).rstrip('.')}; the draft is kept for "
+                "a retry.", True,
+                sticky=True)
             return
+        composer.delivered(target, text)
         self.app.notify_line(receipt)  # type: ignore[attr-defined]

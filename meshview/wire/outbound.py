@@ -222,6 +222,17 @@ def reply_context(original: CotalMessage) -> str:
 
 # ---- presence ----------------------------------------------------------------------------
 
+EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+WRONG_LAST_SEQUENCE = 10071  # JetStream's err_code when that expectation fails
+
+
+def presence_put_headers(revision: int) -> dict[str, str]:
+    """A presence put that only lands on ``revision`` of its key (0: the key holds no record):
+    KV create/update. A writer that keeps its last revision never overwrites, nor offlines,
+    a record someone else wrote since; the broker answers :data:`WRONG_LAST_SEQUENCE`."""
+    return {EXPECTED_LAST_SUBJECT_SEQ: str(max(0, int(revision)))}
+
+
 def presence_subject(space: str, key: str) -> str:
     """The KV put subject of presence key ``key`` (= ``card.id``): what ``kv.put`` publishes."""
     if split_principal(key) is None:
