@@ -5,11 +5,15 @@ above a prompt-toolkit prompt; a half-typed line stays intact on the prompt whil
 Sends go through the console's :class:`~meshview.participant.Participant`, so the operator is
 invisible until the first send, then a presence peer until leaving (Ctrl-D or ``/quit``
 publishes its offline record). Its own messages are not echoed locally: the observer sees them
-on the tap like anyone else's, so each shows exactly once.
+on the tap like anyone else's, so each shows exactly once. A send the broker did not acknowledge
+puts its line back on the prompt for editing; sent again unchanged it re-sends the same envelope
+(same ``Nats-Msg-Id``), so it is stored once. An ``--as`` identity that a live agent or another
+console holds is refused at the start (exit 1) and by every send.
 
     #channel text     post to a channel         text            post to the current channel
     #channel          switch channel            /join #channel  switch channel
     /dm @agent text   a DM to an agent          /ask @role text anycast: one holder answers
+    /ask --queue @role text                     queue it for a future holder of the role
     /reply text       answer the last DM or @mention addressed to you
     /who  /help  /quit                          //text          post text starting with /
 
@@ -46,6 +50,7 @@ HELP = (
     "#channel          switch the current channel (also /join #channel)",
     "/dm @agent text   a direct message to an agent",
     "/ask @role text   anycast: exactly one holder of the role takes it",
+    "/ask --queue @role text   the same, queued for a future holder when none is live",
     "/reply text       answer the last DM or @mention addressed to you",
     "/who              the roster: name/role and status",
     "//text            post text that starts with /",
@@ -77,6 +82,7 @@ class Action:
     kind: str
     target: str | None = None  # channel, agent or role, without its sigil
     text: str = ""
+    queue: bool = False  # an ask meant for a future holder of the role
 
 
 def channel_name(raw: str) -> str | None:
@@ -107,13 +113,16 @@ def parse(line: str, channel: str) -> Action:
                 return Action("error", text="/join needs one channel name: /join #general")
             return Action("join", ch)
         if cmd in ("/dm", "/ask"):
+            queue = cmd == "/ask" and arg.split(None, 1)[:1] == ["--queue"]
+            if queue:
+                arg = arg.split(None, 1)[1] if len(arg.split(None, 1)) > 1 else ""
             who, *text = arg.split(None, 1) if arg else [""]
             who = who.removeprefix("@")
             if not who or not text or not text[0].strip():
                 example = "/dm @bram hello" if cmd == "/dm" else "/ask @reviewer please look"
                 what = "@agent" if cmd == "/dm" else "@role"
                 return Action("error", text=f"{cmd} needs {what} and text: {example}")
-            return Action(cmd[1:], who, text[0].strip())
+            return Action(cmd[1:], who, text[0].strip(), queue=queue)
         if cmd == "/reply":
             if not arg:
                 return Action("error", text="/reply needs text: /reply on it")
@@ -255,7 +264,9 @@ class Chat:
         self.part = part
         self.channel = DEFAULT_CHANNEL
         self.last_for_me: Any = None  # the newest live feed row addressed to the operator
-        self.sends: asyncio.Queue[Action] = asyncio.Queue()
+        self.sends: asyncio.Queue[tuple[Action, str]] = asyncio.Queue()
+        self.unsent: dict[str, Any] = {}  # a failed line -> its envelope, for a same-id retry
+        self.restore_line: str | None = None  # an unsent line for the next prompt
         self.model: Any = None
         self.obs: Any = None
         self.writer: Any = None
@@ -272,6 +283,14 @@ class Chat:
             nc, target = await connect(self.target)
         except ConnectError as e:
             print(f"cotal chat: {_one_line(e)}", file=sys.stderr)
+            return 1
+        from meshview.spaces import ensure_space
+
+        try:  # every verb's space check: no prompt for a space that is not there
+            await ensure_space(nc, target)
+        except ConnectError as e:
+            print(f"cotal chat: {_one_line(e)}", file=sys.stderr)
+            await nc.close()
             return 1
         self.model = MeshModel(target.space, record_events=True, burst_ms=0,
                                server=target.display)
@@ -310,6 +329,12 @@ class Chat:
             except Exception as e:  # noqa: BLE001 - one sentence, never a traceback
                 self.writer.diag(f"could not start observing the space: {_one_line(e)}",
                                  warn=False)
+                return 1
+            holder = self.part.held_by(self.model.snapshot().peers)
+            if holder is not None:  # our principal is a live peer's: never take it over
+                from meshview.participant import taken_sentence
+
+                self.writer.diag(taken_sentence(self.part.id, holder), warn=False)
                 return 1
             if not self.obs.dm_visible:
                 self.writer.diag("DMs are not visible with this credential (channels only); "
@@ -402,7 +427,8 @@ class Chat:
             except (NotImplementedError, RuntimeError, ValueError):
                 pass
         while not stop.is_set():
-            prompt = asyncio.ensure_future(self.session.prompt_async(self._prompt))
+            prompt = asyncio.ensure_future(self.session.prompt_async(self._prompt,
+                                                                     pre_run=self._pre_run))
             stopping = asyncio.ensure_future(stop.wait())
             await asyncio.wait({prompt, stopping}, return_when=asyncio.FIRST_COMPLETED)
             stopping.cancel()
@@ -419,10 +445,10 @@ class Chat:
                 line = prompt.result()
             except (EOFError, KeyboardInterrupt):
                 return
-            if not self.act(parse(line, self.channel)):
+            if not self.act(parse(line, self.channel), line):
                 return
 
-    def act(self, a: Action) -> bool:
+    def act(self, a: Action, line: str = "") -> bool:
         """Apply one typed line; False to leave. Sends are queued (in order) so the prompt
         comes back at once while a slow broker is still acknowledging."""
         if a.kind == "quit":
@@ -438,7 +464,7 @@ class Chat:
         elif a.kind == "join":
             self.channel = a.target or DEFAULT_CHANNEL
         else:
-            self.sends.put_nowait(a)
+            self.sends.put_nowait((a, line))
         return True
 
     def who(self) -> None:
@@ -467,27 +493,68 @@ class Chat:
         from meshview.participant import ParticipantError
 
         while True:
-            a = await self.sends.get()
+            a, line = await self.sends.get()
             try:
-                await self.send(a)
+                await self.send(a, line)
             except ParticipantError as e:
                 self.note(_one_line(e))
+                self.put_back(line, a)
             except Exception as e:  # noqa: BLE001 - a send never ends the chat
                 self.note(f"send failed ({type(e).__name__}): {_one_line(e)}")
+                self.put_back(line, a)
             finally:
                 self.sends.task_done()
 
-    async def send(self, a: Action) -> None:
+    def put_back(self, line: str, a: Action) -> None:
+        """A line that was not sent goes back on the prompt for editing (prompt-toolkit's
+        default buffer); when something else is being typed there, it waits in the history."""
+        if not line.strip() or self.part.read_only or a.kind not in ("post", "dm", "ask", "reply"):
+            return
+        if self.session is None:
+            return
+        app, buf = self.session.app, self.session.default_buffer
+        live = app.is_running and not app.is_done  # a prompt is up (not the one just accepted)
+        if live and not buf.text:
+            self._restore(line)
+        elif live and buf.text != line:
+            self.session.history.append_string(line)
+            self.note("the unsent line is in the history (Up) for editing")
+        else:
+            self.restore_line = line  # the next prompt starts with it
+
+    def _restore(self, line: str) -> None:
+        buf = self.session.default_buffer
+        buf.text = line
+        buf.cursor_position = len(line)
+        self.session.app.invalidate()
+
+    def _pre_run(self) -> None:
+        line, self.restore_line = self.restore_line, None
+        if line:
+            self._restore(line)
+
+    async def send(self, a: Action, line: str = "") -> None:
         from meshview.participant import ParticipantError, ReadOnly
 
         p = self.part
-        if a.kind == "post":
-            await p.post(a.target or self.channel, a.text)
-            return
-        if a.kind == "dm":
-            sent = await p.dm(a.target or "", a.text)
-        elif a.kind == "ask":
-            sent = await p.ask(a.target or "", a.text)
+        prior = self.unsent.pop(line, None) if line else None
+        if a.kind in ("post", "dm", "ask"):
+            if prior is not None:
+                msg = prior  # the same line again: the same envelope, the same Nats-Msg-Id
+            elif a.kind == "post":
+                msg = p.prepare_post(a.target or self.channel, a.text)
+            elif a.kind == "dm":
+                msg = p.prepare_dm(a.target or "", a.text)
+            else:
+                msg = p.prepare_ask(a.target or "", a.text, queue=a.queue)
+            try:
+                sent = await p.send_message(msg)
+            except ParticipantError:
+                if line:
+                    self.unsent[line] = msg
+                raise
+            if a.kind == "post":
+                return
         elif a.kind == "reply":
             if p.read_only:
                 raise ReadOnly(f"read-only - {p.read_only_reason}; nothing was sent.")

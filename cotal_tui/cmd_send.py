@@ -3,6 +3,8 @@
     cotal send '#general' TEXT            a channel post (``@name`` mentions are carried)
     cotal send @bram TEXT                 a DM to an agent (an endpoint is refused)
     cotal send --ask reviewer TEXT        an anycast: exactly one holder of the role takes it
+                                          (refused when no live agent holds the role, unless
+                                          ``--queue``: it waits in the TASK stream for one)
     cotal send --reply-to ID [TARGET] TEXT
                                           a threaded reply (replyTo = ID, contextId = the
                                           original's thread); without TARGET it goes where
@@ -17,7 +19,9 @@ inside a single heartbeat, and the reference's ``cotal send`` likewise opens a t
 endpoint with ``registerPresence: false``. A presence record here would only flash a phantom
 peer (and then an offline row) on every roster, so none is written, not even the final offline
 record. Identity is the console participant's (``--as NAME``, else the credential's principal,
-else ``local.<os user>_console``), so agents' replies land in the inbox the console shows. On a
+else ``local.<os user>_console``), so agents' replies land in the inbox the console shows; an
+identity whose principal a live agent (or, for an ``--as`` name, any live peer) holds is refused
+before anything is published. On a
 static-auth mesh the credential is minted from the mesh root's seed with the reference's
 ``operator`` profile (what its ``cotal send`` mints): the principal is ``local.<its nkey>``.
 
@@ -41,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("words", nargs="*", metavar="[TARGET] TEXT",
                         help="'#channel' or @agent, then the text ('-' reads stdin)")
     parser.add_argument("--ask", metavar="ROLE", help="anycast to ROLE instead of a target")
+    parser.add_argument("--queue", action="store_true",
+                        help="with --ask: queue it in the TASK stream even when no live agent "
+                             "holds ROLE (for a future holder)")
     parser.add_argument("--reply-to", metavar="ID", dest="reply_to",
                         help="reply in the thread of message ID")
     parser.add_argument("--as", metavar="NAME", dest="as_name",
@@ -112,6 +119,8 @@ def plan(args: argparse.Namespace) -> Plan:
         raise Usage("--timeout must be more than 0.")
     if args.reply_to is not None and not args.reply_to.strip():
         raise Usage("--reply-to needs a message id.")
+    if getattr(args, "queue", False) and mode != "ask":
+        raise Usage("--queue goes with --ask ROLE.")
     return Plan(mode, target, text)
 
 
@@ -135,13 +144,21 @@ def _one_line(s: str) -> str:
 async def _send(args: argparse.Namespace, p: Plan) -> int:
     from cotal_tui.operator import participant_target
     from meshview.connect import resolve_target
-    from meshview.participant import Participant, ParticipantError
+    from meshview.participant import Participant, ParticipantError, role_holders
 
     try:
         resolved = resolve_target(args)
         target = participant_target(resolved)  # static mesh: the operator profile
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry, a missing seed
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
+        return 1
+    from meshview.connect import ConnectError
+    from meshview.spaces import require_space
+
+    try:  # every verb's space check, before anything is published
+        await require_space(resolved)
+    except ConnectError as e:
+        print(f"cotal send: {e}", file=sys.stderr)
         return 1
     part = Participant(target, name=args.as_name, presence=False, send_timeout=args.timeout)
     # the operator profile posts but reads no history: a --reply-to lookup on a static mesh goes
@@ -151,10 +168,6 @@ async def _send(args: argparse.Namespace, p: Plan) -> int:
         sent = await _deliver(part, args, p, reader)
     except ParticipantError as e:
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
-        return 1
-    except Exception as e:  # noqa: BLE001 - one sentence, never a traceback
-        print(f"cotal send: unexpected error ({type(e).__name__}): {_one_line(str(e))}",
-              file=sys.stderr)
         return 1
     finally:
         try:
@@ -166,7 +179,13 @@ async def _send(args: argparse.Namespace, p: Plan) -> int:
     else:
         m = sent.message
         where = f"#{m.channel}" if m.channel else f"@{m.to}" if m.to else f"role {m.toService}"
-        print(f"sent {m.id} -> {where}")
+        if m.toService is None:
+            print(f"sent {m.id} -> {where}")
+        elif role_holders(part.roster() if part.roster is not None else (), m.toService):
+            print(f"sent {m.id} -> {where} (in the TASK stream until one holder takes it)")
+        else:
+            print(f"queued {m.id} -> {where} (in the TASK stream for a future holder: no live "
+                  "agent holds the role)")
     sys.stdout.flush()
     return 0
 
@@ -210,8 +229,8 @@ async def _deliver_with(part, args: argparse.Namespace, p: Plan, rd: _Reader):
     reply_to = args.reply_to.strip() if args.reply_to else None
     if reply_to:
         original = await (await rd.get()).find_message(reply_to)
-    needs_roster = p.mode == "dm" or (p.mode == "reply" and original is not None
-                                      and original.kind != "channel")
+    needs_roster = p.mode in ("dm", "ask") or (p.mode == "reply" and original is not None
+                                               and original.kind != "channel")
     if needs_roster:
         rows = await (await rd.get()).read_roster()
         part.roster = lambda: rows
@@ -227,4 +246,5 @@ async def _deliver_with(part, args: argparse.Namespace, p: Plan, rd: _Reader):
         return await part.post(p.target, p.text, reply_to=reply_to, context_id=ctx)
     if p.mode == "dm":
         return await part.dm(p.target, p.text, reply_to=reply_to, context_id=ctx)
-    return await part.ask(p.target, p.text, reply_to=reply_to, context_id=ctx)
+    return await part.ask(p.target, p.text, reply_to=reply_to, context_id=ctx,
+                          queue=bool(getattr(args, "queue", False)))
