@@ -231,9 +231,15 @@ async def _deliver_with(part, args: argparse.Namespace, p: Plan, rd: _Reader):
         original = await (await rd.get()).find_message(reply_to)
     needs_roster = p.mode in ("dm", "ask") or (p.mode == "reply" and original is not None
                                                and original.kind != "channel")
-    if needs_roster:
+    if needs_roster or args.as_name:
         rows = await (await rd.get()).read_roster()
         part.roster = lambda: rows
+        if args.as_name:  # a look-alike of a live peer is refused before anything is sent
+            holder = part.holder_among(rows)
+            if holder is not None:
+                from meshview.participant import IdentityTaken, taken_sentence
+
+                raise IdentityTaken(taken_sentence(part.id, holder))
     if p.mode == "reply":
         if original is None:
             raise ParticipantError(f"message {reply_to!r} was not found in the channel or DM "

@@ -61,6 +61,7 @@ from meshview.wire.messages import (
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, space_token
 from meshview.wire.outbound import (
     DEV_OWNER,
+    actor_fold,
     actor_token,
     build_card,
     build_message,
@@ -261,6 +262,11 @@ def taken_sentence(pid: str, holder: Any) -> str:
     kind, role = getattr(card, "kind", "agent"), getattr(card, "role", None)
     who = ("the agent" if kind == "agent" else "another console" if role == ROLE
            else "the endpoint")
+    held = getattr(card, "id", None) or getattr(holder, "id", None)
+    if isinstance(held, str) and held != pid:  # a look-alike (actor_fold), not the same key
+        return (f"{pid} would read as {sanitize.inline(held, 128)} ({who} {name}, live on the "
+                "roster); sending as it would pass for that identity, so nothing was sent - "
+                "choose a distinct name with --as.")
     return (f"{pid} is held by {who} {name}, live on the roster; sending as it would take "
             "over its identity, so nothing was sent - choose a free name with --as.")
 
@@ -583,11 +589,29 @@ class Participant:
         before anything starts (pure); the start re-checks the presence key itself."""
         if self.active:
             return None
+        return self.holder_among(rows)
+
+    def holder_among(self, rows: Iterable[Any]) -> Any | None:
+        """The live row (not ours) that holds our principal, else one whose actor reads the
+        same (``actor_fold``), else None."""
         me = self.id
+        owner, _, actor = me.partition(".")
+        fold = actor_fold(actor)
+        alike = None
         for r in rows:
-            if getattr(r, "id", None) == me and getattr(r, "status", "idle") != "offline":
+            rid = getattr(r, "id", None)
+            if not isinstance(rid, str) or getattr(r, "status", "idle") == "offline":
+                continue
+            if rid == me:
                 return r
-        return None
+            r_owner, _, r_actor = rid.partition(".")
+            if alike is None and r_owner == owner and actor_fold(r_actor) == fold \
+                    and not (self._as_name is None and self._may_share_row(r)):
+                alike = r  # ``ada!`` (local.ada_) beside a live local.ada reads as ada
+        return alike
+
+    def _may_share_row(self, row: Any) -> bool:
+        return getattr(row, "kind", "agent") == "endpoint" and getattr(row, "role", None) == ROLE
 
     async def _heartbeat_loop(self) -> None:
         while self._taken is None:

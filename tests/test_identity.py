@@ -152,6 +152,27 @@ async def test_cotal_send_as_a_live_agent_or_its_normalised_name_exits_1(broker,
     assert info.state.messages == 1  # only the free identity's post
 
 
+async def test_a_look_alike_of_a_live_agent_is_refused_too(broker, nc, space):
+    """``ada!`` is the principal local.ada_ (actor_token) — a different key, but it reads as the
+    live agent ada on every roster: refused, named, nothing published (actor_fold)."""
+    hb = Heartbeat(nc, space)
+    hb.add("ada", role="planner")  # only the real ada is live
+    await hb.beat()
+    hb.start()
+    try:
+        for name, pid in (("ada!", "local.ada_"), ("Ada", "local.Ada"), ("_ada_", "local._ada_")):
+            r = await _cotal_send(broker, space, "--as", name, "#general", "hi")
+            err = r.stderr.decode()
+            assert r.returncode == 1, err
+            assert err.count("\n") == 1 and f"{pid} would read as local.ada (the agent ada" in err
+        r = await _cotal_send(broker, space, "--as", "adam", "#general", "hi")
+        assert r.returncode == 0, r.stderr
+    finally:
+        await hb.stop()
+    info = await nc.jetstream().stream_info(f"CHAT_{space}")
+    assert info.state.messages == 1  # only the distinct identity's post
+
+
 async def test_the_console_as_a_live_agent_stays_read_only(broker, nc, space):
     from cotal_tui.app import CotalApp
     from cotal_tui.run_console import LiveSession

@@ -61,6 +61,14 @@ def actor_token(raw: str) -> str:
     return t or "_"
 
 
+def actor_fold(raw: str) -> str:
+    """How alike two actors *look* to a person: the actor token case-folded, without the
+    underscores that stand for dropped punctuation at its ends (``ada!`` -> ``ada_`` folds to
+    ``ada``, as ``Ada`` does). An identity whose fold equals a live peer's of the same owner
+    would read as that peer on every roster, so it counts as taken (issue 19.3)."""
+    return actor_token(raw).strip("_").casefold() or "_"
+
+
 def principal_id(owner: str, actor: str) -> str:
     """Dot-form ``owner.actor``; raises ValueError unless both halves are identity tokens."""
     pid = f"{owner}.{actor}"
