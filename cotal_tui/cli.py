@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # subcommand -> module exposing add_arguments(parser) and run(args) -> int
@@ -111,6 +112,31 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
         return 0
+    except Exception as e:  # noqa: BLE001 - the one edge where a failure becomes a sentence
+        if os.environ.get("COTAL_DEBUG", "").strip() not in ("", "0"):
+            raise
+        print(f"cotal {args.command}: {failure_sentence(e)}", file=sys.stderr)
+        return 1
+
+
+DEBUG_HINT = "run it again with COTAL_DEBUG=1 for the traceback"
+
+
+def failure_sentence(e: BaseException) -> str:
+    """The one sentence for a failure a command did not handle itself: a known transport
+    failure (a socket error, a timeout, a nats error) in words, from :func:`meshview.connect.
+    explain_error`; anything else is a bug, said as one, with the way to see its traceback.
+    Never the exception's class name, an errno or a repr (a bug's own text may be all three,
+    so it is not shown: the traceback has it)."""
+    try:
+        from meshview.connect import explain_error
+
+        said = explain_error(e)
+    except Exception:  # noqa: BLE001 - the translation itself must never be the next traceback
+        said = None
+    if said:
+        return f"{said}; nothing more was done (if this persists, {DEBUG_HINT})."
+    return f"it stopped on an internal error (a bug in cotal, not your input); {DEBUG_HINT} and report it."
 
 
 if __name__ == "__main__":

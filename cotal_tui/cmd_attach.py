@@ -20,19 +20,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _preflight(target) -> str | None:
-    from attach.connection import connect
+    """The space check every verb makes, before a grant is asked for."""
     from meshview.connect import ConnectError
-    from meshview.spaces import missing_space
+    from meshview.spaces import require_space
 
     try:
-        nc = await connect(target)
+        await require_space(target)
     except ConnectError as e:
         return f"cotal attach: {e}"
-    try:
-        missing = await missing_space(nc, target.space, target.display)
-    finally:
-        await nc.close()
-    return f"cotal attach: {missing}" if missing else None
+    return None
 
 
 async def _main(args: argparse.Namespace, detach_byte: int) -> int:

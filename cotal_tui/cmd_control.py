@@ -65,8 +65,23 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
     from cotal_tui.operator import read_only_reason
 
     async def main() -> int:
+        from meshview.connect import ConnectError
+        from meshview.spaces import require_space
+
+        target, read_only = resolve(args), read_only_reason(args)
         try:
-            return await act(resolve(args), control, read_only_reason(args))
+            # usage and read-only first (no network), then the space every verb checks
+            if verb != "status":
+                control.refuse_read_only(read_only)
+            control.check_instance(args.on)
+            if verb != "spawn":
+                control.check_seat_name(args.name)
+            try:
+                await require_space(target)
+            except ConnectError as e:
+                print(f"cotal {verb}: {e}", file=sys.stderr)
+                return 1
+            return await act(target, control, read_only)
         except control.ControlError as e:
             print(f"cotal {verb}: {e.message}", file=sys.stderr)
             return 2 if e.code == "bad-request" else 1

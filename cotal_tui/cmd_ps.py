@@ -85,9 +85,17 @@ async def _main(args: argparse.Namespace) -> int:
     from attach import control
     from attach.connection import resolve
 
+    from meshview.connect import ConnectError
+    from meshview.spaces import require_space
+
     target = resolve(args)
     try:
+        control.check_instance(args.on)  # usage before the network
+        await require_space(target)
         result = await control.ps(target, on=args.on)
+    except ConnectError as e:
+        print(f"cotal ps: {e}", file=sys.stderr)
+        return 1
     except control.ControlError as e:
         print(f"cotal ps: {e.message}", file=sys.stderr)
         return 2 if e.code == "bad-request" else 1

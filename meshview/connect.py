@@ -336,6 +336,12 @@ def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None 
         source = "picked"
     if entry and isinstance(entry.get("server"), str):
         return _user_checked(_entry_target(entry, source, common))
+    if space and reg and not common["problem"]:
+        # a space the registry does not hold is not quietly looked for on the default server
+        names = ", ".join(sorted(str(e["space"]) for e in reg))
+        common["problem"] = (f"space {space!r} is not in the mesh registry in {home or cotal_home()} "
+                             f"(registered: {names}); pick one with --space, or name its broker "
+                             "with --server.")
     return _user_checked(Target((DEFAULT_SERVER,), want or DEFAULT_SPACE, source="default", **common))
 
 
@@ -672,6 +678,55 @@ def connect_options(target: Target) -> dict[str, Any]:
     return opts
 
 
+def explain_error(e: BaseException) -> str | None:
+    """What a transport failure means, as a clause for a user's sentence: the one place that
+    turns socket errnos, resolver failures, timeouts and nats-py's error classes into words
+    (never a class name, an errno or a repr). ``None`` for anything that is not a known
+    transport failure (a bug): the caller then says so."""
+    import socket
+
+    from nats import errors as ne
+    from nats.js import errors as je
+
+    if isinstance(e, (ConnectError, PermissionDenied)):
+        return str(e).rstrip(".")
+    if isinstance(e, je.NoStreamResponseError):
+        return "no JetStream stream stored it (is the space provisioned? see --space)"
+    if isinstance(e, ne.NoRespondersError):
+        return "nothing on the mesh answered (no responders; is the space provisioned?)"
+    if isinstance(e, (je.NotFoundError, je.BucketNotFoundError, je.KeyNotFoundError)):
+        return "the broker holds no such stream, bucket or key (is the space provisioned?)"
+    if isinstance(e, je.ServiceUnavailableError):
+        return "the broker's JetStream is unavailable"
+    if isinstance(e, je.APIError):
+        what = e.description if e.description and e.description != "None" else "a request"
+        return f"the broker's JetStream refused it: {what}"
+    if isinstance(e, ne.AuthorizationError):
+        return "the broker refused the credentials (wrong, revoked or not permitted)"
+    if isinstance(e, (ne.ConnectionClosedError, ne.StaleConnectionError, ne.NoServersError,
+                      ne.UnexpectedEOF, ne.ConnectionReconnectingError, ne.ConnectionDrainingError)):
+        return "the connection to the broker was lost"
+    if isinstance(e, (ne.TimeoutError, ne.FlushTimeoutError, asyncio.TimeoutError, TimeoutError)):
+        return "the broker did not answer in time"
+    if isinstance(e, (ne.SecureConnFailedError, ne.SecureConnRequiredError,
+                      ne.SecureConnWantedError, ssl.SSLError)):
+        return "the TLS handshake failed (tls:// in --server, --tls-ca for a private CA)"
+    if isinstance(e, ne.MaxPayloadError):
+        return "the message is larger than the broker accepts"
+    if isinstance(e, socket.gaierror):
+        return "the broker's host name could not be resolved"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+        return "the broker hung up"
+    if isinstance(e, OSError) and (e.strerror or e.errno is not None):
+        return (e.strerror or os.strerror(e.errno or 0)).rstrip(".").lower()
+    if isinstance(e, ne.Error):
+        text = " ".join(str(e).split()).removeprefix("nats: ")
+        return text if text and not re.search(r"\w+Error\b|\(b'", text) else "the broker refused it"
+    return None
+
+
 def short_error(e: BaseException) -> str:
     """One line of an error for a warning or status bar: its first line, at most 200 chars."""
     s = str(e).strip() or type(e).__name__
@@ -683,7 +738,12 @@ def _reason(e: BaseException | None, target: Target) -> str:
         return "no answer"
     name = type(e).__name__
     s = str(e) or name
-    if "Authorization" in name or "authorization" in s.lower():
+    refused = "Authorization" in name or "authorization" in s.lower()
+    if not target.has_credential and (refused or isinstance(e, ConnectionResetError)
+                                      or "reset by peer" in s):
+        # a bare login: the broker answers -ERR, or hangs up before the -ERR is read
+        return _needs_credentials(target)
+    if refused:
         expired = _creds_expiry(target.creds)
         if expired:
             return f"the credentials expired at {expired}"
@@ -704,9 +764,29 @@ def _reason(e: BaseException | None, target: Target) -> str:
         return "connection refused"
     if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
         return "timed out"
+    said = explain_error(e)
+    if said is None:  # not a transport failure we know: its text, never its class or a repr
+        said = " ".join(s.split())
+        if re.search(r"\w+Error\b|\[Errno|\(b'", said):
+            said = "the connection failed for a reason the client did not name"
     for secret in _secrets_of(target):
-        s = s.replace(secret, "***")
-    return s.rstrip(".")
+        said = said.replace(secret, "***")
+    return said.rstrip(".")
+
+
+def _needs_credentials(target: Target) -> str:
+    """The bare login a secured broker refused: say so, and how to give credentials (and,
+    when a registry is there, that it holds no entry for this space to mint from)."""
+    home = cotal_home()
+    reg = sorted(str(e["space"]) for e in load_registry(home))
+    if reg and target.space not in reg:
+        return (f"the broker requires credentials and none were given: the mesh registry in "
+                f"{home} has no space {target.space!r} to mint them for (registered: "
+                f"{', '.join(reg)}); pick one with --space, or pass --creds FILE or --nkey FILE")
+    return ("the broker requires credentials and none were given; pass --creds FILE or "
+            "--nkey FILE (or user:pass@ or token@ in --server; --bearer-file and "
+            "--sentinel-creds on a per-user-auth mesh), or set COTAL_HOME to the home whose "
+            "mesh registry records this mesh")
 
 
 def _secrets_of(target: Target) -> list[str]:
@@ -777,6 +857,11 @@ def _caller_for(target: Target) -> tuple[str, str, str] | None:
 def _where(target: Target) -> str:
     """The server, and where it came from when the user did not name it."""
     if target.source == "default":
+        reg = sorted(str(e["space"]) for e in load_registry())
+        if reg:  # current-mesh names a space the registry does not hold
+            return (f"{target.display}, the default server (no --server given, and space "
+                    f"{target.space!r} is not in the mesh registry in {cotal_home()}; "
+                    f"registered: {', '.join(reg)})")
         return (f"{target.display}, the default server (no --server given and no mesh "
                 f"registered in {cotal_home()})")
     if target.source in ("registry", "current-mesh"):

@@ -123,3 +123,35 @@ async def missing_space(nc: Any, space: str, where: str) -> str | None:
     there = (f"spaces there: {', '.join(known[:12])}{', …' if len(known) > 12 else ''}"
              if known else "no spaces there")
     return f"space {token!r} is not provisioned on {where} ({there}); pick one with --space."
+
+
+async def ensure_space(nc: Any, target: Any) -> None:
+    """Every verb's check, on a connection it already holds, before it sends or reads anything:
+    raises :class:`meshview.connect.ConnectError` with :func:`missing_space`'s sentence when
+    the broker says ``target.space`` is not provisioned there."""
+    from meshview.connect import ConnectError
+
+    missing = await missing_space(nc, target.space, target.display)
+    if missing:
+        raise ConnectError(missing)
+
+
+async def require_space(target: Any) -> None:
+    """:func:`ensure_space` for a verb that has no connection of its own yet (send, ps, the
+    control verbs, attach): one short connection as the space's reader (a static mesh's admin
+    read view, whatever role the verb itself needs, which may not ask the broker about
+    streams). Raises :class:`meshview.connect.ConnectError`: one sentence, nothing sent."""
+    import dataclasses
+
+    from meshview.connect import connect
+
+    reader = dataclasses.replace(target, role="observer", credential=None,
+                                 name="cotal-space-check")
+    nc, reader = await connect(reader)
+    try:
+        await ensure_space(nc, reader)
+    finally:
+        try:
+            await asyncio.wait_for(nc.close(), 2.0)
+        except Exception:  # noqa: BLE001 - the check is done; a slow close changes nothing
+            pass

@@ -164,7 +164,7 @@ async def test_every_verb_fails_with_one_sentence(broker, space, managers):
     # a space nothing provisioned, an unreachable broker, read-only
     for verb, argv in (("spawn", ("echo",)), ("stop", ("alpha",)), ("input", ("alpha", "x")),
                        ("status", ("alpha",)), ("ps", ())):
-        jobs.append(one(verb, (verb, *argv), says("space no-such-space is not provisioned"),
+        jobs.append(one(verb, (verb, *argv), says("space 'no-such-space' is not provisioned"),
                         space_="no-such-space"))
         jobs.append(one(verb, (verb, *argv), says("could not"), server="nats://127.0.0.1:1"))
     for verb, argv in (("spawn", ("echo",)), ("stop", ("alpha",)), ("input", ("alpha", "x"))):
