@@ -252,7 +252,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _one_line(e: object) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
+    """One sentence for an error: a transport failure in words (connect.explain_error), else
+    its own text; never a class name."""
+    from meshview.connect import explain_error
+
+    said = explain_error(e) if isinstance(e, BaseException) else None
+    return said or " ".join(str(e).split()) or "it failed without saying why"
 
 
 class Chat:
@@ -500,7 +505,7 @@ class Chat:
                 self.note(_one_line(e))
                 self.put_back(line, a)
             except Exception as e:  # noqa: BLE001 - a send never ends the chat
-                self.note(f"send failed ({type(e).__name__}): {_one_line(e)}")
+                self.note(f"send failed: {_one_line(e)}")
                 self.put_back(line, a)
             finally:
                 self.sends.task_done()
