@@ -140,6 +140,37 @@ class SpaceLister:
         return "connected" if nc.is_connected else "reconnecting"
 
 
+CONNECTING_AFTER_S = 0.2  # a broker that answers this fast needs no line
+CONNECTING_EVERY_S = 0.5
+
+
+async def connect_showing(target: Target, out: Any = None) -> tuple[Any, Target]:
+    """``connect`` while the terminal says so: ``connecting to <server> … 3s``, rewritten in
+    place as the seconds go by, until connected (the line is wiped) or failed. Only on a
+    terminal: a pipe gets nothing but the outcome."""
+    out = sys.stderr if out is None else out
+    task = asyncio.ensure_future(connect(target))
+    if not getattr(out, "isatty", lambda: False)():
+        return await task
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    shown = False
+    try:
+        done, _ = await asyncio.wait({task}, timeout=CONNECTING_AFTER_S)
+        while not done:
+            shown = True
+            out.write(f"\r\x1b[Kconnecting to {target.display} … {loop.time() - t0:.0f}s")
+            out.flush()
+            done, _ = await asyncio.wait({task}, timeout=CONNECTING_EVERY_S)
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+        if shown:
+            out.write("\r\x1b[K")
+            out.flush()
+
+
 def wants_picker(args: argparse.Namespace, target: Target) -> bool:
     """An open mesh named by URL, no ``--space``: the admin overview first."""
     return (getattr(args, "space", None) is None and target.source in ("flag", "default")
@@ -154,7 +185,7 @@ async def _run(args: argparse.Namespace) -> int:
     keymap, keymap_warning = load_keymap()
     try:
         target = resolve_target(args)
-        nc, target = await connect(target)
+        nc, target = await connect_showing(target)
     except ConnectError as e:
         print(f"cotal: {e}", file=sys.stderr)
         return 1

@@ -47,6 +47,32 @@ def as_presence(p: Peer) -> Presence:
     )
 
 
+ROSTER_SORTS = ("status", "name", "role", "activity")  # the console's ``s`` cycles these
+
+
+def last_active(p: Peer) -> float:
+    """When the peer last did something, as its presence says (0: never said)."""
+    return max(p.active_at or 0.0, p.activity_since or 0.0)
+
+
+_SORT_KEYS: dict[str, Callable[[Peer], tuple]] = {
+    "status": lambda p: (STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id),
+    "name": lambda p: (p.name.lower(), p.id),
+    "role": lambda p: (p.role is None, (p.role or "").lower(), p.name.lower(), p.id),
+    "activity": lambda p: (-last_active(p), p.name.lower(), p.id),
+}
+
+
+def sort_peers(peers: Iterable[Peer], by: str) -> tuple[Peer, ...]:
+    """Roster rows in the order ``by`` names: agents first, then endpoints, each sorted.
+
+    ``status`` is the model's own order (it reshuffles as statuses change); ``name`` and
+    ``role`` hold still while the same seats are present."""
+    key = _SORT_KEYS[by]
+    rows = sorted(peers, key=lambda p: (p.kind != "agent", key(p)))
+    return tuple(rows)
+
+
 class RosterReducer:
     """Presence reducers of :class:`~meshview.model.MeshModel` (the attributes below are its)."""
 

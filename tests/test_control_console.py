@@ -142,6 +142,8 @@ async def test_palette_spawn_status_input_ps(broker, nc, space, managers):
                                        for ln in m.seats["w3"].pty.mirror.text_lines()), what="echoed")
         await palette(pilot, "ps")
         await until(pilot, lambda: notice(app) == "agents: w3", what="ps")
+        await until(pilot, lambda: type(app.screen).__name__ == "PsScreen", what="the ps table")
+        await pilot.press("escape")
         await palette(pilot, "spawn nope")
         await until(pilot, lambda: notice(app).startswith("spawn: manager ") and "no persona named 'nope'"
                     in notice(app), what="the refusal")

@@ -133,7 +133,11 @@ class DmLens(Horizontal):
     DmLens { height: 1fr; }
     DmLens #dm-peers { width: 32; border-top: hkey $panel-lighten-1; border-right: vkey $panel-lighten-1; }
     DmLens #dm-thread { width: 1fr; border-top: hkey $panel-lighten-1; }
-    DmLens #dm-peers:focus, DmLens #dm-thread:focus { border-top: hkey $accent; }
+    DmLens #dm-peers, DmLens #dm-thread { border-title-color: $text-disabled; }
+    DmLens #dm-peers:focus, DmLens #dm-thread:focus {
+        border-top: heavy $accent; border-title-color: $text; border-title-style: bold;
+        border-title-background: $accent 30%;
+    }
     DmLens #dm-hidden { width: 1fr; height: 1fr; content-align: center middle; color: $warning; }
     """
 

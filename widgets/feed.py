@@ -20,6 +20,7 @@ from functools import lru_cache
 from itertools import accumulate
 
 from rich.cells import cell_len
+from rich.segment import Segment
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
@@ -491,6 +492,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             out.append(row)
         console = self.app.console
         cur = self._style("cursor") if cursor else None
+        base_style = self._style("base")
         strips = []
         for t in out:
             pad = width - t.cell_len
@@ -500,7 +502,10 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 t.truncate(width)
             if cur is not None:
                 t.stylize(cur)
-            strips.append(Strip(t.render(console, end=""), width))
+            # the base style under every segment: a segment without one breaks Textual's
+            # monochrome filter (NO_COLOR) and would paint no background
+            strips.append(Strip(Segment.apply_style(t.render(console, end=""), base_style),
+                                width))
         self._cache[key] = strips
         if len(self._cache) > CACHE_ROWS:
             self._cache.popitem(last=False)

@@ -150,13 +150,17 @@ class LazyLineList(LineList):
         else:
             self._lines = _Lines(self, total)  # type: ignore[assignment]
         self._cache.clear()
+        moved = False
         if self.cursor_key in measured:
             if not (self._cursor < len(keys) and keys[self._cursor] == self.cursor_key):
                 self._cursor = keys.index(self.cursor_key)
+                moved = True  # re-sorted under the cursor: it stays on its item
         else:
             self._cursor = min(self._cursor, max(0, len(keys) - 1))
             self.cursor_key = keys[self._cursor] if keys else None
         self.virtual_size = Size(width, total)
+        if moved:
+            self.scroll_to_cursor()
         self.refresh()
 
     def _refresh_changed(self, width: int) -> None:

@@ -161,6 +161,20 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
         self.refresh()
         self.on_cursor_moved()
 
+    def scroll_to_cursor(self) -> None:
+        """Scroll just enough for the cursor's item to show (after a re-sort moved it)."""
+        if not self._items or not self._starts:
+            return
+        i = min(self._cursor, len(self._starts) - 1)
+        start = self._starts[i]
+        end = self._starts[i + 1] if i + 1 < len(self._starts) else len(self._lines)
+        height = self.scrollable_content_region.height or 1
+        top = self.scroll_offset.y
+        if start < top:
+            self.scroll_to(y=start, animate=False, force=True)
+        elif end > top + height:
+            self.scroll_to(y=max(start, end - height), animate=False, force=True)
+
     def on_cursor_moved(self) -> None:
         """Hook for panes that follow the cursor."""
 

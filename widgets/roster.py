@@ -1,4 +1,5 @@
-"""The roster: agents by status then name, endpoints dimmed below them.
+"""The roster: agents by status then name (or, ``s``, by name, role or last activity),
+endpoints dimmed below them. The cursor stays on its agent when the rows re-sort.
 
 Shape and colour for status; ``name/role`` in the name's stable colour; the harness tag from
 ``card.meta.connector``. On a wide panel each seat's facts (condition, ages) and activity wrap
@@ -15,6 +16,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
+from meshview.roster import ROSTER_SORTS, sort_peers
 from meshview.snapshot import Peer, Snapshot
 from widgets.lazy_list import LazyLineList
 from widgets.presentation import (
@@ -28,6 +30,8 @@ class Roster(LazyLineList):
         Binding("a", "attach", "attach", id="roster.attach"),
         Binding("p", "peek", "peek", id="roster.peek"),
         Binding("D", "stop_seat", "stop (managed seat)", id="roster.stop"),
+        Binding("s", "cycle_sort", "sort: status / name / role / last activity",
+                id="roster.sort"),
     ]
     empty_text = "no agents present yet"
 
@@ -41,12 +45,16 @@ class Roster(LazyLineList):
         self.managed: Any = None  # attach.managed.ManagedFold, when the session polls managers
         self._seat_by_id: dict[str, Any] | None = None
         self._seat_by_name: dict[str, Any] | None = None
+        self.sort_by = "status"
+        self._sorted: tuple[str, ...] = ()  # the keys in ``sort_by`` order (one object while equal)
+        self._sorted_from: object = None
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         n_ep = len(snap.endpoints)
         set_title(self, f"roster · {len(snap.agents)} agents"
-                  + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else ""))
+                  + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
+                  + ("" if self.sort_by == "status" else f" · by {self.sort_by}"))
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
@@ -60,6 +68,38 @@ class Roster(LazyLineList):
         self.managed = fold
         if self.snap is not None:
             self.update_snapshot(self.snap)
+
+    def set_sort(self, sort_by: str) -> None:
+        """Order the rows by ``sort_by`` (one of ``ROSTER_SORTS``); the cursor keeps its agent."""
+        if sort_by not in ROSTER_SORTS or sort_by == self.sort_by:
+            return
+        self.sort_by = sort_by
+        self._sorted_from = None
+        self._key = None
+        if self.snap is not None:
+            self.update_snapshot(self.snap)
+        self.scroll_to_cursor()
+
+    class SortChanged(Message):
+        """``s``: the roster's order changed (the console persists the choice)."""
+
+        def __init__(self, sort_by: str) -> None:
+            super().__init__()
+            self.sort_by = sort_by
+
+    def action_cycle_sort(self) -> None:
+        i = ROSTER_SORTS.index(self.sort_by) if self.sort_by in ROSTER_SORTS else -1
+        self.set_sort(ROSTER_SORTS[(i + 1) % len(ROSTER_SORTS)])
+        self.post_message(self.SortChanged(self.sort_by))
+        say = getattr(self.app, "notify_line", self.app.notify)
+        say(f"roster sorted by {'last activity' if self.sort_by == 'activity' else self.sort_by}"
+            " (s cycles)")
+
+    def _sorted_peers(self) -> tuple[Peer, ...]:
+        snap = self.snap
+        if snap is None:
+            return ()
+        return sort_peers(snap.peers, self.sort_by)
 
     def set_wide(self, wide: bool) -> None:
         if wide != self.wide:
@@ -91,7 +131,8 @@ class Roster(LazyLineList):
         snap = self.snap
         if snap is None:
             return []
-        return [(p.id, p) for p in snap.peers]
+        peers = snap.peers if self.sort_by == "status" else self._sorted_peers()
+        return [(p.id, p) for p in peers]
 
     def prepare(self) -> None:
         """The fold's seats by principal and by name, once per rebuild rather than a scan of
@@ -107,10 +148,28 @@ class Roster(LazyLineList):
         self._seat_by_name = by_name
 
     def order(self) -> tuple[str, ...] | None:
-        return self.snap.order if self.snap is not None and self.snap.order else None
+        snap = self.snap
+        if snap is None or not snap.order:
+            return None
+        if self.sort_by == "status":
+            return snap.order
+        # the same tuple object while the order holds, so unchanged rows are not re-measured
+        src = (snap.peers if self.sort_by == "activity" else snap.order, self.sort_by)
+        if src[0] is not self._sorted_from:
+            keys = tuple(p.id for p in self._sorted_peers())
+            if keys != self._sorted:
+                self._sorted = keys
+            self._sorted_from = src[0]
+        return self._sorted
 
     def data(self) -> tuple[Peer, ...]:
-        return self.snap.peers if self.snap is not None else ()
+        snap = self.snap
+        if snap is None:
+            return ()
+        if self.sort_by == "status":
+            return snap.peers
+        by_id = {p.id: p for p in snap.peers}
+        return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
         return (self._now, self.wide, getattr(self.managed, "version", -1))

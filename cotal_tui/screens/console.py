@@ -19,7 +19,8 @@ from textual.widgets import ContentSwitcher, Input
 
 from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
-from meshview.snapshot import FeedEntry, Snapshot
+from meshview.record import active_recorder
+from meshview.snapshot import FeedEntry, Peer, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.composer import Composer
 from widgets.detail_card import agent_card, message_card
@@ -40,9 +41,12 @@ DRAIN_DUTY = 0.25
 DRAIN_GAP_MAX = 0.5  # ... but the screen never rests longer than this after an outlier drain
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
+FOCUS_MARK = "▶ "  # before the focused panel's title: focus survives NO_COLOR and any theme
+REC_HZ = 2  # how often the status bar's recording size is read
 
 HINTS = {
-    "body": "? help  / search  : cmd  c send  r reply  d DMs  t topo  n needs-you  q quit",
+    "body": "? help  / search  : cmd  c send  r reply  d DMs  t topo  n needs-you  hl panels  "
+            "q quit",
     **{lens.name: lens.hints for lens in LENSES},
 }
 
@@ -57,11 +61,12 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         Binding("b", "overview", "spaces overview", id="console.overview"),
         Binding("escape", "back", "back one level", id="console.back"),
         *[lens.binding() for lens in LENSES],
-        Binding("n", "needs_you", "NEEDS YOU", id="console.needs-you"),
+        Binding("n", "needs_you", "go to NEEDS YOU (opens the rail)", id="console.needs-you"),
+        Binding("N", "toggle_rail", "hide / show the NEEDS-YOU rail", id="console.needs-you-hide"),
         Binding("c", "compose", "compose (channel, or DM the agent)", id="console.compose"),
         Binding("r", "reply", "reply (thread, DM, or answer the agent)", id="console.reply"),
-        Binding("h,left", "focus_step(-1)", "focus left", id="console.focus-left"),
-        Binding("l,right", "focus_step(1)", "focus right", id="console.focus-right"),
+        Binding("h,left", "focus_step(-1)", "focus the panel left", id="console.focus-left"),
+        Binding("l,right", "focus_step(1)", "focus the panel right", id="console.focus-right"),
         Binding("left_square_bracket", "tab_step(-1)", "previous tab", id="console.tab-prev"),
         Binding("right_square_bracket", "tab_step(1)", "next tab", id="console.tab-next"),
         *[Binding(str(i), f"tab({i})", "jump to tab", id=f"console.tab-{i}", show=False)
@@ -77,6 +82,8 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         self._managed_version = -1
         self.escape_grace_until = 0.0  # set by the attach/tile screens as they close
         self.rail_open: bool | None = None  # decided on the first layout
+        self._last_panel: dict[str, Any] = {}  # lens -> the panel focused last in it
+        self._prev_panel: dict[str, Any] = {}  # lens -> the one focused before that
 
     # -- composition ---------------------------------------------------------------------
 
@@ -99,11 +106,25 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         if getattr(self.session, "start", None) is not None and not getattr(
                 self.session, "started", True):
             self.app.start_session(self.session)  # type: ignore[attr-defined]
+        from cotal_tui.config import load_config
+
         self.query_one(StatusBar).set_hints(HINTS["body"])
+        cfg = load_config()
+        self.query_one(Roster).set_sort(cfg.roster_sort)
+        if cfg.warning:
+            self.app.call_after_refresh(self.app.notify_line, cfg.warning, True)  # type: ignore[attr-defined]
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self.drain, name="drain")
+        self._recording_tick()
+        self.set_interval(1 / REC_HZ, self._recording_tick, name="recording")
+
+    def _recording_tick(self) -> None:
+        """``--record``/``:record`` running: the status bar says so, with the size so far."""
+        model = getattr(self.session, "model", None)
+        rec = active_recorder(model) if model is not None else None
+        self.query_one(StatusBar).set_recording(rec.size if rec is not None else None)
 
     @property
     def model(self):
@@ -163,6 +184,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
                     rail.update_snapshot(snap)
             elif lens in LENS:
                 self.query_one(f"#{lens}").update_snapshot(snap)
+            self._mark_focus()
         overlay = self.app.screen
         if overlay is not self and hasattr(overlay, "update_snapshot"):
             overlay.update_snapshot(snap)
@@ -210,11 +232,24 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
             if any(p.id == e.from_id for p in snap.peers):
                 self.open_agent(e.from_id)
                 return
-        self.app.push_screen(_detail("message", lambda w: message_card(e, self.snap, w)))
+        keys = {}
+        if e.reply_to:  # a reply's card: Enter closes it and puts the cursor on the original
+            feed = self.query_one(FeedView)
+            keys = {"enter": lambda: feed.jump_to_original(e)}
+        self.app.push_screen(_detail("message", lambda w: message_card(e, self.snap, w), keys))
 
     @on(LineList.Selected, "#roster, #rail")
     def _open_peer(self, event: LineList.Selected) -> None:
         self.open_agent(str(event.key))
+
+    @on(Roster.SortChanged)
+    def _sort_changed(self, event: Roster.SortChanged) -> None:
+        from cotal_tui.config import config_path, save_roster_sort
+
+        try:
+            save_roster_sort(event.sort_by)
+        except OSError as e:
+            self.app.notify_line(f"sort not saved to {config_path()}: {e.strerror or e}", True)  # type: ignore[attr-defined]
 
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:
@@ -263,7 +298,50 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
     @on(Input.Submitted, "#search")
     def _search_done(self, event: Input.Submitted) -> None:
         event.input.display = False
-        self.query_one(FeedView).focus()
+        self.focus_back()
+
+    # -- focus: one panel is unmistakably it, and focus comes back to it -------------------
+
+    def _all_panels(self) -> list:
+        out = [self.query_one(Roster), self.query_one(FeedView), self.query_one(NeedsYouRail)]
+        for lens in LENSES:
+            out += LENS[lens.name].panels(self.query_one(f"#{lens.name}"))
+        return out
+
+    def _mark_focus(self) -> None:
+        """The focused panel's title starts with :data:`FOCUS_MARK`; no other's does."""
+        focused = self.focused
+        for w in self._all_panels():
+            title = w.border_title
+            if not isinstance(title, str) or not title:
+                continue
+            bare = title.removeprefix(FOCUS_MARK)
+            want = FOCUS_MARK + bare if w is focused else bare
+            if title != want:
+                w.border_title = want
+
+    def on_descendant_focus(self, event) -> None:
+        if event.widget in self._panels():
+            lens = self.lens
+            if self._last_panel.get(lens) is not event.widget:
+                self._prev_panel[lens] = self._last_panel.get(lens)
+                self._last_panel[lens] = event.widget
+        self._mark_focus()
+
+    def on_descendant_blur(self, event) -> None:
+        self.call_after_refresh(self._mark_focus)
+
+    def focus_back(self) -> None:
+        """Focus the panel focus last left in the shown body or lens (after the composer, the
+        search box or a lens closes); its default panel when that one is gone."""
+        lens = self.lens
+        w = self._last_panel.get(lens)
+        if w is not None and w in self._panels():
+            w.focus()
+        elif lens in LENS:
+            LENS[lens].focus(self.query_one(f"#{lens}"))
+        else:
+            self.query_one(FeedView).focus()
 
     # -- actions -------------------------------------------------------------------------
 
@@ -295,12 +373,10 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         self.query_one(StatusBar).set_hints(HINTS.get(lens, ""))
         if self.snap is not None:
             self.apply(self.snap)
-        if lens in LENS:
-            LENS[lens].focus(self.query_one(f"#{lens}"))
-        else:
-            self.query_one(FeedView).focus()
+        self.focus_back()
 
     def action_needs_you(self) -> None:
+        """``n``: go to NEEDS YOU - the rail (opened when hidden), or the overlay when narrow."""
         if self.has_class("-narrow"):
             from cotal_tui.screens.needs_you import NeedsYouScreen
 
@@ -309,12 +385,23 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         if self.lens != "body":
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
+        if not self.rail_open:
+            self.rail_open = True
+            self._apply_rail()
+        self.query_one(NeedsYouRail).focus()
+
+    def action_toggle_rail(self) -> None:
+        """``N``: hide (or show again) the NEEDS-YOU rail on a wide terminal."""
+        if self.has_class("-narrow"):
+            self.app.notify_line("the NEEDS-YOU rail needs a wide terminal: n opens it as an overlay")  # type: ignore[attr-defined]
+            return
+        rail = self.query_one(NeedsYouRail)
+        back = self._prev_panel.get("body") if rail.has_focus else None
         self.rail_open = not self.rail_open
         self._apply_rail()
-        if self.rail_open:
-            self.query_one(NeedsYouRail).focus()
-        else:
-            self.query_one(FeedView).focus()
+        if back is not None and not self.rail_open:
+            self._last_panel["body"] = back
+            self.focus_back()
 
     def action_back(self) -> None:
         """Esc goes back exactly one level: close the search box (and its query) → a lens's
@@ -328,7 +415,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
             box.display = False
             box.value = ""
             self.query_one(FeedView).set_filter(query="")
-            self.query_one(FeedView).focus()
+            self.focus_back()
             return
         if self.lens != "body":
             inner = getattr(self.query_one(f"#{self.lens}"), "back", None)
@@ -355,10 +442,69 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         return out
 
     def action_focus_step(self, delta: int) -> None:
+        """``h``/``l``: the panel to the left or right; at either edge focus stays put."""
         panels = self._panels()
+        if not panels:
+            return
         cur = self.focused
         i = panels.index(cur) if cur in panels else 0
-        panels[(i + delta) % len(panels)].focus()
+        panels[max(0, min(len(panels) - 1, i + delta))].focus()
+
+    # -- the DM lens: c and r continue the selected conversation ---------------------------
+
+    def _dm_counterpart(self) -> tuple[Peer, tuple[str, str]] | None:
+        """The agent a DM from the DM lens goes to (the selected conversation's other side),
+        and the conversation pair; None when the DM lens has no selection in focus."""
+        from widgets.dm_lens import DmPeers, DmThread
+
+        if self.lens != "dms" or not isinstance(self.focused, (DmPeers, DmThread)):
+            return None
+        peers = self.query_one(DmPeers)
+        pair = peers.selected_pair()
+        snap = self.snap
+        if pair is None or snap is None:
+            return None
+        op = self.operator
+        me = op.participant.id if op is not None and op.read_only is None else None
+        key = peers.cursor_key
+        if me in pair:
+            pid = pair[1] if pair[0] == me else pair[0]
+        elif isinstance(key, tuple) and key[0] == "conv":
+            pid = key[2]  # the row names the other side of this peer's conversation
+        else:
+            pid = pair[0]  # the peer row: that peer
+        peer = next((p for p in snap.peers if p.id == pid), None)
+        return (peer, pair) if peer is not None else None
+
+    def _dm_continue(self, *, reply: bool) -> bool:
+        hit = self._dm_counterpart()
+        if hit is None:
+            from widgets.dm_lens import DmPeers, DmThread
+
+            if self.lens == "dms" and isinstance(self.focused, (DmPeers, DmThread)):
+                self.app.notify_line("pick a conversation first (j/k on the left)")  # type: ignore[attr-defined]
+                return True
+            return False
+        if self._refused():
+            return True
+        peer, (a, b) = hit
+        entry = None
+        if reply and self.snap is not None:
+            msgs = self.snap.dm_thread(a, b)
+            last = next((m for m in reversed(msgs) if m.from_id == peer.id), None) or (
+                msgs[-1] if msgs else None)
+            if last is not None and last.id:
+                entry = next((e for e in reversed(self.snap.feed) if e.id == last.id), None)
+        self._compose_dm(peer, reply_to=entry)
+        return True
+
+    def action_compose(self) -> None:
+        if not self._dm_continue(reply=False):
+            super().action_compose()
+
+    def action_reply(self) -> None:
+        if not self._dm_continue(reply=True):
+            super().action_reply()
 
     def action_tab_step(self, delta: int) -> None:
         self.query_one(ChannelTabs).step(delta)

@@ -25,7 +25,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from rich.text import Text
+
 from attach import control
+from widgets.line_list import Item, LineList
 
 SEEN_ON_ROSTER_S = 10.0  # after a spawn joined, how long to wait for it to show on the roster
 
@@ -153,6 +156,66 @@ class TypedConfirm(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
+
+
+class PsBody(LineList):
+    """The ``cotal ps`` table, one row a line (j/k, paging), no cursor highlight."""
+
+    show_cursor = False
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(id="ps-body")
+        self.rows = lines
+
+    def build(self, width: int) -> list[Item]:
+        out: list[Item] = []
+        for i, line in enumerate(self.rows):
+            t = Text(line, style="bold" if i == 0 and line.startswith("NAME") else
+                     ("yellow" if line.startswith("manager ") else ""))
+            t.truncate(width, overflow="ellipsis")
+            out.append((i, [t]))
+        return out
+
+    def on_mount(self) -> None:
+        self.rebuild()
+
+
+class PsScreen(ModalScreen[None]):
+    """``:ps`` as the table ``cotal ps`` prints (NAME KIND PROCESS MESH MANAGER), then each
+    manager that refused or stayed silent, named. Esc or q closes it."""
+
+    CSS_PATH = "control.tcss"
+    BINDINGS = [Binding("escape,q", "close", "close", id="ps.close")]
+
+    def __init__(self, lines: list[str], title: str) -> None:
+        super().__init__()
+        self.lines, self.title_text = lines, title
+
+    def compose(self) -> ComposeResult:
+        body = PsBody(self.lines)
+        body.border_title = self.title_text
+        body.border_subtitle = "esc close"
+        yield body
+
+    def on_mount(self) -> None:
+        self.query_one(PsBody).focus()
+
+    def table(self) -> list[str]:
+        return list(self.lines)
+
+    def action_close(self) -> None:
+        self.dismiss()
+
+
+def ps_table(result: Any) -> list[str]:
+    """``cotal ps``'s own rendering of a ``ps`` result, as lines (one source of the columns)."""
+    import io
+
+    from cotal_tui.cmd_ps import render
+
+    out = io.StringIO()
+    render(result, control.PS_DEADLINE_MS / 1000, out=out)
+    return out.getvalue().splitlines()
 
 
 # ---- the verbs --------------------------------------------------------------------------------
@@ -307,6 +370,10 @@ class Controls:
             rows = r.rows
             head = ("agents: " + ", ".join(x.name for x in rows)) if rows else "no managed agents"
             self.say(head + (f" ({'; '.join(issues)})" if issues else ""), bool(issues))
+            n = len(r.managers)
+            title = (f"ps · {len(rows)} seat{'s' if len(rows) != 1 else ''} · "
+                     f"{n} manager{'s' if n != 1 else ''}")
+            self.app.push_screen(PsScreen(ps_table(r), title))
 
         self._run("ps", work)
 
