@@ -150,14 +150,7 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
         self._cursor = index
         self.cursor_key = self._items[index][0]
         self._cache.clear()
-        start = self._starts[index]
-        end = (self._starts[index + 1] if index + 1 < len(self._starts) else len(self._lines))
-        height = self.scrollable_content_region.height or 1
-        top = self.scroll_offset.y
-        if start < top:
-            self.scroll_to(y=start, animate=False, force=True)
-        elif end > top + height:
-            self.scroll_to(y=max(start, end - height), animate=False, force=True)
+        self.scroll_to_cursor()
         self.refresh()
         self.on_cursor_moved()
 
