@@ -254,10 +254,14 @@ def run(args: argparse.Namespace) -> int:
 def _one_line(e: object) -> str:
     """One sentence for an error: a transport failure in words (connect.explain_error), else
     its own text; never a class name."""
-    from meshview.connect import explain_error
+    from meshview.connect import ConnectError, explain_error
+    from meshview.participant import ParticipantError
 
+    text = " ".join(str(e).split())
+    if isinstance(e, (ConnectError, ParticipantError)) and text:
+        return text  # already our own sentence
     said = explain_error(e) if isinstance(e, BaseException) else None
-    return said or " ".join(str(e).split()) or "it failed without saying why"
+    return (said + ".") if said else (text or "it failed without saying why.")
 
 
 class Chat:

@@ -374,6 +374,10 @@ class ReplayOperator:
     read_only = "this is a replay of a recording"
     on_roster = False
 
+    def refusal(self) -> str | None:
+        """Why nothing can be sent: always (the console's operator interface)."""
+        return f"read-only - {self.read_only}; nothing is sent"
+
 
 class ReplaySession:
     """What the console needs from a session (``model``, ``start``, ``stop``), fed by a
