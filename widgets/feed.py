@@ -492,7 +492,6 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             out.append(row)
         console = self.app.console
         cur = self._style("cursor") if cursor else None
-        base_style = self._style("base")
         strips = []
         for t in out:
             pad = width - t.cell_len
@@ -504,7 +503,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 t.stylize(cur)
             # the base style under every segment: a segment without one breaks Textual's
             # monochrome filter (NO_COLOR) and would paint no background
-            strips.append(Strip(Segment.apply_style(t.render(console, end=""), base_style),
+            strips.append(Strip(Segment.apply_style(t.render(console, end=""), base),
                                 width))
         self._cache[key] = strips
         if len(self._cache) > CACHE_ROWS:
