@@ -96,7 +96,8 @@ PS = parse_request(request_subject("main", "manager", "ps", CALLER, "n" * 22))
     (_req(target={"owner": "local", "actor": "x", "lifecycleUid": "a" * 26}), "target-mismatch"),
     (_req(**{"from": {"id": "local.someoneelse", "name": "x"}}), "sender-mismatch"),
     (_req(args=[1]), "bad-request"),
-])
+], ids=["not-json", "version", "contract", "op-digests", "class", "deadline", "target", "sender",
+        "args"])
 def test_envelope_refusals_carry_catalog_codes(body, code):
     with pytest.raises(EndpointError) as e:
         validate_request(PS, body)
