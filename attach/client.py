@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from meshview.connect import ConnectError, caller_of
+from meshview.wire import frames as tf
+from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token
+from meshview.wire.envelope import BIND_REFUSED, EndpointError
 from meshview.wire.names import bucket_names, space_token
 
-from . import term_frames as tf
-from .endpoint import BIND_REFUSED, MANAGER, EndpointClient, EndpointError, Reply
+from .endpoint import EndpointClient, Reply
 from .rail import PEER_SILENT, Rail, RailError, check_window, open_rail
-from .subjects import Caller, eps_subject, is_id_token
 
 BACKOFF_S = (1, 2, 5, 10, 30)
 MAX_REBIND = 16

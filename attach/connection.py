@@ -16,11 +16,10 @@ both.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from typing import Any
 
-from meshview.connect import ConnectError, Target, resolve_target, target_of
+from meshview.connect import ConnectError, Target, target_of
 from meshview.connect import connect as mesh_connect
 
 CLIENT_NAME = "cotal-attach"
@@ -33,11 +32,6 @@ async def connect(target: Target | str) -> Any:
     nc, _ = await mesh_connect(target)
     nc.options["allow_reconnect"] = False
     return nc
-
-
-def resolve(args: argparse.Namespace) -> Target:
-    """The command line's target (flags, ``COTAL_HOME`` registry) as an attach/control client."""
-    return dataclasses.replace(resolve_target(args), name=CLIENT_NAME, role="control")
 
 
 def session_target(target: Target) -> Target:

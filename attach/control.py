@@ -29,26 +29,28 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from meshview.connect import ConnectError, PermissionDenied, Target, caller_of, request_checked
 from meshview.connect import connect as mesh_connect
+from meshview.wire.endpoint import (
+    MANAGER,
+    Caller,
+    goal_progress_pattern,
+    is_lifecycle_token,
+    is_persona,
+    is_seat_name,
+    new_nonce,
+    new_request_id,
+    request_subject,
+)
+from meshview.wire.envelope import BIND_REFUSED, EndpointError, build_request
 from meshview.wire.names import bucket_names, chat_stream, space_token
 from meshview.wire.subjects import MAX_CHANNEL_LENGTH, chat_pattern, is_concrete_channel, sanitize_channel
 
-from .endpoint import (
-    BIND_REFUSED,
-    MANAGER,
-    EndpointClient,
-    EndpointError,
-    Reply,
-    build_request,
-    goal_progress_pattern,
-)
+from .endpoint import EndpointClient, Reply
 from .managed import PsPoller
-from .subjects import Caller, is_lifecycle_token, new_nonce, new_request_id, request_subject
 
 CLIENT_NAME = "cotal-control"
 PS_DEADLINE_MS = 8000
@@ -61,8 +63,6 @@ MAX_REBIND = 3
 INPUT_MAX = 65536
 JS_API = "$JS.API"
 
-_PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_SEAT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 
 
 class ControlError(Exception):
@@ -583,9 +583,9 @@ async def spawn(target: Target, persona: str, *, name: str | None = None, on: st
     its program exited first, or the manager's readiness deadline passed. ``progress`` hears
     one line per step."""
     refuse_read_only(read_only)
-    if not isinstance(persona, str) or not _PERSONA.fullmatch(persona):
+    if not is_persona(persona):
         raise ControlError("bad-request", f"{_show(persona)} is not a persona name")
-    if name is not None and (not isinstance(name, str) or not _SEAT_NAME.fullmatch(name)):
+    if name is not None and not is_seat_name(name):
         raise ControlError("bad-request", f"{_show(name)} is not a seat name (a letter, then up to 31 letters, "
                            "digits, '_' or '-')")
     check_instance(on)

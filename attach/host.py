@@ -31,7 +31,8 @@ import termios
 from collections import deque
 from typing import Callable
 
-from . import term_frames as tf
+from meshview.wire import frames as tf
+
 from .mirror_proc import MirrorProc
 from .rail import Rail, RailError
 

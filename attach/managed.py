@@ -5,14 +5,13 @@ an instance that answered replaces its rows, a registered one that stayed silent
 rows, labelled silent, and one no longer registered is dropped with its rows. The poller asks
 every ``period`` seconds, re-armed only after the previous round finished, so rounds never
 overlap. No Textual or Rich here, and no wording: the roster and the detail card read
-:class:`ManagedSeat` and say it in their own words (``widgets.seat_text``).
+:class:`ManagedSeat` and say it in their own words (``attach.seat_text``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -187,8 +186,9 @@ class PsPoller:
 
     async def poll_once(self) -> None:
         from meshview.connect import denial_mark, events_of
+        from meshview.wire.envelope import EndpointError
 
-        from .endpoint import EndpointClient, EndpointError
+        from .endpoint import EndpointClient
 
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -262,8 +262,3 @@ class PsPoller:
             await asyncio.wait({task}, timeout=1.0)
         if task is not None and not task.cancelled():
             task.exception()  # retrieved: a failed last round is not an unhandled-task warning
-
-
-def rows_json(fold: ManagedFold) -> str:
-    """The fold as JSON Lines (for a plain stream or a bug report)."""
-    return "\n".join(json.dumps(s.__dict__, sort_keys=True) for s in fold.seats())

@@ -39,7 +39,7 @@ import pyte
 from pyte import charsets as _cs
 from pyte import modes as _mo
 from pyte.graphics import FG_BG_256 as _PALETTE
-from pyte.screens import Char, Cursor, Margins, StaticDefaultDict
+from pyte.screens import Char, Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from .fast_screen import FastScreen

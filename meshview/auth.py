@@ -9,7 +9,9 @@ signing seed) and mints a short-lived user JWT per call, bound to a fresh caller
 permission profiles a console, its control verbs, its purges and its sends need (the reference
 ``permissionsFor`` arms: admin/observer views, control-caller, session-caller/serving, purger,
 channel-purger, operator), and the in-memory :class:`Credential`
-a connection authenticates with (it never touches the disk).
+a connection authenticates with (it never touches the disk). Every subject row of a profile comes
+from the wire's builders (``meshview.wire``); the operator and accounts a demo mesh is created
+with are ``cotal_tui/demo/trust.py``.
 
 JWT format (nats-io/jwt v2): ``b64url(header).b64url(claims).b64url(ed25519 signature)``, header
 ``{"typ":"JWT","alg":"ed25519-nkey"}``, ``jti`` = unpadded base32 of the SHA-256 of the claims
@@ -37,14 +39,22 @@ from typing import Callable
 
 import nkeys
 
+from meshview.wire.endpoint import (
+    MANAGER,
+    Caller,
+    SubjectError,
+    eps_subject,
+    goal_pattern,
+    reply_pattern,
+    request_pattern,
+)
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, epc_stream, space_token
-from meshview.wire.outbound import presence_subject
-from meshview.wire.subjects import sender_pattern
+from meshview.wire.outbound import DEV_OWNER, mint_lifecycle_uid, presence_subject
+from meshview.wire.subjects import kind_pattern, rail_pattern, sender_pattern
 
 JWT_HEADER = {"typ": "JWT", "alg": "ed25519-nkey"}
 UNLIMITED = -1
-OWNER = "local"  # the principal owner on open and static meshes (SPEC §2)
-MANAGER = "manager"
+OWNER = DEV_OWNER  # the principal owner on open and static meshes (SPEC §2)
 CONTROL_TTL_S = 5 * 60  # one-shot instrument (the reference's control-caller lifetime)
 SESSION_TTL_CAP_S = 24 * 3600  # a session-caller never outlives the 24 h grant ceiling
 AUTH_FILE = "auth.json"
@@ -142,56 +152,6 @@ def jwt_claims(token: str) -> dict:
     return claims
 
 
-def decode_jwt(token: str, *, verify: bool = True) -> dict:
-    """Claims of a NATS JWT; with ``verify`` the ed25519 signature is checked against ``iss``."""
-    try:
-        h, c, s = token.split(".")
-        header = json.loads(_b64url_decode(h))
-        claims = json.loads(_b64url_decode(c))
-    except ValueError as e:
-        raise ValueError("not a NATS JWT") from e
-    if header.get("alg") not in ("ed25519-nkey", "ed25519"):
-        raise ValueError(f"unsupported JWT alg {header.get('alg')!r}")
-    if verify:
-        import nacl.exceptions
-        import nacl.signing
-
-        raw = base64.b32decode(claims["iss"] + "=" * (-len(claims["iss"]) % 8))
-        try:
-            nacl.signing.VerifyKey(raw[1:-2]).verify(f"{h}.{c}".encode(), _b64url_decode(s))
-        except nacl.exceptions.BadSignatureError as e:
-            raise ValueError("JWT signature does not verify") from e
-    return claims
-
-
-def operator_jwt(op: NKey, *, name: str, system_account: str) -> str:
-    nats = {"type": "operator", "version": 2, "system_account": system_account}
-    return encode_jwt({"name": name, "sub": op.public, "nats": nats}, op)
-
-
-def account_limits(*, jetstream: bool) -> dict:
-    lim = {"subs": UNLIMITED, "data": UNLIMITED, "payload": UNLIMITED, "imports": UNLIMITED,
-           "exports": UNLIMITED, "wildcards": True, "conn": UNLIMITED, "leaf": UNLIMITED}
-    if jetstream:  # JetStream is on for an account iff a storage limit is non-zero
-        lim.update({"mem_storage": UNLIMITED, "disk_storage": UNLIMITED,
-                    "streams": UNLIMITED, "consumer": UNLIMITED})
-    return lim
-
-
-def account_jwt(acct: NKey, operator: NKey, *, name: str, jetstream: bool = True,
-                signing_keys: list[str] | None = None, revocations: dict[str, int] | None = None,
-                authorization: dict | None = None) -> str:
-    nats: dict = {"type": "account", "version": 2, "limits": account_limits(jetstream=jetstream),
-                  "default_permissions": {"pub": {}, "sub": {}}}
-    if signing_keys:
-        nats["signing_keys"] = list(signing_keys)
-    if revocations:
-        nats["revocations"] = dict(revocations)
-    if authorization:
-        nats["authorization"] = authorization
-    return encode_jwt({"name": name, "sub": acct.public, "nats": nats}, operator)
-
-
 @dataclass(frozen=True)
 class Permissions:
     """A NATS user permission set: default-deny allow lists plus optional denies."""
@@ -249,7 +209,7 @@ def principal_tags(owner: str, actor: str) -> list[str]:
     return [f"owner:{owner}", f"actor:{actor}", f"principal:{owner}.{actor}"]
 
 
-# ---- creds files ----------------------------------------------------------------------------
+# ---- creds text -----------------------------------------------------------------------------
 
 
 def format_creds(jwt: str, seed: bytes | str) -> str:
@@ -261,35 +221,6 @@ def format_creds(jwt: str, seed: bytes | str) -> str:
             "NKEYs are sensitive and should be treated as secrets.\n\n"
             "-----BEGIN USER NKEY SEED-----\n" f"{s}\n" "------END USER NKEY SEED------\n\n"
             "*************************************************************\n")
-
-
-def write_creds(path: str | os.PathLike, jwt: str, seed: bytes | str, mode: int = 0o600) -> Path:
-    """Write a creds file created with ``mode`` (0600 unless a test wants a loose one)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    if p.exists():
-        p.unlink()
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.write(fd, format_creds(jwt, seed).encode())
-    finally:
-        os.close(fd)
-    os.chmod(p, mode)
-    return p
-
-
-def parse_creds(text: str) -> tuple[str, bytes]:
-    """(JWT, seed) of a decorated creds text; raises :class:`AuthError` without echoing it."""
-    lines = [ln.strip() for ln in text.splitlines()]
-    jwt = seed = None
-    for i, ln in enumerate(lines[:-1]):
-        if "BEGIN NATS USER JWT" in ln:
-            jwt = lines[i + 1]
-        elif "BEGIN USER NKEY SEED" in ln:
-            seed = lines[i + 1].encode()
-    if not jwt or not seed:
-        raise AuthError("a creds text lacks its JWT or seed block")
-    return jwt, seed
 
 
 # ---- permission profiles (wire.md §9; the reference permissionsFor) ------------------------
@@ -315,7 +246,7 @@ def observer_permissions(space: str, conn_id: str) -> Permissions:
     channel registry, membership feed, delivery lease. No application publish."""
     s = space_token(space)
     b = bucket_names(s)
-    chat = f"CHAT_{s}"
+    chat = chat_stream(s)
     pub = [
         "$JS.API.INFO",
         f"$JS.API.STREAM.INFO.{chat}",
@@ -331,20 +262,20 @@ def observer_permissions(space: str, conn_id: str) -> Permissions:
         *_kv_read(f"KV_{b.delivery}", msg_get=True, watch=False),
         "$JS.FC.>",
     ]
-    return Permissions(pub_allow=tuple(pub), sub_allow=(f"cotal.{s}.chat.>", f"{inbox_prefix(conn_id)}.>"))
+    return Permissions(pub_allow=tuple(pub), sub_allow=(kind_pattern(s, "chat"), f"{inbox_prefix(conn_id)}.>"))
 
 
 def admin_permissions(space: str, conn_id: str) -> Permissions:
     """Observer plus live DMs and anycast (three taps, never ``cotal.<s>.>``) and DM history."""
     s = space_token(space)
     base = observer_permissions(s, conn_id)
-    dm = f"DM_{s}"
+    dm = dm_stream(s)
     pub = list(base.pub_allow) + [
         f"$JS.API.STREAM.INFO.{dm}", f"$JS.API.CONSUMER.CREATE.{dm}", f"$JS.API.CONSUMER.CREATE.{dm}.>",
         f"$JS.API.CONSUMER.INFO.{dm}.>", f"$JS.API.CONSUMER.MSG.NEXT.{dm}.>",
         f"$JS.API.CONSUMER.DELETE.{dm}.>", f"$JS.ACK.{dm}.>",
     ]
-    sub = (f"cotal.{s}.chat.>", f"cotal.{s}.inst.>", f"cotal.{s}.svc.>", f"{inbox_prefix(conn_id)}.>")
+    sub = (*(kind_pattern(s, k) for k in ("chat", "inst", "svc")), f"{inbox_prefix(conn_id)}.>")
     return Permissions(pub_allow=tuple(pub), sub_allow=sub)
 
 
@@ -361,31 +292,29 @@ def control_caller_permissions(space: str, caller: tuple[str, str, str], conn_id
     registries that tell it which managers exist (service records, manager leases). The nonce
     is the only wildcard in a request row; nothing here can post, read a feed or write."""
     s = space_token(space)
-    e = endpoint.replace(".", "_")
-    c = ".".join(caller)
+    c = Caller(*caller)
     b = bucket_names(s)
     pub: list[str] = []
     for cmd in READ_COMMANDS:
-        pub += [f"cotal.{s}.ep.one.{e}.{cmd}.{c}.*", f"cotal.{s}.ep.all.{e}.{cmd}.{c}.*",
-                f"cotal.{s}.ep.inst.{e}.*.{cmd}.{c}.*"]
+        pub += [request_pattern(s, endpoint, cmd, c, route=r) for r in ("one", "all", "inst")]
     for cmd in ANY_MODE_COMMANDS:
-        pub += [f"cotal.{s}.ep.one.{e}.{cmd}.any.*.{c}.*", f"cotal.{s}.ep.inst.{e}.*.{cmd}.any.*.{c}.*"]
-    pub += [f"$JS.API.DIRECT.GET.{epc_stream(s)}.cotal.{s}.epc.>", "$JS.FC.>"]
+        pub += [request_pattern(s, endpoint, cmd, c, route=r, mode="any") for r in ("one", "inst")]
+    pub += [f"$JS.API.DIRECT.GET.{epc_stream(s)}.{rail_pattern(s, 'epc')}", "$JS.FC.>"]
     for bucket in (b.records, b.manager):
         st = f"KV_{bucket}"
         pub += [f"$JS.API.STREAM.INFO.{st}", f"$JS.API.STREAM.MSG.GET.{st}",
                 f"$JS.API.DIRECT.GET.{st}.>", f"$JS.API.CONSUMER.CREATE.{st}",
                 f"$JS.API.CONSUMER.CREATE.{st}.>", f"$JS.API.CONSUMER.INFO.{st}.>",
                 f"$JS.API.CONSUMER.DELETE.{st}.>"]
-    sub = (f"{inbox_prefix(conn_id)}.>", f"cotal.{s}.ep.reply.*.*.*.{c}.*",
-           f"cotal.{s}.epe.{e}.*.*.goal.{c}.>")
+    sub = (f"{inbox_prefix(conn_id)}.>", reply_pattern(s, c), goal_pattern(s, endpoint, c))
     return Permissions(pub_allow=tuple(pub), sub_allow=sub)
 
 
 def _eps(space: str, endpoint: str, session_id: str, epoch: int, direction: str) -> str:
-    if not session_id or any(ch in session_id for ch in ".*> \t\r\n") or not isinstance(epoch, int) or epoch < 0:
-        raise AuthError("a session grant names malformed rails")
-    return f"cotal.{space_token(space)}.eps.{endpoint.replace('.', '_')}.{session_id}.{epoch}.{direction}"
+    try:
+        return eps_subject(space, endpoint, session_id, epoch, direction)
+    except SubjectError:
+        raise AuthError("a session grant names malformed rails") from None
 
 
 def session_caller_permissions(space: str, session: tuple[str, str, int], conn_id: str) -> Permissions:
@@ -433,7 +362,7 @@ def operator_permissions(space: str, owner: str, actor: str, conn_id: str) -> Pe
     pid = f"{owner}.{actor}"
     pres, chkv = f"KV_{b.presence}", f"KV_{b.channels}"
     pub = (
-        sender_pattern(s, "chat", pid), sender_pattern(s, "inst", pid), f"cotal.{s}.svc.*.{pid}",
+        sender_pattern(s, "chat", pid), sender_pattern(s, "inst", pid), sender_pattern(s, "svc", pid),
         presence_subject(s, pid),
         "$JS.API.INFO",
         f"$JS.API.STREAM.INFO.{pres}", f"$JS.API.CONSUMER.CREATE.{pres}.>", f"$JS.API.CONSUMER.INFO.{pres}.>",
@@ -509,13 +438,6 @@ class Credential(KeyHolder):
         return f"Credential({self.profile}, {self.public})"
 
 
-def credential_from_creds(text: str, profile: str = "creds") -> Credential:
-    jwt, seed = parse_creds(text)
-    claims = jwt_claims(jwt)
-    exp = claims.get("exp")
-    return Credential(profile, jwt, nkey_from_seed(seed), exp if isinstance(exp, int) else None)
-
-
 # ---- the root seed ---------------------------------------------------------------------------
 
 
@@ -570,15 +492,8 @@ def load_root_seed(root: str | os.PathLike, space: str | None = None) -> RootSee
 
 def mint_control(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S) -> Credential:
     """A one-shot control instrument bound to a fresh caller: ``local.<nkey>`` + a lifecycle uid."""
-    from secrets import token_bytes
-
     key = new_nkey("user")
-    n = int.from_bytes(token_bytes(20), "big")
-    uid = ""
-    while n:
-        n, r = divmod(n, 36)
-        uid = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + uid
-    caller = (OWNER, key.public, uid.rjust(26, "0")[-32:])
+    caller = (OWNER, key.public, mint_lifecycle_uid())
     return seed.mint("control-caller-admin", control_caller_permissions(space, caller, key.public), key=key,
                      expires_at=int(time.time()) + ttl_s, caller=caller)
 
@@ -636,75 +551,6 @@ def mint_view(seed: RootSeed, space: str, view: str = "admin") -> Credential:
     key = new_nkey("user")
     perms = admin_permissions(space, key.public) if view == "admin" else observer_permissions(space, key.public)
     return seed.mint(view, perms, key=key)
-
-
-# ---- creating a static-auth mesh (``cotal demo --auth static``, tests) ------------------------
-
-
-@dataclass(repr=False)
-class SpaceTrust:
-    """Operator + system account + one data account (with a signing key) for ``space``."""
-
-    space: str
-    operator_name: str = "cotal"
-    operator: NKey = field(default_factory=lambda: new_nkey("operator"))
-    system: NKey = field(default_factory=lambda: new_nkey("account"))
-    account: NKey = field(default_factory=lambda: new_nkey("account"))
-    signing: NKey = field(default_factory=lambda: new_nkey("account"))
-    revocations: dict[str, int] = field(default_factory=dict)
-    extra_accounts: dict[str, str] = field(default_factory=dict)  # pub -> JWT (e.g. a callout account)
-
-    def __repr__(self) -> str:
-        return f"SpaceTrust({self.space}, {self.account.public})"
-
-    @property
-    def operator_jwt(self) -> str:
-        return operator_jwt(self.operator, name=self.operator_name, system_account=self.system.public)
-
-    @property
-    def system_jwt(self) -> str:
-        return account_jwt(self.system, self.operator, name="SYS", jetstream=False)
-
-    @property
-    def account_jwt(self) -> str:
-        return account_jwt(self.account, self.operator, name=space_token(self.space), jetstream=True,
-                           signing_keys=[self.signing.public], revocations=self.revocations)
-
-    @property
-    def root_seed(self) -> RootSeed:
-        return RootSeed(self.space, self.account.public, self.signing)
-
-    def server_config(self) -> str:
-        """``nats-server`` config lines: operator mode with a preloaded MEMORY resolver."""
-        extra = [f"  {pub}: {jwt}" for pub, jwt in self.extra_accounts.items()]
-        return "\n".join([
-            f"operator: {self.operator_jwt}", f"system_account: {self.system.public}",
-            "resolver: MEMORY", "resolver_preload: {",
-            f"  {self.system.public}: {self.system_jwt}", f"  {self.account.public}: {self.account_jwt}",
-            *extra, "}",
-        ])
-
-    def save(self, root: str | os.PathLike) -> Path:
-        """Write ``<root>/.cotal/auth/auth.json`` (0600 in a 0700 dir), the reference layout."""
-        path = auth_file(root)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
-        doc = {
-            "space": self.space,
-            "operator": {"seed": self.operator.seed.decode(), "jwt": self.operator_jwt},
-            "sys": {"pub": self.system.public, "jwt": self.system_jwt},
-            "account": {"pub": self.account.public, "seed": self.account.seed.decode(),
-                        "jwt": self.account_jwt, "signingSeed": self.signing.seed.decode(),
-                        "signingPub": self.signing.public},
-        }
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, json.dumps(doc, indent=2).encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        return path
 
 
 # ---- user auth (``--user-auth`` meshes) ----------------------------------------------------

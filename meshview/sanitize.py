@@ -42,11 +42,6 @@ _UNSAFE_RE = re.compile(
 )
 
 
-def is_clean(s: str) -> bool:
-    """True when ``s`` holds nothing this module would rewrite (fast path)."""
-    return _UNSAFE_RE.search(s) is None
-
-
 def inline(s: object, limit: int | None = None) -> str:
     """One-line form for names, roles, channels, ids: every control escaped, newlines too."""
     if not isinstance(s, str):

@@ -21,9 +21,10 @@ import nats
 import pytest
 
 from attach.client import AttachError, AttachSession, Notice, check_grant, locate, target_for
-from attach.endpoint import EndpointClient, EndpointError
-from attach.subjects import Caller
-from attach import term_frames as tf
+from attach.endpoint import EndpointClient
+from meshview.wire.endpoint import Caller
+from meshview.wire.envelope import EndpointError
+from meshview.wire import frames as tf
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from conftest import until
 

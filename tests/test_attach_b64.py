@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from attach import term_frames as tf
+from meshview.wire import frames as tf
 
 RULE = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 

@@ -22,7 +22,7 @@ import pytest
 from attach.client import AttachSession, Notice, check_grant, locate, target_for
 from attach.endpoint import EndpointClient
 from attach.rail import PEER_SILENT
-from attach.subjects import Caller
+from meshview.wire.endpoint import Caller
 from cotal_tui.demo.manager import CALLER_SILENCE_MS, DemoManager, SeatSpec
 from conftest import until
 

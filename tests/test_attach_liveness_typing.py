@@ -13,7 +13,7 @@ import nats
 import pytest
 from conftest import until
 
-from attach import term_frames as tf
+from meshview.wire import frames as tf
 from attach.client import AttachSession, Notice
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 

@@ -17,6 +17,7 @@ import uuid
 
 import nats
 import pytest
+from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from support.authmesh import start_callout_mesh
 from support.watchproc import WatchProc
 
@@ -25,9 +26,7 @@ from meshview.connect import (
     ConnectError,
     caller_of,
     connect,
-    resolve_target,
 )
-from meshview.connect_args import add_connection_arguments
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,7 @@ def flags(m, *extra: str) -> list[str]:
 async def test_sentinel_plus_bearer_with_an_ibx_name(cmesh, tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     before = len(cmesh.responder.seen)
-    t = resolve_target(parse(*flags(cmesh)))
+    t = target_from_args(parse(*flags(cmesh)))
     assert t.mode == "user" and t.user_mode and cmesh.bearer not in repr(t)
     nc, t = await connect(t)
     try:
@@ -71,7 +70,7 @@ async def test_a_fresh_nonce_per_connection_and_the_bearer_principal_for_control
     import dataclasses
 
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
-    t = dataclasses.replace(resolve_target(parse(*flags(cmesh))), role="control")
+    t = dataclasses.replace(target_from_args(parse(*flags(cmesh))), role="control")
     a, _ = await connect(t)
     b, _ = await connect(t)
     try:
@@ -86,7 +85,7 @@ async def test_a_bearer_the_mesh_did_not_issue_is_refused_in_one_sentence(cmesh,
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     bad = tmp_path / "bad-bearer"
     bad.write_text("eyJub3QiOiJ0aGlzIn0.eyJzdWIiOiJ4In0.c2ln\n")
-    t = resolve_target(parse("--server", cmesh.url, "--space", cmesh.space, "--bearer-file", str(bad),
+    t = target_from_args(parse("--server", cmesh.url, "--space", cmesh.space, "--bearer-file", str(bad),
                              "--sentinel-creds", str(cmesh.sentinel), "--connect-timeout", "3"))
     with pytest.raises(ConnectError) as ei:
         await connect(t)
@@ -133,12 +132,12 @@ def test_a_registered_user_mesh_says_what_it_needs(cmesh, tmp_path, monkeypatch)
     monkeypatch.setenv("COTAL_HOME", str(home))
     monkeypatch.delenv("COTAL_BEARER_FILE", raising=False)
     monkeypatch.delenv("COTAL_SENTINEL_CREDS", raising=False)
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert t.problem and "per-user-auth mesh" in t.problem and "--bearer-file" in t.problem
     monkeypatch.setenv("COTAL_BEARER_FILE", str(cmesh.bearer_file))
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert t.problem and "--sentinel-creds" in t.problem
     monkeypatch.setenv("COTAL_SENTINEL_CREDS", str(cmesh.sentinel))
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert t.problem is None and t.mode == "user" and t.servers == (cmesh.url,)
     assert os.environ["COTAL_BEARER_FILE"] and cmesh.bearer not in repr(t)

@@ -10,7 +10,7 @@ from attach.managed import ManagedFold, PsPoller, registered_instances
 from conftest import until
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from meshview.wire.names import bucket_names
-from widgets.seat_text import detail_lines, marker, mesh_text, process_text
+from attach.seat_text import detail_lines, marker, mesh_text, process_text
 
 
 def row(name, rid, iid, **kw):

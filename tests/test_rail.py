@@ -484,7 +484,7 @@ async def test_consumer_credit_delivers_at_once_and_credits_only_what_is_release
 
 async def test_send_json_frames_exactly_like_send():
     """The serving side's pre-encoded data frames are byte for byte what ``send`` would publish."""
-    from attach import term_frames as tf
+    from meshview.wire import frames as tf
 
     payloads = [b"", b"x", bytes(range(256)) * 3, "\u4e2d\u6587 \x1b[31m".encode()]
     for ack in (0, 5):

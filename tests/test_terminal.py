@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from attach import term_frames as tf
+from meshview.wire import frames as tf
 
 
 def test_all_256_byte_values_survive():

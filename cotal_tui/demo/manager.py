@@ -32,7 +32,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -44,29 +43,24 @@ from pathlib import Path
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
-from attach.canonical import VOID_SCHEMA, canonical_bytes, digest
-from attach.endpoint import (
-    BIND_REFUSED,
-    MANAGER,
-    EndpointError,
-    goal_progress_subject,
-    publish_artifact,
-    publish_closure,
-    reply_body,
-    validate_request,
-)
+from attach.endpoint import publish_closure
 from attach.host import PtySeat, ServingBridge
 from attach.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
-from attach.subjects import (
+from meshview.wire.canonical import VOID_SCHEMA, canonical_bytes, digest
+from meshview.wire.endpoint import (
+    MANAGER,
     Caller,
     ParsedRequest,
     eps_subject,
-    mint_lifecycle_uid,
+    goal_progress_subject,
+    is_seat_name,
     parse_request,
     reply_subject,
     serve_filter,
 )
+from meshview.wire.envelope import BIND_REFUSED, EndpointError, reply_body, validate_request
 from meshview.wire.names import bucket_names, space_token
+from meshview.wire.outbound import PROTOCOL_VERSION, mint_lifecycle_uid
 
 HEARTBEAT_S = 2.0
 LEASE_TTL_MS = 10_000
@@ -83,7 +77,6 @@ MAX_AGENTS = 50
 INPUT_MAX = 65536
 GOALS_KEPT = 256
 WORKING_S = 3.0  # a spawned seat that printed this recently heartbeats `working`
-_SEAT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 
 
 @dataclass(frozen=True)
@@ -404,7 +397,7 @@ class DemoManager:
 
     def _presence(self, status: str = "idle") -> dict:
         card = {"id": f"local.{self.actor}", "name": f"manager-{self.instance_id[:6]}", "kind": "endpoint",
-                "owner": "local", "actor": self.actor, "role": "manager", "protocolVersion": "0.4",
+                "owner": "local", "actor": self.actor, "role": "manager", "protocolVersion": PROTOCOL_VERSION,
                 "meta": {"host": socket.gethostname()}}
         return {"card": card, "status": status, "ts": int(time.time() * 1000), "lifecycleUid": self.uid}
 
@@ -417,7 +410,7 @@ class DemoManager:
     def _seat_presence(self, seat: _Seat, status: str) -> dict:
         spec = seat.spec
         card = {"id": f"{seat.owner}.{seat.actor}", "name": spec.name, "kind": "agent", "owner": seat.owner,
-                "actor": seat.actor, "role": spec.role or spec.kind, "protocolVersion": "0.4",
+                "actor": seat.actor, "role": spec.role or spec.kind, "protocolVersion": PROTOCOL_VERSION,
                 "description": self.personas[spec.persona].description if spec.persona in self.personas else "",
                 "tags": ["demo", "spawned"],
                 "meta": {"connector": spec.persona or spec.kind, "host": socket.gethostname(),
@@ -534,7 +527,7 @@ class DemoManager:
                                 outcome="not-executed")
         name = args.get("identity")
         if name is not None:
-            if not isinstance(name, str) or not _SEAT_NAME.fullmatch(name):
+            if not is_seat_name(name):
                 raise EndpointError("bad-request", f"{name!r} is not a seat name (a letter, then up to 31 "
                                     "letters, digits, '_' or '-')", outcome="not-executed")
             if name in self.seats:

@@ -52,7 +52,7 @@ class DemoMesh:
         self._own_home = False
         extra = ""
         if self.auth == "static":
-            from meshview.auth import SpaceTrust
+            from cotal_tui.demo.trust import SpaceTrust
 
             if self.home is None:
                 self.home = tempfile.mkdtemp(prefix="cotal-home-")

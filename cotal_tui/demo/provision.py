@@ -21,11 +21,14 @@ from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 from meshview.wire.names import (
     bucket_names,
     chat_stream,
+    dlv_stream,
     dm_stream,
     epc_stream,
+    inbox_stream,
     space_token,
     task_stream,
 )
+from meshview.wire.subjects import kind_pattern, rail_pattern
 
 TWO_MIN = 120.0
 TWO_HOURS = 7200.0
@@ -37,7 +40,7 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
     return [
         StreamConfig(
             name=chat_stream(s),
-            subjects=[f"cotal.{s}.chat.>"],
+            subjects=[kind_pattern(s, "chat")],
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1000,
             discard=DiscardPolicy.OLD,
@@ -47,29 +50,29 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
         ),
         StreamConfig(
             name=dm_stream(s),
-            subjects=[f"cotal.{s}.inst.>"],
+            subjects=[kind_pattern(s, "inst")],
             retention=RetentionPolicy.LIMITS,
             duplicate_window=TWO_MIN,
             **common,
         ),
         StreamConfig(
             name=task_stream(s),
-            subjects=[f"cotal.{s}.svc.>"],
+            subjects=[kind_pattern(s, "svc")],
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=TWO_MIN,
             **common,
         ),
         StreamConfig(
-            name=f"INBOX_{s}",
-            subjects=[f"cotal.{s}.dinbox.>"],
+            name=inbox_stream(s),
+            subjects=[rail_pattern(s, "dinbox")],
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1000,
             duplicate_window=TWO_HOURS,
             **common,
         ),
         StreamConfig(
-            name=f"DLV_{s}",
-            subjects=[f"cotal.{s}.dlv.>"],
+            name=dlv_stream(s),
+            subjects=[rail_pattern(s, "dlv")],
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1000,
             duplicate_window=TWO_HOURS,
@@ -77,7 +80,7 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
         ),
         StreamConfig(
             name=epc_stream(s),
-            subjects=[f"cotal.{s}.epc.>"],
+            subjects=[rail_pattern(s, "epc")],
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1,
             allow_direct=True,

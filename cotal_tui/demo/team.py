@@ -30,6 +30,9 @@ from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import EndpointRef
 from meshview.wire.names import bucket_names, space_token, task_stream
 from meshview.wire.outbound import (
+    DEV_OWNER,
+    PROTOCOL_VERSION,
+    actor_token,
     anycast_pattern,
     build_message,
     delivery_subject,
@@ -37,9 +40,6 @@ from meshview.wire.outbound import (
     reply_context,
 )
 from meshview.wire.subjects import chat_subject, inst_subject, svc_subject
-
-PROTOCOL_VERSION = "0.4"
-OWNER = "local"  # open dev mode owner token (SPEC §2)
 
 # name, role, connector, model, skills
 ROSTER: list[tuple[str, str, str, str, list[str]]] = [
@@ -90,10 +90,6 @@ def mint_uid(rng: random.Random) -> str:
     return "".join(rng.choice(alphabet) for _ in range(26))
 
 
-def actor_token(name: str) -> str:
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "_"
-
-
 @dataclass
 class Agent:
     name: str
@@ -112,14 +108,14 @@ class Agent:
 
     @property
     def id(self) -> str:
-        return f"{OWNER}.{actor_token(self.name)}"
+        return f"{DEV_OWNER}.{actor_token(self.name)}"
 
     def card(self) -> dict:
         return {
             "id": self.id,
             "name": self.name,
             "kind": "agent",
-            "owner": OWNER,
+            "owner": DEV_OWNER,
             "actor": actor_token(self.name),
             "role": self.role,
             "description": f"{self.role} agent in the demo team",

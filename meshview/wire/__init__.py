@@ -1,6 +1,15 @@
-"""The Cotal wire contract for a read-only observer: subjects, shapes, reject rules, presence.
+"""The Cotal wire contract, the one place each wire rule lives: what the console reads, sends
+and serves.
 
-Pure and import-light (msgspec only): no Textual or Rich, no network.
+- ``subjects``: the §3 subject grammar (parse, build, read patterns); ``names``: streams and buckets.
+- ``messages``/``decode``/``parts``/``presence``: envelopes, cards and presence, with reject codes.
+- ``outbound``: what a sender publishes (envelopes, ids, mentions, presence records).
+- ``endpoint``: the §13.2 endpoint, goal and session-rail subjects and their permission patterns;
+  ``envelope``: §13.3 requests, replies and the error catalog; ``canonical``: §13.7 digests;
+  ``frames``: the §13.6 terminal-session frames.
+
+Pure and import-light (msgspec only): no Textual or Rich, no network. Nothing outside this
+package spells a subject or a token grammar (``tests/test_layers.py`` checks it).
 """
 
 from meshview.wire.decode import Delivery, Rejection, decode_delivery, parts_to_text

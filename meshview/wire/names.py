@@ -30,6 +30,16 @@ def epc_stream(space: str) -> str:
     return f"EPC_{space_token(space)}"
 
 
+def inbox_stream(space: str) -> str:
+    """The durable-inbox backstop (``dinbox``) a space keeps for absent recipients."""
+    return f"INBOX_{space_token(space)}"
+
+
+def dlv_stream(space: str) -> str:
+    """The delivery-receipt rail's stream (``dlv``)."""
+    return f"DLV_{space_token(space)}"
+
+
 @dataclass(frozen=True)
 class Buckets:
     presence: str

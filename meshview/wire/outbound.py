@@ -45,8 +45,10 @@ MAX_ACTOR_LENGTH = 64  # owner/actor bound on the ep rails (§13.2): keep ours i
 MSG_ID_HEADER = "Nats-Msg-Id"
 
 _NOT_IDENTITY = re.compile(r"[^A-Za-z0-9_]")
+_MENTION_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
+_NAME = re.compile(_MENTION_NAME)
 # ``@name`` where the ``@`` starts a word (not ``a@b``) and the name is a run of name characters.
-_MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9_][A-Za-z0-9_.-]*)")
+_MENTION = re.compile(rf"(?<![\w@])@({_MENTION_NAME})")
 
 
 # ---- identity ----------------------------------------------------------------------------
@@ -110,6 +112,12 @@ def normalize_mentions(names: Sequence[str] | None) -> list[str] | None:
             if n and n not in out:
                 out.append(n)
     return out or None
+
+
+def is_mention_name(word: str) -> bool:
+    """Whether ``@word`` would be read back as a mention of exactly ``word`` (the mention
+    grammar): what completion may offer a user to type."""
+    return isinstance(word, str) and _NAME.fullmatch(word) is not None
 
 
 def mentions_in(text: str) -> list[str] | None:

@@ -31,7 +31,6 @@ MAX_SUBJECT_LENGTH = 8192
 _IDENTITY = re.compile(r"[A-Za-z0-9_]+")
 _DERIVED_OWNER = re.compile(r"u_[a-z2-7]{26}")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _WILDCARDS = frozenset({"*", ">"})
 
 # Stable reason codes (subjects.json).
@@ -213,8 +212,14 @@ def sanitize_channel(raw: str) -> str:
         elif s == "*":
             out.append(s)
         else:
-            out.append(_UNSAFE.sub("_", s))
+            out.append(space_token(s))
     return ".".join(out)
+
+
+def is_channel_name(channel: str) -> bool:
+    """A channel as it travels: dotted ``[A-Za-z0-9_-]+`` segments, concrete, nothing for
+    :func:`sanitize_channel` to rewrite."""
+    return isinstance(channel, str) and all(_SEGMENT.fullmatch(s) for s in channel.split("."))
 
 
 def is_concrete_channel(channel: str) -> bool:
@@ -259,11 +264,14 @@ def chat_pattern(space: str, channel: str | None = None) -> str:
 
 
 def sender_pattern(space: str, kind: str, sender_id: str) -> str:
-    """Read pattern: everything one principal sent of ``kind`` (``chat`` or ``inst``)."""
+    """Everything one principal sends of ``kind`` (``chat``, ``inst`` or ``svc``): its read
+    pattern, and the publish rows of a credential that may send only as itself."""
     if kind == "chat":
         return f"{ROOT}.{_space(space)}.chat.{_principal(sender_id)}.>"
     if kind == "inst":
         return f"{ROOT}.{_space(space)}.inst.*.*.{_principal(sender_id)}"
+    if kind == "svc":
+        return f"{ROOT}.{_space(space)}.svc.*.{_principal(sender_id)}"
     raise ValueError(f"no sender pattern for {kind!r}")
 
 
@@ -277,6 +285,26 @@ def kind_pattern(space: str, kind: str) -> str:
     if kind not in DELIVERY_KINDS:
         raise ValueError(f"not a delivery kind: {kind!r}")
     return f"{ROOT}.{_space(space)}.{kind}.>"
+
+
+def rail_pattern(space: str, rail: str) -> str:
+    """Every subject of one non-delivery rail of a space (``epc``, ``dinbox``, ``dlv``…)."""
+    if rail not in ENDPOINT_RAILS | RESERVED_RAILS:
+        raise ValueError(f"not a known rail: {rail!r}")
+    return f"{ROOT}.{_space(space)}.{rail}.>"
+
+
+def pattern_channel(pattern: str) -> str | None:
+    """The channel part of a chat subscription pattern (``cotal.<s>.chat.<o>.<a>.<ch…>``):
+    ``>`` for a pattern that reads every channel, None for a pattern that is not a chat read."""
+    toks = pattern.split(".")
+    if len(toks) < 4 or toks[0] != ROOT or toks[2] != "chat":
+        return None
+    if toks[3] == ">":
+        return ">"
+    if len(toks) < 6:
+        return ">" if toks[-1] == ">" else None
+    return ".".join(toks[5:])
 
 
 def tap_subjects(space: str, *, admin: bool, open_mesh: bool = False) -> list[str]:

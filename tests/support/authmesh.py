@@ -208,7 +208,8 @@ class CalloutResponder:
         return self
 
     async def _main(self) -> None:
-        from meshview.auth import admin_permissions, decode_jwt, encode_jwt, user_jwt
+        from meshview.auth import admin_permissions, encode_jwt, user_jwt
+        from support.jwt import decode_jwt
 
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
@@ -271,14 +272,8 @@ def start_callout_mesh(space: str = "ua") -> CalloutMesh:
     delegates authentication to the callout responder (``auth_users``: the service user;
     ``allowed_accounts``: the data account). Clients hold the deny-all sentinel creds of the
     AUTH account plus a bearer; the responder places them in the data account."""
-    from meshview.auth import (
-        Permissions,
-        SpaceTrust,
-        account_jwt,
-        encode_jwt,
-        new_nkey,
-        user_jwt,
-    )
+    from cotal_tui.demo.trust import SpaceTrust, account_jwt
+    from meshview.auth import Permissions, encode_jwt, new_nkey, user_jwt
 
     d = Path(tempfile.mkdtemp(prefix="cotal-callout-"))
     os.chmod(d, 0o700)

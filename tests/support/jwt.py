@@ -1,8 +1,9 @@
-"""Test-side helpers for secured meshes: the production minting lives in :mod:`meshview.auth`.
+"""Test-side helpers for secured meshes: the production minting lives in :mod:`meshview.auth`,
+the demo's trust chain in :mod:`cotal_tui.demo.trust`.
 
-This module re-exports it (keys, JWTs, creds files, the observer/admin profiles, the trust
-chain) and adds what only tests need: a self-scoped ``agent`` profile, revocations, and
-:class:`MintedUser` records with creds files on disk.
+This module re-exports them (keys, JWTs, the observer/admin profiles, the trust chain) and adds
+what only tests need: JWT signature checks, creds files on disk, a self-scoped ``agent``
+profile, revocations, and :class:`MintedUser` records.
 
 Secrets (seeds) only ever leave here inside a creds file or an in-memory key; nothing prints
 or logs them, and ``repr`` of a key shows only its public half.
@@ -10,32 +11,71 @@ or logs them, and ``repr`` of a key shows only its public half.
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cotal_tui.demo.trust import SpaceTrust, account_jwt, account_limits, operator_jwt  # noqa: F401
 from meshview.auth import (  # noqa: F401 - re-exported for the tests
     JWT_HEADER,
     UNLIMITED,
     KeyHolder,
     NKey,
     Permissions,
-    SpaceTrust,
-    account_jwt,
-    account_limits,
     admin_permissions,
     claims_id,
-    decode_jwt,
     encode_jwt,
     format_creds,
     inbox_prefix,
     new_nkey,
     nkey_from_seed,
     observer_permissions,
-    operator_jwt,
     user_jwt,
-    write_creds,
 )
+
+
+def _b64url_decode(s: str) -> bytes:
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def decode_jwt(token: str, *, verify: bool = True) -> dict:
+    """Claims of a NATS JWT; with ``verify`` the ed25519 signature is checked against ``iss``."""
+    try:
+        h, c, s = token.split(".")
+        header = json.loads(_b64url_decode(h))
+        claims = json.loads(_b64url_decode(c))
+    except ValueError as e:
+        raise ValueError("not a NATS JWT") from e
+    if header.get("alg") not in ("ed25519-nkey", "ed25519"):
+        raise ValueError(f"unsupported JWT alg {header.get('alg')!r}")
+    if verify:
+        import nacl.exceptions
+        import nacl.signing
+
+        raw = base64.b32decode(claims["iss"] + "=" * (-len(claims["iss"]) % 8))
+        try:
+            nacl.signing.VerifyKey(raw[1:-2]).verify(f"{h}.{c}".encode(), _b64url_decode(s))
+        except nacl.exceptions.BadSignatureError as e:
+            raise ValueError("JWT signature does not verify") from e
+    return claims
+
+
+def write_creds(path: str | os.PathLike, jwt: str, seed: bytes | str, mode: int = 0o600) -> Path:
+    """Write a creds file created with ``mode`` (0600 unless a test wants a loose one)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.exists():
+        p.unlink()
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, format_creds(jwt, seed).encode())
+    finally:
+        os.close(fd)
+    os.chmod(p, mode)
+    return p
 
 
 def read_creds_jwt(path) -> str:

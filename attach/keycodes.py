@@ -1,5 +1,6 @@
-"""Textual key events → the bytes an xterm would send to the remote program.
+"""Key events (as Textual names them) → the bytes an xterm would send to the remote program.
 
+Pure, no Textual import: it sits beside the mirror (which reads what the program sends back).
 The embedded attach pane owns every key, so it re-encodes what Textual parsed: cursor keys
 honour application-cursor mode (DECCKM), modified special keys use xterm's ``1;<m>`` form,
 Ctrl combos become C0 bytes, Alt becomes an ESC prefix, and anything printable is sent as its

@@ -1,10 +1,10 @@
-"""The topology fold: a pure function of recent traffic, roster and membership.
+"""The topology lens's window: a pure function of a snapshot's recent hops, roster and membership.
 
-Adapter on top of the model's ``Topology`` (recent hops, oldest first): edges over the last
-2 minutes carry a count and a decayed rate (Σ exp(−age/20 s) per hop); the membership feed
-adds silent subscribers and their links (live or durable), wide readers (``>``/``*`` on the
-channel) are flagged instead of spoking every hub, and an unreadable feed draws no links.
-No Textual import; the lens renders what this returns.
+The model keeps the hops (``traffic.TopologyFold``, bounded, oldest first); this folds the last
+2 minutes of them for the lens: edges carry a count and a decayed rate (Σ exp(−age/20 s) per
+hop); the membership feed adds silent subscribers and their links (live or durable), wide
+readers (``>``/``*`` on the channel) are flagged instead of spoking every hub, and an
+unreadable feed draws no links. No Textual import; ``widgets.topology`` renders what this returns.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from meshview.snapshot import Snapshot
+from meshview.wire.subjects import pattern_channel, subject_matches
 
 WINDOW_MS = 120_000.0
 TAU_MS = 20_000.0
@@ -60,40 +61,13 @@ class Fold:
     _names: dict[str, str] = field(default_factory=dict)
 
 
-def _channel_of_pattern(pattern: str, space: str) -> str | None:
-    """The channel part of a chat subscription pattern (``cotal.<s>.chat.<o>.<a>.<ch…>``)."""
-    toks = pattern.split(".")
-    if len(toks) < 4 or toks[0] != "cotal" or toks[2] != "chat":
-        return None
-    if toks[3] == ">":
-        return ">"
-    if len(toks) < 6:
-        return ">" if toks[-1] == ">" else None
-    return ".".join(toks[5:])
-
-
 def _expand(chan_pat: str, channels: list[str]) -> list[str]:
+    """The known channels a channel pattern reads (none for a wide ``>``/``*`` reader)."""
     if chan_pat in (">", "*"):
         return []
     if "*" not in chan_pat and ">" not in chan_pat:
         return [chan_pat]
-    out = []
-    pt = chan_pat.split(".")
-    for ch in channels:
-        ct = ch.split(".")
-        ok = True
-        for i, p in enumerate(pt):
-            if p == ">":
-                ok = len(ct) > i
-                break
-            if i >= len(ct) or (p != "*" and p != ct[i]):
-                ok = False
-                break
-        else:
-            ok = len(ct) == len(pt)
-        if ok:
-            out.append(ch)
-    return out
+    return [ch for ch in channels if subject_matches(chan_pat, ch)]
 
 
 def fold(snap: Snapshot) -> Fold:
@@ -117,11 +91,10 @@ def fold(snap: Snapshot) -> Fold:
              pill=snap.membership.pill, reason=snap.membership.reason)
     if snap.membership.pill != "unreadable":
         channels = sorted({c.name for c in snap.channels} | {h[1:] for h in hubs if h[0] == "#"})
-        space = snap.status.space
         for mv in snap.membership.members:
             linked = False
             for pat in mv.live:
-                ch = _channel_of_pattern(pat, space)
+                ch = pattern_channel(pat)
                 if ch is None:
                     continue
                 if ch in (">", "*"):

@@ -1,8 +1,8 @@
 """How the console says what a manager reports about a seat: the roster tag and the agent
 card's managed section, in ``cotal ps``'s words (``running 3.5h``, ``not in roster``).
 
-Pure strings from :class:`attach.managed.ManagedSeat`; no Textual here, so the wording can be
-tested on its own.
+Pure strings from :class:`attach.managed.ManagedSeat`, beside it; no Textual here, so the
+wording can be tested on its own.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""The §13.2 endpoint rails (`ep.one|all|inst|reply`), session rails (`eps`) and `epc` subjects.
+"""The §13.2 endpoint subjects: request rails (``ep.one|all|inst``), replies, goal progress
+(``epe``), session rails (``eps``), the contract store (``epc``) and the read/publish patterns a
+permission list grants on them; plus the token grammar of the manager contract's arguments.
 
 Builders fail loud on a bad token rather than sanitize (the SPEC's build-time boundary); the
-parser splits and checks shape only and returns None for anything that is not one of ours.
+parsers split and check shape only and return None for anything that is not one of ours.
 """
 
 from __future__ import annotations
@@ -11,10 +13,15 @@ import secrets
 from dataclasses import dataclass
 
 from meshview.wire.names import space_token
+from meshview.wire.outbound import mint_lifecycle_uid
+from meshview.wire.subjects import ROOT
 
+MANAGER = "manager"  # the manager endpoint's name (attach.md §3)
 MAX_EP_SUBJECT_BYTES = 1024
 AUTHZ_MODES = ("self", "owner", "any", "child", "ledger", "handle")
 _TARGET_ARITY = {"self": 0, "owner": 1, "any": 1, "child": 1, "ledger": 1, "handle": 3}
+ROUTES = ("one", "all", "inst")
+DIRECTIONS = ("in", "out")
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _COMMAND = re.compile(r"^[a-z0-9-]{1,32}$")
@@ -24,6 +31,9 @@ _LIFECYCLE = re.compile(r"^[a-z0-9]{26,32}$")
 _OWNER = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _EPOCH = re.compile(r"^(0|[1-9][0-9]*)$")
+# manager contract arguments (``spawn``): a persona names a program, a seat name an agent
+_PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_SEAT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 
 
 class SubjectError(ValueError):
@@ -77,25 +87,22 @@ def is_id_token(v: object) -> bool:
     return isinstance(v, str) and bool(_ID.fullmatch(v))
 
 
+def is_persona(v: object) -> bool:
+    """A ``spawn`` persona: the program kind a manager starts."""
+    return isinstance(v, str) and bool(_PERSONA.fullmatch(v))
+
+
+def is_seat_name(v: object) -> bool:
+    """A managed seat's name (``spawn --name``), also its actor token."""
+    return isinstance(v, str) and bool(_SEAT_NAME.fullmatch(v))
+
+
 def new_nonce() -> str:
     return secrets.token_urlsafe(24)  # 32 chars, 192 bits
 
 
 def new_request_id() -> str:
     return secrets.token_urlsafe(24)
-
-
-_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def mint_lifecycle_uid() -> str:
-    """20 CSPRNG bytes rendered base36, left-padded to 26 (the reference mint, §13.1)."""
-    n = int.from_bytes(secrets.token_bytes(20), "big")
-    s = ""
-    while n:
-        n, r = divmod(n, 36)
-        s = _B36[r] + s
-    return s.rjust(26, "0")[-32:]
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ class Caller:
 
 
 @dataclass(frozen=True)
-class Target:
+class AuthzTarget:
     """Subject target block: ``mode`` plus the pinned tokens (`tOwner`, or the handle triple)."""
 
     mode: str
@@ -141,6 +148,10 @@ def _sized(s: str) -> str:
     return s
 
 
+def _rail(space: str, kind: str, *tokens: str) -> str:
+    return ".".join([ROOT, space_token(space), kind, *tokens])
+
+
 def request_subject(
     space: str,
     endpoint: str,
@@ -150,9 +161,9 @@ def request_subject(
     *,
     route: str = "one",
     instance_id: str | None = None,
-    target: Target | None = None,
+    target: AuthzTarget | None = None,
 ) -> str:
-    parts = ["cotal", space_token(space), "ep", route, endpoint_token(endpoint)]
+    parts = [route, endpoint_token(endpoint)]
     if route == "inst":
         if instance_id is None:
             raise SubjectError("the inst route needs an instanceId")
@@ -164,41 +175,93 @@ def request_subject(
         parts += target.tokens()
     parts += caller.tokens()
     parts.append(check_nonce(nonce))
-    return _sized(".".join(parts))
+    return _sized(_rail(space, "ep", *parts))
 
 
 def reply_subject(space: str, endpoint: str, instance_id: str, epoch: int, caller: Caller, nonce: str) -> str:
     if not isinstance(epoch, int) or epoch < 0:
         raise SubjectError(f"epoch {epoch!r} is not an unsigned integer")
-    return _sized(
-        ".".join(
-            ["cotal", space_token(space), "ep", "reply", endpoint_token(endpoint),
-             check_lifecycle(instance_id, "instanceId"), str(epoch), *caller.tokens(), check_nonce(nonce)]
-        )
-    )
+    return _sized(_rail(space, "ep", "reply", endpoint_token(endpoint), check_lifecycle(instance_id, "instanceId"),
+                        str(epoch), *caller.tokens(), check_nonce(nonce)))
+
+
+def reply_filter(space: str, endpoint: str, caller: Caller, nonce: str) -> str:
+    """The caller's exact reply rail for one nonce, from any responder instance and epoch."""
+    return _rail(space, "ep", "reply", endpoint_token(endpoint), "*", "*", *caller.tokens(), check_nonce(nonce))
 
 
 def serve_filter(space: str, route: str, endpoint: str, instance_id: str | None = None) -> str:
-    base = f"cotal.{space_token(space)}.ep.{route}.{endpoint_token(endpoint)}"
+    base = _rail(space, "ep", route, endpoint_token(endpoint))
     if route == "inst":
         base += "." + check_lifecycle(instance_id or "", "instanceId")
     return base + ".>"
 
 
 def eps_subject(space: str, endpoint: str, session_id: str, epoch: int, direction: str) -> str:
-    if direction not in ("in", "out"):
+    """One session rail (``in``: caller→serving, ``out``: serving→caller)."""
+    if direction not in DIRECTIONS:
         raise SubjectError("session direction is in|out")
-    return _sized(
-        f"cotal.{space_token(space)}.eps.{endpoint_token(endpoint)}."
-        f"{check_id(session_id, 'sessionId')}.{int(epoch)}.{direction}"
-    )
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise SubjectError(f"epoch {epoch!r} is not an unsigned integer")
+    return _sized(_rail(space, "eps", endpoint_token(endpoint), check_id(session_id, "sessionId"),
+                        str(epoch), direction))
 
 
 def epc_subject(space: str, digest_ref: str) -> str:
     hexpart = digest_ref[7:] if digest_ref.startswith("sha256:") else digest_ref
     if not _HEX64.fullmatch(hexpart):
         raise SubjectError(f"contract digest {digest_ref!r} is not sha256 hex")
-    return f"cotal.{space_token(space)}.epc.{hexpart}"
+    return _rail(space, "epc", hexpart)
+
+
+def goal_progress_subject(space: str, endpoint: str, instance_id: str, epoch: int, caller: Caller,
+                          goal_id: str) -> str:
+    """``cotal.<s>.epe.<ep>.<iid>.<epoch>.goal.<cOwner>.<cActor>.<cUid>.<goalId>.progress``: where an
+    action's progress and its terminal fact are published for the caller that started it."""
+    if not isinstance(epoch, int) or epoch < 0:
+        raise ValueError(f"epoch {epoch!r} is not an unsigned integer")
+    if not is_id_token(goal_id):
+        raise ValueError(f"goal id {goal_id!r} is not an id token")
+    if not is_lifecycle_token(instance_id):
+        raise ValueError(f"instanceId {instance_id!r} is not a lifecycle token")
+    return _rail(space, "epe", endpoint_token(endpoint), instance_id, str(epoch), "goal", *caller.tokens(),
+                 goal_id, "progress")
+
+
+def goal_progress_pattern(space: str, endpoint: str, caller: Caller, goal_id: str) -> str:
+    """The caller's read of one goal's progress from whichever instance and epoch executes it."""
+    if not is_id_token(goal_id):
+        raise ValueError(f"goal id {goal_id!r} is not an id token")
+    return _rail(space, "epe", endpoint_token(endpoint), "*", "*", "goal", *caller.tokens(), goal_id, "progress")
+
+
+# ---- what a credential may publish and subscribe on the endpoint plane (wire.md §9) ---------
+
+def request_pattern(space: str, endpoint: str, command: str, caller: Caller, *, route: str,
+                    mode: str | None = None) -> str:
+    """One caller's requests of ``command`` on ``route``, any nonce (and, on the instance rail,
+    any instance); ``mode`` adds a subject target block of that mode for any target owner."""
+    if route not in ROUTES:
+        raise SubjectError(f"route {route!r} is not one|all|inst")
+    parts = [route, endpoint_token(endpoint), *(["*"] if route == "inst" else []), check_command(command)]
+    if mode is not None:
+        if mode not in AUTHZ_MODES or _TARGET_ARITY[mode] != 1:
+            raise SubjectError(f"authorization mode {mode!r} pins no single owner")
+        parts += [mode, "*"]
+    return _rail(space, "ep", *parts, *caller.tokens(), "*")
+
+
+def reply_pattern(space: str, caller: Caller) -> str:
+    """Every reply to one caller: any endpoint, instance, epoch and nonce."""
+    return _rail(space, "ep", "reply", "*", "*", "*", *caller.tokens(), "*")
+
+
+def goal_pattern(space: str, endpoint: str, caller: Caller) -> str:
+    """Every goal-progress fact for one caller on ``endpoint``."""
+    return _rail(space, "epe", endpoint_token(endpoint), "*", "*", "goal", *caller.tokens(), ">")
+
+
+# ---- parsing ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -206,7 +269,7 @@ class ParsedRequest:
     route: str
     endpoint: str
     command: str
-    target: Target | None
+    target: AuthzTarget | None
     caller: Caller
     nonce: str
     instance_id: str | None = None
@@ -221,7 +284,7 @@ class ParsedReply:
     nonce: str
 
 
-def _parse_tail(parts: list[str], i: int) -> tuple[Target | None, Caller, str] | None:
+def _parse_tail(parts: list[str], i: int) -> tuple[AuthzTarget | None, Caller, str] | None:
     target = None
     if i < len(parts) and parts[i] in _TARGET_ARITY:
         mode = parts[i]
@@ -230,11 +293,11 @@ def _parse_tail(parts: list[str], i: int) -> tuple[Target | None, Caller, str] |
         if len(t) != n:
             return None
         if mode == "self":
-            target = Target("self")
+            target = AuthzTarget("self")
         elif mode == "handle":
-            target = Target("handle", t[0], t[1], t[2])
+            target = AuthzTarget("handle", t[0], t[1], t[2])
         else:
-            target = Target(mode, t[0])
+            target = AuthzTarget(mode, t[0])
         i += 1 + n
     if len(parts) != i + 4:
         return None
@@ -245,7 +308,7 @@ def parse_request(subject: str) -> ParsedRequest | None:
     if len(subject.encode()) > MAX_EP_SUBJECT_BYTES:
         return None
     p = subject.split(".")
-    if len(p) < 10 or p[0] != "cotal" or p[2] != "ep":
+    if len(p) < 10 or p[0] != ROOT or p[2] != "ep":
         return None
     route = p[3]
     if route in ("one", "all"):
@@ -263,7 +326,7 @@ def parse_request(subject: str) -> ParsedRequest | None:
 
 def parse_reply(subject: str) -> ParsedReply | None:
     p = subject.split(".")
-    if len(p) != 11 or p[0] != "cotal" or p[2] != "ep" or p[3] != "reply":
+    if len(p) != 11 or p[0] != ROOT or p[2] != "ep" or p[3] != "reply":
         return None
     if not _EPOCH.fullmatch(p[6]):
         return None
