@@ -141,6 +141,22 @@ class FeedRing:
         """How many ids the dedupe index holds (bounded with the ring)."""
         return len(self._ids)
 
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps (meshview/statecodec.py): the live rows and the dedupe
+        index. Evicted rows still waiting for a compaction are not state."""
+        return {"cap": self.cap, "base": self._base, "rows": list(self.rows()),
+                "ids": dict(self._ids)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> FeedRing:
+        """A ring holding what :meth:`state` returned."""
+        ring = cls(state["cap"])
+        ring._buf = list(state["rows"])
+        ring._off = ring._base = int(state["base"])
+        ring._text = sum(len(e.text) for e in ring._buf)
+        ring._ids = dict(state["ids"])
+        return ring
+
     def push(self, e: FeedEntry) -> FeedEntry:
         """Store row ``e`` (its ``index`` must be :attr:`end`); returns the row as kept, text
         cut by :func:`keep_text`. Evicts the oldest rows past the row cap or text budget."""

@@ -16,8 +16,14 @@ Contract for the console (names are stable):
 * Feed rows are addressed by *absolute index*: ``feed_base <= i < feed_end``;
   ``snapshot.entry(i)`` / ``model.entry(i)`` return a :class:`FeedEntry` whose ``index == i``.
   Old rows fall off the front (``feed_base`` grows); indices never shift.
-* ``version`` increases on every change; ``dirty`` says a snapshot is due. The observer
-  publishes at most one snapshot per ``BATCH_MS`` (75 ms) and one per second for ages.
+* ``version`` increases on every change: the console polls it (~30 times a second) and takes
+  a snapshot when it moved. ``dirty`` says something changed since the last snapshot or
+  observer publish: the observer runs its listeners (line stream, notifier, chat) at most once
+  per ``BATCH_MS`` (75 ms) while it is set, and :meth:`tick` sets it once a second for ages.
+* Inputs (meshview/inputs.py): every reducer that changes the state is registered with
+  ``@model_input``; ``input_tap`` (the recorder's) sees each outermost input call, and
+  :meth:`MeshModel.apply_input` applies one by name (a replay). Reads are listed in
+  :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from meshview.feedring import FeedRing
+from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle
 from meshview.roster import RosterReducer
 from meshview.snapshot import (
     STATUS_ORDER,
@@ -80,6 +87,15 @@ THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbound
 MENTIONS_CAP = 32
 EXCERPT_CAP = 200  # characters of the original kept on a reply row
 _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
+
+# Public methods that are not inputs: reads, and forwards (they only call inputs, each of which
+# is an input call of its own). tests/test_record.py fails on a public method in none of
+# INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
+READS = frozenset({
+    "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
+    "replay_floor", "rejection_count",
+})
+FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 
 
 @dataclass(slots=True)
@@ -184,6 +200,43 @@ class MeshModel(RosterReducer):
         self._events: deque[ModelEvent] = deque(maxlen=EVENT_QUEUE_CAP)
         self.events_dropped = 0
 
+        self.input_tap: InputTap | None = None  # sees every outermost input call (a recorder)
+        self._in_input = False  # a tapped input call is running (inner inputs are part of it)
+
+    # ------------------------------------------------------------------ inputs
+
+    def _tapped_input(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                      kw: dict[str, Any]) -> Any:
+        """An input call while ``input_tap`` is set. Only the outermost call reaches the tap (a
+        reducer calling another is one input), and the clock reads the call's receipt time
+        throughout it, so the same call replays identically. A call that raises is not tapped."""
+        tap = self.input_tap
+        if self._in_input or tap is None:
+            return fn(self, *args, **kw)
+        if args:
+            args = tuple(map(settle, args))
+        if kw:
+            kw = {k: settle(v) for k, v in kw.items()}
+        clock = self.clock
+        t = clock()
+        before = self.version
+        self._in_input = True
+        self.clock = lambda: t
+        try:
+            result = fn(self, *args, **kw)
+        finally:
+            self.clock = clock
+            self._in_input = False
+        tap(InputCall(name, INPUTS[name], args, kw, t, result, self.version != before))
+        return result
+
+    def apply_input(self, name: str, args: Sequence[Any] = (),
+                    kw: Mapping[str, Any] | None = None) -> Any:
+        """Apply the input ``name`` (a recorded one): only names in ``INPUTS`` are accepted."""
+        if name not in INPUTS:
+            raise ValueError(f"not a model input: {name!r}")
+        return getattr(self, name)(*args, **(kw or {}))
+
     # ------------------------------------------------------------------ plumbing
 
     def _touch(self) -> None:
@@ -237,6 +290,7 @@ class MeshModel(RosterReducer):
 
     # ------------------------------------------------------------------ messages
 
+    @model_input("message")
     def apply_message(
         self,
         *,
@@ -353,10 +407,10 @@ class MeshModel(RosterReducer):
             from_name=b.from_name, from_role=b.from_role, text=b.text,
             to_ids=tuple(b.to_ids), to_names=to_names, parts=b.parts, count=len(b.to_ids),
             historical=b.historical, ids=tuple(b.ids), context_id=b.context_id,
-            # a burst restored from a checkpoint older than ``thread`` lacks the attribute
-            **dict(zip(_THREAD_FIELDS, getattr(b, "thread", ()))),
+            **dict(zip(_THREAD_FIELDS, b.thread)),
         )
 
+    @model_input("message")
     def flush_bursts(self) -> None:
         """Land every open unicast burst now (shutdown, tests)."""
         for key in list(self._bursts):
@@ -403,6 +457,7 @@ class MeshModel(RosterReducer):
 
     # ------------------------------------------------------------------ rejections
 
+    @model_input("reject")
     def apply_rejection(self, reason: str, subject: str) -> None:
         self._rejections[reason] = self._rejections.get(reason, 0) + 1
         self._emit(Rejected(reason, subject, self.clock()))
@@ -415,6 +470,7 @@ class MeshModel(RosterReducer):
 
     # ------------------------------------------------------------------ channels
 
+    @model_input("channels")
     def set_channel_registry(
         self, configs: Mapping[str, ChannelConfig | ChannelSettings],
         defaults: ChannelDefaults | ChannelSettings | None = None,
@@ -429,6 +485,7 @@ class MeshModel(RosterReducer):
         self._roster_changed = True
         self._touch()
 
+    @model_input("channels")
     def set_retained_counts(self, counts: Mapping[str, int]) -> None:
         """Per-channel stored counts from ``STREAM.INFO`` (event channels already removed).
         Rebuilt on every poll, so deleted channels disappear."""
@@ -437,6 +494,7 @@ class MeshModel(RosterReducer):
         self._roster_changed = True
         self._touch()
 
+    @model_input("channels")
     def forget_channels(self, names: Iterable[str]) -> None:
         """Channels whose history was deleted (``delchan``, ``purge``): they leave the channel
         list until a message arrives on them again. The registry still lists registered ones
@@ -487,6 +545,7 @@ class MeshModel(RosterReducer):
 
     # ------------------------------------------------------------------ membership, managers
 
+    @model_input("channels")
     def set_membership(
         self, members: Mapping[str, MemberView] | None, feed_observed_at: float | None
     ) -> None:
@@ -497,6 +556,7 @@ class MeshModel(RosterReducer):
         self._membership_unreadable = None
         self._touch()
 
+    @model_input("channels")
     def set_membership_unreadable(self, reason: str) -> None:
         """A failed read keeps the last snapshot; never touches the connection error."""
         self._membership_unreadable = reason
@@ -514,6 +574,7 @@ class MeshModel(RosterReducer):
             pill = "live"
         return Membership(pill, self._membership_unreadable, self._membership_feed_at, members)
 
+    @model_input("lifecycle")
     def apply_manager(
         self, instance_id: str, *, up: bool, holder: str | None = None,
         runtime: str | None = None, pid: int | None = None, since: float | None = None,
@@ -553,6 +614,7 @@ class MeshModel(RosterReducer):
 
     # ------------------------------------------------------------------ connection
 
+    @model_input("state")
     def set_connection(
         self, state: ConnectionState, *, detail: str | None = None,
         error: str | None = None, warning: str | None = None,
@@ -567,11 +629,13 @@ class MeshModel(RosterReducer):
         self._emit_state(detail)
         self._touch()
 
+    @model_input("state")
     def set_tap(self, subjects: Sequence[str], dm_visible: bool) -> None:
         self._status = replace(self._status, tap=tuple(subjects), dm_visible=dm_visible)
         self._emit_state("tap")
         self._touch()
 
+    @model_input("state")
     def set_backlog(self, *, lagging: bool, dropped: int = 0) -> None:
         """The observer's ingest state: ``lagging`` while its backlog is past the high-water
         mark, ``dropped`` more tap messages thrown away unapplied because it was full. Both
@@ -585,12 +649,26 @@ class MeshModel(RosterReducer):
                              else f"caught up, {self._status.dropped} dropped")
         self._touch()
 
+    @model_input("state")
     def set_server(self, server: str) -> None:
         self._status = replace(self._status, server=server)
         self._touch()
 
+    @model_input("state")
     def set_warning(self, warning: str | None) -> None:
         self._status = replace(self._status, warning=warning)
+        self._touch()
+
+    @model_input("state")
+    def set_listener_errors(self, count: int, last: str | None) -> None:
+        """The observer's listeners (line stream, notifier, chat) have raised ``count`` times;
+        ``last`` is the latest, one line. Counted and shown (status bar, a ``state`` line),
+        never swallowed."""
+        st = self._status
+        if count == st.listener_errors and last == st.listener_error:
+            return
+        self._status = replace(st, listener_errors=count, listener_error=last)
+        self._emit_state("listener error")
         self._touch()
 
     @property
@@ -600,10 +678,11 @@ class MeshModel(RosterReducer):
     def _emit_state(self, detail: str | None = None) -> None:
         s = self._status
         self._emit(StateEvent(s.connection, s.presence_view, s.dm_visible, self.clock(), detail,
-                              s.lagging, s.dropped))
+                              s.lagging, s.dropped, s.listener_errors, s.listener_error))
 
     # ------------------------------------------------------------------ time
 
+    @model_input("time")
     def tick(self, now: float | None = None) -> None:
         """Advance time: flush due bursts, roll rate buckets, run the presence sweep.
         The observer calls it every ~75 ms; it marks the model dirty once a second so ages

@@ -28,6 +28,7 @@ buckets, KV watches and absent-agent derivation already live in their own module
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections import deque
@@ -59,6 +60,8 @@ from meshview.wire.outbound import reply_context
 from meshview.wire.subjects import DELIVERY_KINDS
 
 Listener = Callable[[MeshModel], Awaitable[None] | None]
+
+log = logging.getLogger("cotal.observer")
 
 _DENIED_SUB = re.compile(r"permissions violation for subscription to \"?([^\"\s]+)\"?", re.I)
 SWEEP_MS = 250.0
@@ -113,6 +116,8 @@ class Observer:
         self.has_credential = has_credential
         self.buckets = bucket_names(self.space)
         self._listeners: list[Listener] = []
+        self.listener_errors = 0  # times a listener raised (also in ``model.status``)
+        self.last_listener_error: str | None = None  # the last of them, one line
         self._q: deque[tuple] = deque()
         self._q_bytes = 0  # payload bytes queued in ``_q`` (bounded by ``queue_bytes``)
         self._wake = asyncio.Event()
@@ -157,7 +162,10 @@ class Observer:
     # ------------------------------------------------------------------ public
 
     def add_listener(self, fn: Listener) -> None:
-        """Called with the model after changes, at most once per ``batch_ms``."""
+        """Called with the model after changes, at most once per ``batch_ms`` (and once more
+        on stop and after a reconnect's catch-up). One that raises is counted in
+        :attr:`listener_errors`, logged to ``cotal.observer`` and told to the model (the status
+        bar, the line stream's ``state`` line); the others still run."""
         self._listeners.append(fn)
 
     @property
@@ -408,13 +416,18 @@ class Observer:
         if not (self.model.dirty or force) or not self._listeners:
             return
         self.model.dirty = False
+        errors = self.listener_errors
         for fn in list(self._listeners):
             try:
                 r = fn(self.model)
                 if asyncio.iscoroutine(r):
                     await r
-            except Exception:
-                pass
+            except Exception as e:  # noqa: BLE001 - one bad listener never stops the others
+                self.listener_errors += 1
+                self.last_listener_error = _describe(fn, e)
+                log.exception("listener %s failed", _name_of(fn))
+        if self.listener_errors != errors:  # the status bar and the line stream say it
+            self.model.set_listener_errors(self.listener_errors, self.last_listener_error)
 
     def _maybe_rebind_presence(self, now: float) -> None:
         if self._rebinding or now - self._last_rebind < self.model.ttl_ms:
@@ -453,13 +466,10 @@ class Observer:
         elif d.presence is not None:
             p = d.presence
             last = self._last_presence.get(e.key)
-            # (a recorded model takes the full path: the recorder wraps ``apply_presence`` on
-            # the instance, and a replay must see every record)
             if (last is not None and p.status != "offline" and d.derived_status == p.status
-                    and "apply_presence" not in vars(m)
                     and is_heartbeat_only(last, p)
-                    and m._refresh_clocks(e.key, float(p.ts), p.activitySince, p.statusSince,
-                                            p.activeAt, received=now)):
+                    and m.refresh_clocks(e.key, float(p.ts), p.activitySince, p.statusSince,
+                                         p.activeAt, received=now)):
                 self._last_presence[e.key] = p  # the common case at scale: clocks only
             else:
                 m.apply_presence(PresenceRecord.from_wire(p), received=now)
@@ -601,3 +611,14 @@ class Observer:
 
     async def _on_close(self) -> None:
         self.model.set_connection("closed")
+
+
+def _name_of(fn: Listener) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _describe(fn: Listener, e: Exception) -> str:
+    """A listener's exception in one bounded line: which listener, what was raised."""
+    text = " ".join(str(e).split())
+    line = f"{_name_of(fn)}: {type(e).__name__}" + (f": {text}" if text else "")
+    return line if len(line) <= 200 else line[:199] + "…"

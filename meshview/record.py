@@ -10,10 +10,11 @@ are not stored: the model derives them again.
 
 File: gzip, one JSON object per line. ``header`` first (format, version, space, the model's
 parameters, the recording id and segment number), then ``checkpoint`` lines (``state``: the model's
-attributes in the tagged JSON of meshview/statecodec.py) and ``in`` lines (``t`` receipt time in
-epoch ms, ``op`` the model method, ``k`` its category, ``a``/``kw`` its arguments). The writer
-flushes a gzip sync point every second, so a recording cut off by a crash reads up to the last
-second; a damaged one replays up to the damage and says so in one sentence.
+versioned state schema, meshview/statecodec.py) and ``in`` lines (``t`` receipt time in epoch ms,
+``op`` the model input, one of meshview/inputs.py ``INPUTS``, ``k`` its category, ``a``/``kw`` its
+arguments in the tagged JSON). Format version 1 (checkpoints of the model's attributes) still
+replays. The writer flushes a gzip sync point every second, so a recording cut off by a crash
+reads up to the last second; a damaged one replays up to the damage and says so in one sentence.
 
 Seat terminals (``cotal watch --record-seats``): ``seat`` lines hold what the operator's panes
 were shown (``seat`` name, ``ev``: ``open``/``reset`` a fresh screen of ``cols``×``rows``, ``out``
@@ -40,16 +41,16 @@ import time
 import uuid
 import weakref
 import zlib
-from collections import abc
 from typing import Any, Callable
 
 import msgspec
 
+from meshview.inputs import InputCall
 from meshview.model import MeshModel
 from meshview.statecodec import checkpoint, encode
 
 FORMAT = "cotal-recording"
-VERSION = 1
+VERSION = 2  # 2: versioned checkpoints (meshview/statecodec.py) and ``refresh_clocks`` inputs
 MAX_SIZE = 100 * 1024 * 1024  # default bound of a recording on disk (both segments)
 CHECKPOINT_S = 60.0  # a checkpoint per minute of recording (seeking back restores the nearest)
 FLUSH_S = 1.0  # a gzip sync point at least this often: a crash loses at most this much
@@ -57,42 +58,9 @@ SYNC_BYTES = 32 * 1024  # ... and at least every this many bytes written
 LEVEL = 6  # gzip level of a recording
 SEAT_LEVEL = 1  # ... with seat terminals: output dominates; 3x faster, files ~30 % bigger
 
-# Every public method of MeshModel that changes its state, with the category written beside it.
-# Reads are listed in READS; tests/test_record.py fails when a method is in neither, so a new
-# reducer cannot silently go unrecorded.
-INPUTS: dict[str, str] = {
-    "apply_message": "message",
-    "flush_bursts": "message",
-    "apply_rejection": "reject",
-    "apply_presence": "presence",
-    "apply_presence_delete": "presence",
-    "apply_absent": "presence",
-    "presence_resync": "presence",
-    "watch_delivered": "presence",
-    "grace": "presence",
-    "end_initial_load": "presence",
-    "sweep": "presence",
-    "apply_manager": "lifecycle",
-    "set_channel_registry": "channels",
-    "set_retained_counts": "channels",
-    "forget_channels": "channels",
-    "set_membership": "channels",
-    "set_membership_unreadable": "channels",
-    "set_connection": "state",
-    "set_tap": "state",
-    "set_backlog": "state",
-    "set_server": "state",
-    "set_warning": "state",
-    "tick": "time",
-}
-# methods that only forward to recorded inputs (recording them too would apply twice)
-FORWARDS = frozenset({"apply_history", "manager_resync"})
-READS = frozenset({
-    "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count",
-})
-# recorded only when they changed something (the observer calls them ~13 times a second)
-QUIET = frozenset({"tick", "sweep", "flush_bursts"})
+# recorded only when they changed something (the observer calls the first three ~13 times a
+# second; ``refresh_clocks`` declines, unchanged, when the full record must be applied)
+QUIET = frozenset({"tick", "sweep", "flush_bursts", "refresh_clocks"})
 # what a visible "event" is for stepping through a replay (←/→)
 EVENT_KINDS = frozenset({"message", "presence", "lifecycle"})
 
@@ -112,7 +80,7 @@ def scrub(s: str) -> str:
 
 
 def _scrub_state(op: str, args: list, kw: dict) -> tuple[list, dict]:
-    if op in ("set_warning", "set_connection", "set_server"):
+    if op in ("set_warning", "set_connection", "set_server", "set_listener_errors"):
         args = [scrub(a) if isinstance(a, str) else a for a in args]
         kw = {k: scrub(v) if isinstance(v, str) else v for k, v in kw.items()}
     return args, kw
@@ -137,13 +105,7 @@ def human_size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-_PLAIN = (str, int, float, bool, type(None), tuple, list, dict)
 _json = msgspec.json.Encoder().encode  # the tagged encoding leaves only JSON types (finite floats)
-
-
-def _settle(v: Any) -> Any:
-    """An iterator argument made a list before the call (recording it must not consume it)."""
-    return list(v) if type(v) not in _PLAIN and isinstance(v, abc.Iterator) else v
 
 
 _ACTIVE: weakref.WeakKeyDictionary[MeshModel, Recorder] = weakref.WeakKeyDictionary()
@@ -158,10 +120,10 @@ def active_recorder(model: MeshModel) -> Recorder | None:
 class Recorder:
     """Records every input of ``model`` to ``path`` from now until :meth:`close`.
 
-    It wraps the model's input methods on this instance only; only the outermost call is
-    written (a reducer calling another is one input), with the model's clock held at the call's
-    receipt time so the same call replays identically. A write error stops the recording with
-    :attr:`error` set: it never reaches the observer or the console."""
+    It is the model's ``input_tap`` (meshview/inputs.py) until closed: the model hands it every
+    outermost input call with its receipt time, and the clock held there during the call, so
+    the same call replays identically. One recorder per model. A write error stops the
+    recording with :attr:`error` set: it never reaches the observer or the console."""
 
     def __init__(self, model: MeshModel, path: str, *, max_size: int = MAX_SIZE,
                  checkpoint_s: float = CHECKPOINT_S, server: str | None = None,
@@ -189,14 +151,15 @@ class Recorder:
         self._gz: gzip.GzipFile | None = None
         self._seg_inputs = 0
         self._pending = 0  # bytes written since the last sync point
-        self._depth = 0
-        self._frozen: float | None = None
         self._last_flush = 0.0
         self._last_checkpoint = 0.0
-        self._clock = model.clock
-        self._wrapped: list[str] = []
+        self._tap = self._on_input  # one bound method: ``close`` clears only its own tap
         if active_recorder(model) is not None:
             self.error = f"already recording to {_ACTIVE[model].path}"
+            self.closed = True
+            return
+        if model.input_tap is not None:
+            self.error = "the model's inputs are tapped already"
             self.closed = True
             return
         try:
@@ -206,51 +169,23 @@ class Recorder:
             self.closed = True
             return
         _ACTIVE[model] = self
-        model.clock = self._model_clock
-        for name in INPUTS:
-            orig = getattr(model, name, None)
-            if orig is None:
-                continue  # a reducer this model does not have (yet)
-            setattr(model, name, self._wrap(name, orig))
-            self._wrapped.append(name)
+        model.input_tap = self._tap
 
     # -- the model side ---------------------------------------------------------------------
 
-    def _model_clock(self) -> float:
-        f = self._frozen
-        return self._clock() if f is None else f
+    def _on_input(self, call: InputCall) -> None:
+        """The tap: write the call (a quiet one only when it changed something, a duplicate
+        message never), then checkpoint, rotate and flush as due."""
+        if self.closed:
+            return
+        if not (call.name in QUIET and not call.changed) and not (
+                call.name == "apply_message" and call.result is False):
+            self._write_input(call.t, call.name, call.category, list(call.args), call.kw)
+        self._housekeep(call.t)
 
-    def _wrap(self, name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
-        model = self.model
-
-        def call(*args: Any, **kw: Any) -> Any:
-            if self._depth or self.closed:
-                return orig(*args, **kw)
-            t = self._clock()
-            if args:
-                args = [_settle(a) for a in args]
-            if kw:
-                kw = {k: _settle(v) for k, v in kw.items()}
-            before = model.version
-            self._depth += 1
-            self._frozen = t
-            try:
-                result = orig(*args, **kw)
-            finally:
-                self._frozen = None
-                self._depth -= 1
-            changed = model.version != before
-            if not (name in QUIET and not changed) and not (name == "apply_message"
-                                                            and result is False):
-                self._write_input(t, name, args, kw)
-            self._housekeep(t)
-            return result
-
-        return call
-
-    def _write_input(self, t: float, op: str, args: list, kw: dict) -> None:
+    def _write_input(self, t: float, op: str, kind: str, args: list, kw: dict) -> None:
         args, kw = _scrub_state(op, args, kw)
-        line: dict[str, Any] = {"type": "in", "t": t, "op": op, "k": INPUTS[op]}
+        line: dict[str, Any] = {"type": "in", "t": t, "op": op, "k": kind}
         try:
             if args:
                 line["a"] = encode(args)
@@ -271,7 +206,7 @@ class Recorder:
         UTF-8, else ``b64``."""
         if self.closed or not self.seats:
             return
-        t = self._clock()
+        t = self.model.clock()
         line: dict[str, Any] = {"type": "seat", "t": t, "seat": name, "ev": ev}
         if cols is not None and rows is not None:
             line["cols"], line["rows"] = int(cols), int(rows)
@@ -319,10 +254,10 @@ class Recorder:
         self._write({
             "type": "header", "format": FORMAT, "version": VERSION, "recording": self.id,
             "segment": self.segment, "space": m.space, "server": scrub(self.server or ""),
-            "started": self._clock(), "seats": self.seats,
+            "started": m.clock(), "seats": self.seats,
             "model": {"feed_cap": m.feed_cap, "ttl_ms": m.ttl_ms, "burst_ms": m.burst_ms},
         })
-        self._write_checkpoint(self._clock())
+        self._write_checkpoint(m.clock())
         self.flush()
         self._seg_base = self._raw.tell()  # the segment's header and first checkpoint
 
@@ -389,17 +324,14 @@ class Recorder:
         return self.written + cur
 
     def close(self) -> None:
-        """Stop recording: unwrap the model and finish the file (idempotent)."""
+        """Stop recording: untap the model and finish the file (idempotent)."""
         if self.closed and self._gz is None:
             return
         self.closed = True
         if _ACTIVE.get(self.model) is self:
             del _ACTIVE[self.model]
-        for name in self._wrapped:
-            self.model.__dict__.pop(name, None)
-        self._wrapped.clear()
-        if self.model.__dict__.get("clock") is self._model_clock:
-            self.model.clock = self._clock
+        if self.model.input_tap is self._tap:
+            self.model.input_tap = None
         try:
             self._close_file()
         except OSError as e:

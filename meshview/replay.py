@@ -234,7 +234,7 @@ class Replay:
         try:
             args = decode(e.args) if e.args is not None else []
             kw = decode(e.kw) if e.kw is not None else {}
-            getattr(self.model, e.op)(*args, **kw)
+            self.model.apply_input(e.op, args, kw)
         except Exception as ex:  # noqa: BLE001 - a bad input ends the replay, never a traceback
             self.limit = self.pos
             where = _clock(e.t - self.start)
@@ -380,12 +380,11 @@ class ReplayOperator:
 
 
 class ReplaySession:
-    """What the console needs from a session (``model``, ``start``, ``stop``), fed by a
-    recording instead of an observer. ``player`` pauses, steps and seeks."""
+    """A console session (``cotal_tui.session.ConsoleSession``, kept by shape: this layer does
+    not import the console) fed by a recording instead of an observer. ``player`` pauses, steps
+    and seeks; there is no mesh: no target, no managers, no seats, nothing sent."""
 
-    started = False
-    managed = None
-    skills: dict = {}
+    kind = "replay"
 
     def __init__(self, rec: Recording, speed: float = 1.0) -> None:
         self.recording = rec
@@ -394,6 +393,14 @@ class ReplaySession:
         self.space = self.model.space
         self.player = Player(self.replay, speed)
         self.operator = ReplayOperator()
+        self.target = None
+        self.managed = None
+        self.seat_sessions = None
+        self.recorder: Any = None  # a replay is never recorded again
+        self.notifier: Any = None
+        self.skills: dict[str, list[tuple[str, str]]] = {}
+        self.started = False
+        self.on_stop: list[Callable[[], None]] = []
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
@@ -410,3 +417,5 @@ class ReplaySession:
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
+        for hook in list(self.on_stop):
+            hook()

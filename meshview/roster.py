@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from meshview.inputs import InputTap, model_input
 from meshview.snapshot import (
     STATUS_ORDER,
     ConnectionStatus,
@@ -85,16 +86,20 @@ class RosterReducer:
     _status: ConnectionStatus
 
     clock: Callable[[], float]
+    input_tap: InputTap | None
 
     if TYPE_CHECKING:
         def _touch(self) -> None: ...
         def _emit(self, ev: ModelEvent) -> None: ...
         def _emit_state(self, detail: str | None = None) -> None: ...
         def _append(self, **kw: Any) -> FeedEntry: ...
+        def _tapped_input(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                          kw: dict[str, Any]) -> Any: ...
 
     def peer(self, pid: str) -> Peer | None:
         return self._peers.get(pid)
 
+    @model_input("presence")
     def watch_delivered(self, received: float | None = None) -> None:
         """The presence watch delivered something (any key, incl. ignored ones)."""
         now = self.clock() if received is None else received
@@ -104,6 +109,7 @@ class RosterReducer:
             self._emit_state()
             self._touch()
 
+    @model_input("presence")
     def apply_presence(self, rec: PresenceRecord, *, received: float | None = None) -> None:
         """Apply a validated presence PUT (key == card.id already checked by the caller).
 
@@ -158,7 +164,8 @@ class RosterReducer:
         self._set_peer(new)
         self._presence_event("update", new, now)
 
-    def _refresh_clocks(
+    @model_input("presence")
+    def refresh_clocks(
         self, pid: str, ts: float, activity_since: float | None, status_since: float | None,
         active_at: float | None, *, received: float | None = None,
     ) -> bool:
@@ -166,8 +173,8 @@ class RosterReducer:
         the last record it applied for this key): only the clocks move, as
         :meth:`apply_presence` would move them, without rebuilding the record. False (nothing
         done) unless the peer is live, the record fresh and not older than the one held; the
-        caller then applies the full record. Private: the observer takes this path only when
-        no recorder wraps the model (meshview/record.py records ``apply_presence``)."""
+        caller then applies the full record. The observer's path for the common case at scale;
+        an input like any other, so a recording holds it and a replay applies it."""
         prev = self._peers.get(pid)
         now = self.clock() if received is None else received
         if (prev is None or prev.status == "offline" or ts < prev.ts
@@ -180,6 +187,7 @@ class RosterReducer:
         self._touch()
         return True
 
+    @model_input("presence")
     def apply_presence_delete(
         self, pid: str, *, purge: bool = False, received: float | None = None
     ) -> None:
@@ -188,6 +196,7 @@ class RosterReducer:
         self.watch_delivered(now)
         self._mark_offline(pid, "kv-purge" if purge else "kv-delete", now)
 
+    @model_input("presence")
     def presence_resync(self, present: Iterable[str], *, received: float | None = None) -> None:
         """A rebound watch finished its initial state: peers absent from it are gone
         (an empty bucket means nobody present)."""
@@ -197,6 +206,7 @@ class RosterReducer:
             if pid not in keep and p.status != "offline":
                 self._mark_offline(pid, "stale", now)
 
+    @model_input("presence")
     def apply_absent(self, pid: str, name: str, role: str | None, last_ts: float | None, *,
                      received: float | None = None) -> bool:
         """A principal the space remembers (its retained messages, its lifecycle head) with no
@@ -214,6 +224,7 @@ class RosterReducer:
         self._presence_event("offline", p, now, "absent")
         return True
 
+    @model_input("presence")
     def grace(self, now: float | None = None) -> None:
         """After a reconnect: every live peer gets one ttl to heartbeat again before the
         sweep may call it stale (its silence was ours, not its)."""
@@ -222,6 +233,7 @@ class RosterReducer:
             if p.status != "offline" and p.seen_at < now:
                 self._peers[pid] = replace(p, seen_at=now)
 
+    @model_input("presence")
     def end_initial_load(self) -> None:
         """The first watch snapshot is complete: later joins are live events."""
         self._initial_load = False
@@ -293,6 +305,7 @@ class RosterReducer:
             from_role=p.role, text=text, lifecycle=kind, historical=self._initial_load,
         )
 
+    @model_input("presence")
     def sweep(self, now: float | None = None) -> bool:
         """Rules 4–5: stale peers go offline (deaf-observer guard); a watch silent for a
         whole ttl marks the view stale. Returns True when the caller should rebind the

@@ -233,6 +233,8 @@ class StateEvent:
     detail: str | None = None
     lagging: bool = False  # the observer is behind and may drop (see ConnectionStatus)
     dropped: int = 0
+    listener_errors: int = 0  # see ConnectionStatus
+    listener_error: str | None = None
 
 
 ModelEvent = FeedEntry | PresenceEvent | Rejected | StateEvent
@@ -383,6 +385,8 @@ class ConnectionStatus:
     warning: str | None = None
     lagging: bool = False  # the observer's backlog is past its high-water mark
     dropped: int = 0  # tap messages dropped unapplied because the backlog was full (total)
+    listener_errors: int = 0  # times an observer listener (stream, notifier, chat) raised
+    listener_error: str | None = None  # the last of them, one line
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from meshview.feedring import keep_text
 from meshview.snapshot import DmConversation, DmMessage, Edge, FeedKind, Hop, Topology
@@ -57,6 +57,21 @@ class DmRollup:
             stalest = min(self._convs, key=lambda k: self._convs[k].last_ts)
             del self._convs[stalest]
 
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps (meshview/statecodec.py): the log, the pairs, the seen ids."""
+        return {"cap": self.log.maxlen, "log": list(self.log), "seen": set(self._seen),
+                "convs": [[a, b, c.count, c.last_ts, c.last_text]
+                          for (a, b), c in self._convs.items()]}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> DmRollup:
+        """A roll-up holding what :meth:`state` returned."""
+        d = cls(state["cap"] or DM_LOG_CAP)
+        d.log.extend(state["log"])
+        d._seen = set(state["seen"])
+        d._convs = {(a, b): _Conv(n, ts, text) for a, b, n, ts, text in state["convs"]}
+        return d
+
     def conversations(self, name_of: Callable[[str], str]) -> tuple[DmConversation, ...]:
         """Every pair that talked, newest first."""
         convs = sorted(self._convs.items(), key=lambda kv: -kv[1].last_ts)
@@ -87,6 +102,19 @@ class TopologyFold:
             self._edges.move_to_end(key)
         if not historical:
             self._hops.append(Hop(ts, f, to, kind))
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the edges, least recently used first, and the recent hops."""
+        return {"edges": [[f, t, k, n, ts] for (f, t, k), (n, ts) in self._edges.items()],
+                "hops": list(self._hops)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TopologyFold:
+        """A fold holding what :meth:`state` returned."""
+        fold = cls()
+        fold._edges = OrderedDict(((f, t, k), [n, ts]) for f, t, k, n, ts in state["edges"])
+        fold._hops.extend(state["hops"])
+        return fold
 
     def topology(self) -> Topology:
         edges = tuple(sorted(

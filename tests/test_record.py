@@ -23,9 +23,10 @@ import pytest
 from conftest import until
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
-from meshview.model import MeshModel
+from meshview.inputs import INPUTS
+from meshview.model import FORWARDS, READS, MeshModel
 from meshview.observer import Observer, ObserverOptions
-from meshview.record import FORWARDS, INPUTS, READS, Recorder, active_recorder, parse_size, scrub
+from meshview.record import Recorder, active_recorder, parse_size, scrub
 from meshview.replay import Player, Replay, RecordingError, ReplaySession, load_recording
 from meshview.snapshot import Condition, PresenceRecord
 from meshview.statecodec import checkpoint, decode, encode, restore
@@ -155,7 +156,8 @@ async def test_seeking_back_and_forth_ends_in_the_same_place(recorded):
 
 
 async def test_replay_console_keys_and_timeline(recorded):
-    from cotal_tui.screens.replay import ReplayApp, Timeline
+    from cotal_tui.replay_app import ReplayApp
+    from cotal_tui.screens.replay import Timeline
 
     rec = load_recording(recorded.path)
     session = ReplaySession(rec, speed=10)
@@ -336,7 +338,7 @@ def test_every_model_method_is_an_input_a_read_or_a_forward():
     public = {n for n, v in inspect.getmembers(MeshModel) if not n.startswith("_")
               and callable(v)}
     unknown = public - set(INPUTS) - READS - FORWARDS
-    assert not unknown, f"classify these MeshModel methods in meshview/record.py: {unknown}"
+    assert not unknown, f"register these MeshModel methods as inputs (@model_input) or list them in READS/FORWARDS (meshview/model.py): {unknown}"
 
 
 def test_state_codec_round_trips_what_json_cannot_say():
@@ -382,18 +384,11 @@ def test_the_palette_record_verb_starts_and_stops(tmp_path, monkeypatch):
     from cotal_tui.recording import toggle_recording
 
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    from support.console import StaticSession
+
     model = MeshModel("main")
-
-    class Session:
-        def __init__(self) -> None:
-            self.model = model
-            self.observer = object()
-
-        async def stop(self) -> None:
-            pass
-
     notices = []
-    session = Session()
+    session = StaticSession(model, space="main")
     app = SimpleNamespace(console_screen=lambda: SimpleNamespace(session=session),
                           notify_line=lambda text, error=False: notices.append((text, error)))
     msg = toggle_recording(app)

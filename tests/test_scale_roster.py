@@ -80,7 +80,7 @@ def test_model_at_10k_agents_counts_needs_you_and_order_through_churn():
         clk.advance(2000)
         for i in range(N):
             p = m.peer(f"local.a{i:05d}")
-            assert m._refresh_clocks(p.id, clk.t, p.activity_since, p.status_since,
+            assert m.refresh_clocks(p.id, clk.t, p.activity_since, p.status_since,
                                        p.active_at)
         assert m.snapshot().order is order
         check(m, {f"local.a{i:05d}" for i in wait})
@@ -106,18 +106,18 @@ def test_model_at_10k_agents_counts_needs_you_and_order_through_churn():
     check(m, {f"local.a{i:05d}" for i in wait})
 
 
-def test__refresh_clocks_declines_what_only_the_full_record_may_decide():
+def test_refresh_clocks_declines_what_only_the_full_record_may_decide():
     clk = FixedClock(T0)
     m = MeshModel("scale", clock=clk)
     m.apply_presence(record(1, "working", clk.t))
-    assert not m._refresh_clocks("local.a99999", clk.t, None, None, None)  # unknown
-    assert not m._refresh_clocks("local.a00001", clk.t - 1, None, None, None)  # older
+    assert not m.refresh_clocks("local.a99999", clk.t, None, None, None)  # unknown
+    assert not m.refresh_clocks("local.a00001", clk.t - 1, None, None, None)  # older
     clk.advance(7000)
-    assert not m._refresh_clocks("local.a00001", clk.t - 6001, None, None, None)  # stale
+    assert not m.refresh_clocks("local.a00001", clk.t - 6001, None, None, None)  # stale
     m.watch_delivered()  # the watch is alive (the deaf guard), so the sweep may judge
     m.sweep()
     assert m.peer("local.a00001").status == "offline"
-    assert not m._refresh_clocks("local.a00001", clk.t, None, None, None)  # offline: rejoin
+    assert not m.refresh_clocks("local.a00001", clk.t, None, None, None)  # offline: rejoin
     assert m.peer("local.a00001").status == "offline"
 
 
@@ -248,7 +248,7 @@ async def test_console_roster_and_rail_at_10k_show_what_a_full_build_shows(size)
         order = m.snapshot().order
         for i in range(0, N, 3):
             p = m.peer(f"local.a{i:05d}")
-            m._refresh_clocks(p.id, clk.t, p.activity_since, p.status_since, p.active_at)
+            m.refresh_clocks(p.id, clk.t, p.activity_since, p.status_since, p.active_at)
         assert m.snapshot().order is order
         await until(pilot, lambda: app.screen.snap.version == m.version, what="drained")
         lazy_equals_full(roster)
