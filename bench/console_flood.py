@@ -32,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from meshview.connect import connect, resolve_target  # noqa: E402
+from cotal_tui.cli.connection import target_from_args  # noqa: E402
+from meshview.connect import connect  # noqa: E402
 from meshview.model import MeshModel  # noqa: E402
 from meshview.observer import Observer, ObserverOptions  # noqa: E402
 
@@ -79,7 +80,7 @@ async def measure_model(nc, target, space: str, seconds: float) -> dict:
 
 async def measure_console(nc, target, space: str, seconds: float) -> dict:
     from cotal_tui.app import CotalApp
-    from cotal_tui.run_console import LiveSession
+    from cotal_tui.session import LiveSession
 
     args = argparse.Namespace(backfill=0, no_dms=False)
     session = LiveSession(nc, target, space, args)
@@ -269,12 +270,12 @@ async def main(opts: argparse.Namespace) -> int:
     placement = pin(proc) if opts.pin else "unpinned"
     try:
         ns = argparse.Namespace(server=[url], space=opts.space)
-        target = resolve_target(ns)
+        target = target_from_args(ns)
         nc, target = await connect(target)
         nc._max_pending_msgs = 4_000_000  # noqa: SLF001 - bench: let the observer's queue judge
-        from cotal_tui.run_console import tune_gc
+        from cotal_tui.cli.watch_console import tune_gc
 
-        tune_gc()  # as run_console does, for both phases
+        tune_gc()  # as the console does, for both phases
         await asyncio.sleep(2.0)  # let the flood reach its rate
         model = await measure_model(nc, target, opts.space, opts.model_seconds)
         console = await measure_console(nc, target, opts.space, opts.console_seconds)

@@ -17,7 +17,7 @@ machine is shared and noisy).
    runs in a session of its own, as a real one does (with the kernel's autogroup scheduling a
    manager in the console's session shares its CPU share: ``--shared-session``).
 
-The process runs with the console's collector settings (``run_console.tune_gc``; ``--default-gc``
+The process runs with the console's collector settings (``cotal_tui.cli.watch_console.tune_gc``; ``--default-gc``
 keeps Python's).
 
 Run: ``.venv/bin/python bench/pane.py [--parts throughput,tiles,keys] [--rounds 9] [--flood-runs 3]``
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
 import random
 import resource
 import statistics
@@ -285,7 +284,7 @@ async def main(opts: argparse.Namespace) -> None:
     med = statistics.median
     parts = set(opts.parts.split(","))
     if opts.console_gc:  # the pane lives in the console: measure it with the console's collector settings
-        from cotal_tui.run_console import tune_gc
+        from cotal_tui.cli.watch_console import tune_gc
 
         tune_gc()
     if "throughput" in parts:
@@ -349,7 +348,7 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=9, help="A/B rounds of the throughput bench")
     ap.add_argument("--flood-runs", type=int, default=3, help="runs of the all-out flood key bench")
     ap.add_argument("--default-gc", dest="console_gc", action="store_false",
-                    help="keep Python's default GC thresholds (the console runs run_console.tune_gc)")
+                    help="keep Python's default GC thresholds (the console runs watch_console.tune_gc)")
     ap.add_argument("--shared-session", action="store_true",
                     help="run the manager in this process's session (one autogroup CPU share with the console)")
     asyncio.run(main(ap.parse_args()))

@@ -185,7 +185,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
     from meshview.connect import Target, connect
 
     from cotal_tui.app import CotalApp
-    from cotal_tui.run_console import LiveSession, tune_gc
+    from cotal_tui.cli.watch_console import tune_gc
+    from cotal_tui.session import LiveSession
     from widgets.needs_you import NeedsYouRail
     from widgets.roster import Roster
 

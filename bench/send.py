@@ -1,6 +1,6 @@
 """Operator send latency, measured side by side in one run on loopback.
 
-A: ``Participant.dm()`` - envelope from ``meshview.wire``, JetStream publish with
+A: ``Participant.send()`` - envelope from ``meshview.wire``, JetStream publish with
    ``Nats-Msg-Id``, denial watch, retry loop - until the agent's inbox subscription sees it.
 B: a bare nats-py ``js.publish()`` of a pre-built envelope with its ``Nats-Msg-Id`` on the
    same subject shape, until the same kind of subscription sees it.
@@ -41,6 +41,7 @@ async def main(n: int, warmup: int) -> None:
     from cotal_tui.demo.provision import provision_space
     from meshview.connect import Target
     from meshview.participant import Participant, RosterEntry
+    from meshview.send import Send
 
     broker = Broker(name="cotal-sendbench").start()
     try:
@@ -62,7 +63,7 @@ async def main(n: int, warmup: int) -> None:
         await agent.flush()
         rows = [RosterEntry("local.bram", "bram", "agent")]
         p = Participant(Target((broker.url,), SPACE), roster=lambda: rows, user="bench")
-        await p.dm("bram", "warm the peer up")  # the one start is not part of the figures
+        await p.send(Send("dm", "bram", "warm the peer up"))  # the one start is not part of the figures
 
         loop = asyncio.get_running_loop()
         text = "please review PR 42 when you have a minute"
@@ -77,7 +78,7 @@ async def main(n: int, warmup: int) -> None:
             fut = loop.create_future()
             t0 = time.perf_counter()
             waiting["__a__"] = fut
-            sent = await p.dm("bram", text)
+            sent = await p.send(Send("dm", "bram", text))
             t_ack = time.perf_counter()
             t_rx = await asyncio.wait_for(fut, 10)
             assert sent.seq > 0
@@ -128,7 +129,7 @@ async def main(n: int, warmup: int) -> None:
 
         print(f"send -> agent receipt on loopback, {n} messages each, one in flight, "
               f"A/B alternating (nats-server {'.'.join(map(str, broker.version or ()))})")
-        print(row("A  Participant.dm()", a_rx, a_ack))
+        print(row("A  Participant.send()", a_rx, a_ack))
         print(row("B  bare js.publish()", b_rx, b_ack))
         print(f"ratio A/B receipt: p50 {pct(a_rx, 50) / pct(b_rx, 50):.2f}x  "
               f"p99 {pct(a_rx, 99) / pct(b_rx, 99):.2f}x")

@@ -11,34 +11,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any, Callable
+from typing import Callable
 
-from meshview.notify import Alert, Notifier, notify_settings
+from cotal_tui.config import notify_settings
+from cotal_tui.operator import Operator
+from cotal_tui.session import ConsoleSession
+from cotal_tui.shell import ConsoleShell
+from meshview.notify import Alert, Notifier
 
 POLL_S = 0.1
 
 
-def attach_notifier(session: Any, args: argparse.Namespace | None,
-                    app: Callable[[], Any]) -> Notifier:
+def attach_notifier(session: ConsoleSession, args: argparse.Namespace | None,
+                    app: Callable[[], ConsoleShell | None]) -> Notifier:
     """A notifier on ``session``'s observer. It tracks episodes even while switched off, so
     switching on later does not ring for agents that were already waiting."""
     s = notify_settings(args)
     model = session.model
 
     def write(data: str) -> None:
-        driver = getattr(app(), "_driver", None)
-        if driver is not None:
-            driver.write(data)
-            driver.flush()
+        a = app()
+        if a is not None:
+            a.write_to_terminal(data)
 
     def on_alert(alert: Alert) -> None:
         a = app()
-        if a is not None and hasattr(a, "notify_line"):
+        if a is not None:
             a.notify_line(alert.text())
 
     def mine() -> tuple[str, ...]:
-        op = getattr(session, "operator", None)
-        if op is not None and getattr(op, "on_roster", False):
+        op = session.operator
+        if isinstance(op, Operator) and op.on_roster:
             return (op.participant.id,)
         return ()
 
@@ -50,7 +53,7 @@ def attach_notifier(session: Any, args: argparse.Namespace | None,
     return n
 
 
-def _watch(session: Any, n: Notifier) -> None:
+def _watch(session: ConsoleSession, n: Notifier) -> None:
     """Look at NEEDS-YOU whenever the model moved, 10 times a second, until the session stops.
 
     Not an observer listener: those run only while the model is marked dirty, and the console's
@@ -73,20 +76,14 @@ def _watch(session: Any, n: Notifier) -> None:
         task = asyncio.get_running_loop().create_task(poll(), name="notify:poll")
     except RuntimeError:
         return  # no loop (a test building sessions by hand): nothing to watch with
-    stop = session.stop
-
-    async def stop_then_cancel() -> None:
-        task.cancel()
-        await stop()
-
-    session.stop = stop_then_cancel
+    session.on_stop.append(task.cancel)
 
 
-def toggle_notify(app: Any) -> str:
+def toggle_notify(app: ConsoleShell) -> str:
     """Switch notifications of the open console on or off; returns (and shows) one sentence.
     Switched on with nothing configured, it rings and sends the escape."""
-    screen = app.console_screen() if hasattr(app, "console_screen") else None
-    n = getattr(getattr(screen, "session", None), "notifier", None)
+    screen = app.console_screen()
+    n = screen.session.notifier if screen is not None else None
     if n is None:
         msg = "notifications: not available here"
     else:
@@ -96,6 +93,5 @@ def toggle_notify(app: Any) -> str:
         msg = (f"notifications on ({'bell + escape' if n.terminal else 'command'}"
                f"{' + command' if n.terminal and n.runner else ''})" if n.enabled
                else "notifications off")
-    if hasattr(app, "notify_line"):
-        app.notify_line(msg)
+    app.notify_line(msg)
     return msg

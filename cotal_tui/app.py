@@ -1,36 +1,43 @@
 """The console App: a space picker or one space's console, the ``:`` palette, the keymap.
 
-The App never touches NATS itself. It is handed a *session* (anything with a ``model`` — a
-``meshview.model.MeshModel`` — and ``async stop()``), or an ``open_space`` coroutine that
-makes one, plus an optional ``list_spaces`` coroutine for the admin overview. Tests hand it
-a model filled with fixed data; ``cotal_tui.run_console`` hands it the real observer.
+The App holds no connection of its own. It is handed a :class:`~cotal_tui.session.ConsoleSession`
+(a live observer, a replay, or a test's fixed data), or an ``open_space`` callable that makes
+one, plus an optional ``list_spaces`` coroutine for the admin overview; the mesh is reached
+only through what a session carries (its observer, ``ps`` poll, seat sessions, operator) and
+the control verbs' own connections (screens/control.py). Screens call the App through
+:class:`~cotal_tui.shell.ConsoleShell`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from attach.managed import ManagedFold
 from cotal_tui.alerts import toggle_notify
 from cotal_tui.palette import WRITE_VERBS, MeshPalette, write_hit
 from cotal_tui.recording import toggle_recording
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
-from cotal_tui.screens.control import CONTROL_VERBS, control_hit, control_rows, stop_from_roster
+from cotal_tui.screens.control import (
+    CONTROL_VERBS, Controls, control_hit, control_rows, stop_from_roster,
+)
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_names
 from cotal_tui.seats import SeatSessions, learn_sizes
+from cotal_tui.session import ConsoleSession
+from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
+from widgets.roster import Roster
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import ESC_DOUBLE_S
 
-OpenSpace = Callable[[str], Any]
-ListSpaces = Callable[[], Awaitable[list]]
+OpenSpace = Callable[[str], ConsoleSession]
 
 
 SEAT_VERBS = ("attach", "peek", "tile")
@@ -40,26 +47,32 @@ class MeshCommands(Provider):
     """``:`` palette: navigation verbs, ``#channel`` tabs, ``@agent`` cards, and the seat verbs
     ``attach <name>``, ``peek <name>``, ``tile`` and ``tile <name> <name>…``."""
 
-    def _console(self):
-        return self.app.console_screen()
+    @property
+    def shell(self) -> ConsoleShell:
+        return shell_of(self.app)
 
-    def _seat_names(self, screen) -> tuple[list[str], bool]:
+    def _console(self) -> ConsoleScreen | None:
+        return self.shell.console_screen()
+
+    def _seat_names(self, screen: ConsoleScreen | None) -> tuple[list[str], bool]:
         """(names the seat verbs offer, whether a manager's ``ps`` answered for them).
 
         Once the console's ``ps`` poll answered, the managed seats; before (or without a poll),
         every agent on the roster."""
-        fold = getattr(screen, "managed", None)
+        if screen is None:
+            return [], False
+        fold = screen.managed
         if fold is not None and fold.rounds:
             return sorted({s.name for s in fold.seats()}), True
-        snap = getattr(screen, "snap", None)
+        snap = screen.snap
         return [p.name for p in (snap.agents if snap is not None else ())], False
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        app = self.app
+        app = self.shell
         screen = self._console()
         cmds: list[tuple[str, str, Callable[[], Any]]] = [
             ("help", "show the keys of the focused panel", lambda: screen and screen.action_help()),
-            ("quit", "leave the console", lambda: app.exit(0)),
+            ("quit", "leave the console", lambda: self.app.exit(0)),
         ]
         if screen is not None:
             cmds += [
@@ -94,7 +107,7 @@ class MeshCommands(Provider):
                 for p in snap.peers:
                     cmds.append((f"@{p.name}", f"{p.role or p.kind} · agent card",
                                  lambda i=p.id: screen.open_agent(i)))
-        if getattr(app, "list_spaces", None) is not None:
+        if app.list_spaces is not None:
             cmds.append(("spaces", "the spaces overview", app.back_to_spaces))
         else:
             cmds.append(("spaces", "the spaces overview (not available: opened on one space)",
@@ -107,10 +120,10 @@ class MeshCommands(Provider):
         if names:
             unknown = [n for n in names if n not in known]
             if unknown:
-                self.app.notify_line(f"tile: no {'managed seat' if managed else 'agent'} named "
-                                     + ", ".join(unknown), True)
+                self.shell.notify_line(f"tile: no {'managed seat' if managed else 'agent'} named "
+                                       + ", ".join(unknown), True)
                 return
-        self.app.open_tile(names, known if managed and not names else None)
+        self.shell.open_tile(names, known if managed and not names else None)
 
     def _typed(self, q: str) -> Hit | None:
         """A seat verb typed out in full (``attach zed``, ``tile a b``): one exact hit, or a hit
@@ -119,7 +132,7 @@ class MeshCommands(Provider):
         args = rest.split()
         if verb not in SEAT_VERBS or (verb != "tile" and not args):
             return None
-        app = self.app
+        app = self.shell
         screen = self._console()
         if screen is None:
             return Hit(0.5, q, lambda: app.notify_line(f"{verb}: open a space first", True),
@@ -143,12 +156,12 @@ class MeshCommands(Provider):
         rows = []
         for verb, usage in WRITE_VERBS.items():
             help_ = usage if why is None else f"unavailable - {why}"
-            rows.append((verb, help_, lambda u=usage, w=why: self.app.notify_line(
+            rows.append((verb, help_, lambda u=usage, w=why: self.shell.notify_line(
                 f"unavailable - {w}" if w else f"type it out: {u}", w is not None)))
         return rows
 
     async def discover(self) -> Hits:
-        for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.app):
+        for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.shell):
             if name.startswith(("#", "@", "attach ", "peek ")):
                 continue
             yield DiscoveryHit(name, cb, help=help_)
@@ -156,12 +169,12 @@ class MeshCommands(Provider):
     async def search(self, query: str) -> Hits:
         raw = query.strip()
         if raw.partition(" ")[0] in CONTROL_VERBS and " " in raw:
-            hit = control_hit(self.app, raw)
+            hit = control_hit(self.shell, raw)
             if hit is not None:
                 yield hit
                 return
         if raw.partition(" ")[0] in WRITE_VERBS and " " in raw:
-            hit = write_hit(self._console(), raw, self.app.notify_line)
+            hit = write_hit(self._console(), raw, self.shell.notify_line)
             if hit is not None:
                 yield hit
                 return
@@ -172,13 +185,15 @@ class MeshCommands(Provider):
             if q.startswith("tile"):
                 return
         matcher = self.matcher(q)
-        for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.app):
+        for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.shell):
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), cb, help=help_)
 
 
 class CotalApp(App[int]):
+    """The console App; it keeps :class:`~cotal_tui.shell.ConsoleShell` for its screens."""
+
     CSS_PATH = "app.tcss"
     TITLE = "cotal console"
     COMMANDS = {MeshCommands}
@@ -187,15 +202,13 @@ class CotalApp(App[int]):
         Binding("ctrl+c", "interrupt", "quit", show=False, priority=True, id="app.quit"),
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, id="app.quit-alt"),
     ]
-    seat_sessions: SeatSessions | None = None  # set to reach seats some other way than the console's
-
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
     _sticky_bar: StatusBar | None = None  # holds a notice until the next key
 
     def __init__(
         self,
         *,
-        session: Any = None,
+        session: ConsoleSession | None = None,
         open_space: OpenSpace | None = None,
         list_spaces: ListSpaces | None = None,
         keymap: dict[str, str] | None = None,
@@ -207,8 +220,8 @@ class CotalApp(App[int]):
         self.list_spaces = list_spaces
         self._user_keymap = keymap or {}
         self._first_notice = notice
-        self.sessions: list[Any] = []  # every session this app opened (closed on exit)
-        self._derived_seats: tuple[Any, SeatSessions] | None = None  # (session, its seats by URL)
+        self.sessions: list[ConsoleSession] = []  # every session this app opened (closed on exit)
+        self.controls = Controls(self)  # the control verbs (screens/control.py)
 
     def on_mount(self) -> None:
         if self._user_keymap:
@@ -222,19 +235,28 @@ class CotalApp(App[int]):
 
     # -- notices -------------------------------------------------------------------------
 
-    def notify_line(self, text: str, error: bool = False, *, sticky: bool = False) -> None:
-        """A one-line notice on the status bar (cleared after 3 s, or when ``sticky`` at the
-        next key); a toast elsewhere."""
+    def notify_line(self, text: str, error: bool = False, *, sticky: bool = False,
+                    seconds: float | None = None) -> None:
+        """A one-line notice on the status bar (cleared after ``seconds``, 3 s by default, or
+        when ``sticky`` at the next key); a toast elsewhere."""
         self.last_notice = text
         self._sticky_bar = None
         for screen in reversed(self.screen_stack):
             bars = screen.query(StatusBar)
             if bars:
                 bar = bars.first()
-                bar.show_notice(text, error=error, sticky=sticky)
+                bar.show_notice(text, error=error, sticky=sticky, seconds=seconds)
                 self._sticky_bar = bar if sticky else None
                 return
         self.notify(text, severity="error" if error else "information")
+
+    def write_to_terminal(self, data: str) -> None:
+        """Escapes of our own (the bell, a desktop notification) through the driver, between
+        frames, so they never tear the screen."""
+        driver = self._driver
+        if driver is not None:
+            driver.write(data)
+            driver.flush()
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key) and self._sticky_bar is not None:
@@ -260,17 +282,13 @@ class CotalApp(App[int]):
         self.push_screen(ConsoleScreen(session, can_go_back=True))
 
     @work(exclusive=False, group="start-session", exit_on_error=False)
-    async def start_session(self, session: Any) -> None:
+    async def start_session(self, session: ConsoleSession) -> None:
         """Start a session's observer (connect-time reads, prefill) off the UI path."""
-        start = getattr(session, "start", None)
-        if start is None:
-            return
         try:
-            await start()
+            await session.start()
         except Exception as e:  # noqa: BLE001 - one line, never a traceback
-            model = getattr(session, "model", None)
-            if model is not None:
-                model.set_connection(model.status.connection, error=f"observer: {e}")
+            model = session.model
+            model.set_connection(model.status.connection, error=f"observer: {e}")
             self.notify_line(f"observer failed: {e}", error=True)
 
     def back_to_spaces(self) -> None:
@@ -284,18 +302,17 @@ class CotalApp(App[int]):
             if isinstance(screen, ConsoleScreen):
                 self._close_session(screen.session)
                 break
-        if not isinstance(self.screen, SpacePickerScreen):
-            self.push_screen(SpacePickerScreen())
+        picker = self.screen
+        if isinstance(picker, SpacePickerScreen):
+            picker.refresh_spaces()
         else:
-            self.screen.refresh_spaces()  # type: ignore[attr-defined]
+            self.push_screen(SpacePickerScreen())
 
     @work(group="close-session", exit_on_error=False)
-    async def _close_session(self, session: Any) -> None:
+    async def _close_session(self, session: ConsoleSession) -> None:
         if session in self.sessions:
             self.sessions.remove(session)
-        stop = getattr(session, "stop", None)
-        if stop is not None:
-            await stop()
+        await session.stop()
 
     async def action_quit(self) -> None:
         self.exit(0)
@@ -329,35 +346,19 @@ class CotalApp(App[int]):
             screen.escape_grace_until = time.monotonic() + ESC_DOUBLE_S
 
     def reach_seats(self) -> SeatSessions | None:
-        """How this app reaches seats: ``seat_sessions`` when set, else the open console's
-        session's own (``LiveSession.seat_sessions``: its target, creds included), else derived
-        from the observer connection's URL (open meshes only)."""
-        if isinstance(self.seat_sessions, SeatSessions):
-            return self.seat_sessions
-        session = getattr(self.console_screen(), "session", None)
-        given = getattr(session, "seat_sessions", None)
-        if isinstance(given, SeatSessions):
-            return given
-        observer = getattr(session, "observer", None)
-        nc = getattr(observer, "nc", None)
-        space = getattr(session, "space", None) or getattr(getattr(session, "model", None), "space", None)
-        if nc is None or space is None or getattr(nc, "connected_url", None) is None:
-            return None
-        hit = self._derived_seats
-        if hit is not None and hit[0] is session:
-            return hit[1]
-        seats = SeatSessions.for_server(space, nc.connected_url.geturl())
-        self._derived_seats = (session, seats)
-        return seats
+        """How this app reaches seats: the open console's session's own (``LiveSession``: its
+        target, creds included); ``None`` without a console or a mesh behind it."""
+        screen = self.console_screen()
+        return screen.session.seat_sessions if screen is not None else None
 
-    def on_roster_stop_seat(self, event) -> None:
+    def on_roster_stop_seat(self, event: Roster.StopSeat) -> None:
         """Roster ``D``: the red stop overlay for a managed seat (screens/control.py)."""
         stop_from_roster(self, event.peer_id, event.name)
 
-    def managed_fold(self):
+    def managed_fold(self) -> ManagedFold | None:
         """The open console's ``ps`` fold (``None`` when the session polls no managers)."""
-        session = getattr(self.console_screen(), "session", None)
-        return getattr(getattr(session, "managed", None), "fold", None)
+        screen = self.console_screen()
+        return screen.managed if screen is not None else None
 
     def open_seat(self, name: str, *, peek: bool = False) -> bool:
         """Push the attach (or peek) screen for ``name``; False (with a notice) when it cannot.
@@ -376,7 +377,7 @@ class CotalApp(App[int]):
             self.notify_line(f"{verb}: {name} is not hosted by any manager ({why})")
             return False
         learn_sizes(sessions, fold)
-        self.push_screen(AttachScreen(sessions, name, peek=peek))
+        self.push_screen(AttachScreen(sessions, name, peek=peek, hold_escape=self.hold_escape))
         return True
 
     def open_tile(self, names: list[str] | None = None,
@@ -389,8 +390,9 @@ class CotalApp(App[int]):
             return False
         learn_sizes(sessions, self.managed_fold())
         if not names:
-            snap = getattr(self.console_screen(), "snap", None)
-            names = tile_names(getattr(snap, "agents", ()) or (), managed_names)
+            screen = self.console_screen()
+            snap = screen.snap if screen is not None else None
+            names = tile_names(snap.agents if snap is not None else (), managed_names)
             if not names and managed_names:  # nobody is working: every managed seat instead
                 names = tile_names((), chosen=managed_names)
         else:
@@ -398,5 +400,5 @@ class CotalApp(App[int]):
         if not names:
             self.notify_line("tile: no working agents to show")
             return False
-        self.push_screen(TileScreen(sessions, names))
+        self.push_screen(TileScreen(sessions, names, hold_escape=self.hold_escape))
         return True

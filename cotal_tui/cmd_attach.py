@@ -9,7 +9,7 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from meshview.connect_args import add_connection_arguments
+    from cotal_tui.cli.connection import add_connection_arguments
 
     p.add_argument("name", nargs="?", default=None, help="seat name (see `cotal ps`)")
     p.add_argument("--name", dest="name_flag", metavar="NAME", default=None,
@@ -33,10 +33,11 @@ async def _preflight(target) -> str | None:
 
 async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     from attach.client import AttachSession
-    from attach.connection import connect, resolve
+    from attach.connection import connect, session_target
+    from cotal_tui.cli.connection import target_from_args
     from attach.passthrough import run_passthrough
 
-    target = resolve(args)
+    target = session_target(target_from_args(args))
     problem = await _preflight(target)
     if problem:
         print(problem, file=sys.stderr)

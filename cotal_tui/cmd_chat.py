@@ -34,13 +34,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from meshview.send import Send
+from meshview.wire.outbound import is_mention_name
+from meshview.wire.subjects import is_channel_name
 
 DEFAULT_CHANNEL = "general"
 LEAVE_BUDGET = 5.0  # seconds a queued send may still take after Ctrl-D / /quit
@@ -56,13 +59,10 @@ HELP = (
     "//text            post text that starts with /",
     "/quit or Ctrl-D   leave (the operator's presence goes offline); Tab completes",
 )
-# what completion offers: names a user can type back as one word (the mention grammar)
-_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_CHANNEL = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from meshview.connect_args import add_connection_arguments
+    from cotal_tui.cli.connection import add_connection_arguments
 
     add_connection_arguments(parser)
     parser.add_argument("--as", metavar="NAME", dest="as_name",
@@ -76,28 +76,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Action:
-    """What one typed line asks for. ``kind``: post, dm, ask, reply, join, who, help, quit,
-    none, or error (``text`` is then the sentence to show)."""
+    """A typed line that sends nothing. ``kind``: join, who, help, quit, none, or error
+    (``text`` is then the sentence to show)."""
 
     kind: str
-    target: str | None = None  # channel, agent or role, without its sigil
+    target: str | None = None  # the channel to join, without its ``#``
     text: str = ""
-    queue: bool = False  # an ask meant for a future holder of the role
 
 
 def channel_name(raw: str) -> str | None:
     """A concrete channel name from ``#name`` / ``name``, or None when it is not one."""
     ch = raw.strip().removeprefix("#")
-    return ch if _CHANNEL.fullmatch(ch) else None
+    return ch if is_channel_name(ch) else None
 
 
-def parse(line: str, channel: str) -> Action:
-    """Turn one typed line into an :class:`Action` (pure; ``channel`` is the current one)."""
+def parse(line: str, channel: str) -> Action | Send:
+    """Turn one typed line into the :class:`Send` it asks for, or an :class:`Action` (pure;
+    ``channel`` is the current one)."""
     s = line.strip()
     if not s:
         return Action("none")
     if s.startswith("//"):
-        return Action("post", channel, s[1:])
+        return Send("channel", channel, s[1:])
     if s.startswith("/"):
         head, *rest = s.split(None, 1)
         cmd, arg = head.lower(), (rest[0].strip() if rest else "")
@@ -122,11 +122,11 @@ def parse(line: str, channel: str) -> Action:
                 example = "/dm @bram hello" if cmd == "/dm" else "/ask @reviewer please look"
                 what = "@agent" if cmd == "/dm" else "@role"
                 return Action("error", text=f"{cmd} needs {what} and text: {example}")
-            return Action(cmd[1:], who, text[0].strip(), queue=queue)
+            return Send("dm" if cmd == "/dm" else "ask", who, text[0].strip(), queue=queue)
         if cmd == "/reply":
             if not arg:
                 return Action("error", text="/reply needs text: /reply on it")
-            return Action("reply", None, arg)
+            return Send("reply", None, arg)
         return Action("error", text=f"unknown command {head}; /help lists the commands")
     if s.startswith("#"):
         head, *text = s.split(None, 1)
@@ -134,8 +134,8 @@ def parse(line: str, channel: str) -> Action:
         if ch is None:
             return Action("error", text=f"{head} is not a channel name (letters, digits, _ "
                                         "and -, dotted for a hierarchy)")
-        return Action("post", ch, text[0].strip()) if text else Action("join", ch)
-    return Action("post", channel, s)
+        return Send("channel", ch, text[0].strip()) if text else Action("join", ch)
+    return Send("channel", channel, s)
 
 
 def addressed_to(entry: Any, me_id: str, me_name: str) -> bool:
@@ -149,18 +149,6 @@ def addressed_to(entry: Any, me_id: str, me_name: str) -> bool:
     if entry.kind == "channel":
         return me_name.casefold() in (mentions_in(entry.text) or [])
     return False
-
-
-def reply_original(entry: Any, space: str, me_id: str) -> Any:
-    """The envelope :meth:`Participant.reply` needs, rebuilt from a feed row."""
-    from meshview.wire.messages import CotalMessage, EndpointRef
-
-    return CotalMessage(
-        id=entry.id, ts=entry.ts, space=space,
-        from_=EndpointRef(id=entry.from_id, name=entry.from_name, role=entry.from_role),
-        channel=entry.channel if entry.kind == "channel" else None,
-        to=me_id if entry.kind == "dm" else None,
-        contextId=entry.context_id)
 
 
 # --------------------------------------------------------------------------- completion
@@ -201,19 +189,19 @@ def _completer_class() -> type:
 
 
 def agent_names(snap: Any) -> list[str]:
-    return sorted({p.name for p in snap.agents if _WORD.fullmatch(p.name or "")},
+    return sorted({p.name for p in snap.agents if is_mention_name(p.name or "")},
                   key=str.casefold)
 
 
 def roles(snap: Any) -> list[str]:
-    return sorted({p.role for p in snap.agents if p.role and _WORD.fullmatch(p.role)})
+    return sorted({p.role for p in snap.agents if p.role and is_mention_name(p.role)})
 
 
 def channels(snap: Any) -> list[str]:
     from meshview.wire.subjects import is_event_channel
 
     names = {c.name for c in snap.channels if not is_event_channel(c.name)} | {DEFAULT_CHANNEL}
-    return sorted(n for n in names if _CHANNEL.fullmatch(n))
+    return sorted(n for n in names if is_channel_name(n))
 
 
 # --------------------------------------------------------------------------- the session
@@ -223,16 +211,16 @@ def run(args: argparse.Namespace) -> int:
         print("cotal chat: needs a terminal (for scripts use cotal send, or cotal watch "
               "--plain to read).", file=sys.stderr)
         return 2
-    from cotal_tui.operator import participant_target, read_only_reason  # the console's rules
-    from meshview.connect import resolve_target
+    from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.operator import participant_target, read_only_from_args  # the console's rules
     from meshview.participant import Participant, ParticipantError
 
     try:
-        target = resolve_target(args)
+        target = target_from_args(args)
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry
         print(f"cotal chat: {_one_line(e)}", file=sys.stderr)
         return 1
-    reason = read_only_reason(args)
+    reason = read_only_from_args(args)
     try:  # the observer reads with the target's own view; sends ride the operator profile
         sender = participant_target(target)
     except Exception as e:  # noqa: BLE001 - e.g. a static mesh whose seed is missing
@@ -273,7 +261,7 @@ class Chat:
         self.part = part
         self.channel = DEFAULT_CHANNEL
         self.last_for_me: Any = None  # the newest live feed row addressed to the operator
-        self.sends: asyncio.Queue[tuple[Action, str]] = asyncio.Queue()
+        self.sends: asyncio.Queue[tuple[Send, str]] = asyncio.Queue()
         self.unsent: dict[str, Any] = {}  # a failed line -> its envelope, for a same-id retry
         self.restore_line: str | None = None  # an unsent line for the next prompt
         self.model: Any = None
@@ -457,13 +445,13 @@ class Chat:
             if not self.act(parse(line, self.channel), line):
                 return
 
-    def act(self, a: Action, line: str = "") -> bool:
+    def act(self, a: Action | Send, line: str = "") -> bool:
         """Apply one typed line; False to leave. Sends are queued (in order) so the prompt
         comes back at once while a slow broker is still acknowledging."""
-        if a.kind == "quit":
+        if isinstance(a, Send):
+            self.sends.put_nowait((a, line))
+        elif a.kind == "quit":
             return False
-        if a.kind == "none":
-            pass
         elif a.kind == "error":
             self.note(a.text)
         elif a.kind == "help":
@@ -472,8 +460,6 @@ class Chat:
             self.who()
         elif a.kind == "join":
             self.channel = a.target or DEFAULT_CHANNEL
-        else:
-            self.sends.put_nowait((a, line))
         return True
 
     def who(self) -> None:
@@ -507,17 +493,17 @@ class Chat:
                 await self.send(a, line)
             except ParticipantError as e:
                 self.note(_one_line(e))
-                self.put_back(line, a)
+                self.put_back(line)
             except Exception as e:  # noqa: BLE001 - a send never ends the chat
                 self.note(f"send failed: {_one_line(e)}")
-                self.put_back(line, a)
+                self.put_back(line)
             finally:
                 self.sends.task_done()
 
-    def put_back(self, line: str, a: Action) -> None:
+    def put_back(self, line: str) -> None:
         """A line that was not sent goes back on the prompt for editing (prompt-toolkit's
         default buffer); when something else is being typed there, it waits in the history."""
-        if not line.strip() or self.part.read_only or a.kind not in ("post", "dm", "ask", "reply"):
+        if not line.strip() or self.part.read_only:
             return
         if self.session is None:
             return
@@ -542,40 +528,32 @@ class Chat:
         if line:
             self._restore(line)
 
-    async def send(self, a: Action, line: str = "") -> None:
-        from meshview.participant import ParticipantError, ReadOnly
+    async def send(self, s: Send, line: str = "") -> None:
+        from meshview.participant import ParticipantError
+        from meshview.send import Original
 
         p = self.part
         prior = self.unsent.pop(line, None) if line else None
-        if a.kind in ("post", "dm", "ask"):
-            if prior is not None:
-                msg = prior  # the same line again: the same envelope, the same Nats-Msg-Id
-            elif a.kind == "post":
-                msg = p.prepare_post(a.target or self.channel, a.text)
-            elif a.kind == "dm":
-                msg = p.prepare_dm(a.target or "", a.text)
-            else:
-                msg = p.prepare_ask(a.target or "", a.text, queue=a.queue)
+        if s.kind == "reply":
+            p.check_writable()
+            entry = self.last_for_me
+            if entry is None:
+                raise ParticipantError("nothing to reply to yet: no DM or @mention for you "
+                                       "has arrived in this session.")
+            sent = await p.send(s, Original.of_entry(entry))
+            if sent.message.channel is not None:
+                return
+        else:
+            # the same line again: the same envelope, the same Nats-Msg-Id
+            msg = prior if prior is not None else p.prepare(s)
             try:
                 sent = await p.send_message(msg)
             except ParticipantError:
                 if line:
                     self.unsent[line] = msg
                 raise
-            if a.kind == "post":
+            if s.kind == "channel":
                 return
-        elif a.kind == "reply":
-            if p.read_only:
-                raise ReadOnly(f"read-only - {p.read_only_reason}; nothing was sent.")
-            entry = self.last_for_me
-            if entry is None:
-                raise ParticipantError("nothing to reply to yet: no DM or @mention for you "
-                                       "has arrived in this session.")
-            sent = await p.reply(reply_original(entry, self.model.space, p.id), a.text)
-            if sent.message.channel is not None:
-                return
-        else:
-            return
         if not self.obs.dm_visible:  # the stream will not show it: say it went
             from meshview import sanitize
 
@@ -588,10 +566,10 @@ class Chat:
 def history_path() -> Path | None:
     """``$COTAL_HOME/chat_history``, private to the user (it holds what was typed); None
     when it cannot be created (the history then lives in memory only)."""
-    from cotal_tui.config import config_dir
+    from cotal_tui.config import chat_history_path
 
-    d = config_dir()
-    path = d / "chat_history"
+    path = chat_history_path()
+    d = path.parent
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from meshview.connect_args import add_connection_arguments
+    from cotal_tui.cli.connection import add_connection_arguments
 
     p.add_argument("--on", metavar="INSTANCE", default=None,
                    help="the manager instance to address (the whole id, as `cotal ps` prints it)")
@@ -61,14 +61,15 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
 
 def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | None], Awaitable[int]]) -> int:
     from attach import control
-    from attach.connection import resolve
-    from cotal_tui.operator import read_only_reason
+    from attach.connection import session_target
+    from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.operator import read_only_from_args
 
     async def main() -> int:
         from meshview.connect import ConnectError
         from meshview.spaces import require_space
 
-        target, read_only = resolve(args), read_only_reason(args)
+        target, read_only = session_target(target_from_args(args)), read_only_from_args(args)
         try:
             # usage and read-only first (no network), then the space every verb checks
             if verb != "status":

@@ -22,7 +22,7 @@ KIND_W, NAME_W, PROC_W, MESH_W = 11, 16, 18, 16
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from meshview.connect_args import add_connection_arguments
+    from cotal_tui.cli.connection import add_connection_arguments
 
     p.add_argument("--json", action="store_true", help="one JSON object per row (with its manager)")
     p.add_argument("--on", metavar="INSTANCE", default=None,
@@ -83,12 +83,13 @@ def render(result, deadline_s: float, out=sys.stdout) -> None:
 
 async def _main(args: argparse.Namespace) -> int:
     from attach import control
-    from attach.connection import resolve
+    from attach.connection import session_target
+    from cotal_tui.cli.connection import target_from_args
 
     from meshview.connect import ConnectError
     from meshview.spaces import require_space
 
-    target = resolve(args)
+    target = session_target(target_from_args(args))
     try:
         control.check_instance(args.on)  # usage before the network
         await require_space(target)

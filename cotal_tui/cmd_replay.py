@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 0
     from cotal_tui.keymap import load_keymap
-    from cotal_tui.screens.replay import ReplayApp
+    from cotal_tui.replay_app import ReplayApp
     from meshview.replay import ReplaySession
 
     keymap, warning = load_keymap()

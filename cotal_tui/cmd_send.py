@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
-from dataclasses import dataclass
+
+from meshview.send import Send
+from meshview.wire.subjects import is_concrete_channel
 
 DEFAULT_SEND_TIMEOUT = 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from meshview.connect_args import add_connection_arguments
+    from cotal_tui.cli.connection import add_connection_arguments
 
     parser.add_argument("words", nargs="*", metavar="[TARGET] TEXT",
                         help="'#channel' or @agent, then the text ('-' reads stdin)")
@@ -63,13 +66,6 @@ class Usage(Exception):
     """Bad usage: exit 2 with this one sentence."""
 
 
-@dataclass(frozen=True)
-class Plan:
-    mode: str  # channel | dm | ask | reply
-    target: str | None  # channel, agent or role (without its sigil)
-    text: str
-
-
 def _read_stdin() -> str:
     raw = sys.stdin.buffer.read()
     try:
@@ -81,8 +77,9 @@ def _read_stdin() -> str:
     return text[:-1] if text.endswith("\n") else text
 
 
-def plan(args: argparse.Namespace) -> Plan:
-    """Turn the words and flags into what to send (no network); raises Usage."""
+def plan(args: argparse.Namespace) -> Send:
+    """Turn the words and flags into what to send (no network); raises Usage. A reply's
+    thread (``contextId``) is the original's, known once it has been looked up."""
     words = list(args.words or [])
     target: str | None = None
     if args.ask is not None:
@@ -97,7 +94,7 @@ def plan(args: argparse.Namespace) -> Plan:
         target = words.pop(0)[1:].strip()
         if not target:
             raise Usage(f"the target {'#channel' if mode == 'channel' else '@agent'} needs a name.")
-        if mode == "channel" and any(s.strip() in ("*", ">") for s in target.split(".")):
+        if mode == "channel" and not is_concrete_channel(target):
             raise Usage("a channel to post to must be concrete (no * or >).")
     elif args.reply_to:
         mode = "reply"
@@ -119,9 +116,11 @@ def plan(args: argparse.Namespace) -> Plan:
         raise Usage("--timeout must be more than 0.")
     if args.reply_to is not None and not args.reply_to.strip():
         raise Usage("--reply-to needs a message id.")
-    if getattr(args, "queue", False) and mode != "ask":
+    queue = bool(getattr(args, "queue", False))
+    if queue and mode != "ask":
         raise Usage("--queue goes with --ask ROLE.")
-    return Plan(mode, target, text)
+    reply_to = args.reply_to.strip() if args.reply_to else None
+    return Send(mode, target, text, reply_to=reply_to, queue=queue)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,13 +140,13 @@ def _one_line(s: str) -> str:
     return " ".join(str(s).split()) or "failed"
 
 
-async def _send(args: argparse.Namespace, p: Plan) -> int:
+async def _send(args: argparse.Namespace, p: Send) -> int:
+    from cotal_tui.cli.connection import target_from_args
     from cotal_tui.operator import participant_target
-    from meshview.connect import resolve_target
     from meshview.participant import Participant, ParticipantError, role_holders
 
     try:
-        resolved = resolve_target(args)
+        resolved = target_from_args(args)
         target = participant_target(resolved)  # static mesh: the operator profile
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry, a missing seed
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
@@ -213,7 +212,7 @@ class _Reader:
             await self.view.close()
 
 
-async def _deliver(part, args: argparse.Namespace, p: Plan, reader=None):
+async def _deliver(part, args: argparse.Namespace, p: Send, reader=None):
     rd = _Reader(part, reader)
     try:
         return await _deliver_with(part, args, p, rd)
@@ -221,15 +220,16 @@ async def _deliver(part, args: argparse.Namespace, p: Plan, reader=None):
         await rd.close()
 
 
-async def _deliver_with(part, args: argparse.Namespace, p: Plan, rd: _Reader):
+async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
     from meshview.participant import ParticipantError
+    from meshview.send import Original
+    from meshview.wire.outbound import reply_context
 
     await part.start()  # the connection only: a one-shot sender writes no presence
     original = None
-    reply_to = args.reply_to.strip() if args.reply_to else None
-    if reply_to:
-        original = await (await rd.get()).find_message(reply_to)
-    needs_roster = p.mode in ("dm", "ask") or (p.mode == "reply" and original is not None
+    if p.reply_to:
+        original = await (await rd.get()).find_message(p.reply_to)
+    needs_roster = p.kind in ("dm", "ask") or (p.kind == "reply" and original is not None
                                                and original.kind != "channel")
     if needs_roster or args.as_name:
         rows = await (await rd.get()).read_roster()
@@ -240,17 +240,11 @@ async def _deliver_with(part, args: argparse.Namespace, p: Plan, rd: _Reader):
                 from meshview.participant import IdentityTaken, taken_sentence
 
                 raise IdentityTaken(taken_sentence(part.id, holder))
-    if p.mode == "reply":
+    if p.kind == "reply":
         if original is None:
-            raise ParticipantError(f"message {reply_to!r} was not found in the channel or DM "
+            raise ParticipantError(f"message {p.reply_to!r} was not found in the channel or DM "
                                    "history; give a target ('#channel' or @agent).")
-        return await part.reply(original, p.text)
-    ctx = None
-    if reply_to:
-        ctx = (original.message.contextId or original.message.id) if original else reply_to
-    if p.mode == "channel":
-        return await part.post(p.target, p.text, reply_to=reply_to, context_id=ctx)
-    if p.mode == "dm":
-        return await part.dm(p.target, p.text, reply_to=reply_to, context_id=ctx)
-    return await part.ask(p.target, p.text, reply_to=reply_to, context_id=ctx,
-                          queue=bool(getattr(args, "queue", False)))
+        return await part.send(p, Original.of(original))
+    # an explicit target joins the original's thread; an original not found: the id's own
+    ctx = reply_context(original.message) if original is not None else p.reply_to
+    return await part.send(dataclasses.replace(p, context_id=ctx))

@@ -1,5 +1,5 @@
-"""User keymaps: binding id -> key(s), read from ``keymap.toml`` or ``keymap.json`` in the
-config directory and handed to ``App.set_keymap``.
+"""User keymaps: binding id -> key(s), read from ``keymap.toml`` or ``keymap.json`` in
+``$COTAL_HOME`` and handed to ``App.set_keymap``.
 
 Both files are a flat table of binding ids (``console.dms = "D"``) or the same under a
 ``[keymap]`` table. A bad file never stops the console: it is reported and ignored.
@@ -11,7 +11,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from cotal_tui.config import config_dir
+from meshview.home import cotal_home
 
 FILES = ("keymap.toml", "keymap.json")
 
@@ -35,9 +35,9 @@ def parse_keymap(data: object) -> dict[str, str]:
     return out
 
 
-def load_keymap(directory: Path | None = None) -> tuple[dict[str, str], str | None]:
+def load_keymap(home: Path | None = None) -> tuple[dict[str, str], str | None]:
     """The user's keymap and, if a file was unreadable, one sentence saying why."""
-    d = directory or config_dir()
+    d = home or cotal_home()
     for name in FILES:
         p = d / name
         if not p.is_file():

@@ -11,12 +11,16 @@ a retry after a failure carries the same ``Nats-Msg-Id`` and is stored once.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from meshview.connect import ConnectError, Target, prepare
+
+if TYPE_CHECKING:
+    from meshview.send import Send
 
 TRUTHY = ("1", "true", "yes", "on")
 
@@ -33,8 +37,9 @@ def participant_target(target: Target) -> Target:
     return prepare(dataclasses.replace(target, role="operator", credential=cred if keep else None))
 
 
-def read_only_reason(args: Any) -> str | None:
-    """Why this console may not send, or None."""
+def read_only_from_args(args: argparse.Namespace) -> str | None:
+    """Why a command started with ``args`` may not send (``--read-only``, where the command
+    has it, or ``COTAL_READ_ONLY``), or None."""
     if getattr(args, "read_only", False):
         return "started with --read-only"
     if os.environ.get("COTAL_READ_ONLY", "").strip().lower() in TRUTHY:
@@ -105,10 +110,7 @@ class Operator:
         pend = self._pending.get(draft)
         return pend.message.id if pend is not None else None
 
-    async def send(self, kind: str, text: str, *, channel: str | None = None,
-                   to: str | None = None, role: str | None = None,
-                   reply_to: str | None = None, context_id: str | None = None,
-                   queue: bool = False, draft: str | None = None) -> str:
+    async def send(self, send: Send, *, draft: str | None = None) -> str:
         """Send one message; returns a one-line receipt. Raises ``SendRefused`` (one
         sentence) on any failure.
 
@@ -118,7 +120,8 @@ class Operator:
         the draft twice."""
         import msgspec
 
-        from meshview.participant import IdentityTaken, ParticipantError, PermissionDenied
+        from meshview.errors import PermissionDenied
+        from meshview.participant import IdentityTaken, ParticipantError
 
         if self.read_only is not None:
             raise SendRefused(f"read-only - {self.read_only}; nothing was sent.")
@@ -132,22 +135,8 @@ class Operator:
         if pend is not None and pend.in_flight:
             raise SendRefused("this draft is still being sent; wait for its receipt.")
         try:
-            if kind == "channel":
-                msg = p.prepare_post(channel or "general", text, reply_to=reply_to,
-                                     context_id=context_id)
-                receipt = f"sent to #{channel or 'general'}"
-            elif kind == "dm":
-                msg = p.prepare_dm(to or "", text, reply_to=reply_to, context_id=context_id)
-                receipt = f"sent to @{_short(to)}"
-            elif kind == "ask":
-                msg = p.prepare_ask(role or "", text, reply_to=reply_to, context_id=context_id,
-                                    queue=queue)
-                held = bool(_holders(self.roster(), role or ""))
-                receipt = (f"asked @{role} (anycast, in the TASK stream until one holder takes it)"
-                           if held else f"queued for @{role} in the TASK stream: no live agent "
-                           "holds the role yet")
-            else:
-                raise SendRefused(f"unknown send kind {kind!r}.")
+            msg = p.prepare(send)
+            receipt = self._receipt(send)
             if pend is not None and msgspec.structs.replace(pend.message, id=msg.id, ts=msg.ts) == msg:
                 msg = pend.message  # an unchanged retry: the very same envelope
             elif pend is not None:
@@ -155,7 +144,7 @@ class Operator:
             if draft is not None:
                 pend = self._pending.setdefault(draft, _Pending(msg))
                 pend.message = msg
-                pend.texts.add(text)
+                pend.texts.add(send.text)
                 pend.in_flight = True
             try:
                 sent = await p.send_message(msg)
@@ -183,6 +172,17 @@ class Operator:
                     "the edited text was not sent again; send it once more to post it as a "
                     "new message.")
         return receipt
+
+    def _receipt(self, send: Send) -> str:
+        """What the status line says once ``send`` is acknowledged."""
+        if send.kind == "channel":
+            return f"sent to #{send.target}"
+        if send.kind == "dm":
+            return f"sent to @{_short(send.target)}"
+        role = send.target or ""
+        if _holders(self.roster(), role):
+            return f"asked @{role} (anycast, in the TASK stream until one holder takes it)"
+        return f"queued for @{role} in the TASK stream: no live agent holds the role yet"
 
     async def close(self) -> None:
         if self._participant is not None:

@@ -9,12 +9,20 @@ cursor: verbs, ``#channels``, ``@agents`` and ``@roles`` from the live snapshot.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual.binding import Binding
 from textual.command import CommandInput, CommandPalette, Hit
 
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target
+from cotal_tui.shell import shell_of
+from meshview.snapshot import Peer
+from widgets.composer import SendTarget
+
+if TYPE_CHECKING:
+    from cotal_tui.screens.console import ConsoleScreen
 
 WRITE_VERBS = {
     "msg": "msg [#ch] text - post to a channel (the active tab, else #general)",
@@ -23,6 +31,59 @@ WRITE_VERBS = {
     "ask": "ask @role text - anycast: one holder of the role answers",
 }
 PING = "👋 ping"
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write verb parsed: ``text`` for ``target`` (empty: open the composer on it)."""
+
+    target: SendTarget
+    text: str
+    help: str
+
+
+def parse_write(verb: str, rest: str, peers: Sequence[Peer], tab: str | None) -> Write | str:
+    """What a typed write verb sends (pure), or the one sentence saying why it cannot: DM
+    names are looked up on ``peers`` (endpoints refused), ``msg`` without ``#ch`` posts to the
+    active ``tab`` (else #general)."""
+    words = rest.split(" ") if rest else []
+    if verb == "msg":
+        channel = None
+        if words and words[0].startswith("#"):
+            channel, words = words[0][1:], words[1:]
+        channel = channel or tab or "general"
+        text = " ".join(words).strip()
+        if not text:
+            return f"msg: type the text to post to #{channel}"
+        return Write(channel_target(channel), text, f"post to #{channel}")
+    if verb in ("dm", "call"):
+        if not words or not words[0]:
+            return f"{verb}: name an agent: {verb} @name"
+        name = words[0].removeprefix("@")
+        matches = [p for p in peers if p.name == name or p.id == name]
+        if not matches:
+            return f"{verb}: no agent named {name}"
+        peer = matches[0]
+        if peer.kind != "agent":
+            return f"{verb}: {peer.name} is an endpoint, not an agent: DMs go to agents only"
+        t = dm_target(peer.id, peer.name)
+        if verb == "call":
+            return Write(t, PING, f"ping {peer.name} and open the DM lens")
+        text = " ".join(words[1:]).strip()
+        return Write(t, text, f"DM {peer.name}" if text else f"compose a DM to {peer.name}")
+    # ask (``ask --queue @role text``: for a future holder when no live agent holds it)
+    queue = bool(words) and words[0] == "--queue"
+    words = words[1:] if queue else words
+    if not words or not words[0]:
+        return "ask: name a role: ask @role text"
+    role = words[0].removeprefix("@")
+    text = " ".join(words[1:]).strip()
+    if not text:
+        return f"ask: type the question for @{role}"
+    known = {p.role for p in peers if p.role}
+    hint = f"anycast to @{role}" + ("" if role in known else " (no agent holds it right now)"
+                                    if queue else " - refused: no agent holds it (ask --queue)")
+    return Write(ask_target(role, queue=queue), text, hint)
 
 
 def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit | None:
@@ -40,59 +101,26 @@ def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit |
     why = screen._refusal()
     if why is not None:
         return refuse(f"{verb}: unavailable - {why}")
-    words = rest.split(" ") if rest else []
     snap = screen.snap
     peers = list(snap.peers) if snap is not None else []
-    if verb == "msg":
-        channel = None
-        if words and words[0].startswith("#"):
-            channel, words = words[0][1:], words[1:]
-        channel = channel or screen.query_one("#tabs").active or "general"
-        text = " ".join(words).strip()
-        if not text:
-            return refuse(f"msg: type the text to post to #{channel}")
-        t = channel_target(channel)
-        return Hit(1.0, q, lambda: screen.send_to(t, text), help=f"post to #{channel}")
-    if verb in ("dm", "call"):
-        if not words or not words[0]:
-            return refuse(f"{verb}: name an agent: {verb} @name")
-        name = words[0].removeprefix("@")
-        matches = [p for p in peers if p.name == name or p.id == name]
-        if not matches:
-            return refuse(f"{verb}: no agent named {name}")
-        peer = matches[0]
-        if peer.kind != "agent":
-            return refuse(f"{verb}: {peer.name} is an endpoint, not an agent: DMs go to agents only")
-        t = dm_target(peer.id, peer.name)
-        if verb == "call":
-            def call() -> None:
-                screen.send_to(t, PING)
-                screen.action_lens("dms")
-            return Hit(1.0, q, call, help=f"ping {peer.name} and open the DM lens")
-        text = " ".join(words[1:]).strip()
-        if not text:
-            return Hit(1.0, q, lambda: screen.open_composer(t), help=f"compose a DM to {peer.name}")
-        return Hit(1.0, q, lambda: screen.send_to(t, text), help=f"DM {peer.name}")
-    # ask (``ask --queue @role text``: for a future holder when no live agent holds it)
-    queue = bool(words) and words[0] == "--queue"
-    words = words[1:] if queue else words
-    if not words or not words[0]:
-        return refuse("ask: name a role: ask @role text")
-    role = words[0].removeprefix("@")
-    text = " ".join(words[1:]).strip()
-    if not text:
-        return refuse(f"ask: type the question for @{role}")
-    known = {p.role for p in peers if p.role}
-    t = ask_target(role, queue=queue)
-    hint = f"anycast to @{role}" + ("" if role in known else " (no agent holds it right now)"
-                                    if queue else " - refused: no agent holds it (ask --queue)")
-    return Hit(1.0, q, lambda: screen.send_to(t, text), help=hint)
+    tab = screen.query_one("#tabs").active if verb == "msg" else None
+    w = parse_write(verb, rest, peers, tab)
+    if isinstance(w, str):
+        return refuse(w)
+    if verb == "call":
+        def call() -> None:
+            screen.send_to(w.target, w.text)
+            screen.action_lens("dms")
+        return Hit(1.0, q, call, help=w.help)
+    if not w.text:
+        return Hit(1.0, q, lambda: screen.open_composer(w.target), help=w.help)
+    return Hit(1.0, q, lambda: screen.send_to(w.target, w.text), help=w.help)
 
 
-def candidates(screen: Any, verbs: list[str]) -> list[str]:
+def candidates(screen: ConsoleScreen | None, verbs: list[str]) -> list[str]:
     """Everything Tab can complete to: verbs, #channels, @agents, @roles (sorted, unique)."""
     out = set(verbs)
-    snap = getattr(screen, "snap", None)
+    snap = screen.snap if screen is not None else None
     if snap is not None:
         out.update("#" + c.name for c in snap.channels)
         for p in snap.peers:
@@ -128,7 +156,7 @@ class MeshPalette(CommandPalette):
 
     def action_complete(self) -> None:
         box = self.query_one(CommandInput)
-        console = getattr(self.app, "console_screen", lambda: None)()
+        console = shell_of(self.app).console_screen()
         from cotal_tui.screens.control import CONTROL_VERBS
 
         verbs = list(WRITE_VERBS) + list(CONTROL_VERBS) + [

@@ -1,7 +1,7 @@
 """Recording from the console: ``cotal watch --record FILE`` and the palette's ``record``.
 
-Both put a :class:`meshview.record.Recorder` on a session's model; the recording ends when the
-session stops (or when ``record`` is chosen again). ``cotal replay FILE`` plays it back.
+Both put a :class:`meshview.record.Recorder` on a session's model (``session.recorder``); the
+recording ends when the session stops (an ``on_stop`` hook) or when ``record`` is chosen again. ``cotal replay FILE`` plays it back.
 
 ``--record-seats`` adds a :class:`SeatTap` on the session's seats: the terminals the operator
 opens (attach, peek, tile) are written as they are shown, never what the operator types. A
@@ -14,15 +14,18 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from cotal_tui.config import config_dir
+from cotal_tui.config import recordings_dir
+from cotal_tui.seats import PaneLink
+from cotal_tui.session import ConsoleSession
+from cotal_tui.shell import ConsoleShell
 from meshview.record import MAX_SIZE, Recorder, active_recorder
 
 
 def default_path(space: str) -> str:
     """``$COTAL_HOME/recordings/<space>-<date>-<time>.jsonl.gz`` (the folder made private)."""
-    d = config_dir() / "recordings"
+    d = recordings_dir()
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in space) or "space"
     return str(d / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl.gz")
@@ -40,13 +43,13 @@ class SeatTap:
 
     def __init__(self, rec: Recorder) -> None:
         self.rec = rec
-        self.links: dict[str, Any] = {}  # seat name → the link recorded for it
+        self.links: dict[str, PaneLink] = {}  # seat name → the link recorded for it
         self._size: dict[str, tuple[int, int]] = {}
         self._since: dict[str, int] = {}  # output bytes since the last fresh screen or snapshot
         self._owed: set[str] = set()  # a snapshot is owed (a segment began mid-stream)
         rec.on_segment.append(self._segment)
 
-    def __call__(self, link: Any, ev: str, data: bytes = b"") -> None:
+    def __call__(self, link: PaneLink, ev: str, data: bytes = b"") -> None:
         if self.rec.closed:
             return
         try:
@@ -54,19 +57,18 @@ class SeatTap:
         except Exception:  # noqa: BLE001 - recording never breaks a pane (the mirror stays live)
             pass
 
-    def _on(self, link: Any, ev: str, data: bytes) -> None:
+    def _on(self, link: PaneLink, ev: str, data: bytes) -> None:
         name = link.name
         held = self.links.get(name)
         if held is not None and held is not link:
-            if getattr(held, "state", "") != "ended" and not getattr(held, "_closing", False):
+            if held.state != "ended" and not held.closing:
                 return  # another pane already records this seat
             held = None
         rec = self.rec
         cols, rows = link.pane.remote_size
         if ev == "end":
             if held is link:
-                why = getattr(link, "end_reason", None) or (
-                    "detached" if getattr(link, "_closing", False) else "ended")
+                why = link.end_reason or ("detached" if link.closing else "ended")
                 rec.seat(name, "end", text=str(why))
                 self._forget(name)
             return
@@ -88,13 +90,13 @@ class SeatTap:
         rec.seat(name, "out", data)
         self._since[name] += len(data)
 
-    def _fresh(self, name: str, link: Any, size: tuple[int, int]) -> None:
+    def _fresh(self, name: str, link: PaneLink, size: tuple[int, int]) -> None:
         self.links[name] = link
         self._size[name] = size
         self._since[name] = 0
         self._owed.discard(name)
 
-    def _key(self, name: str, link: Any) -> None:
+    def _key(self, name: str, link: PaneLink) -> None:
         """A keyframe: the pane's screen as the recording stands (nothing queued unparsed)."""
         cols, rows = link.pane.remote_size
         if self._since[name] == 0:  # nothing since a fresh screen: that is the state
@@ -123,17 +125,12 @@ class SeatTap:
         self._owed.discard(name)
 
 
-def _status_error(app: Any, msg: str) -> None:
-    """An error the operator must see: the status line, held longer than a notice."""
-    app.notify_line(msg, True)
-    for screen in reversed(getattr(app, "screen_stack", ())):
-        bars = screen.query("StatusBar")
-        if bars:
-            bars.first().show_notice(msg, error=True, seconds=30.0)
-            return
+ERROR_SECONDS = 30.0  # a recording's stopping error stays on the status line this long
+
+App = Callable[[], "ConsoleShell | None"]  # the console's App once it is made (None before)
 
 
-def tell_errors(rec: Recorder, app: Callable[[], Any] | None) -> None:
+def tell_errors(rec: Recorder, app: App | None) -> None:
     """Show ``rec``'s stopping error on the console's status line when it happens (and an
     error it already has now), once the App runs (``app()`` may be ``None`` for a while)."""
     if app is None:
@@ -144,9 +141,9 @@ def tell_errors(rec: Recorder, app: Callable[[], Any] | None) -> None:
             a = app()
         except NameError:  # the console's App is not made yet
             a = None
-        if a is not None and getattr(a, "is_running", False) and hasattr(a, "notify_line"):
+        if a is not None and a.is_running:
             try:
-                _status_error(a, msg)
+                a.notify_line(msg, True, seconds=ERROR_SECONDS)  # held longer than a notice
                 return
             except Exception:  # noqa: BLE001 - not mounted yet: try again shortly
                 pass
@@ -167,8 +164,9 @@ def tell_errors(rec: Recorder, app: Callable[[], Any] | None) -> None:
         on_error(rec.error)
 
 
-def start_recording(session: Any, path: str | None = None, *, max_size: int = MAX_SIZE,
-                    seats: bool = False, app: Callable[[], Any] | None = None) -> Recorder:
+def start_recording(session: ConsoleSession, path: str | None = None, *,
+                    max_size: int = MAX_SIZE, seats: bool = False,
+                    app: App | None = None) -> Recorder:
     """Record ``session``'s model until the session stops. Check ``.error`` (one sentence);
     with ``app``, a recording that stops on an error also says so on the console.
 
@@ -179,41 +177,29 @@ def start_recording(session: Any, path: str | None = None, *, max_size: int = MA
     rec = Recorder(model, str(Path(path).expanduser()), max_size=max_size, seats=seats)
     session.recorder = rec
     tell_errors(rec, app)
-    if seats and not rec.closed:
-        seat_sessions = getattr(session, "seat_sessions", None)
-        if seat_sessions is not None:
-            seat_sessions.tap = SeatTap(rec)
-            session._tapped_seats = seat_sessions
-    if not getattr(session, "_record_close_hooked", False):
-        session._record_close_hooked = True
-        stop = session.stop
+    if seats and not rec.closed and session.seat_sessions is not None:
+        session.seat_sessions.tap = SeatTap(rec)
 
-        async def stop_then_close() -> None:
-            try:
-                await stop()
-            finally:
-                r = getattr(session, "recorder", None)
-                if r is not None:
-                    r.close()
-                _untap(session)
+    def end() -> None:  # the session stopped: this recording ends with it
+        rec.close()
+        _untap(session)
 
-        session.stop = stop_then_close
+    session.on_stop.append(end)
     return rec
 
 
-def toggle_recording(app: Any, path: str | None = None, *, seats: bool = False) -> str:
+def toggle_recording(app: ConsoleShell, path: str | None = None, *, seats: bool = False) -> str:
     """The palette's ``record`` (``record seats``: with the terminals opened from now on): start
     recording the open console's space (to ``path``, else a new file under
     ``$COTAL_HOME/recordings``), or stop the recording in progress. Returns the sentence it also
     shows on the status line."""
-    screen = app.console_screen() if hasattr(app, "console_screen") else None
-    session = getattr(screen, "session", None)
-    model = getattr(session, "model", None)
-    if session is None or model is None:
+    screen = app.console_screen()
+    session = screen.session if screen is not None else None
+    if session is None:
         msg, err = "record: open a space first", True
-    elif getattr(session, "recording", None) is not None and not hasattr(session, "observer"):
+    elif session.kind == "replay":
         msg, err = "record: this is already a recording", True
-    elif (rec := active_recorder(model)) is not None:
+    elif (rec := active_recorder(session.model)) is not None:
         rec.close()
         _untap(session)
         msg, err = f"recording stopped: {rec.summary()}", False
@@ -226,12 +212,11 @@ def toggle_recording(app: Any, path: str | None = None, *, seats: bool = False) 
             msg, err = ((rec.error, True) if rec.error else
                         (f"recording {'with seat terminals ' if seats else ''}to {rec.path} "
                          "(record again to stop)", False))
-    if hasattr(app, "notify_line"):
-        app.notify_line(msg, err)
+    app.notify_line(msg, err)
     return msg
 
 
-def _untap(session: Any) -> None:
-    seats = getattr(session, "_tapped_seats", None)
-    if seats is not None and isinstance(getattr(seats, "tap", None), SeatTap):
+def _untap(session: ConsoleSession) -> None:
+    seats = session.seat_sessions
+    if seats is not None and isinstance(seats.tap, SeatTap):
         seats.tap = None

@@ -35,8 +35,8 @@ import os
 from typing import Any, Awaitable, Callable
 
 from attach.client import AttachError, AttachSession, Notice, end_text, locate
-from attach.connection import connect as attach_connect
-from attach.endpoint import EndpointClient, EndpointError
+from attach.endpoint import EndpointClient
+from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
 DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
@@ -77,11 +77,6 @@ class SeatSessions:
         self.sizes = dict(sizes or {})  # name → remote size learnt elsewhere (e.g. a ps poll)
         # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
         self.tap: Callable[[Any, str, bytes], None] | None = None
-
-    @classmethod
-    def for_server(cls, space: str, server: str, **kw) -> "SeatSessions":
-        """Seats reached through a bare URL (an open mesh: no creds to carry over)."""
-        return cls(space, lambda: attach_connect(server), **kw)
 
     def session(self, name: str, *, on_output, on_notice, instance_id: str | None = None,
                 consumer_credit: bool = False) -> AttachSession:
@@ -137,6 +132,11 @@ class PaneLink:
         self.fitted_from: tuple[int, int] | None = None  # the seat's size before fit-to-pane
         self._resizing = asyncio.Lock()
         pane.on_parsed = self._parsed
+
+    @property
+    def closing(self) -> bool:
+        """``close()`` has begun: the pane is being handed back."""
+        return self._closing
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -1,5 +1,4 @@
-"""The mesh as data: wire rules, the observer, the model (no UI imports)."""
+"""The mesh as data: wire rules, the observer, the model (no UI imports).
 
-from meshview import natsload as _natsload
-
-_natsload.install()
+Importing it changes nothing in the interpreter: the aiohttp deferral for nats-py
+(:mod:`meshview.natsload`) is installed by the ``cotal`` entry point, not here."""

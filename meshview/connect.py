@@ -21,14 +21,14 @@ permission errors are kept per connection, so a denied publish is reported as de
 than waited out (:func:`publish_checked`). Secrets (passwords, tokens, seeds, JWTs) never appear
 in any string this module returns: use :attr:`Target.display`.
 
-Size: over 500 lines because resolving a target (flags, links, registry entries, the three auth
-modes) and the connect options are one decision; the light flag definitions are in
-connect_args.py.
+Size: over 500 lines because resolving a target (links, registry entries, the three auth modes)
+and the connect options are one decision. What is asked for arrives as a plain
+:class:`~meshview.connect_request.ConnectRequest`; the flags that fill it are the CLI's
+(``cotal_tui.cli.connection``).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
@@ -51,8 +51,10 @@ from nats.aio.client import Client as NATS
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
-from meshview.connect_args import DEFAULT_SPACE, DEFAULT_TIMEOUT  # noqa: E402
+from meshview.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest  # noqa: E402
+from meshview.home import cotal_home  # noqa: E402
 from meshview.natsload import websocket_ready  # noqa: E402
+from meshview import errors  # noqa: E402
 PING_INTERVAL = 10
 MAX_OUTSTANDING_PINGS = 2
 BACKOFF_BASE = 0.25
@@ -213,11 +215,6 @@ def _links(values: list[str] | str | None) -> list[Link]:
     return [lk for v in vals for s in v.split(",") if (lk := parse_link(s))]
 
 
-def cotal_home() -> Path:
-    env = os.environ.get("COTAL_HOME")
-    return Path(env) if env else Path.home() / ".cotal"
-
-
 def load_registry(home: Path | None = None) -> list[dict[str, Any]]:
     """Registry entries (one JSON per mesh); unreadable files are skipped, never fatal."""
     d = (home or cotal_home()) / "meshes"
@@ -244,10 +241,9 @@ def current_space(home: Path | None = None) -> str | None:
     return s or None
 
 
-def _user_material(args: argparse.Namespace | None) -> tuple[str | None, str | None, str | None]:
-    """(bearer, sentinel creds path, problem) from the flags or their environment variables."""
-    bf = getattr(args, "bearer_file", None) or os.environ.get("COTAL_BEARER_FILE")
-    sentinel = getattr(args, "sentinel_creds", None) or os.environ.get("COTAL_SENTINEL_CREDS")
+def _user_material(req: ConnectRequest) -> tuple[str | None, str | None, str | None]:
+    """(bearer, sentinel creds path, problem): the bearer is read from its file."""
+    bf, sentinel = req.bearer_file, req.sentinel_creds
     bearer = None
     if bf:
         try:
@@ -267,45 +263,31 @@ def _entry_target(entry: dict[str, Any], source: str, common: dict[str, Any]) ->
     return Target(servers, entry["space"], source=source, mode=mode, root=root, **common)
 
 
-def _pick_mesh(reg: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
-    """Several meshes, none current: a numbered prompt on a terminal, else the sentence."""
+PickMesh = Callable[[list[dict[str, Any]]], tuple[dict[str, Any] | None, str | None]]
+
+
+def none_current(reg: list[dict[str, Any]]) -> tuple[None, str]:
+    """Several meshes, none current, nobody to ask: the sentence that says how to choose."""
     names = sorted(str(e["space"]) for e in reg)
-    listing = ", ".join(names)
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return None, (f"{len(names)} meshes are registered ({listing}) and none is current; "
-                      "name one with --space or set one with `cotal use <space>`.")
-    by_name = {str(e["space"]): e for e in reg}
-    print("Several meshes are registered and none is current:", file=sys.stderr)
-    for i, n in enumerate(names, 1):
-        e = by_name[n]
-        print(f"  {i}. {n}  {redact_url(str(e.get('server', '')))}  ({e.get('mode', '?')})", file=sys.stderr)
-    for _ in range(3):
-        print(f"Pick one [1-{len(names)}]: ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
-        if not line:
-            break
-        line = line.strip()
-        if line.isdigit() and 1 <= int(line) <= len(names):
-            return by_name[names[int(line) - 1]], None
-        if line in by_name:
-            return by_name[line], None
-    return None, f"no mesh picked (registered: {listing}); name one with --space."
+    return None, (f"{len(names)} meshes are registered ({', '.join(names)}) and none is current; "
+                  "name one with --space or set one with `cotal use <space>`.")
 
 
-def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None = None,
-                   pick: Callable[[list[dict[str, Any]]], tuple[dict[str, Any] | None, str | None]] | None = None,
-                   ) -> Target:
-    """Turn parsed flags into a :class:`Target` (no network). A resolution that cannot be
-    made carries its sentence in ``problem`` and :func:`connect` raises it."""
-    raw = getattr(args, "server", None)
+def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = None,
+                   pick: PickMesh | None = None) -> Target:
+    """Turn what was asked for into a :class:`Target` (no network). A resolution that cannot
+    be made carries its sentence in ``problem`` and :func:`connect` raises it. Several
+    registered meshes with none current go to ``pick`` (the CLI's prompt on a terminal), or
+    without one to :func:`none_current`."""
+    req = req or ConnectRequest()
+    raw = list(req.servers)
     servers = split_servers(raw)
     links = _links(raw)
-    space = getattr(args, "space", None)
-    bearer, sentinel, problem = _user_material(args)
+    space = req.space
+    bearer, sentinel, problem = _user_material(req)
     common: dict[str, Any] = dict(
-        creds=getattr(args, "creds", None), nkey=getattr(args, "nkey", None),
-        tls_ca=getattr(args, "tls_ca", None),
-        timeout=float(getattr(args, "connect_timeout", None) or DEFAULT_TIMEOUT),
+        creds=req.creds, nkey=req.nkey, tls_ca=req.tls_ca,
+        timeout=float(req.timeout or DEFAULT_TIMEOUT),
         bearer=bearer, sentinel=sentinel, problem=problem,
     )
     reg = load_registry(home)
@@ -329,7 +311,7 @@ def resolve_target(args: argparse.Namespace | None = None, *, home: Path | None 
     elif len(reg) == 1:
         entry, source = reg[0], "registry"
     elif len(reg) > 1:
-        entry, why = (pick or _pick_mesh)(reg)
+        entry, why = (pick or none_current)(reg)
         if entry is None:
             return Target((DEFAULT_SERVER,), DEFAULT_SPACE, source="default",
                           **{**common, "problem": common["problem"] or why})
@@ -481,7 +463,7 @@ _CALLERS: "weakref.WeakKeyDictionary[NATS, tuple[str, str, str]]" = weakref.Weak
 _TARGETS: "weakref.WeakKeyDictionary[NATS, Target]" = weakref.WeakKeyDictionary()
 
 
-class PermissionDenied(Exception):
+class PermissionDenied(errors.PermissionDenied):
     """The server refused a publish or subscribe this connection made."""
 
     def __init__(self, kind: str, subject: str):
@@ -797,11 +779,8 @@ def _secrets_of(target: Target) -> list[str]:
     return out
 
 
-async def connect(
-    args_or_target: argparse.Namespace | Target | None = None,
-) -> tuple[NATS, Target]:
+async def connect(target: Target) -> tuple[NATS, Target]:
     """Open the connection; raises :class:`ConnectError` (one sentence) within the timeout."""
-    target = args_or_target if isinstance(args_or_target, Target) else resolve_target(args_or_target)
     target = prepare(target)
     bad = next((u for u in target.servers if urlsplit(u).scheme.lower() not in SCHEMES), None)
     if bad is not None:

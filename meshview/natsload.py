@@ -6,6 +6,9 @@ command paid before its first byte (``cotal status`` to a dead broker: 0.7 s CPU
 it aiohttp). :func:`install` makes that one import see no aiohttp - nats-py already handles
 its absence - and :func:`websocket_ready` hands nats-py the real module before a websocket
 connect. aiohttp itself stays importable for everyone else (textual-serve).
+
+Only the ``cotal`` entry point installs it (``cotal_tui.cli.process``): importing ``meshview``
+leaves a host program's imports alone.
 """
 
 from __future__ import annotations

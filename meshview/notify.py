@@ -22,7 +22,7 @@ import asyncio
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:  # annotations only: `cotal watch --help` reads STYLES without the model
@@ -232,61 +232,19 @@ class CommandRunner:
 @dataclass
 class NotifySettings:
     """``terminal``: ring and send the escape; ``command``: ``--notify-cmd``; ``style``: which
-    escape; ``warning``: one sentence when the config file was unreadable."""
+    escape; ``warning``: one sentence when the config file was unreadable; ``sources``: where
+    each setting came from. Plain values: the CLI's loader (``cotal_tui.config``) fills them."""
 
     terminal: bool = False
     command: str | None = None
     style: str = "osc9"
     settle_s: float = SETTLE_S
     warning: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
         return self.terminal or bool(self.command)
-
-
-TRUTHY = ("1", "true", "yes", "on")
-
-
-def notify_settings(args: Any = None, home: Any = None) -> NotifySettings:
-    """Flags over environment over ``config.toml``'s ``[notify]`` table (in ``$COTAL_HOME`` or
-    ``~/.cotal``): ``enabled = true``, ``command = "..."``, ``escape = "osc777"``, ``settle = 5``
-    (seconds an agent may leave waiting and still be in the same episode)."""
-    import tomllib
-    from pathlib import Path
-
-    from meshview.connect import cotal_home
-
-    s = NotifySettings()
-    path = Path(home) / "config.toml" if home is not None else cotal_home() / "config.toml"
-    if path.is_file():
-        try:
-            table = tomllib.loads(path.read_text()).get("notify", {})
-            if not isinstance(table, dict):
-                raise ValueError("[notify] must be a table")
-            s.terminal = bool(table.get("enabled", False))
-            if isinstance(table.get("command"), str) and table["command"].strip():
-                s.command = table["command"]
-            if table.get("escape") in STYLES:
-                s.style = table["escape"]
-            if isinstance(table.get("settle"), (int, float)) and table["settle"] >= 0:
-                s.settle_s = float(table["settle"])
-        except (OSError, ValueError) as e:
-            s.warning = f"notifications: {path} ignored: {e}"
-    env = os.environ
-    if env.get("COTAL_NOTIFY", "").strip().lower() in TRUTHY:
-        s.terminal = True
-    if env.get("COTAL_NOTIFY_CMD", "").strip():
-        s.command = env["COTAL_NOTIFY_CMD"]
-    if env.get("COTAL_NOTIFY_ESCAPE") in STYLES:
-        s.style = env["COTAL_NOTIFY_ESCAPE"]
-    if getattr(args, "notify", False):
-        s.terminal = True
-    if getattr(args, "notify_cmd", None):
-        s.command = args.notify_cmd
-    if getattr(args, "notify_escape", None) in STYLES:
-        s.style = args.notify_escape
-    return s
 
 
 class Notifier:

@@ -13,7 +13,7 @@ point 9): concurrent sends share ONE start (a single task); a refused start with
 waiting send with one named error and the next send retries. A send is retried with the same
 ``Nats-Msg-Id`` until acked or its deadline passes, so a broker restart in between stores it
 once (JetStream's duplicate window). The broker's asynchronous ``Permissions Violation for
-Publish`` is matched to the publish it refused and raised as :class:`PermissionDenied` at once
+Publish`` is matched to the publish it refused and raised as :class:`PublishDenied` at once
 instead of waiting out a timeout. ``read_only`` refuses every send before anything touches the
 network, and a DM to an endpoint is refused before the peer starts or anything is published.
 
@@ -23,7 +23,10 @@ Identity (SPEC §2): a static credential's principal when one is known (``--cred
 credential it must equal the credential's (else :class:`IdentityMismatch`, before publishing).
 
 Size: over 500 lines because one peer's lifecycle (identity, start, heartbeat, denial matching,
-sends, close) shares one state; its wire shapes live in wire/outbound.py.
+sends, close) shares one state; its wire shapes live in wire/outbound.py. Every front-end (the
+composer, the palette, ``cotal chat``, ``cotal send``) only parses its input into a
+:class:`Send`; :meth:`Participant.send` is the one way out, and :func:`reply_send` the one
+rule for where a reply goes.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from meshview.connect import (  # the creds' connId/principal
     connect,
     events_of,
 )
+from meshview.errors import PermissionDenied
+from meshview.send import Original, Send, reply_send
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import (
     CotalMessage,
@@ -75,7 +80,6 @@ from meshview.wire.outbound import (
     presence_put_headers,
     presence_subject,
     publish_headers,
-    reply_context,
 )
 from meshview.wire.presence import HEARTBEAT_MS, decode_presence
 from meshview.wire.subjects import is_identity_token, sanitize_token, split_principal
@@ -98,7 +102,7 @@ class ReadOnly(ParticipantError):
     """The session is read-only: nothing was sent and nothing touched the network."""
 
 
-class PermissionDenied(ParticipantError):
+class PublishDenied(ParticipantError, PermissionDenied):
     """The broker refused a publish (async ``Permissions Violation for Publish``)."""
 
 
@@ -411,8 +415,8 @@ class Participant:
                 self._revision = current[2] if current is not None else 0
                 try:
                     await self._put_presence(self._record, deadline=self.target.timeout + ATTEMPT_S)
-                except PermissionDenied:
-                    raise PermissionDenied(
+                except PublishDenied:
+                    raise PublishDenied(
                         f"the broker refused the operator's presence record for {ident.id} "
                         "(permission denied); nothing was sent.") from None
                 except SendFailed:
@@ -685,8 +689,8 @@ class Participant:
                     if denied.cancelled():
                         raise Closed("the participant was closed; the message may not have "
                                      "been sent.")
-                    raise PermissionDenied(f"the broker refused to let {self.id} publish on "
-                                           f"{subject} (permission denied).")
+                    raise PublishDenied(f"the broker refused to let {self.id} publish on "
+                                        f"{subject} (permission denied).")
                 try:
                     return attempt.result()
                 except MaxPayloadError:
@@ -721,7 +725,9 @@ class Participant:
                 if not lst:
                     self._denials.pop(subject.lower(), None)
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Refuse, before anything touches the network: read-only, a principal someone else
+        holds, or a closed participant."""
         if self.read_only:
             raise ReadOnly(f"read-only - {self.read_only_reason}; nothing was sent.")
         if self._taken is not None:
@@ -731,7 +737,7 @@ class Participant:
 
     async def send_message(self, msg: CotalMessage) -> Sent:
         """Publish one prepared envelope (after starting the peer) and wait for its ack."""
-        self._check_writable()
+        self.check_writable()
         if msg.from_.id != self.id:
             raise ParticipantError(f"the envelope is from {msg.from_.id}, not {self.id}.")
         subject = delivery_subject(msg)
@@ -749,80 +755,47 @@ class Participant:
 
     # ---------------------------------------------------------------- sends
 
-    # ``prepare_*`` vet the target and mint the envelope (its id is the Nats-Msg-Id) without
-    # sending: a caller that keeps it can retry an unacknowledged send with the same id, so a
-    # broker that stored the first attempt stores it once.
-
-    def prepare_post(self, channel: str, text: str, *, reply_to: str | None = None,
-                     context_id: str | None = None) -> CotalMessage:
-        self._check_writable()
-        ch = channel.removeprefix("#")
-        return self._build(text, channel=ch, mentions=mentions_in(text), reply_to=reply_to,
-                           context_id=context_id)
-
-    def prepare_dm(self, to: str, text: str, *, reply_to: str | None = None,
-                   context_id: str | None = None) -> CotalMessage:
-        self._check_writable()
-        rid = self.resolve_agent(to)
-        return self._build(text, to=rid, reply_to=reply_to, context_id=context_id)
-
-    def prepare_ask(self, role: str, text: str, *, reply_to: str | None = None,
-                    context_id: str | None = None, queue: bool = False) -> CotalMessage:
-        """An anycast is stored in the TASK stream until a holder of the role takes it, so one
-        that no live agent holds is refused (as a DM to an unknown agent is) unless ``queue``
-        says the operator means it for a future holder. Without a roster (a bare participant)
-        there is nothing to check against; every sender in cotal_tui supplies one."""
-        self._check_writable()
-        r = role.removeprefix("@")
+    def prepare(self, send: Send, original: Original | None = None) -> CotalMessage:
+        """Vet ``send`` and mint its envelope (its id is the Nats-Msg-Id) without sending: a
+        caller that keeps it can retry an unacknowledged send with the same id, so a broker
+        that stored the first attempt stores it once. A ``reply`` is routed from ``original``
+        (:func:`reply_send`). An ask that no live agent holds is refused (it would wait in
+        the TASK stream, as a DM to an unknown agent would go nowhere) unless ``queue`` says
+        the operator means it for a future holder; without a roster (a bare participant)
+        there is nothing to check against, and every sender in cotal_tui supplies one."""
+        self.check_writable()
+        if send.kind == "reply":
+            routed = reply_send(original, send.text, self.id) if original is not None else None
+            if routed is None:
+                raise ParticipantError("the original message has no single routing field.")
+            send = routed
+        route = dict(reply_to=send.reply_to, context_id=send.context_id)
+        target = send.target or ""
+        if send.kind == "channel":
+            return self._build(send.text, channel=target.removeprefix("#"),
+                               mentions=mentions_in(send.text), **route)
+        if send.kind == "dm":
+            return self._build(send.text, to=self.resolve_agent(target), **route)
+        if send.kind != "ask":
+            raise ParticipantError(f"unknown send kind {send.kind!r}.")
+        r = target.removeprefix("@")
         if not r.strip():
             raise ParticipantError("an ask needs a role.")
-        if not queue and self.roster is not None and not role_holders(self.roster(), r):
+        if not send.queue and self.roster is not None and not role_holders(self.roster(), r):
             from meshview import sanitize
 
             raise NoRoleHolder(
                 f"no live agent holds the role {sanitize.inline(r, 64)!r} on the roster, so nothing "
                 "was sent; an ask waits in the TASK stream for a holder - queue it for a "
                 "future holder with --queue.")
-        return self._build(text, to_service=r, reply_to=reply_to, context_id=context_id)
+        return self._build(send.text, to_service=r, **route)
 
-    async def post(self, channel: str, text: str, *, reply_to: str | None = None,
-                   context_id: str | None = None) -> Sent:
-        """A channel post; ``@name`` mentions in the text are carried as ``mentions``."""
-        return await self.send_message(self.prepare_post(channel, text, reply_to=reply_to,
-                                                         context_id=context_id))
-
-    async def dm(self, to: str, text: str, *, reply_to: str | None = None,
-                 context_id: str | None = None) -> Sent:
-        """A DM to an agent (by name, ``@name`` or principal id). An endpoint target is refused
-        before the peer starts or anything is published."""
-        return await self.send_message(self.prepare_dm(to, text, reply_to=reply_to,
-                                                       context_id=context_id))
-
-    async def ask(self, role: str, text: str, *, reply_to: str | None = None,
-                  context_id: str | None = None, queue: bool = False) -> Sent:
-        """An anycast to ``role``: exactly one holder of the role takes it (SPEC §4)."""
-        return await self.send_message(self.prepare_ask(role, text, reply_to=reply_to,
-                                                        context_id=context_id, queue=queue))
-
-    async def reply(self, original: CotalMessage | Delivery, text: str) -> Sent:
-        """Reply in the original's thread (``replyTo`` = its id, ``contextId`` = its context
-        or id): on its channel for a channel message, else as a DM (a DM goes back to the
-        other side of the conversation, an anycast to the asker)."""
-        self._check_writable()
-        if isinstance(original, Delivery):
-            kind, msg, sender = original.kind, original.message, original.sender
-        else:
-            msg = original
-            r = msg.routing
-            kind = {"channel": "channel", "to": "dm", "toService": "anycast"}.get(r[0]) if r else None
-            sender = msg.from_.id
-        if kind is None:
-            raise ParticipantError("the original message has no single routing field.")
-        ctx = reply_context(msg)
-        if kind == "channel":
-            return await self.post(msg.channel or "", text, reply_to=msg.id, context_id=ctx)
-        other = (msg.to or "") if sender == self.id else sender
-        return await self.dm(other, text, reply_to=msg.id, context_id=ctx)
+    async def send(self, send: Send, original: Original | None = None) -> Sent:
+        """Send one message and wait for its ack. A channel post carries the ``@name``
+        mentions in its text; a DM goes to an agent only (an endpoint target is refused before
+        the peer starts or anything is published); an ask is an anycast that exactly one
+        holder of the role takes (SPEC §4); a reply joins the original's thread."""
+        return await self.send_message(self.prepare(send, original))
 
     # ---------------------------------------------------------------- DM targets
 

@@ -4,9 +4,11 @@ Text mode: one line per event (receipt time, label, ``name/role``, status badge 
 target, text), colour only on a TTY with ``NO_COLOR`` unset or empty, every wire string
 neutralized by :mod:`meshview.sanitize` and multi-line text indented under its event.
 JSON mode: JSON Lines with the exact wire text (JSON escaping makes controls inert).
-Data goes to stdout; diagnostics (header, warnings, rejections in text mode) to stderr. Both go
-through a :class:`~meshview.lineout.LineSink`, so a consumer that stops reading never blocks the
-observer: its oldest pending lines are shed, counted and reported where they went missing.
+Data goes to ``out``; diagnostics (header, warnings, rejections in text mode) to ``err``. The
+CLI (``cotal_tui.cli.watch_stream``) connects, owns stdout/stderr, the signals and the exit
+code, and hands :func:`stream_space` a :class:`~meshview.lineout.LineSink` on each, so a
+consumer that stops reading never blocks the observer: its oldest pending lines are shed,
+counted and reported where they went missing.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import sys
 import time
 import zlib
-from typing import Any, Iterable, TextIO
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, TextIO
 
 import msgspec
+from nats.aio.client import Client as NATS
 
 from meshview import sanitize
-from meshview.connect import ConnectError, connect, resolve_target
+from meshview.connect import Target
 from meshview.lineout import LineSink
 from meshview.model import MeshModel
+from meshview.notify import NotifySettings
 from meshview.snapshot import (
     FeedEntry,
     ModelEvent,
@@ -228,6 +231,7 @@ class StreamWriter:
         self.err_colour = use_colour(err)
         self._last_state: tuple[str, bool, str] | None = None
         self._last_lag = False
+        self._listener_errors = 0
         self._rej_last: dict[str, float] = {}
         self._rej_quiet: dict[str, int] = {}
         self.shed_messages = 0  # message lines among the lines the stdout sink shed
@@ -285,6 +289,9 @@ class StreamWriter:
             self._reject_diag(ev)
             return None
         if isinstance(ev, StateEvent):
+            if ev.listener_errors != self._listener_errors:
+                self._listener_errors = ev.listener_errors
+                return self._internal(ev)
             if ev.lagging != self._last_lag:
                 self._last_lag = ev.lagging
                 if js:
@@ -314,6 +321,17 @@ class StreamWriter:
             return None
         return None
 
+    def _internal(self, ev: StateEvent) -> str | None:
+        """Our own listeners raised (the count changed): a ``state`` line told apart by
+        ``source``, or a stderr diagnostic in plain mode."""
+        if self.mode == "json":
+            return json.dumps({"type": "state", "source": "internal",
+                               "listenerErrors": ev.listener_errors, "error": ev.listener_error},
+                              ensure_ascii=False)
+        self.diag(f"internal error ({ev.listener_errors} so far): "
+                  f"{sanitize.inline(ev.listener_error or 'unknown', 200)}", warn=False)
+        return None
+
     def _reject_diag(self, ev: Rejected) -> None:
         """At most one stderr line per reason per 5 s (no spam under hostile traffic)."""
         last = self._rej_last.get(ev.reason)
@@ -334,71 +352,43 @@ def _emit(dest: TextIO | LineSink, lines: list[str]) -> None:
         dest.flush()
 
 
-def _sink(f: TextIO | None, **kw: Any) -> LineSink | None:
-    """A LineSink on a standard stream's fd; None when it has none (a test's StringIO)."""
-    try:
-        return LineSink(f.fileno(), **kw)  # type: ignore[union-attr]
-    except (AttributeError, OSError, ValueError):
-        return None
+STOP_BUDGET = 0.4  # seconds for the last lines after the stop (the exit must take < 1 s)
 
 
-STOP_BUDGET = 0.4  # seconds for the last lines after SIGINT/SIGTERM (the exit must take < 1 s)
+@dataclass(frozen=True)
+class StreamOptions:
+    """What the line stream is asked for, as plain values (the CLI reads them from its flags):
+    ``mode`` ``plain`` or ``json``; ``backfill`` messages per channel first; ``dms`` off for
+    channels only; ``record`` a file to record to (``max_size`` its bound); ``notify``."""
+
+    mode: str = "plain"
+    backfill: int = 0
+    dms: bool = True
+    record: str | None = None
+    max_size: int | None = None
+    notify: NotifySettings = field(default_factory=NotifySettings)
 
 
-async def run_stream(args: Any, mode: str, out: TextIO | None = None,
-                     err: TextIO | None = None) -> int:
-    """Connect, observe, print until SIGINT/SIGTERM or until the reader of stdout goes away.
-    Returns the exit code (0 for both)."""
-    stop = asyncio.Event()
+async def stream_space(nc: NATS, target: Target, options: StreamOptions,
+                       out: TextIO | LineSink, err: TextIO | LineSink, stop: asyncio.Event, *,
+                       alert_write: Callable[[str], None] | None = None) -> int:
+    """Observe ``target.space`` on the open connection ``nc`` and write it as lines on ``out``
+    (diagnostics on ``err``) until ``stop`` is set or the reader of ``out`` goes away; then the
+    last lines within :data:`STOP_BUDGET`, and ``nc`` is closed. A :class:`LineSink` ``out``
+    gets its gap, stall and shed reports from the writer and is drained and closed here (so is
+    a sink ``err``); ``alert_write`` takes ``--notify``'s terminal escapes. Returns 0."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # first: a SIGTERM while connecting is exit 0 too
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
-    try:
-        connecting = asyncio.create_task(connect(resolve_target(args)))
-        stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait([connecting, stopped], return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        if not connecting.done():
-            connecting.cancel()
-            return 0
-        nc, target = connecting.result()
-    except ConnectError as e:
-        e_out = err or sys.stderr
-        e_out.write(f"cotal: {e}\n")
-        e_out.flush()
-        return 1
-    from meshview.spaces import missing_space
-
-    missing = await missing_space(nc, target.space, target.display)
-    if missing:  # one sentence and exit 1, never a console that waits on nothing
-        e_out = err or sys.stderr
-        e_out.write(f"cotal: {missing}\n")
-        e_out.flush()
-        await nc.close()
-        return 1
-    backfill = int(getattr(args, "backfill", 0) or 0)
-    model = MeshModel(target.space, record_events=True, burst_ms=0 if mode == "json" else 400,
-                      server=target.display)
+    model = MeshModel(target.space, record_events=True,
+                      burst_ms=0 if options.mode == "json" else 400, server=target.display)
     obs = Observer(nc, target.space, model, has_credential=target.has_credential,
-                   options=ObserverOptions(dms=not getattr(args, "no_dms", False),
-                                           backfill=backfill, dm_backfill=min(backfill, 1000)))
+                   options=ObserverOptions(dms=options.dms, backfill=options.backfill,
+                                           dm_backfill=min(options.backfill, 1000)))
     broken = asyncio.Event()
-    if out is None or err is None:
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except (OSError, ValueError):
-                pass
-    err_sink = _sink(sys.stderr, gap_line=lambda gap, total:
-                     f"! {gap} diagnostic lines dropped (stderr was not being read)"
-                     ) if err is None else None
-    out_sink = _sink(sys.stdout, on_broken=broken.set) if out is None else None
-    sinks = [s for s in (out_sink, err_sink) if s is not None]
-    writer = StreamWriter(mode, out_sink or out or sys.stdout, err_sink or err or sys.stderr)
+    writer = StreamWriter(options.mode, out, err)
+    out_sink = out if isinstance(out, LineSink) else None
+    sinks = [s for s in (out, err) if isinstance(s, LineSink)]
     if out_sink is not None:
+        out_sink.on_broken = broken.set
         out_sink.gap_line, out_sink.on_stall = writer.output_gap, writer.output_stalled
         out_sink.on_shed = writer.count_shed
 
@@ -409,10 +399,12 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
             broken.set()
 
     obs.add_listener(drain)
-    from meshview.extras import StreamExtras
+    from meshview.record_notify import RecordAndNotify
 
-    extras = StreamExtras(model, obs, args, target.space, target.display, writer.diag)  # issue 15
-    if mode != "json":
+    beside = RecordAndNotify(model, obs, target.space, target.display, record=options.record,
+                             max_size=options.max_size, notify=options.notify,
+                             write=alert_write, diag=writer.diag)
+    if options.mode != "json":
         writer.diag(f"watching space {sanitize.inline(target.space)} on {target.display}"
                     " - Ctrl-C to stop", warn=True)
     try:
@@ -421,7 +413,7 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
         done, _ = await asyncio.wait([starting, *waiters], return_when=asyncio.FIRST_COMPLETED)
         if starting in done:
             starting.result()
-            if not obs.dm_visible and getattr(args, "no_dms", False) is False:
+            if not obs.dm_visible and options.dms:
                 writer.diag("DMs and anycast are not visible with this credential (channels only)")
             drain(model)
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -440,7 +432,7 @@ async def run_stream(args: Any, mode: str, out: TextIO | None = None,
                 drain(model)
             except Exception:
                 pass
-        await extras.close()
+        await beside.close()
         closing = asyncio.create_task(nc.close())
         await _finish(writer, out_sink, sinks, deadline, loop)
         try:

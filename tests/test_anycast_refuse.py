@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from conftest import until
-from meshview.connect import resolve_target
+from cotal_tui.cli.connection import target_from_args
 from support.observer import Heartbeat
 
 COTAL = [sys.executable, "-m", "cotal_tui.cli"]
@@ -61,7 +61,7 @@ async def test_the_console_refuses_an_ask_nobody_holds_unless_queued(broker, nc,
     from textual.command import CommandInput
 
     from cotal_tui.app import CotalApp
-    from cotal_tui.run_console import LiveSession
+    from cotal_tui.session import LiveSession
 
     hb = Heartbeat(nc, space)
     hb.add("rex", role="reviewer")
@@ -69,7 +69,7 @@ async def test_the_console_refuses_an_ask_nobody_holds_unless_queued(broker, nc,
     hb.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False,
                               read_only=False, as_name="asker")
-    session = LiveSession(nc, resolve_target(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, args)
     app = CotalApp(session=session)
 
     async def palette(pilot, text: str) -> None:
@@ -98,8 +98,9 @@ async def test_the_console_refuses_an_ask_nobody_holds_unless_queued(broker, nc,
 
 
 def test_chat_ask_can_be_queued_for_a_future_holder():
-    from cotal_tui.cmd_chat import Action, parse
+    from cotal_tui.cmd_chat import parse
+    from meshview.send import Send
 
-    assert parse("/ask --queue @nosuchrole anyone?", "general") == Action(
+    assert parse("/ask --queue @nosuchrole anyone?", "general") == Send(
         "ask", "nosuchrole", "anyone?", queue=True)
     assert parse("/ask @reviewer look", "general").queue is False

@@ -10,16 +10,14 @@ import json
 
 import pytest
 
+from cotal_tui.cli.connection import add_connection_arguments, pick_mesh, target_from_args
 from meshview.connect import (
     Target,
-    _pick_mesh,
     connect,
     connect_options,
     parse_link,
     prepare,
-    resolve_target,
 )
-from meshview.connect_args import add_connection_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -46,21 +44,22 @@ def test_connect_links():
 
 def test_a_link_names_server_space_and_token(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
-    t = resolve_target(parse("--server", "cotal://s3cr3t@127.0.0.1:5000/linked?channel=general"))
+    t = target_from_args(parse("--server", "cotal://s3cr3t@127.0.0.1:5000/linked?channel=general"))
     assert t.servers == ("nats://s3cr3t@127.0.0.1:5000",) and t.space == "linked"
     assert t.source == "link" and t.channels == ("general",)
     assert "s3cr3t" not in t.display and "s3cr3t" not in repr(t.display)
     opts = connect_options(t)
     assert opts["name"] == opts["inbox_prefix"][len("_INBOX_"):]  # a token gets a nonce inbox
-    assert resolve_target(parse("--server", "cotal://h/linked", "--space", "other")).space == "other"
-    tls = resolve_target(parse("--server", "cotals://127.0.0.1:5001/x"))
+    assert target_from_args(parse("--server", "cotal://h/linked", "--space", "other")).space == "other"
+    tls = target_from_args(parse("--server", "cotals://127.0.0.1:5001/x"))
     assert tls.servers == ("tls://127.0.0.1:5001",) and "tls" in connect_options(tls)
 
 
 async def test_a_link_connects_to_a_real_broker(broker, tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     port = broker.url.rsplit(":", 1)[1]
-    nc, t = await connect(parse("--server", f"cotal://127.0.0.1:{port}/main", "--connect-timeout", "3"))
+    nc, t = await connect(target_from_args(parse("--server", f"cotal://127.0.0.1:{port}/main",
+                                                    "--connect-timeout", "3")))
     try:
         assert nc.is_connected and t.space == "main"
     finally:
@@ -71,39 +70,40 @@ def test_registry_mode_and_root(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     register(tmp_path, "sec", server="cotal://127.0.0.1:4999/sec", root=str(tmp_path / "proj"), mode="auth")
     (tmp_path / "current-mesh").write_text("sec\n")
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert (t.space, t.mode, t.root, t.source) == ("sec", "auth", str(tmp_path / "proj"), "current-mesh")
     assert t.servers == ("nats://127.0.0.1:4999",) and t.has_credential
     # an explicit --server for a registered space is an override: mode and root still hold
-    t = resolve_target(parse("--server", "nats://127.0.0.1:4998", "--space", "sec"))
+    t = target_from_args(parse("--server", "nats://127.0.0.1:4998", "--space", "sec"))
     assert (t.mode, t.root) == ("auth", str(tmp_path / "proj"))
     # ... unless the command brings its own credential
-    t = resolve_target(parse("--server", "nats://127.0.0.1:4998", "--space", "sec", "--creds", "/x.creds"))
+    t = target_from_args(parse("--server", "nats://127.0.0.1:4998", "--space", "sec", "--creds", "/x.creds"))
     assert t.mode is None
     # a static entry with no seed at its root is refused by name, never connected bare
     from meshview.connect import ConnectError
 
     with pytest.raises(ConnectError, match="holds no seed"):
-        prepare(resolve_target(parse()))
+        prepare(target_from_args(parse()))
     register(tmp_path, "rootless", server="nats://127.0.0.1:4997", mode="auth")
     with pytest.raises(ConnectError, match="names no root"):
-        prepare(resolve_target(parse("--space", "rootless")))
+        prepare(target_from_args(parse("--space", "rootless")))
 
 
 def test_static_entry_mints_per_role(tmp_path, monkeypatch):
     import dataclasses
 
-    from meshview.auth import SpaceTrust, decode_jwt
+    from cotal_tui.demo.trust import SpaceTrust
+    from support.jwt import decode_jwt
 
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     trust = SpaceTrust("sec")
     trust.save(tmp_path / "proj")
     register(tmp_path, "sec", server="nats://127.0.0.1:4999", root=str(tmp_path / "proj"), mode="auth")
-    obs = prepare(resolve_target(parse("--space", "sec")))
+    obs = prepare(target_from_args(parse("--space", "sec")))
     claims = decode_jwt(obs.credential.jwt)
     assert claims["iss"] == trust.signing.public and claims["nats"]["issuer_account"] == trust.account.public
     assert "cotal.sec.inst.>" in claims["nats"]["sub"]["allow"] and "exp" not in claims
-    ctl = prepare(dataclasses.replace(resolve_target(parse("--space", "sec")), role="control"))
+    ctl = prepare(dataclasses.replace(target_from_args(parse("--space", "sec")), role="control"))
     c = decode_jwt(ctl.credential.jwt)
     owner, actor, uid = ctl.credential.caller
     assert owner == "local" and actor == c["sub"] and 26 <= len(uid) <= 32
@@ -111,14 +111,14 @@ def test_static_entry_mints_per_role(tmp_path, monkeypatch):
     assert f"cotal.sec.ep.reply.*.*.*.local.{actor}.{uid}.*" in c["nats"]["sub"]["allow"]
     assert not any(p.startswith("cotal.sec.chat") for p in c["nats"]["pub"]["allow"])
     with pytest.raises(Exception):
-        prepare(dataclasses.replace(resolve_target(parse("--space", "sec")), role="session"))
+        prepare(dataclasses.replace(target_from_args(parse("--space", "sec")), role="session"))
 
 
 def test_several_meshes_none_current_without_a_terminal(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     for s, port in (("beta", 2), ("alpha", 1)):
         register(tmp_path, s, server=f"nats://127.0.0.1:{port}", root="/x", mode="open")
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert t.problem == ("2 meshes are registered (alpha, beta) and none is current; name one with --space "
                          "or set one with `cotal use <space>`.")
 
@@ -134,14 +134,14 @@ def test_the_numbered_prompt_on_a_terminal(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr("sys.stdin", Tty("9\n2\n"))
     monkeypatch.setattr("sys.stderr", Tty())
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert (t.space, t.source, t.servers) == ("beta", "picked", ("nats://u:pw@127.0.0.1:2",))
     import sys
 
     shown = sys.stderr.getvalue()
     assert "1. alpha" in shown and "2. beta" in shown and "3. gamma" in shown and "pw" not in shown
     monkeypatch.setattr("sys.stdin", Tty(""))
-    entry, why = _pick_mesh([{"space": "a", "server": "x"}, {"space": "b", "server": "y"}])
+    entry, why = pick_mesh([{"space": "a", "server": "x"}, {"space": "b", "server": "y"}])
     assert entry is None and "no mesh picked" in why
 
 

@@ -20,14 +20,14 @@ import time
 from pathlib import Path
 
 import pytest
-from support.jwt import observer_permissions
+from cotal_tui.cli.connection import add_connection_arguments, target_from_args
+from support.jwt import observer_permissions, write_creds
 
 from attach.client import AttachSession
 from attach.connection import connect as attach_connect
-from attach.connection import resolve
-from attach.endpoint import EndpointClient, EndpointError
+from attach.connection import session_target
+from attach.endpoint import EndpointClient
 from attach.managed import PsPoller
-from meshview.auth import write_creds
 from meshview.connect import (
     CONTROL_CREDS_REFUSAL,
     ConnectError,
@@ -37,7 +37,7 @@ from meshview.connect import (
     publish_checked,
     target_of,
 )
-from meshview.connect_args import add_connection_arguments
+from meshview.wire.envelope import EndpointError
 from meshview.connect import (
     connect as mesh_connect,
 )
@@ -148,7 +148,7 @@ def test_a_missing_seed_is_refused_by_name(mesh, tmp_path):
 
 
 async def test_watch_mints_an_admin_view_from_the_root(mesh):
-    nc, t = await mesh_connect(args(mesh))
+    nc, t = await mesh_connect(target_from_args(args(mesh)))
     try:
         assert t.credential is not None and t.credential.profile == "admin"
         assert nc._inbox_prefix.decode() == f"_INBOX_{t.credential.public}"
@@ -169,7 +169,7 @@ async def test_watch_mints_an_admin_view_from_the_root(mesh):
 
 
 async def test_attach_mints_a_session_caller_for_the_rails(mesh):
-    target = resolve(args(mesh))
+    target = session_target(target_from_args(args(mesh)))
     seat = mesh.team.members[0].name
     out = bytearray()
     s = AttachSession(SPACE, seat, connect=lambda: attach_connect(target), reconnect=False,
@@ -202,7 +202,7 @@ async def test_attach_mints_a_session_caller_for_the_rails(mesh):
 
 
 async def test_a_denied_call_is_permission_denied_not_a_deadline(mesh):
-    nc = await attach_connect(resolve(args(mesh)))
+    nc = await attach_connect(session_target(target_from_args(args(mesh))))
     try:
         assert caller_of(nc) is not None
         ep = EndpointClient(nc, SPACE, endpoint="auth")  # no row for another endpoint
@@ -247,7 +247,7 @@ async def test_a_denied_bucket_watch_ends_instead_of_retrying(mesh, tmp_path):
     from meshview.kvwatch import KvWatch
     from meshview.wire.names import bucket_names
 
-    nc, t = await mesh_connect(args(mesh))  # the minted admin view
+    nc, t = await mesh_connect(target_from_args(args(mesh)))  # the minted admin view
     try:
         before = len([v for v in violations(mesh) if "KV_cotal_manager" in v])
         errors: list[str] = []
@@ -267,7 +267,7 @@ async def test_a_lost_link_is_handed_back_on_the_sessions_own_credential(mesh):
     """The session's connection dies without a close: the client hands the session back over a
     fresh connection on that session's own session-caller credential (no other can reach the
     rail), so the manager frees the slot at once instead of after the caller-silence reap."""
-    target = resolve(args(mesh))
+    target = session_target(target_from_args(args(mesh)))
     seat = mesh.team.members[1].name
     out = bytearray()
     s = AttachSession(SPACE, seat, connect=lambda: attach_connect(target), reconnect=False,

@@ -26,13 +26,13 @@ import msgspec
 import nats
 import pytest
 from conftest import until
+from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from support.tmux import needs_tmux
 
 from attach import control
-from attach.connection import resolve
+from attach.connection import session_target
 from meshview import auth
 from meshview.connect import Target, connect as mesh_connect, events_of, prepare, target_of
-from meshview.connect_args import add_connection_arguments
 from meshview.wire.messages import EndpointRef, encode_message
 from meshview.wire.names import bucket_names, chat_stream
 from meshview.wire.outbound import build_message
@@ -86,7 +86,7 @@ async def post_raw(js, channel: str, text: str) -> None:
 
 
 def test_purge_roles_mint_the_reference_profiles(mesh):
-    base = resolve(args(mesh))  # a control target, as the console's screens pass it
+    base = session_target(target_from_args(args(mesh)))  # a control target, as the console's screens pass it
     p = prepare(dataclasses.replace(base, role="purger"))
     c = p.credential
     claims = auth.jwt_claims(c.jwt)
@@ -112,7 +112,7 @@ async def test_delchan_and_purge_work_on_a_static_mesh(mesh):
             await post_raw(js, "doomed", f"doomed {i}")
         kv = await js.key_value(bucket_names(SPACE).channels)
         await kv.put("doomed", json.dumps({"description": "to be deleted"}).encode())
-        target = resolve(args(mesh))
+        target = session_target(target_from_args(args(mesh)))
         before = len(violations(mesh))
         t0 = time.monotonic()
         assert await control.delchan(target, "#doomed") == 3
@@ -129,7 +129,7 @@ async def test_delchan_and_purge_work_on_a_static_mesh(mesh):
 
 async def test_a_denied_purge_is_permission_denied_at_once(mesh):
     """A credential that may not purge (the admin view) is refused by the broker: said at once."""
-    target = resolve(args(mesh))
+    target = session_target(target_from_args(args(mesh)))
     view = auth.mint_view(auth.load_root_seed(mesh.root, SPACE), SPACE, "admin")
     t0 = time.monotonic()
     with pytest.raises(control.ControlError) as ei:
@@ -143,7 +143,7 @@ async def test_a_denied_purge_is_permission_denied_at_once(mesh):
 
 
 async def watch_chat(mesh, seen: list):
-    nc, _ = await mesh_connect(args(mesh))  # the minted admin view reads every channel
+    nc, _ = await mesh_connect(target_from_args(args(mesh)))  # the minted admin view reads every channel
 
     async def cb(msg):
         seen.append((msg.subject, msg.data))
@@ -209,13 +209,14 @@ async def test_cotal_send_dm_and_reply_on_a_static_mesh(mesh):
 async def test_the_console_and_chat_participant_sends_and_holds_presence(mesh):
     from cotal_tui.operator import Operator, participant_target
     from meshview.participant import Participant
+    from meshview.send import Send
 
-    vnc, view_target = await mesh_connect(args(mesh))  # the console's own (admin) target
+    vnc, view_target = await mesh_connect(target_from_args(args(mesh)))  # the console's own (admin) target
     seen: list = []
     tap = await watch_chat(mesh, seen)
     op = Operator(view_target, SPACE, name=None, read_only=None, roster=lambda: [])
     try:
-        receipt = await op.send("channel", "console says hi", channel="general")
+        receipt = await op.send(Send("channel", "general", "console says hi"))
         assert receipt == "sent to #general"
         part = op.participant
         assert part.identity.owner == "local" and part.identity.actor == target_of(part.nc).credential.public
@@ -228,9 +229,9 @@ async def test_the_console_and_chat_participant_sends_and_holds_presence(mesh):
         assert rec["card"]["kind"] == "endpoint" and rec["card"]["role"] == "operator"
         await until(lambda: any(b"console says hi" in d for _, d in seen), 10, "the post")
         # cotal send and cotal chat build their participant's target the same way
-        p2 = Participant(participant_target(resolve(args(mesh))), presence=False)
+        p2 = Participant(participant_target(session_target(target_from_args(args(mesh)))), presence=False)
         try:
-            await p2.post("general", "second participant")
+            await p2.send(Send("channel", "general", "second participant"))
         finally:
             await p2.close()
     finally:
@@ -274,19 +275,20 @@ async def test_a_long_lived_participant_re_signs_its_nkey_at_expiry(mesh):
     """The broker ends a connection whose JWT expired; the participant reconnects with a fresh
     JWT for the same nkey (same principal) and keeps sending."""
     from meshview.participant import Participant
+    from meshview.send import Send
 
     seed = auth.load_root_seed(mesh.root, SPACE)
     cred = auth.mint_operator(seed, SPACE, ttl_s=2, renew=True)
-    target = dataclasses.replace(resolve(args(mesh)), role="operator", credential=cred)
+    target = dataclasses.replace(session_target(target_from_args(args(mesh))), role="operator", credential=cred)
     seen: list = []
     tap = await watch_chat(mesh, seen)
     part = Participant(target, presence=False)
     try:
-        await part.post("general", "before expiry")
+        await part.send(Send("channel", "general", "before expiry"))
         reconnected = asyncio.Event()
         events_of(part.nc).on_reconnect.append(lambda: reconnected.set())
         await asyncio.wait_for(reconnected.wait(), 10)  # the broker cut the expired JWT
-        sent = await part.post("general", "after expiry")
+        sent = await part.send(Send("channel", "general", "after expiry"))
         assert sent.message.from_.id == f"local.{cred.public}"
         await until(lambda: any(b"after expiry" in d for _, d in seen), 10, "the post after expiry")
     finally:
@@ -298,11 +300,11 @@ async def test_a_long_lived_participant_re_signs_its_nkey_at_expiry(mesh):
 
 
 async def test_the_console_polls_ps_with_a_minted_instrument(mesh):
-    from cotal_tui.run_console import LiveSession
+    from cotal_tui.session import LiveSession
 
     a = args(mesh)
     a.backfill, a.no_dms, a.read_only = 0, False, False
-    nc, target = await mesh_connect(a)
+    nc, target = await mesh_connect(target_from_args(a))
     session = LiveSession(nc, target, SPACE, a)
     before = len(violations(mesh))
     try:

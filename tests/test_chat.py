@@ -22,9 +22,9 @@ from cotal_tui.cmd_chat import (
     _completer_class,
     addressed_to,
     parse,
-    reply_original,
 )
-from cotal_tui.operator import read_only_reason
+from cotal_tui.operator import read_only_from_args
+from meshview.send import Original, Send
 from cotal_tui.demo.broker import free_port
 from cotal_tui.demo.team import Team, TeamSchedule
 from support.tmux import needs_tmux
@@ -39,21 +39,21 @@ PROMPT = "#general> "
 @pytest.mark.parametrize("line,want", [
     ("", Action("none")),
     ("   ", Action("none")),
-    ("hello there", Action("post", "general", "hello there")),
-    ("  padded  ", Action("post", "general", "padded")),
-    ("#ops deploy now", Action("post", "ops", "deploy now")),
-    ("#team.backend hi", Action("post", "team.backend", "hi")),
+    ("hello there", Send("channel", "general", "hello there")),
+    ("  padded  ", Send("channel", "general", "padded")),
+    ("#ops deploy now", Send("channel", "ops", "deploy now")),
+    ("#team.backend hi", Send("channel", "team.backend", "hi")),
     ("#ops", Action("join", "ops")),
     ("/join #ops", Action("join", "ops")),
     ("/join ops", Action("join", "ops")),
-    ("/dm @bram hi there", Action("dm", "bram", "hi there")),
-    ("/dm bram hi", Action("dm", "bram", "hi")),
-    ("/ask @reviewer look at PR 42", Action("ask", "reviewer", "look at PR 42")),
-    ("/reply on it", Action("reply", None, "on it")),
+    ("/dm @bram hi there", Send("dm", "bram", "hi there")),
+    ("/dm bram hi", Send("dm", "bram", "hi")),
+    ("/ask @reviewer look at PR 42", Send("ask", "reviewer", "look at PR 42")),
+    ("/reply on it", Send("reply", None, "on it")),
     ("/who", Action("who")),
     ("/help", Action("help")),
     ("/QUIT", Action("quit")),
-    ("//etc/hosts is the file", Action("post", "general", "/etc/hosts is the file")),
+    ("//etc/hosts is the file", Send("channel", "general", "/etc/hosts is the file")),
 ])
 def test_parse(line, want):
     assert parse(line, "general") == want
@@ -77,17 +77,17 @@ def test_parse_refuses_with_one_sentence(line, says):
 
 
 def test_plain_text_goes_to_the_current_channel():
-    assert parse("hi", "ops") == Action("post", "ops", "hi")
+    assert parse("hi", "ops") == Send("channel", "ops", "hi")
 
 
 def test_read_only_from_the_flag_or_the_environment(monkeypatch):
     monkeypatch.delenv("COTAL_READ_ONLY", raising=False)
-    assert read_only_reason(SimpleNamespace(read_only=False)) is None
-    assert read_only_reason(SimpleNamespace(read_only=True)) == "started with --read-only"
+    assert read_only_from_args(SimpleNamespace(read_only=False)) is None
+    assert read_only_from_args(SimpleNamespace(read_only=True)) == "started with --read-only"
     monkeypatch.setenv("COTAL_READ_ONLY", "1")
-    assert read_only_reason(SimpleNamespace(read_only=False)) == "COTAL_READ_ONLY is set"
+    assert read_only_from_args(SimpleNamespace(read_only=False)) == "COTAL_READ_ONLY is set"
     monkeypatch.setenv("COTAL_READ_ONLY", "0")
-    assert read_only_reason(SimpleNamespace(read_only=False)) is None
+    assert read_only_from_args(SimpleNamespace(read_only=False)) is None
 
 
 # -- pure: completion ------------------------------------------------------------------------
@@ -151,11 +151,11 @@ def test_addressed_to_the_operator():
 
 
 def test_reply_original_keeps_the_thread():
-    m = reply_original(_row(), "s1", "local.op")
-    assert (m.id, m.to, m.channel, m.contextId, m.from_.id) == ("m1", "local.op", None, "ctx-9",
-                                                                "local.bram")
-    m = reply_original(_row(kind="channel", channel="ops", to_ids=()), "s1", "local.op")
-    assert (m.channel, m.to) == ("ops", None)
+    m = Original.of_entry(_row())
+    assert (m.id, m.recipient, m.channel, m.thread, m.sender) == ("m1", "local.op", None, "ctx-9",
+                                                                  "local.bram")
+    m = Original.of_entry(_row(kind="channel", channel="ops", to_ids=()))
+    assert (m.channel, m.recipient) == ("ops", None)
 
 
 # -- the command: no terminal, no broker -----------------------------------------------------

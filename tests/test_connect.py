@@ -8,14 +8,13 @@ import os
 
 import pytest
 
+from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from meshview.connect import (
     Target,
     connect,
     connect_options,
     redact_url,
-    resolve_target,
 )
-from meshview.connect_args import add_connection_arguments
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -26,10 +25,10 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_server_lists_and_default(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
-    t = resolve_target(parse("--server", "a:4222,nats://b:4222", "--server", "tls://c:4443"))
+    t = target_from_args(parse("--server", "a:4222,nats://b:4222", "--server", "tls://c:4443"))
     assert t.servers == ("nats://a:4222", "nats://b:4222", "tls://c:4443")
     assert t.space == "main" and t.source == "flag"
-    d = resolve_target(parse())
+    d = target_from_args(parse())
     assert d.servers == ("nats://127.0.0.1:4222",) and d.source == "default"
 
 
@@ -40,11 +39,11 @@ def test_registry_and_current_mesh(tmp_path, monkeypatch):
         (tmp_path / "meshes" / f"space.{space}.json").write_text(json.dumps(
             {"space": space, "server": f"nats://127.0.0.1:{port}", "root": "/x", "mode": "open"}))
     (tmp_path / "meshes" / "broken.json").write_text("{nope")
-    assert resolve_target(parse()).source == "default"  # two entries, no current: ambiguous
+    assert target_from_args(parse()).source == "default"  # two entries, no current: ambiguous
     (tmp_path / "current-mesh").write_text("beta\n")
-    t = resolve_target(parse())
+    t = target_from_args(parse())
     assert (t.space, t.servers, t.source) == ("beta", ("nats://127.0.0.1:2222",), "current-mesh")
-    t = resolve_target(parse("--space", "alpha"))
+    t = target_from_args(parse("--space", "alpha"))
     assert t.servers == ("nats://127.0.0.1:1111",) and t.mode == "open"
 
 
@@ -81,8 +80,8 @@ def test_creds_inbox_and_mode_warning(tmp_path, capsys):
 
 
 async def test_real_connect_cluster_list(broker):
-    nc, t = await connect(parse("--server", f"nats://127.0.0.1:1,{broker.url}",
-                                "--connect-timeout", "3"))
+    nc, t = await connect(target_from_args(parse("--server", f"nats://127.0.0.1:1,{broker.url}",
+                                                 "--connect-timeout", "3")))
     try:
         assert nc.is_connected and nc.options["max_reconnect_attempts"] == -1
     finally:
@@ -95,7 +94,9 @@ def test_nats_loads_without_aiohttp_until_a_websocket_needs_it():
     import subprocess
     import sys
 
-    code = ("import sys, meshview.connect as c, nats.aio.transport as t\n"
+    code = ("from cotal_tui.cli.process import prepare_process\n"
+            "prepare_process()  # what the cotal entry point does first\n"
+            "import sys, meshview.connect as c, nats.aio.transport as t\n"
             "print(t.aiohttp is None, 'aiohttp' in sys.modules)\n"
             "c.connect_options(c.Target(('ws://127.0.0.1:1',), 's'))\n"
             "print(t.aiohttp is not None, 'aiohttp' in sys.modules)\n")
@@ -112,7 +113,8 @@ async def test_real_connect_over_websocket():
     port = free_port()
     b = Broker(name="cotal-ws", extra_config=f"websocket {{\n  port: {port}\n  no_tls: true\n}}").start()
     try:
-        nc, t = await connect(parse("--server", f"ws://127.0.0.1:{port}", "--connect-timeout", "5"))
+        nc, t = await connect(target_from_args(parse("--server", f"ws://127.0.0.1:{port}",
+                                                         "--connect-timeout", "5")))
         try:
             assert nc.is_connected
             sub = await nc.subscribe("ws.check")

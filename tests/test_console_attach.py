@@ -12,15 +12,15 @@ import asyncio
 import time
 
 import pytest
+from cotal_tui.cli.connection import target_from_args
 from support.console import screen_text
 
 from cotal_tui.app import CotalApp
-from cotal_tui.run_console import LiveSession
+from cotal_tui.session import LiveSession
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.team import Team, TeamSchedule
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.tile import TileScreen
-from meshview.connect import resolve_target
 from widgets.roster import Roster
 from widgets.terminal_pane import TerminalPane
 from conftest import until
@@ -45,7 +45,7 @@ async def mesh(broker, nc, space, tmp_path):
     mgr = DemoManager(nc, space, seats, root=str(tmp_path))
     await mgr.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False)
-    session = LiveSession(nc, resolve_target(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, args)
     yield team, mgr, session
     await session.stop()
     await mgr.stop()

@@ -6,6 +6,7 @@ were opened from."""
 from __future__ import annotations
 
 import pytest
+from cotal_tui.cli.connection import target_from_args
 from support.console import StaticSession, build_model, make_app, screen_text
 
 from conftest import until
@@ -113,11 +114,10 @@ def operator_app(broker):
 
     from cotal_tui.app import CotalApp
     from cotal_tui.operator import Operator
-    from meshview.connect import resolve_target
-
+    
     model, _ = build_model()
     session = StaticSession(model)
-    target = resolve_target(argparse.Namespace(server=[broker.url], space="demo"))
+    target = target_from_args(argparse.Namespace(server=[broker.url], space="demo"))
     session.operator = Operator(target, "demo", name="opsy", read_only=None,  # type: ignore[attr-defined]
                                 roster=lambda: model.snapshot().peers)
     return CotalApp(session=session)

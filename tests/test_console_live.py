@@ -6,9 +6,10 @@ import argparse
 
 import pytest
 
-from cotal_tui.run_console import LiveSession, wants_picker
+from cotal_tui.cli.connection import target_from_args
+from cotal_tui.cli.watch_console import wants_picker
+from cotal_tui.session import LiveSession
 from cotal_tui.demo.team import Team, TeamSchedule
-from meshview.connect import resolve_target
 from meshview.spaces import list_spaces
 from conftest import until
 
@@ -37,7 +38,7 @@ async def test_console_on_the_real_observer(broker, nc, space, team):
     from cotal_tui.app import CotalApp
 
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False)
-    target = resolve_target(args)
+    target = target_from_args(args)
     assert not wants_picker(args, target)
     session = LiveSession(nc, target, space, args)
     app = CotalApp(session=session)
@@ -61,6 +62,6 @@ async def test_console_on_the_real_observer(broker, nc, space, team):
 
 def test_picker_only_for_an_open_mesh_without_space():
     ns = argparse.Namespace(server=["nats://127.0.0.1:1"], space=None, creds=None, nkey=None)
-    assert wants_picker(ns, resolve_target(ns))
+    assert wants_picker(ns, target_from_args(ns))
     ns.space = "main"
-    assert not wants_picker(ns, resolve_target(ns))
+    assert not wants_picker(ns, target_from_args(ns))

@@ -13,10 +13,11 @@ import json
 import pytest
 
 from conftest import until
+from cotal_tui.cli.connection import target_from_args
 from support.authmesh import auth_mesh  # noqa: F401  (fixture)
 from cotal_tui.demo.team import Team, TeamSchedule
-from cotal_tui.run_console import LiveSession
-from meshview.connect import resolve_target
+from cotal_tui.session import LiveSession
+from meshview.send import Send
 from widgets.composer import Composer
 
 
@@ -71,7 +72,7 @@ def _session_app(nc, broker, space, **kw):
     from cotal_tui.app import CotalApp
 
     args = _args(broker, space, **kw)
-    session = LiveSession(nc, resolve_target(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, args)
     return session, CotalApp(session=session)
 
 
@@ -239,7 +240,7 @@ async def test_palette_verbs_complete_and_send(broker, nc, space, team):
 async def test_palette_dm_to_an_endpoint_is_refused_before_anything(broker, nc, space, team):
     # a second console's operator is an endpoint on the roster
     other, _ = _session_app(nc, broker, space, as_name="other")
-    await other.operator.send("channel", "here", channel="general")
+    await other.operator.send(Send("channel", "general", "here"))
     probe = await Probe().start(nc, space)
     session, app = _session_app(nc, broker, space)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -263,15 +264,15 @@ async def test_a_server_denial_turns_the_console_read_only(auth_mesh):
 
     args = argparse.Namespace(server=[auth_mesh.url], space=auth_mesh.space, nkey=None,
                               creds=str(auth_mesh.creds("observer")))
-    op = Operator(resolve_target(args), auth_mesh.space, name=None, read_only=None,
+    op = Operator(target_from_args(args), auth_mesh.space, name=None, read_only=None,
                   roster=lambda: [])
     with pytest.raises(SendRefused, match="permission denied") as e:
-        await op.send("channel", "hello", channel="general")
+        await op.send(Send("channel", "general", "hello"))
     assert "\n" not in str(e.value) and "Traceback" not in str(e.value)
     assert op.read_only == "these credentials cannot publish"
     starts = op.participant.starts
     with pytest.raises(SendRefused, match="read-only - these credentials cannot publish"):
-        await op.send("channel", "again", channel="general")
+        await op.send(Send("channel", "general", "again"))
     assert op.participant.starts == starts  # refused before any network use
     await op.close()
 

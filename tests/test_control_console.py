@@ -18,9 +18,10 @@ from textual.command import CommandInput, CommandList
 from attach import control
 from conftest import until
 from cotal_tui.app import CotalApp
-from cotal_tui.run_console import LiveSession
+from cotal_tui.cli.connection import target_from_args
+from cotal_tui.session import LiveSession
 from cotal_tui.screens.control import StopConfirm, TypedConfirm
-from meshview.connect import Target, resolve_target
+from meshview.connect import Target
 from meshview.wire.names import bucket_names
 from support.observer import post
 from test_control import Managers
@@ -38,7 +39,7 @@ async def managers(broker, space, tmp_path):
 
 def live(nc, broker, space: str, **flags) -> LiveSession:
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False, **flags)
-    return LiveSession(nc, resolve_target(args), space, args)
+    return LiveSession(nc, target_from_args(args), space, args)
 
 
 def notice(app) -> str:

@@ -7,26 +7,25 @@ import json
 
 import pytest
 
-from attach.canonical import VOID_SCHEMA, canonical_bytes, closure_digest, digest
-from attach.endpoint import (
-    BIND_REFUSED,
-    EndpointClient,
-    EndpointError,
-    build_request,
-    fetch_artifact,
-    parse_reply_body,
-    validate_request,
-)
-from attach.subjects import (
+from attach.endpoint import EndpointClient, fetch_artifact
+from meshview.wire.canonical import VOID_SCHEMA, canonical_bytes, closure_digest, digest
+from meshview.wire.endpoint import (
+    AuthzTarget,
     Caller,
-    Target,
     eps_subject,
-    mint_lifecycle_uid,
     parse_reply,
     parse_request,
     reply_subject,
     request_subject,
 )
+from meshview.wire.envelope import (
+    BIND_REFUSED,
+    EndpointError,
+    build_request,
+    parse_reply_body,
+    validate_request,
+)
+from meshview.wire.outbound import mint_lifecycle_uid
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 
 CALLER = Caller("local", "abc123", "a" * 26)
@@ -53,9 +52,9 @@ def test_request_and_reply_subjects_round_trip():
     assert p and p.route == "one" and p.command == "ps" and p.target is None and p.caller == CALLER
     iid = mint_lifecycle_uid()
     s = request_subject("main", "manager", "attach", CALLER, "n" * 22, route="inst", instance_id=iid,
-                        target=Target("any", "local"))
+                        target=AuthzTarget("any", "local"))
     p = parse_request(s)
-    assert p and p.instance_id == iid and p.target == Target("any", "local") and p.caller == CALLER
+    assert p and p.instance_id == iid and p.target == AuthzTarget("any", "local") and p.caller == CALLER
     r = reply_subject("main", "manager", iid, 3, CALLER, "n" * 22)
     pr = parse_reply(r)
     assert pr and (pr.instance_id, pr.epoch, pr.nonce) == (iid, 3, "n" * 22)
@@ -150,7 +149,7 @@ async def test_describe_resolves_verified_contracts_and_attributes_from_the_subj
 
 
 async def test_tampered_artifact_is_refused(nc, space, manager):
-    from attach.subjects import epc_subject
+    from meshview.wire.endpoint import epc_subject
 
     fake = "sha256:" + "ab" * 32
     await nc.jetstream().publish(epc_subject(space, fake), b'{"v":1}')

@@ -116,7 +116,7 @@ def test_the_cli_pins_the_mmap_threshold_on_glibc():
     message from a heap that never shrinks (+135 MB measured on a loaded CI box)."""
     import platform
 
-    from cotal_tui.cli import steady_malloc
+    from cotal_tui.cli.process import steady_malloc
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("the pin is glibc's mallopt")

@@ -12,15 +12,16 @@ import subprocess
 import sys
 
 from conftest import until
-from meshview.connect import resolve_target
+from cotal_tui.cli.connection import target_from_args
 from meshview.participant import IdentityTaken, Participant
+from meshview.send import Send
 from support.observer import Heartbeat, presence, put_presence
 
 COTAL = [sys.executable, "-m", "cotal_tui.cli"]
 
 
 def _target(broker, space):
-    return resolve_target(argparse.Namespace(server=[broker.url], space=space))
+    return target_from_args(argparse.Namespace(server=[broker.url], space=space))
 
 
 class Wire:
@@ -64,14 +65,14 @@ async def test_a_live_agents_principal_is_refused_before_anything_is_published(b
     p = Participant(_target(broker, space), name="ada", roster=None)
     try:
         try:
-            await p.post("general", "hello from the impostor")
+            await p.send(Send("channel", "general", "hello from the impostor"))
             raise AssertionError("the send went out")
         except IdentityTaken as e:
             assert "local.ada is held by the agent ada" in str(e) and "\n" not in str(e)
         # refused again without a second start
         starts = p.starts
         try:
-            await p.post("general", "again")
+            await p.send(Send("channel", "general", "again"))
         except IdentityTaken:
             pass
         assert p.starts == starts
@@ -88,7 +89,7 @@ async def test_a_record_written_by_someone_else_later_is_never_overwritten_or_of
         broker, nc, space):
     wire = await Wire().start(nc, space)
     p = Participant(_target(broker, space), name="zed", roster=None, heartbeat_s=0.2)
-    await p.post("general", "hi, I am zed")
+    await p.send(Send("channel", "general", "hi, I am zed"))
     assert p.active
     # another writer (an agent) now holds the key
     foreign = presence("zed", uid="f" * 26)
@@ -114,9 +115,9 @@ async def test_a_record_written_by_someone_else_later_is_never_overwritten_or_of
 async def test_a_second_console_with_the_same_identity_is_refused(broker, nc, space):
     first = Participant(_target(broker, space), name="twin", roster=None)
     second = Participant(_target(broker, space), name="twin", roster=None)
-    await first.post("general", "one")
+    await first.send(Send("channel", "general", "one"))
     try:
-        await second.post("general", "two")
+        await second.send(Send("channel", "general", "two"))
         raise AssertionError("the second console took the identity over")
     except IdentityTaken as e:
         assert "held by another console twin" in str(e)
@@ -175,7 +176,7 @@ async def test_a_look_alike_of_a_live_agent_is_refused_too(broker, nc, space):
 
 async def test_the_console_as_a_live_agent_stays_read_only(broker, nc, space):
     from cotal_tui.app import CotalApp
-    from cotal_tui.run_console import LiveSession
+    from cotal_tui.session import LiveSession
     from widgets.composer import Composer
 
     hb = Heartbeat(nc, space)
@@ -185,7 +186,7 @@ async def test_the_console_as_a_live_agent_stays_read_only(broker, nc, space):
     wire = await Wire().start(nc, space)
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False,
                               read_only=False, as_name="ada")
-    session = LiveSession(nc, resolve_target(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, args)
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=(120, 40)) as pilot:

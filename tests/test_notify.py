@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from conftest import until
+from cotal_tui.config import notify_settings
 from cotal_tui.demo.team import Agent, mint_uid
 from meshview.notify import (
     Alert,
     Notifier,
     WaitingEpisodes,
     clean,
-    notify_settings,
     terminal_escape,
 )
 from meshview.snapshot import NeedsYou
@@ -123,6 +123,8 @@ def test_settings_flags_over_environment_over_file(tmp_path, monkeypatch):
         notify_escape = "bell"
     s = notify_settings(Args(), home=tmp_path)
     assert (s.command, s.style) == ("echo flag", "bell")
+    assert s.sources == {"terminal": "config.toml", "command": "flag", "style": "flag",
+                         "settle_s": "config.toml"}
     (tmp_path / "config.toml").write_text("[notify\n")
     s = notify_settings(None, home=tmp_path)
     assert s.warning and "ignored" in s.warning

@@ -20,18 +20,19 @@ from cotal_tui.demo.team import Team, TeamSchedule
 from meshview.connect import Target, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
+from meshview.errors import PermissionDenied
 from meshview.participant import (
     AmbiguousPeer,
     IdentityMismatch,
     NotAnAgent,
     Participant,
-    PermissionDenied,
     ReadOnly,
     RosterEntry,
     StartRefused,
     UnknownPeer,
     resolve_identity,
 )
+from meshview.send import Original, Send
 from meshview.wire.messages import CotalMessage
 from meshview.wire.outbound import mentions_in, mint_lifecycle_uid
 from support.authmesh import auth_mesh  # noqa: F401,F811  (fixture)
@@ -138,7 +139,7 @@ async def test_invisible_until_first_send_then_operator_endpoint(broker, nc, spa
         assert await presence_of(nc, space, p.id) is None
         assert probe.real(space) == []
 
-        sent = await p.post("#general", "hello @bram and @Eve")
+        sent = await p.send(Send("channel", "#general", "hello @bram and @Eve"))
         rec = await presence_of(nc, space, p.id)
         assert rec is not None
         assert rec["card"]["kind"] == "endpoint" and rec["card"]["role"] == "operator"
@@ -171,7 +172,7 @@ async def _newer(nc, space, key, ts) -> bool:
 
 async def test_offline_record_within_a_heartbeat_of_close(broker, nc, space):
     p = Participant(target(broker, space), user="op")
-    await p.ask("reviewer", "anyone?")
+    await p.send(Send("ask", "reviewer", "anyone?"))
     uid = (await presence_of(nc, space, p.id))["lifecycleUid"]
     t0 = time.monotonic()
     await p.close()
@@ -180,7 +181,7 @@ async def test_offline_record_within_a_heartbeat_of_close(broker, nc, space):
     assert rec["lifecycleUid"] == uid and "statusSince" not in rec
     _valid("Presence", rec)
     with pytest.raises(Exception, match="closed"):
-        await p.post("general", "after close")
+        await p.send(Send("channel", "general", "after close"))
 
 
 async def _offline(nc, space, key):
@@ -196,9 +197,9 @@ async def test_dm_to_an_endpoint_is_refused_before_anything(broker, nc, space):
     p = Participant(target(broker, space), roster=lambda: rows, user="op")
     try:
         with pytest.raises(NotAnAgent, match="endpoint"):
-            await p.dm("dash", "hello dashboard")
+            await p.send(Send("dm", "dash", "hello dashboard"))
         with pytest.raises(NotAnAgent):
-            await p.dm("local.dash", "by id too")
+            await p.send(Send("dm", "local.dash", "by id too"))
         await probe.fence(nc, space)
         assert probe.real(space) == []
         assert p.nc is None and p.starts == 0 and not p.active
@@ -212,8 +213,10 @@ async def test_read_only_sends_publish_nothing(broker, nc, space):
     rows = [RosterEntry("local.bram", "bram", "agent")]
     p = Participant(target(broker, space), read_only=True, roster=lambda: rows, user="op")
     original = CotalMessage(id="m1", ts=1, space=space, from_=p.ref, channel="general")
-    for send in (lambda: p.post("general", "x"), lambda: p.dm("bram", "x"),
-                 lambda: p.ask("reviewer", "x"), lambda: p.reply(original, "x")):
+    for send in (lambda: p.send(Send("channel", "general", "x")),
+                 lambda: p.send(Send("dm", "bram", "x")),
+                 lambda: p.send(Send("ask", "reviewer", "x")),
+                 lambda: p.send(Send("reply", None, "x"), Original.of(original))):
         with pytest.raises(ReadOnly) as e:
             await send()
         assert str(e.value).startswith("read-only - ")
@@ -227,7 +230,7 @@ async def test_identity_mismatch_fails_before_publish(auth_mesh):
     t = Target((auth_mesh.url,), auth_mesh.space, creds=str(auth_mesh.creds("agent")), timeout=3)
     p = Participant(t, name="local.someone_else")
     with pytest.raises(IdentityMismatch):
-        await p.post("general", "x")
+        await p.send(Send("channel", "general", "x"))
     assert p.nc is None
     await p.close()
 
@@ -237,11 +240,11 @@ async def test_permission_denied_is_named_and_quick(auth_mesh):
     p = Participant(t, name="agent-op")
     try:
         assert p.id == auth_mesh.principal("agent")  # SPEC §2: the credential's principal
-        ok = await p.post("general", "allowed")
+        ok = await p.send(Send("channel", "general", "allowed"))
         assert ok.seq > 0 and p.active
         t0 = time.monotonic()
         with pytest.raises(PermissionDenied, match="permission denied") as e:
-            await p.post("secret", "not allowed")
+            await p.send(Send("channel", "secret", "not allowed"))
         assert time.monotonic() - t0 < 1.5  # the async violation, not a timeout
         assert "\n" not in str(e.value)
     finally:
@@ -255,8 +258,8 @@ async def test_hostile_text_is_published_byte_exact(broker, nc, space):
     rows = [RosterEntry("local.bram", "bram", "agent")]
     p = Participant(target(broker, space), roster=lambda: rows, user="op")
     try:
-        a = await p.post("general", HOSTILE)
-        b = await p.dm("bram", HOSTILE)
+        a = await p.send(Send("channel", "general", HOSTILE))
+        b = await p.send(Send("dm", "bram", HOSTILE))
         await probe.fence(nc, space)
         got = {json.loads(d)["id"]: d for s, d in probe.real(space)}
         for sent in (a, b):
@@ -272,8 +275,9 @@ async def test_concurrent_sends_share_one_start(broker, nc, space):
     probe = await Probe.on(nc)
     p = Participant(target(broker, space), user="op")
     try:
-        sent = await asyncio.gather(*(p.post("general", f"m{i}") for i in range(6)),
-                                    p.ask("reviewer", "and an ask"))
+        sent = await asyncio.gather(*(p.send(Send("channel", "general", f"m{i}"))
+                                      for i in range(6)),
+                                    p.send(Send("ask", "reviewer", "and an ask")))
         assert p.starts == 1 and len({s.id for s in sent}) == 7
         await probe.fence(nc, space)
         assert sorted(json.loads(d)["id"] for _, d in probe.real(space)) == sorted(s.id for s in sent)
@@ -284,7 +288,8 @@ async def test_concurrent_sends_share_one_start(broker, nc, space):
 async def test_refused_start_withholds_sends_and_a_later_send_retries():
     port = free_port()
     p = Participant(Target((f"nats://127.0.0.1:{port}",), "late", timeout=1), user="op")
-    results = await asyncio.gather(p.post("general", "one"), p.post("general", "two"),
+    results = await asyncio.gather(p.send(Send("channel", "general", "one")),
+                                   p.send(Send("channel", "general", "two")),
                                    return_exceptions=True)
     assert all(isinstance(r, StartRefused) for r in results), results
     assert p.starts == 1 and not p.active
@@ -295,7 +300,7 @@ async def test_refused_start_withholds_sends_and_a_later_send_retries():
         nc = await nats.connect(b.url)
         await provision_space(nc, "late")
         probe = await Probe.on(nc)
-        sent = await p.post("general", "three")
+        sent = await p.send(Send("channel", "general", "three"))
         assert p.starts == 2 and p.active
         await probe.fence(nc, "late")
         assert [json.loads(d)["id"] for _, d in probe.real("late")] == [sent.id]
@@ -314,11 +319,11 @@ async def test_send_survives_a_broker_restart(fresh_broker):
     rows = [RosterEntry("local.bram", "bram", "agent")]
     p = Participant(Target((b.url,), "rs", timeout=3), roster=lambda: rows, user="op")
     try:
-        await p.post("general", "before")
+        await p.send(Send("channel", "general", "before"))
         b.stop(keep_store=True)
         await until(lambda: not p.connected, 10, "the participant to notice the outage")
         n = p.attempts
-        send = asyncio.create_task(p.dm("bram", "sent while the broker was down"))
+        send = asyncio.create_task(p.send(Send("dm", "bram", "sent while the broker was down")))
         # the broker stays away until the send has been retried: two copies are in flight
         await until(lambda: p.attempts >= n + 2, 15, "a retry during the outage")
         assert not send.done()
@@ -357,7 +362,7 @@ async def test_dm_round_trip_with_the_demo_team(broker, nc, space):
         await until(lambda: [n for n in model.snapshot().signals.needs_you if n.name == "bram"],
                     10, "bram in NEEDS-YOU")
 
-        sent = await p.dm("bram", "target release/1.8")
+        sent = await p.send(Send("dm", "bram", "target release/1.8"))
         answer = await until(lambda: [a for a in team.answers if a["reply_to"] == sent.id], 10,
                              "bram's answer")
         assert answer[0]["by"] == "bram" and answer[0]["unblocked"]
@@ -394,7 +399,7 @@ async def test_anycast_reaches_exactly_one_agent(broker, nc, space):
     try:
         reviewers = {a.name for a in team.members if a.role == "reviewer"}
         assert len(reviewers) == 2
-        sent = await p.ask("reviewer", "please review PR 42")
+        sent = await p.send(Send("ask", "reviewer", "please review PR 42"))
         ans = await until(lambda: [a for a in team.answers if a["reply_to"] == sent.id], 10,
                           "an answer")
         assert ans[0]["by"] in reviewers and ans[0]["kind"] == "anycast"

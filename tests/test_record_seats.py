@@ -21,6 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from cotal_tui.cli.connection import target_from_args
 from support.console import screen_text
 
 from conftest import until
@@ -28,9 +29,9 @@ from cotal_tui.app import CotalApp
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.team import Team, TeamSchedule
 from cotal_tui.recording import KEY_BYTES, SeatTap, start_recording
-from cotal_tui.run_console import LiveSession, attach_extras
+from cotal_tui.cli.watch_console import record_and_notify
+from cotal_tui.session import LiveSession
 from cotal_tui.screens.attach import AttachScreen
-from meshview.connect import resolve_target
 from meshview.model import MeshModel
 from meshview.record import Recorder, active_recorder
 from meshview.replay import Replay, ReplaySession, load_recording
@@ -128,9 +129,9 @@ async def recorded(broker, nc, space, tmp_path_factory):
     await mgr.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False,
                               record=str(path), record_seats=True, max_size=None)
-    session = LiveSession(nc, resolve_target(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, args)
     app = CotalApp(session=session)
-    attach_extras(session, args, lambda: app)  # what cotal watch --record --record-seats runs
+    record_and_notify(session, args, lambda: app)  # what cotal watch --record --record-seats runs
     keys_sent = 0
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -191,7 +192,8 @@ async def test_seat_output_is_recorded_and_keystrokes_are_not(recorded):
 
 
 async def test_replay_shows_the_seat_in_the_pane_and_follows_seeks(recorded):
-    from cotal_tui.screens.replay import ReplayApp, ReplaySeatScreen
+    from cotal_tui.replay_app import ReplayApp
+    from cotal_tui.screens.replay import ReplaySeatScreen
 
     rec = load_recording(str(recorded.path))
     assert rec.damage is None and rec.seats == [SEAT]
@@ -315,7 +317,7 @@ class _Link:
         self.name = name
         self.pane = TerminalPane(cols, rows)
         self.state = "open"
-        self._closing = False
+        self.closing = False
         self.end_reason = None
 
 
@@ -385,7 +387,7 @@ async def test_a_recording_error_shows_on_the_console(broker, nc, space, tmp_pat
                 schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.2))
     await team.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=5, no_dms=False)
-    session = LiveSession(nc, resolve_target(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, args)
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:

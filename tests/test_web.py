@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from cotal_tui.cli.watch_web import NOT_FOR_SESSIONS, is_loopback, parse_bind, session_argv
 from cotal_tui.demo.team import Team, TeamSchedule
-from cotal_tui.web import NOT_FOR_SESSIONS, is_loopback, parse_bind, session_argv
 from support.browser import CHROMEDRIVER, CHROMIUM, Browser, find, free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def _stop(p: subprocess.Popen) -> str:
 
 
 def _sessions(server_pid: int) -> list[int]:
-    """Processes running ``cotal_tui.web`` (one browser session each) under the server."""
+    """Processes running ``cotal_tui.cli.watch_web`` (one browser session each) under the server."""
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -63,7 +63,7 @@ def _sessions(server_pid: int) -> list[int]:
             stat = (d / "stat").read_text()
         except OSError:
             continue
-        if b"cotal_tui.web" in cmd and int(stat.rsplit(")", 1)[1].split()[1]) in (
+        if b"cotal_tui.cli.watch_web" in cmd and int(stat.rsplit(")", 1)[1].split()[1]) in (
                 server_pid, *_children(server_pid)):
             out.append(int(d.name))
     return out

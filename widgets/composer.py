@@ -25,8 +25,9 @@ NEWLINE_KEYS = ("ctrl+j", "alt+enter", "shift+enter")
 
 
 @dataclass(frozen=True)
-class Target:
-    """Where a composed message goes. ``kind``: channel, dm, ask or reply."""
+class SendTarget:
+    """Where a composed message goes (a :class:`meshview.participant.Send` without its text,
+    plus a label). ``kind``: channel, dm or ask; a reply is one of them with ``reply_to``."""
 
     kind: str
     label: str  # shown to the operator: "#general", "@bram", "@reviewer (anycast)"
@@ -97,7 +98,7 @@ class Composer(Vertical):
     """
 
     class Submitted(Message):
-        def __init__(self, target: Target, text: str) -> None:
+        def __init__(self, target: SendTarget, text: str) -> None:
             super().__init__()
             self.target, self.text = target, text
 
@@ -106,7 +107,7 @@ class Composer(Vertical):
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.target: Target | None = None
+        self.target: SendTarget | None = None
         self.drafts: dict[str, str] = {}
         self.notes: dict[str, str] = {}  # why a target's last send failed
 
@@ -124,7 +125,7 @@ class Composer(Vertical):
     def is_open(self) -> bool:
         return bool(self.display)
 
-    def open(self, target: Target) -> None:
+    def open(self, target: SendTarget) -> None:
         """Show the box for ``target`` with that target's draft."""
         self._keep_draft()
         self.target = target
@@ -155,13 +156,13 @@ class Composer(Vertical):
         self.display = False
         self.post_message(self.Closed())
 
-    def delivered(self, target: Target, text: str) -> None:
+    def delivered(self, target: SendTarget, text: str) -> None:
         """``text`` reached the broker: the draft goes, unless it was edited since."""
         if self.drafts.get(target.key) == text:
             self.drafts.pop(target.key, None)
         self.notes.pop(target.key, None)
 
-    def failed(self, target: Target, text: str, why: str) -> None:
+    def failed(self, target: SendTarget, text: str, why: str) -> None:
         """``text`` was not acknowledged: it stays the target's draft (a newer edit wins) and
         ``why`` is shown above it until the next attempt."""
         self.drafts.setdefault(target.key, text)

@@ -7,9 +7,10 @@ import json
 from rich.text import Text
 
 from meshview.snapshot import FeedEntry, Peer, Snapshot
+from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
-    activity_line, age, clock, harness_tag, join_wrapped, peer_facts, safe, safe_body,
+    activity_line, age, clock, harness_tag, peer_facts, safe, safe_body,
     status_glyph, who, wrap_offsets,
 )
 
@@ -40,13 +41,14 @@ def _body(text: str, width: int, indent: int = 2) -> list[Text]:
     return out
 
 
-def _part_lines(parts: tuple, width: int) -> list[Text]:
+def _part_lines(parts: tuple[Part, ...], width: int) -> list[Text]:
     out: list[Text] = []
     for p in parts:
-        kind = getattr(p, "kind", None) or type(p).__name__
-        if kind == "text" or type(p).__name__ == "TextPart":
+        # a tagged part's kind is its type; an extension (or broken) part names its own
+        kind = p.kind if isinstance(p, (ExtensionPart, BrokenPart)) else type(p).__name__
+        if kind == "text" or isinstance(p, TextPart):
             continue
-        data = getattr(p, "data", None)
+        data = p.data if isinstance(p, DataPart) else None
         if data is not None:
             try:
                 body = json.dumps(data, ensure_ascii=False, sort_keys=True)[:2000]
@@ -54,10 +56,9 @@ def _part_lines(parts: tuple, width: int) -> list[Text]:
                 body = repr(data)[:2000]
             out.append(Text("  data part", style="cyan"))
             out.extend(_body(body, width, 4))
-        elif getattr(p, "digest", None):
-            out.append(Text(f"  artifact {safe(getattr(p, 'name', ''), 80)} · "
-                            f"{safe(getattr(p, 'mediaType', ''), 60)} · "
-                            f"{getattr(p, 'size', '?')} B · {safe(p.digest, 80)}", style="cyan"))
+        elif isinstance(p, ArtifactPart) and p.digest:
+            out.append(Text(f"  artifact {safe(p.name, 80)} · {safe(p.mediaType, 60)} · "
+                            f"{p.size} B · {safe(p.digest, 80)}", style="cyan"))
         else:
             out.append(Text(f"  part {safe(kind, 60)}", style="cyan"))
     return out

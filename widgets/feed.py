@@ -31,6 +31,7 @@ from textual.strip import Strip
 
 from meshview.sanitize import elide_id
 from meshview.snapshot import FeedEntry, Snapshot
+from widgets.notice import say_line
 from widgets.presentation import clock, name_style, safe, safe_body, set_title, wrap_offsets
 
 INDENT = 9  # continuation lines align under the name, clear of the time column
@@ -615,20 +616,19 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def jump_to_original(self, e: FeedEntry) -> bool:
         """Move the cursor to the original of reply ``e`` and show it; says why when it can't."""
-        say = getattr(self.app, "notify_line", self.app.notify)
         if not e.reply_to:
-            say("this row answers no message (no ↳ re:)")
+            say_line(self, "this row answers no message (no ↳ re:)")
             return False
         index, shown = self.find_original(e)
         if index is None:
-            say(f"the original {elide_id(e.reply_to, 24)} is no longer in the feed")
+            say_line(self, f"the original {elide_id(e.reply_to, 24)} is no longer in the feed")
             return False
         if not shown:
-            say("the original is hidden by the current tab, search or lifecycle filter")
+            say_line(self, "the original is hidden by the current tab, search or lifecycle filter")
             return False
         k = bisect_left(self._rows, index)
         if k >= len(self._rows) or self._rows[k] != index:
-            say("the original is hidden by the current tab, search or lifecycle filter")
+            say_line(self, "the original is hidden by the current tab, search or lifecycle filter")
             return False
         self.follow = False
         self.cursor = index
@@ -644,5 +644,4 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def action_toggle_lifecycle(self) -> None:
         self.show_lifecycle = not self.show_lifecycle
-        say = getattr(self.app, "notify_line", self.app.notify)
-        say(f"lifecycle rows {'shown' if self.show_lifecycle else 'hidden'}")
+        say_line(self, f"lifecycle rows {'shown' if self.show_lifecycle else 'hidden'}")

@@ -11,6 +11,7 @@ from textual.binding import Binding
 
 from meshview.snapshot import NeedsYou, Snapshot
 from widgets.lazy_list import LazyLineList
+from widgets.notice import say_line
 from widgets.roster import Roster
 from widgets.presentation import age, join_wrapped, safe, set_title, who, wrap_offsets
 
@@ -89,7 +90,6 @@ class NeedsYouRail(LazyLineList):
         if self.snap is not None and self.cursor_key is not None:
             n = next((x for x in self.snap.signals.needs_you if x.id == self.cursor_key), None)
         if n is None:
-            say = getattr(self.app, "notify_line", self.app.notify)
-            say(f"{'peek' if peek else 'attach'}: nobody waiting under the cursor")
+            say_line(self, f"{'peek' if peek else 'attach'}: nobody waiting under the cursor")
             return
         self.post_message(Roster.OpenSeat(n.name, peek))

@@ -11,8 +11,10 @@ import time
 import zlib
 from functools import lru_cache
 from typing import Iterable
+from weakref import WeakKeyDictionary
 
 from rich.text import Text
+from textual.widget import Widget
 
 from meshview import sanitize
 from meshview.timefmt import age  # noqa: F401 - one spelling of ages for stream and console
@@ -213,8 +215,12 @@ def join_wrapped(facts: list[str], width: int, sep: str = " · ") -> list[str]:
     return lines
 
 
-def set_title(widget, title: str) -> None:
-    """Set a border title only when it changed: every set repaints the whole widget."""
-    if getattr(widget, "_cotal_title", None) != title:
-        widget._cotal_title = title
+_TITLES: WeakKeyDictionary[Widget, str] = WeakKeyDictionary()  # the title each widget was given
+
+
+def set_title(widget: Widget, title: str) -> None:
+    """Set a border title only when it changed: every set repaints the whole widget. Compared
+    with the title given, not ``border_title``: the console adds its focus mark to that."""
+    if _TITLES.get(widget) != title:
+        _TITLES[widget] = title
         widget.border_title = title

@@ -16,13 +16,15 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
+from attach.managed import ManagedFold
 from meshview.roster import ROSTER_SORTS, sort_peers
 from meshview.snapshot import Peer, Snapshot
 from widgets.lazy_list import LazyLineList
+from widgets.notice import say_line
 from widgets.presentation import (
     activity_line, harness_tag, join_wrapped, peer_facts, set_title, status_glyph, who,
 )
-from widgets.seat_text import marker
+from attach.seat_text import marker
 
 
 class Roster(LazyLineList):
@@ -42,7 +44,7 @@ class Roster(LazyLineList):
         self._key: object = None
         self._sec = -1
         self._now = 0.0  # the instant a second's ages are computed at (one per second)
-        self.managed: Any = None  # attach.managed.ManagedFold, when the session polls managers
+        self.managed: ManagedFold | None = None  # when the session polls managers
         self._seat_by_id: dict[str, Any] | None = None
         self._seat_by_name: dict[str, Any] | None = None
         self.sort_by = "status"
@@ -58,12 +60,16 @@ class Roster(LazyLineList):
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
-        key = (snap.agents, snap.endpoints, sec, getattr(self.managed, "version", -1))
+        key = (snap.agents, snap.endpoints, sec, self._managed_version)
         if key != self._key:
             self._key = key
             self.rebuild()
 
-    def set_managed(self, fold: Any) -> None:
+    @property
+    def _managed_version(self) -> int:
+        return self.managed.version if self.managed is not None else -1
+
+    def set_managed(self, fold: ManagedFold) -> None:
         """A ``ps`` round finished: one rebuild for every marker at once."""
         self.managed = fold
         if self.snap is not None:
@@ -91,8 +97,7 @@ class Roster(LazyLineList):
         i = ROSTER_SORTS.index(self.sort_by) if self.sort_by in ROSTER_SORTS else -1
         self.set_sort(ROSTER_SORTS[(i + 1) % len(ROSTER_SORTS)])
         self.post_message(self.SortChanged(self.sort_by))
-        say = getattr(self.app, "notify_line", self.app.notify)
-        say(f"roster sorted by {'last activity' if self.sort_by == 'activity' else self.sort_by}"
+        say_line(self, f"roster sorted by {'last activity' if self.sort_by == 'activity' else self.sort_by}"
             " (s cycles)")
 
     def _sorted_peers(self) -> tuple[Peer, ...]:
@@ -172,7 +177,7 @@ class Roster(LazyLineList):
         return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
-        return (self._now, self.wide, getattr(self.managed, "version", -1))
+        return (self._now, self.wide, self._managed_version)
 
     def _seat(self, p: Peer) -> Any:
         by_id = self._seat_by_id
@@ -252,8 +257,7 @@ class Roster(LazyLineList):
     def _open(self, *, peek: bool) -> None:
         p = self.peer_at_cursor()
         if p is None:
-            say = getattr(self.app, "notify_line", self.app.notify)
-            say(f"{'peek' if peek else 'attach'}: no agent under the cursor")
+            say_line(self, f"{'peek' if peek else 'attach'}: no agent under the cursor")
             return
         self.post_message(self.OpenSeat(p.name, peek))
 
@@ -268,7 +272,6 @@ class Roster(LazyLineList):
     def action_stop_seat(self) -> None:
         p = self.peer_at_cursor()
         if p is None:
-            say = getattr(self.app, "notify_line", self.app.notify)
-            say("stop: no agent under the cursor")
+            say_line(self, "stop: no agent under the cursor")
             return
         self.post_message(self.StopSeat(p.id, p.name))

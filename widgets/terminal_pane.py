@@ -48,8 +48,8 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from attach.mirror import Cell, Mirror
-from widgets.keycodes import encode_key, encode_mouse, encode_paste
+from attach.mirror import Mirror
+from attach.keycodes import encode_key, encode_mouse, encode_paste
 
 FRAME_S = 1 / 60
 FULL_FRAME_S = 1 / 20  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
@@ -112,14 +112,6 @@ def rich_color(c: str) -> Color | None:
                 out = None
     _COLOR_CACHE[c] = out
     return out
-
-
-def cell_style(cell: Cell) -> Style:
-    return Style(
-        color=rich_color(cell.fg), bgcolor=rich_color(cell.bg), bold=cell.bold or None,
-        italic=cell.italics or None, underline=cell.underscore or None, reverse=cell.reverse or None,
-        strike=cell.strikethrough or None,
-    )
 
 
 def attrs_style(attrs: tuple) -> Style:

@@ -20,6 +20,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
+from attach.passthrough import key_label
 from widgets.terminal_pane import TerminalPane
 
 
@@ -113,7 +114,7 @@ class TilePane(TerminalPane):
         self.update_mark()
 
     def set_status(self, text: str) -> None:
-        mode = "attached · Ctrl-] releases" if self.interactive else "read-only"
+        mode = f"attached · {key_label(self.detach_byte)} releases" if self.interactive else "read-only"
         self.border_subtitle = f"{text} · {mode}" if text else mode
         self.set_class(self.interactive, "-interactive")
 

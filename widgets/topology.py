@@ -19,9 +19,9 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widget import Widget
 
-from meshview.snapshot import Snapshot
+from meshview.snapshot import FeedEntry, Snapshot
 from widgets.presentation import age, clock, name_style, safe
-from widgets.topo_fold import Fold, fold, heat
+from meshview.topology import Fold, fold, heat
 
 VIEWS = ("sequence", "matrix", "map")
 CIRCLED = ("①", "②", "③")
@@ -167,9 +167,18 @@ class TopologyLens(Widget, can_focus=True):
     ]
 
     class OpenAgent(Message):
+        """Enter on a node or a sender: the screen opens that agent's card."""
+
         def __init__(self, peer_id: str) -> None:
             super().__init__()
             self.peer_id = peer_id
+
+    class OpenEntry(Message):
+        """Enter on a matrix cell with traffic: the screen opens its newest message."""
+
+        def __init__(self, entry: FeedEntry) -> None:
+            super().__init__()
+            self.entry = entry
 
     view: var[int] = var(0)
 
@@ -181,6 +190,8 @@ class TopologyLens(Widget, can_focus=True):
         self.cell = (0, 0)  # matrix: (row, col)
         self.spot = 0  # map: spotlighted node
         self._key: object = None
+        self._seq_rows: list = []  # the sequence view as last drawn, and its selected row
+        self._seq_sel = -1
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
@@ -516,8 +527,8 @@ class TopologyLens(Widget, can_focus=True):
     def action_move(self, dx: int, dy: int) -> None:
         view = VIEWS[self.view]
         if view == "sequence":
-            n = len(getattr(self, "_seq_rows", []))
-            sel = getattr(self, "_seq_sel", n - 1) + dy
+            n = len(self._seq_rows)
+            sel = self._seq_sel + dy
             sel = max(0, min(n - 1, sel))
             self.row = sel - n if sel < n - 1 else -1
         elif view == "matrix":
@@ -541,12 +552,10 @@ class TopologyLens(Widget, can_focus=True):
         if f is None:
             return
         view = VIEWS[self.view]
-        screen = self.screen
         if view == "sequence":
-            rows = getattr(self, "_seq_rows", [])
-            sel = getattr(self, "_seq_sel", -1)
+            rows, sel = self._seq_rows, self._seq_sel
             if 0 <= sel < len(rows):
-                screen.open_agent(rows[sel].from_id)  # type: ignore[attr-defined]
+                self.post_message(self.OpenAgent(rows[sel].from_id))
         elif view == "matrix":
             rows = f.senders + [n for n in f.nodes if n not in f.senders]
             cols = f.columns()
@@ -554,8 +563,8 @@ class TopologyLens(Widget, can_focus=True):
                 r, c = self.cell
                 e = self._latest_entry(rows[r], cols[c])
                 if e is not None:
-                    screen.open_entry(e)  # type: ignore[attr-defined]
+                    self.post_message(self.OpenEntry(e))
                 else:
-                    screen.open_agent(rows[r])  # type: ignore[attr-defined]
+                    self.post_message(self.OpenAgent(rows[r]))
         elif f.nodes:
-            screen.open_agent(f.nodes[self.spot % len(f.nodes)])  # type: ignore[attr-defined]
+            self.post_message(self.OpenAgent(f.nodes[self.spot % len(f.nodes)]))

@@ -6,6 +6,7 @@ console opens this screen (roster ``a``/``p``, ``:attach <name>``) is the App's 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from textual import on
 from textual.app import ComposeResult
@@ -13,13 +14,15 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
+from attach.passthrough import key_label
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
 
 
 class AttachScreen(Screen[None]):
     """One seat full-screen. Interactive: every key goes to the program except the detach key
-    (Ctrl-] or ``COTAL_DETACH_KEY``) and Esc Esc. ``peek=True``: read-only; ``a`` promotes."""
+    (Ctrl-] or ``COTAL_DETACH_KEY``) and Esc Esc. ``peek=True``: read-only; ``a`` promotes.
+    ``hold_escape`` runs as it closes (the console's: a following Esc is not the console's)."""
 
     CSS_PATH = str(Path(__file__).with_name("attach.tcss"))
     BINDINGS = [
@@ -29,8 +32,10 @@ class AttachScreen(Screen[None]):
 
     def __init__(self, sessions: SeatSessions, name: str, *, peek: bool = False,
                  instance_id: str | None = None, detach_byte: int | None = None,
-                 size: tuple[int, int] | None = None) -> None:
+                 size: tuple[int, int] | None = None,
+                 hold_escape: Callable[[], None] | None = None) -> None:
         super().__init__()
+        self.hold_escape = hold_escape
         self.sessions = sessions
         self.seat = name
         self.peek = peek
@@ -51,7 +56,7 @@ class AttachScreen(Screen[None]):
 
     def _title(self) -> str:
         cols, rows = self.pane.remote_size
-        key = _key_name(self.detach_byte)
+        key = key_label(self.detach_byte)
         if self.pane.interactive:
             how = f"attached · {key} or Esc Esc detaches"
         elif self.link.state == "ended":
@@ -91,7 +96,8 @@ class AttachScreen(Screen[None]):
         self._leaving = True
         await self.link.close()
         if self.app.screen is self:
-            hold_escape(self.app)  # after the hand-back: Escs queued meanwhile land in the window
+            if self.hold_escape is not None:
+                self.hold_escape()  # after the hand-back: Escs queued meanwhile land in the window
             self.app.pop_screen()
 
     def action_promote(self) -> None:
@@ -107,21 +113,5 @@ class AttachScreen(Screen[None]):
         return True
 
     async def on_unmount(self) -> None:
-        if not self.link._closing:
+        if not self.link.closing:
             await self.link.close()
-
-
-def _key_name(byte: int) -> str:
-    if byte == 0:
-        return "Ctrl-@"
-    if 1 <= byte <= 26:
-        return f"Ctrl-{chr(ord('a') + byte - 1)}"
-    return f"Ctrl-{chr(byte | 0x40)}"
-
-
-def hold_escape(app) -> None:
-    """Leaving a terminal with Esc: the console (when the app has one) ignores the Esc that
-    follows within the double-Esc window."""
-    hold = getattr(app, "hold_escape", None)
-    if hold is not None:
-        hold()

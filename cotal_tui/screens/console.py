@@ -8,17 +8,19 @@ becomes Textual messages.
 from __future__ import annotations
 
 from time import monotonic
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
+from attach.managed import ManagedFold
 from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
+from cotal_tui.session import ConsoleSession
+from meshview.model import MeshModel
 from meshview.record import active_recorder
 from meshview.snapshot import FeedEntry, Peer, Snapshot
 from widgets.channel_tabs import ChannelTabs
@@ -28,9 +30,10 @@ from widgets.feed import FeedView
 from widgets.line_list import LineList
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
-from widgets.seat_text import detail_lines
+from attach.seat_text import detail_lines
 from widgets.status_bar import StatusBar
 from widgets.status_tiles import Tiles
+from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30
 BUSY_HZ = 10  # above BUSY_RATE msgs/s nobody reads rows: repaint the body less often
@@ -51,7 +54,14 @@ HINTS = {
 }
 
 
-class ConsoleScreen(ComposeKeys, Screen[None]):
+@runtime_checkable
+class SnapshotOverlay(Protocol):
+    """An overlay that follows the drain while it is on top (agent card, NEEDS-YOU)."""
+
+    def update_snapshot(self, snap: Snapshot) -> None: ...
+
+
+class ConsoleScreen(ComposeKeys):
     CSS_PATH = "console.tcss"
     BINDINGS = [
         Binding("question_mark", "help", "help", id="console.help"),
@@ -73,7 +83,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
           for i in range(1, 10)],
     ]
 
-    def __init__(self, session: Any, *, can_go_back: bool = False) -> None:
+    def __init__(self, session: ConsoleSession, *, can_go_back: bool = False) -> None:
         super().__init__()
         self.session = session
         self.can_go_back = can_go_back
@@ -81,6 +91,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         self._version = -1
         self._managed_version = -1
         self.escape_grace_until = 0.0  # set by the attach/tile screens as they close
+        self._managed_noticed = False  # the ps fold's notice is said once
         self.rail_open: bool | None = None  # decided on the first layout
         self._last_panel: dict[str, Any] = {}  # lens -> the panel focused last in it
         self._prev_panel: dict[str, Any] = {}  # lens -> the one focused before that
@@ -103,16 +114,15 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         yield StatusBar(id="status")
 
     def on_mount(self) -> None:
-        if getattr(self.session, "start", None) is not None and not getattr(
-                self.session, "started", True):
-            self.app.start_session(self.session)  # type: ignore[attr-defined]
+        if not self.session.started:
+            self.shell.start_session(self.session)
         from cotal_tui.config import load_config
 
         self.query_one(StatusBar).set_hints(HINTS["body"])
         cfg = load_config()
         self.query_one(Roster).set_sort(cfg.roster_sort)
         if cfg.warning:
-            self.app.call_after_refresh(self.app.notify_line, cfg.warning, True)  # type: ignore[attr-defined]
+            self.app.call_after_refresh(self.shell.notify_line, cfg.warning, True)
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self.drain()
@@ -122,12 +132,11 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
 
     def _recording_tick(self) -> None:
         """``--record``/``:record`` running: the status bar says so, with the size so far."""
-        model = getattr(self.session, "model", None)
-        rec = active_recorder(model) if model is not None else None
+        rec = active_recorder(self.session.model)
         self.query_one(StatusBar).set_recording(rec.size if rec is not None else None)
 
     @property
-    def model(self):
+    def model(self) -> MeshModel:
         return self.session.model
 
     @property
@@ -137,9 +146,10 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
     # -- the drain -----------------------------------------------------------------------
 
     @property
-    def managed(self):
-        """The session's ``ps`` fold (``attach.managed.ManagedFold``), if it polls managers."""
-        return getattr(getattr(self.session, "managed", None), "fold", None)
+    def managed(self) -> ManagedFold | None:
+        """The session's ``ps`` fold, if it polls managers."""
+        poller = self.session.managed
+        return poller.fold if poller is not None else None
 
     def drain(self) -> None:
         """Apply everything that changed since the last drain in one go."""
@@ -147,7 +157,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         if fold is not None and fold.version != self._managed_version and self.lens == "body":
             self._managed_version = fold.version  # a ps round finished: one roster rebuild
             self.query_one(Roster).set_managed(fold)
-            if fold.notice and not getattr(self, "_managed_noticed", False):
+            if fold.notice and not self._managed_noticed:
                 self._managed_noticed = True  # said once: the poller has stopped asking
                 self.notify(fold.notice, severity="warning", timeout=12)
         model = self.model
@@ -186,7 +196,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
                 self.query_one(f"#{lens}").update_snapshot(snap)
             self._mark_focus()
         overlay = self.app.screen
-        if overlay is not self and hasattr(overlay, "update_snapshot"):
+        if overlay is not self and isinstance(overlay, SnapshotOverlay):
             overlay.update_snapshot(snap)
 
     # -- layout --------------------------------------------------------------------------
@@ -226,6 +236,16 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
     def _open_entry(self, event: FeedView.Open) -> None:
         self.open_entry(event.entry)
 
+    @on(TopologyLens.OpenAgent)
+    def _topology_agent(self, event: TopologyLens.OpenAgent) -> None:
+        event.stop()
+        self.open_agent(event.peer_id)
+
+    @on(TopologyLens.OpenEntry)
+    def _topology_entry(self, event: TopologyLens.OpenEntry) -> None:
+        event.stop()
+        self.open_entry(event.entry)
+
     def open_entry(self, e: FeedEntry) -> None:
         snap = self.snap
         if e.kind == "lifecycle" and snap is not None:
@@ -249,12 +269,12 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         try:
             save_roster_sort(event.sort_by)
         except OSError as e:
-            self.app.notify_line(f"sort not saved to {config_path()}: {e.strerror or e}", True)  # type: ignore[attr-defined]
+            self.shell.notify_line(f"sort not saved to {config_path()}: {e.strerror or e}", True)
 
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:
         event.stop()
-        self.app.open_seat(event.name, peek=event.peek)  # type: ignore[attr-defined]
+        self.shell.open_seat(event.name, peek=event.peek)
 
     def open_agent(self, pid: str) -> bool:
         snap = self.snap
@@ -263,7 +283,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
         peer = next((p for p in snap.peers if p.id == pid), None)
         if peer is None:
             return False
-        skills = getattr(self.session, "skills", None)
+        skills = self.session.skills
         fold = self.managed
 
         def build(width: int):
@@ -274,9 +294,9 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
 
         keys = {}
         if fold is not None and fold.for_peer(peer.id, peer.name) is not None:
-            app: Any = self.app
-            keys = {"a": lambda: app.open_seat(peer.name),
-                    "p": lambda: app.open_seat(peer.name, peek=True)}
+            shell = self.shell
+            keys = {"a": lambda: shell.open_seat(peer.name),
+                    "p": lambda: shell.open_seat(peer.name, peek=True)}
         self.app.push_screen(_detail(f"{peer.name}", build, keys))
         return True
 
@@ -359,9 +379,9 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
 
     def action_overview(self) -> None:
         if self.can_go_back:
-            self.app.back_to_spaces()  # type: ignore[attr-defined]
+            self.shell.back_to_spaces()
         else:
-            self.app.notify_line("no spaces overview: this console was opened on one space")  # type: ignore[attr-defined]
+            self.shell.notify_line("no spaces overview: this console was opened on one space")
 
     def action_lens(self, lens: str) -> None:
         switcher = self.query_one("#lens", ContentSwitcher)
@@ -393,7 +413,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
     def action_toggle_rail(self) -> None:
         """``N``: hide (or show again) the NEEDS-YOU rail on a wide terminal."""
         if self.has_class("-narrow"):
-            self.app.notify_line("the NEEDS-YOU rail needs a wide terminal: n opens it as an overlay")  # type: ignore[attr-defined]
+            self.shell.notify_line("the NEEDS-YOU rail needs a wide terminal: n opens it as an overlay")
             return
         rail = self.query_one(NeedsYouRail)
         back = self._prev_panel.get("body") if rail.has_focus else None
@@ -418,8 +438,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
             self.focus_back()
             return
         if self.lens != "body":
-            inner = getattr(self.query_one(f"#{self.lens}"), "back", None)
-            if inner is not None and inner():
+            if LENS[self.lens].back(self.query_one(f"#{self.lens}")):
                 return
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
@@ -429,7 +448,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
             feed.set_filter(query="")
             return
         if self.can_go_back:
-            self.app.back_to_spaces()  # type: ignore[attr-defined]
+            self.shell.back_to_spaces()
 
     def _panels(self) -> list:
         lens = self.lens
@@ -482,7 +501,7 @@ class ConsoleScreen(ComposeKeys, Screen[None]):
             from widgets.dm_lens import DmPeers, DmThread
 
             if self.lens == "dms" and isinstance(self.focused, (DmPeers, DmThread)):
-                self.app.notify_line("pick a conversation first (j/k on the left)")  # type: ignore[attr-defined]
+                self.shell.notify_line("pick a conversation first (j/k on the left)")
                 return True
             return False
         if self._refused():

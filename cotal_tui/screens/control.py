@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 from typing import Any, Callable
 
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import Hit
 from textual.containers import Vertical
@@ -28,6 +28,11 @@ from textual.widgets import Input, Static
 from rich.text import Text
 
 from attach import control
+from attach.managed import ManagedSeat
+from cotal_tui.session import ConsoleSession
+from cotal_tui.shell import ConsoleShell, shell_of
+from meshview.connect import Target
+from widgets.channel_tabs import ChannelTabs
 from widgets.line_list import Item, LineList
 
 SEEN_ON_ROSTER_S = 10.0  # after a spawn joined, how long to wait for it to show on the roster
@@ -47,27 +52,27 @@ CONTROL_VERBS: dict[str, tuple[str, str, bool]] = {
 # ---- what the console can do --------------------------------------------------------------
 
 
-def _session(app: Any) -> Any:
-    screen = app.console_screen() if hasattr(app, "console_screen") else None
-    return getattr(screen, "session", None)
+def _session(app: ConsoleShell) -> ConsoleSession | None:
+    screen = app.console_screen()
+    return screen.session if screen is not None else None
 
 
-def control_target(session: Any) -> Any:
+def control_target(session: ConsoleSession) -> Target | None:
     """The console's own target, aimed at the space it watches (None: no control path)."""
-    target = getattr(session, "target", None)
+    target = session.target
     if target is None:
         return None
     from attach.connection import session_target  # the control role: it mints its own instrument
 
-    return dataclasses.replace(session_target(target), space=getattr(session, "space", None) or target.space)
+    return dataclasses.replace(session_target(target), space=session.space or target.space)
 
 
-def read_only_reason(session: Any) -> str | None:
-    op = getattr(session, "operator", None)
-    return getattr(op, "read_only", None)
+def read_only_reason(session: ConsoleSession) -> str | None:
+    op = session.operator
+    return op.read_only if op is not None else None
 
 
-def refusal(session: Any, verb: str) -> str | None:
+def refusal(session: ConsoleSession | None, verb: str) -> str | None:
     """Why ``verb`` cannot run in this console, or None."""
     if session is None:
         return "open a space first"
@@ -79,9 +84,9 @@ def refusal(session: Any, verb: str) -> str | None:
     return None
 
 
-def _poke(session: Any) -> None:
-    poller = getattr(session, "managed", None)
-    if poller is not None and hasattr(poller, "poke"):
+def _poke(session: ConsoleSession) -> None:
+    poller = session.managed
+    if poller is not None:
         poller.poke()  # the roster's managed markers follow at once, not at the next period
 
 
@@ -222,21 +227,27 @@ def ps_table(result: Any) -> list[str]:
 
 
 class Controls:
-    """The control verbs of one app; everything reports through ``app.notify_line``."""
+    """The control verbs of one app (``CotalApp.controls``); everything reports through the
+    shell's ``notify_line``."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
 
-    def say(self, text: str, error: bool = False) -> None:
-        self.app.notify_line(text, error)
+    @property
+    def shell(self) -> ConsoleShell:
+        return shell_of(self.app)
 
-    def _ready(self, verb: str) -> tuple[Any, Any] | None:
-        session = _session(self.app)
+    def say(self, text: str, error: bool = False) -> None:
+        self.shell.notify_line(text, error)
+
+    def _ready(self, verb: str) -> tuple[ConsoleSession, Target] | None:
+        session = _session(self.shell)
         why = refusal(session, verb)
-        if why is not None:
+        target = control_target(session) if session is not None else None
+        if why is not None or session is None or target is None:
             self.say(f"{verb}: unavailable - {why}", True)
             return None
-        return session, control_target(session)
+        return session, target
 
     def _run(self, verb: str, work: Callable[[], Any]) -> None:
         async def guarded() -> None:
@@ -251,17 +262,17 @@ class Controls:
 
     # -- stop (roster D, :stop) --
 
-    def ask_stop(self, name: str, seat: Any = None) -> None:
+    def ask_stop(self, name: str, seat: ManagedSeat | None = None) -> None:
         """Open the red overlay for ``name`` (``seat``: its ``ManagedSeat``, if the fold knows it)."""
         if self._ready("stop") is None:
             return
         where = ""
         if seat is not None:
-            where = f"{getattr(seat, 'runtime', 'pty')} seat on manager {seat.instance_id}"
+            where = f"{seat.runtime} seat on manager {seat.instance_id}"
 
         def chosen(how: str | None) -> None:
             if how:
-                self.stop(name, force=how == "force", on=getattr(seat, "instance_id", None))
+                self.stop(name, force=how == "force", on=seat.instance_id if seat is not None else None)
             else:
                 self.say(f"stop {name}: cancelled")
 
@@ -310,10 +321,10 @@ class Controls:
                              "it may still come up - see ps", True)
                 return
             _poke(session)
-            model = getattr(session, "model", None)
+            model = session.model
             loop = asyncio.get_running_loop()
             end = loop.time() + SEEN_ON_ROSTER_S
-            while model is not None and loop.time() < end:
+            while loop.time() < end:
                 if any(p.id == r.principal and p.status != "offline" for p in model.snapshot().agents):
                     self.say(f"spawned {r.name}")
                     return
@@ -381,11 +392,11 @@ class Controls:
 
     def leave_tabs(self, channels: list[str]) -> None:
         """The deleted channels leave the channel list; a tab showing one goes back to all."""
-        screen = self.app.console_screen()
+        screen = self.shell.console_screen()
         if screen is None:
             return
         screen.session.model.forget_channels(channels)
-        tabs = screen.query_one("#tabs")
+        tabs = screen.query_one("#tabs", ChannelTabs)
         if tabs.active in channels:
             tabs.select(None)
 
@@ -441,23 +452,16 @@ class Controls:
             ch, also=(f"#{ch}",)), chosen)
 
 
-def controls(app: Any) -> Controls:
-    c = getattr(app, "_controls", None)
-    if c is None:
-        c = app._controls = Controls(app)
-    return c
-
-
 # ---- the palette: typed verbs and their rows ---------------------------------------------------
 
 
-def control_hit(app: Any, q: str) -> Hit | None:
+def control_hit(app: ConsoleShell, q: str) -> Hit | None:
     """One hit for a control verb typed out (``spawn echo w3``, ``delchan #doomed``), or None
     when ``q`` is not one. The hit runs it on selection or says, in one sentence, why not."""
     verb, _, rest = q.strip().partition(" ")
     if verb not in CONTROL_VERBS:
         return None
-    c = controls(app)
+    c = app.controls
     words = rest.split()
     why = refusal(_session(app), verb)
 
@@ -492,9 +496,9 @@ def control_hit(app: Any, q: str) -> Hit | None:
     return Hit(1.0, q, lambda: c.input(name, text), help=f"type into {name}, then Enter")
 
 
-def control_rows(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
+def control_rows(app: ConsoleShell) -> list[tuple[str, str, Callable[[], Any]]]:
     """The control verbs as palette rows; an unavailable one says why instead of hiding."""
-    c = controls(app)
+    c = app.controls
     session = _session(app)
     rows = []
     for verb, (usage, what, _) in CONTROL_VERBS.items():
@@ -510,19 +514,19 @@ def control_rows(app: Any) -> list[tuple[str, str, Callable[[], Any]]]:
     return rows
 
 
-def _seat(app: Any, name: str) -> Any:
-    fold = app.managed_fold() if hasattr(app, "managed_fold") else None
+def _seat(app: ConsoleShell, name: str) -> ManagedSeat | None:
+    fold = app.managed_fold()
     if fold is None:
         return None
     return next((s for s in fold.seats() if s.name == name), None)
 
 
-def stop_from_roster(app: Any, peer_id: str, name: str) -> None:
+def stop_from_roster(app: ConsoleShell, peer_id: str, name: str) -> None:
     """Roster ``D``: the overlay for a managed row; any other row is refused with a notice."""
-    fold = app.managed_fold() if hasattr(app, "managed_fold") else None
+    fold = app.managed_fold()
     seat = fold.for_peer(peer_id, name) if fold is not None else None
     if seat is None:
         why = "no manager's ps has answered yet" if fold is None or not fold.rounds else "no manager hosts it"
         app.notify_line(f"stop: {name} is not a managed seat ({why})", True)
         return
-    controls(app).ask_stop(seat.name, seat)
+    app.controls.ask_stop(seat.name, seat)

@@ -26,6 +26,10 @@ def _self_panel(w: Any) -> list:
     return [w]
 
 
+def _no_inner_level(w: Any) -> bool:  # noqa: ARG001 - one level only: Esc leaves the lens
+    return False
+
+
 @dataclass(frozen=True)
 class Lens:
     name: str  # the switcher pane's id and the ``:`` palette verb
@@ -37,6 +41,7 @@ class Lens:
     hints: str  # the status bar while the lens is shown
     focus: Callable[[Any], None] = _focus_self  # where focus lands when the lens opens
     panels: Callable[[Any], list] = _self_panel  # what ←/→ steps through
+    back: Callable[[Any], bool] = _no_inner_level  # Esc inside the lens: True when it went back
 
     def binding(self) -> Binding:
         return Binding(self.key, f"lens('{self.name}')", self.title, id=self.binding_id)
@@ -44,7 +49,8 @@ class Lens:
 
 LENSES: tuple[Lens, ...] = (
     Lens("dms", DmLens, "d", "console.dms", "DM lens", "DM lens: per-peer roll-up and threads",
-         "esc back  ←→ panes  jk walk  ? help", focus=DmLens.focus_peers, panels=DmLens.panes),
+         "esc back  ←→ panes  jk walk  ? help", focus=DmLens.focus_peers, panels=DmLens.panes,
+         back=DmLens.back),
     Lens("topo", TopologyLens, "t", "console.topo", "topology lens",
          "topology lens: sequence, matrix, ring map",
          "esc back  v cycle  1-3 view  jk/hjkl move  ? help"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,6 +13,9 @@ from meshview.snapshot import Snapshot
 from widgets.line_list import LineList
 from widgets.needs_you import NeedsYouRail
 
+if TYPE_CHECKING:
+    from cotal_tui.screens.console import ConsoleScreen
+
 
 class NeedsYouScreen(ModalScreen[None]):
     CSS_PATH = "needs_you.tcss"
@@ -18,7 +23,7 @@ class NeedsYouScreen(ModalScreen[None]):
         Binding("escape,n,q", "close", "close", id="needs-you.close"),
     ]
 
-    def __init__(self, console) -> None:
+    def __init__(self, console: ConsoleScreen) -> None:
         super().__init__()
         self.console = console
 

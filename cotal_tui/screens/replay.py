@@ -11,7 +11,6 @@ terminal in a read-only pane that follows the replay's time, with the same keys.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -22,9 +21,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static, TextArea
 
-from cotal_tui import app as app_module
-from cotal_tui.app import CotalApp
 from cotal_tui.screens.console import ConsoleScreen
+from meshview.replay import ReplaySession
 from meshview.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
@@ -48,7 +46,7 @@ class Timeline(Widget):
     }
     """
 
-    def __init__(self, session: Any, **kw: Any) -> None:
+    def __init__(self, session: ReplaySession, **kw: Any) -> None:
         super().__init__(**kw)
         self.session = session
 
@@ -102,7 +100,7 @@ REPLAY_BINDINGS = [
 class ReplaySeek:
     """←/→ by event and [/] by minute, for every screen of a replay (each says how it moved)."""
 
-    session: Any  # each screen also has ``_moved()``: how it follows a seek
+    session: ReplaySession  # each screen also has ``_moved()``: how it follows a seek
 
     def action_replay_step(self, delta: int) -> None:
         self.session.replay.step(delta)
@@ -115,9 +113,13 @@ class ReplaySeek:
 
 
 class ReplayScreen(ReplaySeek, ConsoleScreen):
-    """:class:`ConsoleScreen` on a :class:`meshview.record.ReplaySession`."""
+    """:class:`ConsoleScreen` on a :class:`meshview.replay.ReplaySession`."""
 
     BINDINGS = list(REPLAY_BINDINGS)
+
+    def __init__(self, session: ReplaySession, *, can_go_back: bool = False) -> None:
+        super().__init__(session, can_go_back=can_go_back)
+        self.session = session
 
     def compose(self):
         for w in super().compose():
@@ -133,7 +135,7 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
             f"replay: space pause  ←/→ event  [/] minute{seats}  ? help  / search  q quit")
         damage = self.session.replay.damage
         if damage:
-            self.call_after_refresh(self.app.notify_line, damage, True)  # type: ignore[attr-defined]
+            self.call_after_refresh(self.shell.notify_line, damage, True)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in REPLAY_ACTIONS and isinstance(self.focused, (Input, TextArea)):
@@ -147,7 +149,7 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
 
     def action_replay_pause(self) -> None:
         paused = self.session.player.toggle_pause()
-        self.app.notify_line("paused" if paused else "playing")  # type: ignore[attr-defined]
+        self.shell.notify_line("paused" if paused else "playing")
         self._moved()
 
 
@@ -169,7 +171,7 @@ class ReplaySeatScreen(ReplaySeek, Screen[None]):
     ReplaySeatScreen #attach-status { height: 1; background: $panel; color: $text-warning; }
     """
 
-    def __init__(self, session: Any, name: str, stream: SeatStream) -> None:
+    def __init__(self, session: ReplaySession, name: str, stream: SeatStream) -> None:
         super().__init__()
         self.session = session
         self.seat = name
@@ -228,36 +230,3 @@ class ReplaySeatScreen(ReplaySeek, Screen[None]):
         self.query_one("#attach-status", Static).update("paused" if paused else "playing")
         self._status_text = "-"  # the next tick puts the stream's own line back
         self._moved()
-
-
-class ReplayApp(CotalApp):
-    """The console App on one recording (no broker, no picker, nothing sent)."""
-
-    TITLE = "cotal replay"
-    CSS_PATH = str(Path(app_module.__file__).with_name("app.tcss"))  # relative would be ours
-
-    def on_mount(self, event: events.Mount) -> None:
-        event.prevent_default()  # not CotalApp's: it would push a live console on top
-        if self._user_keymap:
-            self.set_keymap(self._user_keymap)
-        self.push_screen(ReplayScreen(self.session, can_go_back=False))
-        if self._first_notice:
-            self.call_after_refresh(self.notify_line, self._first_notice, True)
-
-    def open_seat(self, name: str, *, peek: bool = False) -> bool:
-        """Roster ``a``/``p``, ``:attach``/``:peek``: the seat's recorded terminal, if any."""
-        replay = self.session.replay
-        stream = replay.seat_stream(name)
-        if stream is None:
-            verb = "peek" if peek else "attach"
-            how = ("" if replay.rec.header.get("seats")
-                   else " (cotal watch --record FILE --record-seats records them)")
-            self.notify_line(f"{verb}: no terminal of {name} in this recording{how}", True)
-            return False
-        self.push_screen(ReplaySeatScreen(self.session, name, stream))
-        return True
-
-    def open_tile(self, names: list[str] | None = None, managed_names: Any = None) -> bool:
-        self.notify_line("tile: a replay shows one recorded terminal at a time (a on a roster row)",
-                         True)
-        return False

@@ -7,15 +7,15 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import Static
 
+from cotal_tui.shell import LinkedLister, ShellScreen
 from widgets.line_list import LineList
 from widgets.space_list import SpaceList
 from widgets.status_bar import StatusBar
 
 
-class SpacePickerScreen(Screen[None]):
+class SpacePickerScreen(ShellScreen):
     CSS_PATH = "spaces.tcss"
     BINDINGS = [
         Binding("r", "refresh_spaces", "refresh", id="spaces.refresh"),
@@ -41,13 +41,13 @@ class SpacePickerScreen(Screen[None]):
     def _show_link(self, state: str | None = None) -> None:
         """The broker link on the status bar: what the lister's connection says when it can
         say (``link()``), else what the last listing proved."""
-        lister = getattr(self.app, "list_spaces", None)
-        live = getattr(lister, "link", None)
-        if callable(live):
-            state = live()
+        lister = self.shell.list_spaces
+        linked = isinstance(lister, LinkedLister)
+        if linked:
+            state = lister.link()
         if state is None:
             return
-        self.query_one(StatusBar).set_link(state, getattr(lister, "server", "") or "",
+        self.query_one(StatusBar).set_link(state, (lister.server if linked else "") or "",
                                            self._count)
 
     def refresh_spaces(self) -> None:
@@ -55,7 +55,7 @@ class SpacePickerScreen(Screen[None]):
 
     @work(exclusive=True, group="list-spaces", exit_on_error=False)
     async def _load(self) -> None:
-        lister = getattr(self.app, "list_spaces", None)
+        lister = self.shell.list_spaces
         if lister is None:
             return
         lst = self.query_one(SpaceList)
@@ -65,7 +65,7 @@ class SpacePickerScreen(Screen[None]):
         except Exception as e:  # noqa: BLE001 - one line on the status bar
             lst.border_title = "spaces · unreadable"
             self._show_link("closed")
-            self.app.notify_line(f"could not list spaces: {e}", error=True)  # type: ignore[attr-defined]
+            self.shell.notify_line(f"could not list spaces: {e}", error=True)
             return
         lst.set_spaces(spaces)
         lst.border_title = f"spaces · {len(spaces)}"
@@ -74,7 +74,7 @@ class SpacePickerScreen(Screen[None]):
 
     def action_refresh_spaces(self) -> None:
         self.refresh_spaces()
-        self.app.notify_line("refreshing spaces…")  # type: ignore[attr-defined]
+        self.shell.notify_line("refreshing spaces…")
 
     def action_quit(self) -> None:
         self.app.exit(0)
@@ -86,4 +86,4 @@ class SpacePickerScreen(Screen[None]):
 
     @on(LineList.Selected, "#space-list")
     def _open(self, event: LineList.Selected) -> None:
-        self.app.open_space_named(str(event.key))  # type: ignore[attr-defined]
+        self.shell.open_space_named(str(event.key))

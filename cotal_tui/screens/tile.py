@@ -1,7 +1,8 @@
 """``:tile``: the live terminals of several seats at once, each read-only until promoted.
 
 Every pane has its own session (a peek: ``ready`` and nothing else). Enter or ``a`` promotes the
-focused pane to interactive in place; its escape hatch (Ctrl-] or Esc Esc) demotes it again.
+focused pane to interactive in place; its escape hatch (Ctrl-] or ``COTAL_DETACH_KEY``, or Esc
+Esc) demotes it again.
 Esc on the grid closes the tile and hands every session back.
 
 A pane smaller than its seat's screen crops it and says so in its border. ``f`` fits the focused
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from textual import on
 from textual.app import ComposeResult
@@ -23,9 +24,10 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 
-from cotal_tui.screens.attach import hold_escape
 from cotal_tui.screens.help import HelpScreen, describe_bindings
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
+from meshview.snapshot import Peer
+from widgets.notice import say_line
 from widgets.terminal_pane import TerminalPane
 from widgets.tile_grid import TileGrid, TilePane
 
@@ -33,14 +35,14 @@ MAX_PANES = 16
 REFIT_S = 0.2  # a fitted pane follows its new size once the terminal stops resizing this long
 
 
-def tile_names(peers: Iterable, managed_names: Iterable[str] | None = None,
+def tile_names(peers: Iterable[Peer], managed_names: Iterable[str] | None = None,
                chosen: Iterable[str] | None = None) -> list[str]:
     """The seats to tile: the chosen names, else every working agent (that a manager hosts)."""
     if chosen:
         return list(dict.fromkeys(chosen))[:MAX_PANES]
     hosted = set(managed_names) if managed_names is not None else None
     out = [p.name for p in peers
-           if getattr(p, "kind", "agent") == "agent" and getattr(p, "status", "") == "working"
+           if p.kind == "agent" and p.status == "working"
            and (hosted is None or p.name in hosted)]
     return out[:MAX_PANES]
 
@@ -60,8 +62,10 @@ class TileScreen(Screen[None]):
     ]
 
     def __init__(self, sessions: SeatSessions, names: list[str], *,
-                 detach_byte: int | None = None) -> None:
+                 detach_byte: int | None = None,
+                 hold_escape: Callable[[], None] | None = None) -> None:
         super().__init__()
+        self.hold_escape = hold_escape  # runs as it closes (the console's ``hold_escape``)
         self.sessions = sessions
         self.names = list(names)[:MAX_PANES]
         self.detach_byte = detach_byte_from_env() if detach_byte is None else detach_byte
@@ -195,11 +199,7 @@ class TileScreen(Screen[None]):
                             exit_on_error=False)
 
     def _say(self, text: str) -> None:
-        say = getattr(self.app, "notify_line", None)
-        if say is not None:
-            say(text)
-        else:
-            self.notify(text)
+        say_line(self, text)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(*describe_bindings(self)))
@@ -211,7 +211,7 @@ class TileScreen(Screen[None]):
     @on(TerminalPane.Send)
     def _on_pane_send(self, event: TerminalPane.Send) -> None:
         event.stop()
-        link = self.links.get(event.pane)  # type: ignore[arg-type]
+        link = self.links.get(event.pane) if isinstance(event.pane, TilePane) else None
         if link is not None:
             link.send(event.data)
 
@@ -229,7 +229,8 @@ class TileScreen(Screen[None]):
             self._refit.stop()
         await self.close_all()
         if self.app.screen is self:
-            hold_escape(self.app)  # after the hand-back: Escs queued meanwhile land in the window
+            if self.hold_escape is not None:
+                self.hold_escape()  # after the hand-back: Escs queued meanwhile land in the window
             self.app.pop_screen()
 
     async def close_all(self) -> None:

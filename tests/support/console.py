@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 os.environ["TZ"] = "UTC"
 time.tzset()
@@ -35,15 +35,30 @@ class FixedClock:
 
 @dataclass
 class StaticSession:
-    """What ``CotalApp`` needs from a session: a model and ``stop()``."""
+    """A ``ConsoleSession`` on fixed data: a model and nothing behind it (no mesh, no managers,
+    no seats, nobody sending unless a test sets ``operator``); ``stop()`` is remembered."""
 
     model: MeshModel
     space: str = "demo"
     skills: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     stopped: bool = False
+    kind: str = "static"
+    target: Any = None
+    operator: Any = None
+    managed: Any = None
+    seat_sessions: Any = None
+    recorder: Any = None
+    notifier: Any = None
+    started: bool = True  # nothing to start
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
+
+    async def start(self) -> None:
+        self.started = True
 
     async def stop(self) -> None:
         self.stopped = True
+        for hook in list(self.on_stop):
+            hook()
 
 
 AGENTS = [

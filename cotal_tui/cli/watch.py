@@ -1,15 +1,20 @@
-"""``cotal watch``: the console on a TTY, else a plain or JSON Lines stream of the space."""
+"""``cotal watch``: the console on a TTY, else a plain or JSON Lines stream of the space.
+
+The command's flags and its choice of mode live here; each mode is the module beside it:
+:mod:`~cotal_tui.cli.watch_console` (the full-screen console, with its recorder and notifier),
+:mod:`~cotal_tui.cli.watch_stream` (``--plain``/``--json``, printing through
+:mod:`meshview.stream`), :mod:`~cotal_tui.cli.watch_web` (``--web``). Settings such as
+``--notify`` fall back to the environment and ``config.toml`` through :mod:`cotal_tui.config`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from meshview.connect_args import add_connection_arguments
+    from cotal_tui.cli.connection import add_connection_arguments
 
     add_connection_arguments(parser)
     out = parser.add_mutually_exclusive_group()
@@ -30,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
-    """Browser mode, notifications and recording (issue 15)."""
+    """Browser mode, notifications and recording."""
     from meshview.notify import STYLES
 
     def size(v: str) -> int:
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
               "give --record FILE too.", file=sys.stderr)
         return 2
     if getattr(args, "web", None):
-        from cotal_tui.web import serve
+        from cotal_tui.cli.watch_web import serve
 
         return serve(args)
     if getattr(args, "record", None):
@@ -88,22 +93,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
     mode = "json" if args.json else "plain"
     if not args.json and not args.plain and sys.stdout.isatty():
-        from cotal_tui.run_console import run_console
+        from cotal_tui.cli.watch_console import run_console
 
         return int(run_console(args) or 0)
     if getattr(args, "record_seats", False):
         print("cotal: --record-seats records the terminals you open in the console; the line "
               "stream (--plain, --json, or stdout not a terminal) opens none.", file=sys.stderr)
         return 2
-    # SIGTERM like Ctrl-C until the stream's loop takes both over (and ignored once it has
-    # finished): exit 0 at any moment, never a default-action kill or a stray traceback.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    from meshview.stream import run_stream
+    from cotal_tui.cli.watch_stream import run_stream
 
-    try:
-        return asyncio.run(run_stream(args, mode))
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, signal.SIG_IGN)
+    return run_stream(args, mode)

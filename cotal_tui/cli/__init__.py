@@ -1,7 +1,12 @@
 """The ``cotal`` entry point: one subcommand per module, imported only when used.
 
+This package is the one home of the command line: argparse, signal handling, stdout/stderr and
+the process's exit code live here (and in the command modules), never in ``meshview``, which
+takes plain values. The process itself is set up in :mod:`cotal_tui.cli.process`; the
+connection flags every command shares are :mod:`cotal_tui.cli.connection`.
+
 The table below is all ``cotal --help`` needs; the one module named on the command line is
-imported to add its flags and run. ``cmd_*`` modules keep their heavy imports inside ``run``,
+imported to add its flags and run. Command modules keep their heavy imports inside ``run``,
 so ``cotal watch`` never loads the demo broker and ``cotal ps`` never loads Textual."""
 
 from __future__ import annotations
@@ -11,10 +16,12 @@ import importlib
 import os
 import sys
 
+from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file, steady_malloc
+
 # subcommand -> module exposing add_arguments(parser) and run(args) -> int
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("cotal_tui.cmd_demo", "embedded broker + scripted team + manager + console"),
-    "watch": ("cotal_tui.cmd_watch", "observe a space: console on a TTY, else a line stream"),
+    "watch": ("cotal_tui.cli.watch", "observe a space: console on a TTY, else a line stream"),
     "attach": ("cotal_tui.cmd_attach", "interactive session on a managed agent's terminal"),
     "ps": ("cotal_tui.cmd_ps", "list managed seats, per manager"),
     "spawn": ("cotal_tui.cmd_spawn", "start a managed seat from a persona; waits for it to join"),
@@ -59,41 +66,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def quiet_library_logs() -> None:
-    """Libraries' log records never reach the terminal raw: stderr carries our own one-sentence
-    diagnostics (and stdout the line stream), so a stray nats-py warning such as "Server may
-    ignore filters…" would break both. Failures that matter reach us through callbacks."""
-    import logging
-
-    for name in ("nats", "asyncio"):
-        log = logging.getLogger(name)
-        log.addHandler(logging.NullHandler())
-        log.propagate = False
-
-
-# glibc raises its mmap threshold each time a large block is freed, so after the first ~1 MiB
-# message every later one comes from the heap, which fragments and never shrinks: measured
-# +101 MB RSS (135 MB on a loaded CI box) over 300 messages of 900 KiB, against +43 MB with the
-# threshold pinned. Pinned, a block of 256 KiB or more is its own mapping, returned on free.
-MMAP_THRESHOLD = 256 * 1024
-_M_MMAP_THRESHOLD = -3  # mallopt(3) parameter number
-
-
-def steady_malloc() -> bool:
-    """Pin glibc's mmap threshold so freed large messages go back to the OS; False where the
-    C library is not glibc (musl, macOS), which leaves the allocator as it is."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Parse, set the process up, run one command; every failure it did not handle becomes
+    one sentence on stderr and exit 1 (a traceback only with ``COTAL_DEBUG``)."""
+    prepare_process()
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(chosen_command(argv) or "")
     args, extra = parser.parse_known_args(argv)
@@ -107,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cotal: '{args._missing}' is not available in this build.", file=sys.stderr)
         return 2
     quiet_library_logs()
+    start_log_file(args.command)
     steady_malloc()
     try:
         return int(args._run(args) or 0)
@@ -138,6 +115,3 @@ def failure_sentence(e: BaseException) -> str:
         return f"{said}; nothing more was done (if this persists, {DEBUG_HINT})."
     return f"it stopped on an internal error (a bug in cotal, not your input); {DEBUG_HINT} and report it."
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,10 @@
 """``cotal watch --web [HOST:PORT]``: the same console in a browser, through textual-serve.
 
 textual-serve starts one process per browser session (so one observer per session) and relays
-its terminal over a websocket. The process is ``python -m cotal_tui.web``: it reads the watch
-flags from ``COTAL_WEB_ARGV`` in its environment (never from its command line, where ``ps``
-would show a ``--server user:pass@`` URL) and runs the console on textual-serve's web driver.
+its terminal over a websocket. The process is ``python -m cotal_tui.cli.watch_web``: it reads
+the watch flags from ``COTAL_WEB_ARGV`` in its environment (never from its command line, where
+``ps`` would show a ``--server user:pass@`` URL) and runs the console on textual-serve's web
+driver.
 
 Binding: loopback by default. Any other address needs ``--web-token`` (or ``COTAL_WEB_TOKEN``);
 with a token every request must carry it (``?token=`` once, then an HttpOnly cookie), or it is
@@ -118,7 +119,7 @@ def make_server(host: str, port: int, token: str | None, title: str) -> Any:
     from aiohttp import web
     from textual_serve.server import Server
 
-    command = f"{shlex.quote(sys.executable)} -m cotal_tui.web"
+    command = f"{shlex.quote(sys.executable)} -m cotal_tui.cli.watch_web"
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -188,9 +189,10 @@ def serve(args: argparse.Namespace) -> int:
         print("cotal: --web needs the textual-serve package (pip install textual-serve).",
               file=sys.stderr)
         return 1
-    from meshview.connect import ConnectError, connect, resolve_target
+    from cotal_tui.cli.connection import target_from_args
+    from meshview.connect import ConnectError, connect
 
-    target = resolve_target(args)
+    target = target_from_args(args)
 
     async def reachable() -> None:  # once, up front: not a dead page per browser session
         nc, _ = await connect(target)
@@ -215,9 +217,14 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def session_main() -> int:
-    """One browser session: the console on textual-serve's driver, with the server's flags."""
+    """One browser session: the console on textual-serve's driver, with the server's flags.
+    Its own process, so it is set up like ``cotal``'s (the aiohttp deferral, quiet libraries,
+    ``COTAL_LOG``)."""
+    from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file
+
+    prepare_process()
     from cotal_tui.cli import build_parser
-    from cotal_tui.run_console import run_console
+    from cotal_tui.cli.watch_console import run_console
 
     try:
         argv = json.loads(os.environ.get(ARGV_ENV, "[]"))
@@ -227,6 +234,8 @@ def session_main() -> int:
         print(f"cotal: {ARGV_ENV} is not a list of flags", file=sys.stderr)
         return 2
     args = build_parser("watch").parse_args(["watch", *argv])
+    quiet_library_logs()
+    start_log_file("watch-web")
     return int(run_console(args) or 0)
 
 

@@ -14,104 +14,12 @@ import signal
 import sys
 from typing import Any
 
-import msgspec
-
-from attach.control import ps_poller
-from cotal_tui.operator import Operator, read_only_reason
-from meshview.connect import ConnectError, Target, connect, resolve_target
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
-
-SKILLS_CAP = 2000
+from cotal_tui.cli.connection import target_from_args
+from cotal_tui.session import LiveSession
+from meshview.connect import ConnectError, Target, connect
 
 
-class ConsoleObserver(Observer):
-    """The observer plus the one card field the model does not keep: skills (agent card).
-
-    An adapter, not a fork: it re-reads ``card.skills`` from the same presence entries the
-    observer just applied, bounded, for the agent detail card."""
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
-        self.skills: dict[str, list[tuple[str, str]]] = {}
-
-    def _on_presence(self, e: Any, initial: bool) -> None:
-        super()._on_presence(e, initial)
-        if (e.operation or "PUT") != "PUT" or not e.value:
-            return
-        try:
-            rec = msgspec.json.decode(e.value)
-            skills = rec.get("card", {}).get("skills") or []
-            out = []
-            for s in skills[:50]:
-                if isinstance(s, dict):
-                    out.append((str(s.get("name") or s.get("id") or "?")[:64],
-                                str(s.get("description") or "")[:200]))  # bounded
-        except Exception:  # noqa: BLE001 - the observer already judged the record
-            return
-        if len(self.skills) >= SKILLS_CAP and e.key not in self.skills:
-            self.skills.pop(next(iter(self.skills)))
-        self.skills[e.key] = out
-
-
-class LiveSession:
-    """One observed space: what the App needs (``model``, ``start``, ``stop``), plus how the
-    console reaches the space's managed seats: ``managed`` (a ``ps`` poller over the observer's
-    connection, feeding the roster markers and agent cards) and ``seat_sessions`` (attach
-    sessions on fresh connections made with the console's own target: same servers, creds,
-    nkey and TLS, so attach works wherever the console connects)."""
-
-    def __init__(self, nc: Any, target: Target, space: str, args: argparse.Namespace) -> None:
-        backfill = getattr(args, "backfill", None)
-        backfill = 50 if backfill is None else int(backfill)
-        self.space = space
-        self.target = target
-        self.model = MeshModel(space, server=target.display)
-        self.observer = ConsoleObserver(
-            nc, space, self.model, has_credential=target.has_credential,
-            options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
-                                    dm_backfill=min(1000, max(backfill, 0) * 20)))
-        self.managed = ps_poller(nc, target, space)  # static mesh: a minted instrument per round
-        self.operator = Operator(target, space, name=getattr(args, "as_name", None),
-                                 read_only=read_only_reason(args),
-                                 roster=lambda: self.model.snapshot().peers)
-        self._seat_sessions: Any = None
-        self.started = False
-
-    @property
-    def skills(self) -> dict[str, list[tuple[str, str]]]:
-        return self.observer.skills
-
-    @property
-    def seat_sessions(self) -> Any:
-        """The attach side (made on first use)."""
-        if self._seat_sessions is None:
-            from cotal_tui.seats import SeatSessions
-
-            self._seat_sessions = SeatSessions(self.space, self._seat_connect)
-        return self._seat_sessions
-
-    async def _seat_connect(self) -> Any:
-        """A fresh connection for one attach session through the console's own target, made
-        the way ``cotal attach`` makes it (the session owns reconnects)."""
-        from attach.connection import connect as attach_connect, session_target
-
-        return await attach_connect(session_target(self.target))
-
-    async def start(self) -> None:
-        self.started = True
-        await self.observer.start()
-        self.managed.start()
-
-    async def stop(self) -> None:
-        if self.started:
-            self.started = False
-            await self.managed.stop()
-            await self.observer.stop()
-        await self.operator.close()  # the operator's offline record, if it ever sent
-
-
-def attach_extras(session: LiveSession, args: argparse.Namespace, app: Any) -> None:
+def record_and_notify(session: LiveSession, args: argparse.Namespace, app: Any) -> None:
     """The recorder (``--record``) and the notifier (``--notify``; always there to toggle)."""
     from cotal_tui.alerts import attach_notifier
     from cotal_tui.recording import start_recording
@@ -184,7 +92,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     keymap, keymap_warning = load_keymap()
     try:
-        target = resolve_target(args)
+        target = target_from_args(args)
         nc, target = await connect_showing(target)
     except ConnectError as e:
         print(f"cotal: {e}", file=sys.stderr)
@@ -201,7 +109,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     def open_space(space: str) -> LiveSession:
         session = LiveSession(nc, target, space, args)
-        attach_extras(session, args, lambda: app)  # --record, --notify (issue 15)
+        record_and_notify(session, args, lambda: app)
         return session
 
     app = CotalApp(

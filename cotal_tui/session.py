@@ -1,0 +1,170 @@
+"""The console session: what the App and its screens hold for one open space.
+
+:class:`ConsoleSession` is the contract; three things keep it. :class:`LiveSession` observes a
+space on the mesh (``cotal watch``); ``meshview.replay.ReplaySession`` plays a recording
+(``cotal replay``; the model layer cannot import this module, so it keeps the contract by
+shape); the tests' ``StaticSession`` holds fixed data. Every one has every attribute, ``None``
+where it does not apply, so nothing above is probed: ``kind`` says which one it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from attach.connection import connect as attach_connect, session_target
+from attach.control import ps_poller
+from attach.managed import PsPoller
+from cotal_tui.operator import Operator, read_only_from_args
+from cotal_tui.seats import SeatSessions
+from meshview.connect import Target
+from meshview.model import MeshModel
+from meshview.observer import Observer, ObserverOptions
+
+if TYPE_CHECKING:
+    from meshview.notify import Notifier
+    from meshview.record import Recorder
+    from meshview.replay import ReplayOperator
+
+SessionKind = Literal["live", "replay", "static"]
+Skills = dict[str, list[tuple[str, str]]]  # peer id → (skill name, description), agent cards
+StopHook = Callable[[], None]
+
+SKILLS_CAP = 2000
+
+
+@runtime_checkable
+class ConsoleSession(Protocol):
+    """One open space as the console sees it. Read-only facts are properties (each kind keeps
+    them as plain attributes); ``recorder`` and ``notifier`` are set by the recording and the
+    alerts that attach to a session, ``on_stop`` is where they hook its end."""
+
+    @property
+    def kind(self) -> SessionKind: ...  # live observer, replay of a recording, or fixed data
+
+    @property
+    def model(self) -> MeshModel: ...
+
+    @property
+    def space(self) -> str: ...
+
+    @property
+    def target(self) -> Target | None: ...  # how control verbs reach the mesh (None: no mesh)
+
+    @property
+    def operator(self) -> Operator | ReplayOperator | None: ...  # who sends (None: nobody)
+
+    @property
+    def managed(self) -> PsPoller | None: ...  # managers' ``ps`` poll: roster marks, cards
+
+    @property
+    def seat_sessions(self) -> SeatSessions | None: ...  # how attach/peek/tile reach seats
+
+    @property
+    def skills(self) -> Skills: ...
+
+    @property
+    def started(self) -> bool: ...  # ``start()`` ran (the console starts one that has not)
+
+    @property
+    def on_stop(self) -> list[StopHook]: ...  # run by ``stop()`` after its own stopping
+
+    recorder: Recorder | None  # the recording started on this session, if any
+    notifier: Notifier | None  # NEEDS-YOU alerts (cotal_tui/alerts.py), once attached
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def run_stop_hooks(hooks: list[StopHook]) -> None:
+    """Every hook once, in order (a hook added while they run waits for the next stop)."""
+    for hook in list(hooks):
+        hook()
+
+
+class ConsoleObserver(Observer):
+    """The observer plus the one card field the model does not keep: skills (agent card).
+
+    An adapter, not a fork: it re-reads ``card.skills`` from the same presence entries the
+    observer just applied, bounded, for the agent detail card."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        self.skills: Skills = {}
+
+    def _on_presence(self, e: Any, initial: bool) -> None:
+        super()._on_presence(e, initial)
+        if (e.operation or "PUT") != "PUT" or not e.value:
+            return
+        try:
+            rec = msgspec.json.decode(e.value)
+            skills = rec.get("card", {}).get("skills") or []
+            out = []
+            for s in skills[:50]:
+                if isinstance(s, dict):
+                    out.append((str(s.get("name") or s.get("id") or "?")[:64],
+                                str(s.get("description") or "")[:200]))  # bounded
+        except Exception:  # noqa: BLE001 - the observer already judged the record
+            return
+        if len(self.skills) >= SKILLS_CAP and e.key not in self.skills:
+            self.skills.pop(next(iter(self.skills)))
+        self.skills[e.key] = out
+
+
+class LiveSession:
+    """One observed space: the observer and its model, plus how the console reaches the space's
+    managed seats: ``managed`` (a ``ps`` poller over the observer's connection, feeding the
+    roster markers and agent cards) and ``seat_sessions`` (attach sessions on fresh connections
+    made with the console's own target: same servers, creds, nkey and TLS, so attach works
+    wherever the console connects)."""
+
+    kind: SessionKind = "live"
+
+    def __init__(self, nc: Any, target: Target, space: str, args: argparse.Namespace) -> None:
+        # getattr: every ``cotal`` command that opens a console builds its own Namespace, and
+        # not every one has the observer's optional flags
+        backfill = getattr(args, "backfill", None)
+        backfill = 50 if backfill is None else int(backfill)
+        self.space = space
+        self.target = target
+        self.model = MeshModel(space, server=target.display)
+        self.observer = ConsoleObserver(
+            nc, space, self.model, has_credential=target.has_credential,
+            options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
+                                    dm_backfill=min(1000, max(backfill, 0) * 20)))
+        self.managed = ps_poller(nc, target, space)  # static mesh: a minted instrument per round
+        self.operator = Operator(target, space, name=getattr(args, "as_name", None),
+                                 read_only=read_only_from_args(args),
+                                 roster=lambda: self.model.snapshot().peers)
+        self.seat_sessions = SeatSessions(space, self._seat_connect)
+        self.recorder: Recorder | None = None
+        self.notifier: Notifier | None = None
+        self.on_stop: list[StopHook] = []
+        self.started = False
+
+    @property
+    def skills(self) -> Skills:
+        return self.observer.skills
+
+    async def _seat_connect(self) -> Any:
+        """A fresh connection for one attach session through the console's own target, made
+        the way ``cotal attach`` makes it (the session owns reconnects)."""
+        return await attach_connect(session_target(self.target))
+
+    async def start(self) -> None:
+        self.started = True
+        await self.observer.start()
+        self.managed.start()
+
+    async def stop(self) -> None:
+        try:
+            if self.started:
+                self.started = False
+                await self.managed.stop()
+                await self.observer.stop()
+            await self.operator.close()  # the operator's offline record, if it ever sent
+        finally:
+            run_stop_hooks(self.on_stop)
