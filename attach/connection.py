@@ -19,22 +19,22 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from meshview.connect import ConnectError, Target, target_of
+from meshview.connect import ConnectError, ConnectTarget, target_of
 from meshview.connect import connect as mesh_connect
 
 CLIENT_NAME = "cotal-attach"
 
 
-async def connect(target: Target | str) -> Any:
+async def connect(target: ConnectTarget | str) -> Any:
     """One connection for one action or session (``target`` may be a bare URL: an open mesh)."""
     if isinstance(target, str):
-        target = Target((target,), name=CLIENT_NAME, timeout=2.0, role="control")
+        target = ConnectTarget((target,), name=CLIENT_NAME, timeout=2.0, role="control")
     nc, _ = await mesh_connect(target)
     nc.options["allow_reconnect"] = False
     return nc
 
 
-def session_target(target: Target) -> Target:
+def session_target(target: ConnectTarget) -> ConnectTarget:
     """Another client's target (the console's), reused for attach sessions and control: same
     servers, creds, nkey, TLS, mode and root, as a control client (a credential minted for the
     other role is dropped so that control mints its own)."""

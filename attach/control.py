@@ -2,7 +2,7 @@
 history verbs, delchan and purge. No Textual or Rich here: the CLI and the console call these.
 
 Every function is one action on a connection of its own, made from a
-:class:`meshview.connect.Target` and closed when the action ends: control never rides an
+:class:`meshview.connect.ConnectTarget` and closed when the action ends: control never rides an
 observer's connection. A targeted verb first locates the seat (a ``ps`` scatter over the
 registered managers, since one manager answers ``not-found`` alike for "hosted elsewhere" and
 "does not exist"), then calls the hosting instance on its ``inst`` rail, bound to the epoch that
@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from meshview.connect import ConnectError, PermissionDenied, Target, caller_of, request_checked
+from meshview.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
 from meshview.connect import connect as mesh_connect
 from meshview.wire.endpoint import (
     MANAGER,
@@ -243,7 +243,7 @@ def _show(v: object) -> str:
 # ---- connection and registry -----------------------------------------------------------------
 
 
-def _as_role(target: Target, role: str) -> Target:
+def _as_role(target: ConnectTarget, role: str) -> ConnectTarget:
     """``target`` for a verb that needs its own credential: one minted for another role (the
     console's control target) is dropped, so this verb mints the profile it needs."""
     if target.role == role:
@@ -252,7 +252,7 @@ def _as_role(target: Target, role: str) -> Target:
     return dataclasses.replace(target, role=role, credential=target.credential if keep else None)
 
 
-async def _connect(target: Target) -> Any:
+async def _connect(target: ConnectTarget) -> Any:
     try:
         nc, _ = await mesh_connect(dataclasses.replace(target, name=CLIENT_NAME))
     except ConnectError as e:
@@ -391,7 +391,7 @@ async def _gather_ps(nc: Any, ep: EndpointClient, space: str, *, on: str | None,
     return PsResult(space, reports), by_iid
 
 
-async def ps(target: Target, *, on: str | None = None, deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
+async def ps(target: ConnectTarget, *, on: str | None = None, deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
     """Every registered manager's seats (or one instance's, ``on``), silent and refusing
     managers named with their reason. An empty ``managers`` list: nothing is registered."""
     check_instance(on)
@@ -492,7 +492,7 @@ async def _targeted(nc: Any, space: str, name: str, on: str | None, command: str
 # ---- the verbs -------------------------------------------------------------------------------
 
 
-async def _run(target: Target, body: Callable[[Any], Any]) -> Any:
+async def _run(target: ConnectTarget, body: Callable[[Any], Any]) -> Any:
     """One connection for one action; every failure leaves as a ControlError."""
     nc = await _connect(target)
     try:
@@ -509,7 +509,7 @@ async def _run(target: Target, body: Callable[[Any], Any]) -> Any:
         await _close(nc)
 
 
-async def status(target: Target, name: str, *, on: str | None = None) -> ManagedRow:
+async def status(target: ConnectTarget, name: str, *, on: str | None = None) -> ManagedRow:
     """One seat's row, answered by the manager that hosts it."""
     name = check_seat_name(name)
     check_instance(on)
@@ -537,7 +537,7 @@ async def status(target: Target, name: str, *, on: str | None = None) -> Managed
     return await _run(target, body)
 
 
-async def stop(target: Target, name: str, *, force: bool = False, on: str | None = None,
+async def stop(target: ConnectTarget, name: str, *, force: bool = False, on: str | None = None,
                read_only: str | None = None) -> StopResult:
     """Stop a seat: graceful (the manager signals, then SIGKILLs after its grace) or force."""
     refuse_read_only(read_only)
@@ -553,7 +553,7 @@ async def stop(target: Target, name: str, *, force: bool = False, on: str | None
     return await _run(target, body)
 
 
-async def input_text(target: Target, name: str, text: str, *, enter: bool = True, on: str | None = None,
+async def input_text(target: ConnectTarget, name: str, text: str, *, enter: bool = True, on: str | None = None,
                      read_only: str | None = None) -> InputResult:
     """Type ``text`` into a seat's terminal, then Enter unless ``enter`` is false."""
     refuse_read_only(read_only)
@@ -577,7 +577,7 @@ _OUTCOMES = {"succeeded": "joined", "failed": "exited", "uncertain": "deadline",
              "cancelled": "cancelled"}
 
 
-async def spawn(target: Target, persona: str, *, name: str | None = None, on: str | None = None,
+async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None, on: str | None = None,
                 read_only: str | None = None, progress: Callable[[str], Any] | None = None) -> SpawnResult:
     """Start a seat from ``persona`` and wait for the first fact: it joined the mesh (presence),
     its program exited first, or the manager's readiness deadline passed. ``progress`` hears
@@ -683,7 +683,7 @@ async def _purge_stream(nc: Any, stream: str, subject_filter: str | None = None)
         req["filter"] = subject_filter
     try:
         msg = await request_checked(nc, f"{JS_API}.STREAM.PURGE.{stream}", json.dumps(req).encode(), timeout=5.0)
-    except PermissionDenied:
+    except SubjectDenied:
         raise ControlError("permission-denied", f"the broker refused the purge of {stream}: these "
                            "credentials may not purge it; nothing was deleted") from None
     except (asyncio.TimeoutError, TimeoutError):
@@ -719,7 +719,7 @@ def check_channel(channel: str) -> str:
     return ch
 
 
-async def delchan(target: Target, channel: str, *, read_only: str | None = None) -> int:
+async def delchan(target: ConnectTarget, channel: str, *, read_only: str | None = None) -> int:
     """Delete one channel: its retained messages in the CHAT stream (a purge filtered to
     ``cotal.<s>.chat.*.*.<ch>``, which no sub-channel matches) and its entry in the channels
     registry, if it has one. Returns the number of messages purged."""
@@ -746,7 +746,7 @@ async def delchan(target: Target, channel: str, *, read_only: str | None = None)
     return await _run(_as_role(target, "channel-purger"), body)
 
 
-async def purge(target: Target, *, read_only: str | None = None) -> int:
+async def purge(target: ConnectTarget, *, read_only: str | None = None) -> int:
     """Purge the space's chat history (every message of its CHAT stream); returns the count.
     Channel registry entries stay: a channel's configuration is not its history."""
     refuse_read_only(read_only)
@@ -769,7 +769,7 @@ class InstrumentPsPoller(PsPoller):
     from the mesh root's seed and asks on a connection of its own, closed when the round ends
     (the reference console's ``controlPs``: one resolve-and-mint per poll, nothing standing)."""
 
-    def __init__(self, target: Target, space: str, **kw: Any) -> None:
+    def __init__(self, target: ConnectTarget, space: str, **kw: Any) -> None:
         super().__init__(None, space, **kw)
         self.target = _as_role(dataclasses.replace(target, space=space), "control")
 
@@ -783,7 +783,7 @@ class InstrumentPsPoller(PsPoller):
             await _close(nc)
 
 
-def ps_poller(nc: Any, target: Target, space: str, **kw: Any) -> PsPoller:
+def ps_poller(nc: Any, target: ConnectTarget, space: str, **kw: Any) -> PsPoller:
     """The console's ``ps`` poller: over its own connection where that reads the registries
     (open mesh, ``--creds``), on minted instruments where the mesh is static and its view
     credential was minted from the root."""

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from meshview.connect import PermissionDenied, caller_of as _bound_caller, check_denied, denial_mark, publish_checked
+from meshview.connect import SubjectDenied, caller_of as _bound_caller, check_denied, denial_mark, publish_checked
 from meshview.wire.canonical import DIGEST_RE, canonical_bytes, closure_digest, digest, manifest_for
 from meshview.wire.endpoint import (
     MANAGER,
@@ -160,7 +160,7 @@ class EndpointClient:
             try:  # a broker denial is permission-denied now, not a deadline later (§13.5)
                 await publish_checked(self.nc, subject, payload)
                 check_denied(self.nc, mark, "subscribe")  # the reply rail: refused by now, if at all
-            except PermissionDenied as e:
+            except SubjectDenied as e:
                 raise EndpointError("permission-denied", f"{e} (the credential does not carry this call)",
                                     outcome="not-executed") from None
             loop = asyncio.get_running_loop()

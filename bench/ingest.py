@@ -101,11 +101,11 @@ async def role_bare(url: str, n: int, ready: str) -> None:
 
 
 async def role_observer(url: str, n: int, ready: str) -> None:
-    from meshview.connect import Target, connect
+    from meshview.connect import ConnectTarget, connect
     from meshview.model import MeshModel
     from meshview.observer import Observer, ObserverOptions
 
-    nc, target = await connect(Target((url,), SPACE))
+    nc, target = await connect(ConnectTarget((url,), SPACE))
     model = MeshModel(SPACE)
     obs = Observer(nc, SPACE, model, options=ObserverOptions(backfill=0))
     obs.add_listener(lambda m: m.snapshot())  # a UI would take a snapshot per batch
@@ -162,11 +162,11 @@ async def role_heartbeat(url: str, agents: int, seconds: float) -> None:
 
 
 async def role_presence_observer(url: str, agents: int, seconds: float) -> None:
-    from meshview.connect import Target, connect
+    from meshview.connect import ConnectTarget, connect
     from meshview.model import MeshModel
     from meshview.observer import Observer, ObserverOptions
 
-    nc, _ = await connect(Target((url,), SPACE))
+    nc, _ = await connect(ConnectTarget((url,), SPACE))
     model = MeshModel(SPACE)
     obs = Observer(nc, SPACE, model, options=ObserverOptions(backfill=0))
     obs.add_listener(lambda m: m.snapshot())

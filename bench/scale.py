@@ -182,7 +182,7 @@ async def role_bare(url: str, tmp: str) -> None:
 
 
 async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
-    from meshview.connect import Target, connect
+    from meshview.connect import ConnectTarget, connect
 
     from cotal_tui.app import CotalApp
     from cotal_tui.cli.watch_console import tune_gc
@@ -190,7 +190,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
     from widgets.needs_you import NeedsYouRail
     from widgets.roster import Roster
 
-    nc, target = await connect(Target((url,), SPACE))
+    nc, target = await connect(ConnectTarget((url,), SPACE))
     args = argparse.Namespace(server=[url], space=SPACE, backfill=50, no_dms=False)
     session = LiveSession(nc, target, SPACE, args)
     app = CotalApp(session=session)

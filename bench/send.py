@@ -39,7 +39,7 @@ async def main(n: int, warmup: int) -> None:
 
     from cotal_tui.demo.broker import Broker
     from cotal_tui.demo.provision import provision_space
-    from meshview.connect import Target
+    from meshview.connect import ConnectTarget
     from meshview.participant import Participant, RosterEntry
     from meshview.send import Send
 
@@ -62,7 +62,7 @@ async def main(n: int, warmup: int) -> None:
         await agent.subscribe(f"cotal.{SPACE}.inst.local.bram.local.bare", cb=on_msg)
         await agent.flush()
         rows = [RosterEntry("local.bram", "bram", "agent")]
-        p = Participant(Target((broker.url,), SPACE), roster=lambda: rows, user="bench")
+        p = Participant(ConnectTarget((broker.url,), SPACE), roster=lambda: rows, user="bench")
         await p.send(Send("dm", "bram", "warm the peer up"))  # the one start is not part of the figures
 
         loop = asyncio.get_running_loop()

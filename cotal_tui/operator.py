@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from meshview.connect import ConnectError, Target, prepare
+from meshview.connect import ConnectError, ConnectTarget, prepare
 
 if TYPE_CHECKING:
     from meshview.send import Send
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 TRUTHY = ("1", "true", "yes", "on")
 
 
-def participant_target(target: Target) -> Target:
+def participant_target(target: ConnectTarget) -> ConnectTarget:
     """The target the operator's participant connects with: the ``operator`` role, minted now
     on a static mesh (the reference's ``cotal send`` profile: post, DM and anycast as
     ``local.<its nkey>``, its own presence key, roster and channel-registry reads), so the
@@ -59,7 +59,7 @@ class _Pending:
 class Operator:
     """Sends for one space's console. ``roster`` returns the live peers (for DM vetting)."""
 
-    def __init__(self, target: Target, space: str, *, name: str | None,
+    def __init__(self, target: ConnectTarget, space: str, *, name: str | None,
                  read_only: str | None, roster: Callable[[], Any]) -> None:
         self.target = dataclasses.replace(target, space=space)
         self.name = name

@@ -19,7 +19,7 @@ from attach.control import ps_poller
 from attach.managed import PsPoller
 from cotal_tui.operator import Operator, read_only_from_args
 from cotal_tui.seats import SeatSessions
-from meshview.connect import Target
+from meshview.connect import ConnectTarget
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
 
@@ -51,7 +51,7 @@ class ConsoleSession(Protocol):
     def space(self) -> str: ...
 
     @property
-    def target(self) -> Target | None: ...  # how control verbs reach the mesh (None: no mesh)
+    def target(self) -> ConnectTarget | None: ...  # how control verbs reach the mesh (None: no mesh)
 
     @property
     def operator(self) -> Operator | ReplayOperator | None: ...  # who sends (None: nobody)
@@ -123,7 +123,7 @@ class LiveSession:
 
     kind: SessionKind = "live"
 
-    def __init__(self, nc: Any, target: Target, space: str, args: argparse.Namespace) -> None:
+    def __init__(self, nc: Any, target: ConnectTarget, space: str, args: argparse.Namespace) -> None:
         # getattr: every ``cotal`` command that opens a console builds its own Namespace, and
         # not every one has the observer's optional flags
         backfill = getattr(args, "backfill", None)

@@ -19,7 +19,7 @@ names a connection id) and the observer's needs: pings every 10 s with 2 outstan
 reconnects with jittered exponential backoff, a bounded first connect. The server's async
 permission errors are kept per connection, so a denied publish is reported as denied rather
 than waited out (:func:`publish_checked`). Secrets (passwords, tokens, seeds, JWTs) never appear
-in any string this module returns: use :attr:`Target.display`.
+in any string this module returns: use :attr:`ConnectTarget.display`.
 
 Size: over 500 lines because resolving a target (links, registry entries, the three auth modes)
 and the connect options are one decision. What is asked for arrives as a plain
@@ -101,7 +101,7 @@ _VIEWS = {"purger": "history purge", "channel-purger": "channel delete"}
 
 
 @dataclass(frozen=True)
-class Target:
+class ConnectTarget:
     """Where to connect, and as what. ``servers`` may embed credentials: never print them; use
     ``display``. ``role`` says what the connection is for (``observer`` reads the space,
     ``control`` calls the manager endpoint, ``session`` carries one attach session's rails,
@@ -255,12 +255,12 @@ def _user_material(req: ConnectRequest) -> tuple[str | None, str | None, str | N
     return bearer, sentinel, None
 
 
-def _entry_target(entry: dict[str, Any], source: str, common: dict[str, Any]) -> Target:
+def _entry_target(entry: dict[str, Any], source: str, common: dict[str, Any]) -> ConnectTarget:
     """A registry entry's target: its server(s), space, ``mode`` and ``root`` (mesh-registry)."""
     mode = entry.get("mode") if entry.get("mode") in ("open", "auth", "user") else None
     root = entry.get("root") if isinstance(entry.get("root"), str) and entry.get("root") else None
     servers = tuple(split_servers(entry["server"]))
-    return Target(servers, entry["space"], source=source, mode=mode, root=root, **common)
+    return ConnectTarget(servers, entry["space"], source=source, mode=mode, root=root, **common)
 
 
 PickMesh = Callable[[list[dict[str, Any]]], tuple[dict[str, Any] | None, str | None]]
@@ -274,8 +274,8 @@ def none_current(reg: list[dict[str, Any]]) -> tuple[None, str]:
 
 
 def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = None,
-                   pick: PickMesh | None = None) -> Target:
-    """Turn what was asked for into a :class:`Target` (no network). A resolution that cannot
+                   pick: PickMesh | None = None) -> ConnectTarget:
+    """Turn what was asked for into a :class:`ConnectTarget` (no network). A resolution that cannot
     be made carries its sentence in ``problem`` and :func:`connect` raises it. Several
     registered meshes with none current go to ``pick`` (the CLI's prompt on a terminal), or
     without one to :func:`none_current`."""
@@ -294,7 +294,7 @@ def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = Non
     if servers:
         if space is None and links and links[0].space:
             space = links[0].space
-        t = Target(tuple(servers), space or DEFAULT_SPACE, source="link" if links else "flag",
+        t = ConnectTarget(tuple(servers), space or DEFAULT_SPACE, source="link" if links else "flag",
                    channels=links[0].channels if links else (), **common)
         entry = next((e for e in reg if e.get("space") == t.space), None) if space else None
         if entry is not None and not (t.creds or t.nkey or t.bearer):
@@ -313,7 +313,7 @@ def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = Non
     elif len(reg) > 1:
         entry, why = (pick or none_current)(reg)
         if entry is None:
-            return Target((DEFAULT_SERVER,), DEFAULT_SPACE, source="default",
+            return ConnectTarget((DEFAULT_SERVER,), DEFAULT_SPACE, source="default",
                           **{**common, "problem": common["problem"] or why})
         source = "picked"
     if entry and isinstance(entry.get("server"), str):
@@ -324,16 +324,16 @@ def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = Non
         common["problem"] = (f"space {space!r} is not in the mesh registry in {home or cotal_home()} "
                              f"(registered: {names}); pick one with --space, or name its broker "
                              "with --server.")
-    return _user_checked(Target((DEFAULT_SERVER,), want or DEFAULT_SPACE, source="default", **common))
+    return _user_checked(ConnectTarget((DEFAULT_SERVER,), want or DEFAULT_SPACE, source="default", **common))
 
 
-def _replace(t: Target, **kw: Any) -> Target:
+def _replace(t: ConnectTarget, **kw: Any) -> ConnectTarget:
     import dataclasses
 
     return dataclasses.replace(t, **kw)
 
 
-def _user_checked(t: Target) -> Target:
+def _user_checked(t: ConnectTarget) -> ConnectTarget:
     """A user-auth mesh needs the bearer and the sentinel creds; say which is missing."""
     if t.problem or not t.user_mode or t.creds or t.nkey:
         return t
@@ -460,10 +460,10 @@ class ConnectionEvents:
 _DENIAL = re.compile(r'Permissions Violation for (Publish|Subscription) to "([^"]+)"', re.IGNORECASE)
 _EVENTS: "weakref.WeakKeyDictionary[NATS, ConnectionEvents]" = weakref.WeakKeyDictionary()
 _CALLERS: "weakref.WeakKeyDictionary[NATS, tuple[str, str, str]]" = weakref.WeakKeyDictionary()
-_TARGETS: "weakref.WeakKeyDictionary[NATS, Target]" = weakref.WeakKeyDictionary()
+_TARGETS: "weakref.WeakKeyDictionary[NATS, ConnectTarget]" = weakref.WeakKeyDictionary()
 
 
-class PermissionDenied(errors.PermissionDenied):
+class SubjectDenied(errors.PermissionDenied):
     """The server refused a publish or subscribe this connection made."""
 
     def __init__(self, kind: str, subject: str):
@@ -476,7 +476,7 @@ async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
                           reply: str = "") -> None:
     """Publish and confirm the server accepted it: a flush round trip, after which a
     permission violation for this subject has been reported (the server answers ``-ERR``
-    before the ``PONG``). Raises :class:`PermissionDenied` instead of leaving a caller to
+    before the ``PONG``). Raises :class:`SubjectDenied` instead of leaving a caller to
     wait out a deadline for an answer that was never allowed to be asked for."""
     ev = events_of(nc)
     mark = ev.denial_seq
@@ -488,11 +488,11 @@ async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
         await force(force_flush=True)
     await nc.flush(timeout)
     if ev.denied_since(mark, "publish", subject):
-        raise PermissionDenied("publish", subject)
+        raise SubjectDenied("publish", subject)
 
 
 async def request_checked(nc: NATS, subject: str, payload: bytes, *, timeout: float = 5.0) -> Any:
-    """A request whose publish the broker may refuse: the refusal is :class:`PermissionDenied`
+    """A request whose publish the broker may refuse: the refusal is :class:`SubjectDenied`
     within one round trip (as in :func:`publish_checked`), not a wait for the timeout. The
     answer comes back on a reply inbox of the connection's own prefix; ``asyncio.TimeoutError``
     when none arrives within ``timeout``."""
@@ -520,10 +520,10 @@ def denial_mark(nc: NATS) -> int:
 
 
 def check_denied(nc: NATS, mark: int, kind: str = "subscribe") -> None:
-    """Raise :class:`PermissionDenied` for a denial of ``kind`` reported after ``mark``."""
+    """Raise :class:`SubjectDenied` for a denial of ``kind`` reported after ``mark``."""
     subj = events_of(nc).denied_since(mark, kind)
     if subj:
-        raise PermissionDenied(kind, subj)
+        raise SubjectDenied(kind, subj)
 
 
 def caller_of(nc: NATS) -> tuple[str, str, str] | None:
@@ -532,7 +532,7 @@ def caller_of(nc: NATS) -> tuple[str, str, str] | None:
     return _CALLERS.get(nc)
 
 
-def target_of(nc: NATS) -> "Target | None":
+def target_of(nc: NATS) -> "ConnectTarget | None":
     """The prepared target a connection was made with (its credential included)."""
     return _TARGETS.get(nc)
 
@@ -557,7 +557,7 @@ CONTROL_CREDS_REFUSAL = (
     "current cotal, or drive the manager from its project folder which mints the instrument for you")
 
 
-def prepare(target: Target) -> Target:
+def prepare(target: ConnectTarget) -> ConnectTarget:
     """Mint what the target's mode and role call for (no network; raises :class:`ConnectError`).
 
     Static mesh (``mode == "auth"``): the observer gets an admin read credential and control a
@@ -606,7 +606,7 @@ def prepare(target: Target) -> Target:
     return _replace(target, credential=cred)
 
 
-def connect_options(target: Target) -> dict[str, Any]:
+def connect_options(target: ConnectTarget) -> dict[str, Any]:
     """nats-py keyword options for ``target`` (secrets stay inside this dict)."""
     opts: dict[str, Any] = dict(
         servers=list(target.servers),
@@ -670,7 +670,7 @@ def explain_error(e: BaseException) -> str | None:
     from nats import errors as ne
     from nats.js import errors as je
 
-    if isinstance(e, (ConnectError, PermissionDenied)):
+    if isinstance(e, (ConnectError, SubjectDenied)):
         return str(e).rstrip(".")
     if isinstance(e, je.NoStreamResponseError):
         return "no JetStream stream stored it (is the space provisioned? see --space)"
@@ -715,7 +715,7 @@ def short_error(e: BaseException) -> str:
     return s.splitlines()[0][:200]
 
 
-def _reason(e: BaseException | None, target: Target) -> str:
+def _reason(e: BaseException | None, target: ConnectTarget) -> str:
     if e is None:
         return "no answer"
     name = type(e).__name__
@@ -756,7 +756,7 @@ def _reason(e: BaseException | None, target: Target) -> str:
     return said.rstrip(".")
 
 
-def _needs_credentials(target: Target) -> str:
+def _needs_credentials(target: ConnectTarget) -> str:
     """The bare login a secured broker refused: say so, and how to give credentials (and,
     when a registry is there, that it holds no entry for this space to mint from)."""
     home = cotal_home()
@@ -771,7 +771,7 @@ def _needs_credentials(target: Target) -> str:
             "mesh registry records this mesh")
 
 
-def _secrets_of(target: Target) -> list[str]:
+def _secrets_of(target: ConnectTarget) -> list[str]:
     out = []
     for srv in target.servers:
         u = urlsplit(srv)
@@ -779,7 +779,7 @@ def _secrets_of(target: Target) -> list[str]:
     return out
 
 
-async def connect(target: Target) -> tuple[NATS, Target]:
+async def connect(target: ConnectTarget) -> tuple[NATS, ConnectTarget]:
     """Open the connection; raises :class:`ConnectError` (one sentence) within the timeout."""
     target = prepare(target)
     bad = next((u for u in target.servers if urlsplit(u).scheme.lower() not in SCHEMES), None)
@@ -819,7 +819,7 @@ async def connect(target: Target) -> tuple[NATS, Target]:
     return nc, target
 
 
-def _caller_for(target: Target) -> tuple[str, str, str] | None:
+def _caller_for(target: ConnectTarget) -> tuple[str, str, str] | None:
     cred = target.credential
     if cred is not None and getattr(cred, "caller", None):
         return cred.caller
@@ -833,7 +833,7 @@ def _caller_for(target: Target) -> tuple[str, str, str] | None:
     return None
 
 
-def _where(target: Target) -> str:
+def _where(target: ConnectTarget) -> str:
     """The server, and where it came from when the user did not name it."""
     if target.source == "default":
         reg = sorted(str(e["space"]) for e in load_registry())
@@ -848,7 +848,7 @@ def _where(target: Target) -> str:
     return target.display
 
 
-def _hint(target: Target) -> str:
+def _hint(target: ConnectTarget) -> str:
     return "; pass --server URL to name the broker" if target.source == "default" else ""
 
 

@@ -47,7 +47,7 @@ from nats.aio.client import Client as NATS
 
 from meshview.connect import (  # the creds' connId/principal
     ConnectError,
-    Target,
+    ConnectTarget,
     _creds_public_key,
     _seed_public_key,
     connect,
@@ -171,7 +171,7 @@ def os_user() -> str:
         return os.environ.get("USER") or "operator"
 
 
-def credential_principal(target: Target) -> str | None:
+def credential_principal(target: ConnectTarget) -> str | None:
     """The principal a static credential names (static mode: ``local.<user nkey>``), if any."""
     key = None
     if target.creds:
@@ -185,7 +185,7 @@ def credential_principal(target: Target) -> str | None:
     return None
 
 
-def resolve_identity(target: Target, as_name: str | None = None, *,
+def resolve_identity(target: ConnectTarget, as_name: str | None = None, *,
                      user: str | None = None) -> Identity:
     """Who the operator is on the wire (pure; see the module docstring for the rules)."""
     cred = credential_principal(target)
@@ -295,7 +295,7 @@ class Participant:
 
     def __init__(
         self,
-        target: Target,
+        target: ConnectTarget,
         *,
         name: str | None = None,
         read_only: bool = False,

@@ -26,7 +26,7 @@ segment starts each open seat with a ``snap`` (or a ``note`` saying it resumes m
 Bounded: a segment rotates at half of ``max_size`` (the full one becomes ``FILE.1``, replacing an
 older one), and every segment starts with a checkpoint, so either replays on its own and the two
 replay as one. Nothing here records a credential: inputs are mesh data and the server as
-``Target.display`` shows it; connection strings in state lines are scrubbed anyway.
+``ConnectTarget.display`` shows it; connection strings in state lines are scrubbed anyway.
 
 Reading and playing back: meshview/replay.py. No Textual or Rich import (the model layer).
 """

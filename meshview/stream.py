@@ -25,7 +25,7 @@ import msgspec
 from nats.aio.client import Client as NATS
 
 from meshview import sanitize
-from meshview.connect import Target
+from meshview.connect import ConnectTarget
 from meshview.lineout import LineSink
 from meshview.model import MeshModel
 from meshview.notify import NotifySettings
@@ -369,7 +369,7 @@ class StreamOptions:
     notify: NotifySettings = field(default_factory=NotifySettings)
 
 
-async def stream_space(nc: NATS, target: Target, options: StreamOptions,
+async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
                        out: TextIO | LineSink, err: TextIO | LineSink, stop: asyncio.Event, *,
                        alert_write: Callable[[str], None] | None = None) -> int:
     """Observe ``target.space`` on the open connection ``nc`` and write it as lines on ``out``

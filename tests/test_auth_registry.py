@@ -12,7 +12,7 @@ import pytest
 
 from cotal_tui.cli.connection import add_connection_arguments, pick_mesh, target_from_args
 from meshview.connect import (
-    Target,
+    ConnectTarget,
     connect,
     connect_options,
     parse_link,
@@ -149,4 +149,4 @@ async def test_a_problem_is_the_connect_error():
     from meshview.connect import ConnectError
 
     with pytest.raises(ConnectError, match="none is current"):
-        await connect(Target(("nats://127.0.0.1:1",), problem="2 meshes are registered and none is current."))
+        await connect(ConnectTarget(("nats://127.0.0.1:1",), problem="2 meshes are registered and none is current."))

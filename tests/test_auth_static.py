@@ -31,8 +31,8 @@ from attach.managed import PsPoller
 from meshview.connect import (
     CONTROL_CREDS_REFUSAL,
     ConnectError,
-    PermissionDenied,
-    Target,
+    SubjectDenied,
+    ConnectTarget,
     caller_of,
     publish_checked,
     target_of,
@@ -160,7 +160,7 @@ async def test_watch_mints_an_admin_view_from_the_root(mesh):
         await nc.subscribe(f"cotal.{SPACE}.inst.>", cb=cb)  # admin: DMs are visible
         await nc.flush()
         await wait_for(lambda: seen, 30, "a live DM")
-        with pytest.raises(PermissionDenied):  # still read-only
+        with pytest.raises(SubjectDenied):  # still read-only
             await publish_checked(nc, f"cotal.{SPACE}.chat.local.x.general", b"{}")
     finally:
         await nc.close()
@@ -191,7 +191,7 @@ async def test_attach_mints_a_session_caller_for_the_rails(mesh):
         # own credential reaches them (the manager serves them on a session-serving credential)
         cnc = await attach_connect(target)
         try:
-            with pytest.raises(PermissionDenied):
+            with pytest.raises(SubjectDenied):
                 await publish_checked(cnc, grant["subjects"]["in"], b'{"t":"close"}')
         finally:
             await cnc.close()
@@ -219,7 +219,7 @@ async def test_observer_creds_ps_poller_says_so_once_and_stops(mesh, tmp_path):
     key = mesh.trust.root_seed.mint("x", None).key
     obs = mesh.trust.root_seed.mint("observer", observer_permissions(SPACE, key.public), key=key)
     creds = write_creds(tmp_path / "observer.creds", obs.jwt, obs.key.seed)
-    nc, _ = await mesh_connect(Target((mesh.url,), SPACE, creds=str(creds)))
+    nc, _ = await mesh_connect(ConnectTarget((mesh.url,), SPACE, creds=str(creds)))
     try:
         before = len(violations(mesh))
         updates = []
@@ -239,7 +239,7 @@ async def test_observer_creds_ps_poller_says_so_once_and_stops(mesh, tmp_path):
 
 async def test_a_target_with_a_problem_raises_it():
     with pytest.raises(ConnectError, match="several"):
-        await mesh_connect(Target(("nats://127.0.0.1:1",), problem="several meshes"))
+        await mesh_connect(ConnectTarget(("nats://127.0.0.1:1",), problem="several meshes"))
 
 
 async def test_a_denied_bucket_watch_ends_instead_of_retrying(mesh, tmp_path):

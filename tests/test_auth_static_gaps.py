@@ -32,7 +32,7 @@ from support.tmux import needs_tmux
 from attach import control
 from attach.connection import session_target
 from meshview import auth
-from meshview.connect import Target, connect as mesh_connect, events_of, prepare, target_of
+from meshview.connect import ConnectTarget, connect as mesh_connect, events_of, prepare, target_of
 from meshview.wire.messages import EndpointRef, encode_message
 from meshview.wire.names import bucket_names, chat_stream
 from meshview.wire.outbound import build_message
@@ -323,7 +323,7 @@ async def test_the_console_polls_ps_with_a_minted_instrument(mesh):
 
 
 async def test_purges_on_a_user_auth_mesh_are_refused_by_name_before_the_network():
-    t = Target(("nats://127.0.0.1:1",), "ua", bearer="not-a-real-bearer", sentinel="/nonexistent",
+    t = ConnectTarget(("nats://127.0.0.1:1",), "ua", bearer="not-a-real-bearer", sentinel="/nonexistent",
                mode="user", role="control")
     for verb, call in (("purge", lambda: control.purge(t)), ("delete", lambda: control.delchan(t, "general"))):
         t0 = time.monotonic()

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import until
-from cotal_tui.cmd_chat import (
+from cotal_tui.cli.chat import (
     Action,
     _completer_class,
     addressed_to,

@@ -1,4 +1,4 @@
-"""Target resolution, redaction, inbox prefix and secret-file checks (plus one real connect)."""
+"""ConnectTarget resolution, redaction, inbox prefix and secret-file checks (plus one real connect)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from meshview.connect import (
-    Target,
+    ConnectTarget,
     connect,
     connect_options,
     redact_url,
@@ -50,12 +50,12 @@ def test_registry_and_current_mesh(tmp_path, monkeypatch):
 def test_redaction_and_token_inbox():
     assert redact_url("nats://user:pw@host:4222") == "nats://***@host:4222"
     assert redact_url("tls://s3cr3t@host") == "tls://***@host"
-    t = Target(("nats://s3cr3t@127.0.0.1:4222",))
+    t = ConnectTarget(("nats://s3cr3t@127.0.0.1:4222",))
     assert "s3cr3t" not in t.display and t.has_credential
     opts = connect_options(t)
     assert opts["inbox_prefix"].startswith("_INBOX_") and opts["name"] == opts["inbox_prefix"][7:]
     assert opts["ping_interval"] == 10 and opts["max_outstanding_pings"] == 2
-    assert "inbox_prefix" not in connect_options(Target(("nats://127.0.0.1:4222",)))
+    assert "inbox_prefix" not in connect_options(ConnectTarget(("nats://127.0.0.1:4222",)))
 
 
 def test_creds_inbox_and_mode_warning(tmp_path, capsys):
@@ -70,12 +70,12 @@ def test_creds_inbox_and_mode_warning(tmp_path, capsys):
                      "------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n"
                      f"{seed.decode()}\n------END USER NKEY SEED------\n")
     os.chmod(creds, 0o644)
-    opts = connect_options(Target(("nats://127.0.0.1:4222",), creds=str(creds)))
+    opts = connect_options(ConnectTarget(("nats://127.0.0.1:4222",), creds=str(creds)))
     assert opts["inbox_prefix"] == f"_INBOX_{pub}"
     err = capsys.readouterr().err
     assert "readable by other users" in err and seed.decode() not in err
     os.chmod(creds, 0o600)
-    connect_options(Target(("nats://127.0.0.1:4222",), creds=str(creds)))
+    connect_options(ConnectTarget(("nats://127.0.0.1:4222",), creds=str(creds)))
     assert capsys.readouterr().err == ""
 
 
@@ -98,7 +98,7 @@ def test_nats_loads_without_aiohttp_until_a_websocket_needs_it():
             "prepare_process()  # what the cotal entry point does first\n"
             "import sys, meshview.connect as c, nats.aio.transport as t\n"
             "print(t.aiohttp is None, 'aiohttp' in sys.modules)\n"
-            "c.connect_options(c.Target(('ws://127.0.0.1:1',), 's'))\n"
+            "c.connect_options(c.ConnectTarget(('ws://127.0.0.1:1',), 's'))\n"
             "print(t.aiohttp is not None, 'aiohttp' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -16,18 +16,18 @@ from attach import control
 from attach.control import ControlError
 from conftest import until
 from cotal_tui.demo.manager import PERSONAS, DemoManager, Persona, SeatSpec
-from meshview.connect import Target, connect
+from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
 from meshview.wire.names import bucket_names
 from support.observer import post
 
-DEAD = Target(("nats://127.0.0.1:1",), "nowhere", timeout=0.5)
+DEAD = ConnectTarget(("nats://127.0.0.1:1",), "nowhere", timeout=0.5)
 STUBBORN = ("sh", "-c", "trap '' TERM HUP; echo stubborn up; while :; do sleep 0.2; done")
 
 
-def target(broker, space: str) -> Target:
-    return Target((broker.url,), space, timeout=3)
+def target(broker, space: str) -> ConnectTarget:
+    return ConnectTarget((broker.url,), space, timeout=3)
 
 
 class Managers:
@@ -59,7 +59,7 @@ async def managers(broker, space, tmp_path):
 
 
 async def observe(broker, space: str) -> tuple[Observer, MeshModel]:
-    nc, t = await connect(Target((broker.url,), space, timeout=3))
+    nc, t = await connect(ConnectTarget((broker.url,), space, timeout=3))
     model = MeshModel(space)
     obs = Observer(nc, space, model, has_credential=False, options=ObserverOptions(backfill=0))
     await obs.start()
@@ -304,7 +304,7 @@ async def test_ps_tells_a_wedged_manager_and_a_refusing_one_from_silence(broker,
     stale; a manager whose ps fails answers with an error, which is a refusal, never silence."""
     import signal
 
-    from cotal_tui.cmd_ps import manager_line
+    from attach.seat_text import manager_line
     from support import manager_proc
 
     ok = await managers.start("fine")

@@ -21,7 +21,7 @@ from cotal_tui.app import CotalApp
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.session import LiveSession
 from cotal_tui.screens.control import StopConfirm, TypedConfirm
-from meshview.connect import Target
+from meshview.connect import ConnectTarget
 from meshview.wire.names import bucket_names
 from support.observer import post
 from test_control import Managers
@@ -67,7 +67,7 @@ async def palette(pilot, text: str) -> None:
 async def test_D_overlay_enter_does_not_kill_n_cancels_y_and_f_stop(broker, nc, space, managers):
     m1 = await managers.start()
     m2 = await managers.start()
-    t = Target((broker.url,), space, timeout=3)
+    t = ConnectTarget((broker.url,), space, timeout=3)
     w1 = await control.spawn(t, "echo", name="w1", on=m1.instance_id)
     w2 = await control.spawn(t, "bash", name="w2", on=m2.instance_id)
     assert w1.joined and w2.joined
@@ -221,7 +221,7 @@ async def test_delchan_needs_the_exact_name_and_purge_the_space_name(broker, nc,
 
 async def test_read_only_lists_mutating_verbs_as_unavailable(broker, nc, space, managers):
     m = await managers.start()
-    t = Target((broker.url,), space, timeout=3)
+    t = ConnectTarget((broker.url,), space, timeout=3)
     w = await control.spawn(t, "echo", name="ro1")
     session = live(nc, broker, space, read_only=True)
     app = CotalApp(session=session)

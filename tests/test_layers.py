@@ -62,7 +62,7 @@ MAY_IMPORT = {
     "widgets": {"meshview", "attach", "widgets"},
 }
 DEMO = "cotal_tui.demo"
-DEMO_USERS = ("cotal_tui/cmd_demo.py", "cotal_tui/demo/", "tests/", "bench/")
+DEMO_USERS = ("cotal_tui/cli/demo.py", "cotal_tui/demo/", "tests/", "bench/")
 # inside a package: folder -> modules of ours it may not import (the App drives its screens)
 MAY_NOT_IMPORT = {
     "cotal_tui/screens/": ("cotal_tui.app",),
@@ -108,7 +108,7 @@ def layer_violations(root: Path = ROOT) -> list[str]:
                                         f"import only {', '.join(sorted(allowed))} of ours)")
                 if (mod == DEMO or mod.startswith(DEMO + ".")) and not rel.startswith(DEMO_USERS):
                     problems.setdefault((rel, line, "demo"), f"{rel}:{line} imports {mod} (demo code "
-                                        "is for cmd_demo, tests and benches only)")
+                                        "is for cli/demo.py, tests and benches only)")
                 for folder, banned in MAY_NOT_IMPORT.items():
                     hit = next((b for b in banned if mod == b or mod.startswith(b + ".")), None)
                     if rel.startswith(folder) and hit:

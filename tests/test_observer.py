@@ -11,7 +11,7 @@ import pytest
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from meshview.connect import Target, connect
+from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.snapshot import PresenceEvent
 from meshview.observer import Observer, ObserverOptions
@@ -28,7 +28,7 @@ from support.observer import (
 
 
 async def start_observer(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
-    nc, target = await connect(Target((url,), space, timeout=3))
+    nc, target = await connect(ConnectTarget((url,), space, timeout=3))
     model = MeshModel(space, record_events=True)
     obs = Observer(nc, space, model, has_credential=target.has_credential,
                    options=ObserverOptions(**opts))
@@ -207,7 +207,7 @@ async def test_observer_scope_hides_dms(scoped_broker):
     admin = await nats.connect(f"nats://admin:adminpw@{host}")
     await provision_space(admin, SCOPE_SPACE)
     errors: list[str] = []
-    nc, target = await connect(Target((f"nats://obs:obspw@{host}",), SCOPE_SPACE, timeout=3))
+    nc, target = await connect(ConnectTarget((f"nats://obs:obspw@{host}",), SCOPE_SPACE, timeout=3))
     from meshview.connect import events_of
     events_of(nc).on_error.append(lambda e: errors.append(str(e)))
     model = MeshModel(SCOPE_SPACE, record_events=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from meshview.connect import Target, connect
+from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
 from conftest import until
@@ -17,7 +17,7 @@ from support.observer import message
 
 
 async def start(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
-    onc, _ = await connect(Target((url,), space, timeout=3))
+    onc, _ = await connect(ConnectTarget((url,), space, timeout=3))
     model = MeshModel(space, record_events=True, feed_cap=20_000)
     obs = Observer(onc, space, model, options=ObserverOptions(backfill=0, **opts))
     await obs.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from meshview.connect import Target, connect
+from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
 from conftest import until
@@ -55,7 +55,7 @@ class CuttableProxy:
 async def test_gap_is_filled_from_history_after_reconnect(broker, nc, space):
     proxy = CuttableProxy(broker.port)
     port = await proxy.start()
-    onc, target = await connect(Target((f"nats://127.0.0.1:{port}",), space, timeout=3))
+    onc, target = await connect(ConnectTarget((f"nats://127.0.0.1:{port}",), space, timeout=3))
     model = MeshModel(space, record_events=True)
     obs = Observer(onc, space, model, options=ObserverOptions(backfill=0))
     await obs.start()

@@ -13,14 +13,14 @@ from support.observer import anycast, dm, now_ms, post, presence, put_presence
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from meshview.connect import Target, connect
+from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
 from meshview.stream import StreamWriter
 
 
 async def start(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
-    nc, target = await connect(Target((url,), space, timeout=3))
+    nc, target = await connect(ConnectTarget((url,), space, timeout=3))
     model = MeshModel(space, record_events=True)
     obs = Observer(nc, space, model, has_credential=target.has_credential,
                    options=ObserverOptions(backfill=0, **opts))
@@ -80,7 +80,7 @@ async def test_denied_taps_narrow_on_an_upper_case_space(upper_broker):
     host = f"127.0.0.1:{upper_broker.port}"
     admin = await nats.connect(f"nats://admin:adminpw@{host}")
     await provision_space(admin, "Team")
-    nc, target = await connect(Target((f"nats://obs:obspw@{host}",), "Team", timeout=3))
+    nc, target = await connect(ConnectTarget((f"nats://obs:obspw@{host}",), "Team", timeout=3))
     model = MeshModel("Team", record_events=True)
     obs = Observer(nc, "Team", model, has_credential=target.has_credential,
                    options=ObserverOptions(backfill=0))

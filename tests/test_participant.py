@@ -17,7 +17,7 @@ from conftest import VECTORS, until
 from cotal_tui.demo.broker import Broker, free_port
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
-from meshview.connect import Target, connect
+from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
 from meshview.errors import PermissionDenied
@@ -87,14 +87,14 @@ async def presence_of(nc, space: str, key: str) -> dict | None:
     return json.loads(e.value) if e and e.value else None
 
 
-def target(broker, space: str) -> Target:
-    return Target((broker.url,), space, timeout=3)
+def target(broker, space: str) -> ConnectTarget:
+    return ConnectTarget((broker.url,), space, timeout=3)
 
 
 # -- pure rules ------------------------------------------------------------------------------
 
 def test_identity_rules(tmp_path):
-    t = Target(("nats://127.0.0.1:4222",), "main")
+    t = ConnectTarget(("nats://127.0.0.1:4222",), "main")
     ident = resolve_identity(t, user="ann.lee")
     assert (ident.id, ident.name) == ("local.ann_lee_console", "ann.lee-console")
     assert resolve_identity(t, "ops bot").id == "local.ops_bot"
@@ -113,7 +113,7 @@ def test_mentions_and_uids():
 def test_dm_targets_are_vetted_without_the_network():
     rows = [RosterEntry("local.bram", "bram", "agent"), RosterEntry("local.obs", "watch", "endpoint"),
             RosterEntry("local.x1", "twin", "agent"), RosterEntry("local.x2", "twin", "agent")]
-    p = Participant(Target(("nats://127.0.0.1:1",), "main"), roster=lambda: rows, user="op")
+    p = Participant(ConnectTarget(("nats://127.0.0.1:1",), "main"), roster=lambda: rows, user="op")
     assert p.resolve_agent("@Bram") == "local.bram"
     with pytest.raises(NotAnAgent):
         p.resolve_agent("watch")
@@ -227,7 +227,7 @@ async def test_read_only_sends_publish_nothing(broker, nc, space):
 
 
 async def test_identity_mismatch_fails_before_publish(auth_mesh):
-    t = Target((auth_mesh.url,), auth_mesh.space, creds=str(auth_mesh.creds("agent")), timeout=3)
+    t = ConnectTarget((auth_mesh.url,), auth_mesh.space, creds=str(auth_mesh.creds("agent")), timeout=3)
     p = Participant(t, name="local.someone_else")
     with pytest.raises(IdentityMismatch):
         await p.send(Send("channel", "general", "x"))
@@ -236,7 +236,7 @@ async def test_identity_mismatch_fails_before_publish(auth_mesh):
 
 
 async def test_permission_denied_is_named_and_quick(auth_mesh):
-    t = Target((auth_mesh.url,), auth_mesh.space, creds=str(auth_mesh.creds("agent")), timeout=3)
+    t = ConnectTarget((auth_mesh.url,), auth_mesh.space, creds=str(auth_mesh.creds("agent")), timeout=3)
     p = Participant(t, name="agent-op")
     try:
         assert p.id == auth_mesh.principal("agent")  # SPEC §2: the credential's principal
@@ -287,7 +287,7 @@ async def test_concurrent_sends_share_one_start(broker, nc, space):
 
 async def test_refused_start_withholds_sends_and_a_later_send_retries():
     port = free_port()
-    p = Participant(Target((f"nats://127.0.0.1:{port}",), "late", timeout=1), user="op")
+    p = Participant(ConnectTarget((f"nats://127.0.0.1:{port}",), "late", timeout=1), user="op")
     results = await asyncio.gather(p.send(Send("channel", "general", "one")),
                                    p.send(Send("channel", "general", "two")),
                                    return_exceptions=True)
@@ -317,7 +317,7 @@ async def test_send_survives_a_broker_restart(fresh_broker):
     await provision_space(nc, "rs")
     await nc.close()
     rows = [RosterEntry("local.bram", "bram", "agent")]
-    p = Participant(Target((b.url,), "rs", timeout=3), roster=lambda: rows, user="op")
+    p = Participant(ConnectTarget((b.url,), "rs", timeout=3), roster=lambda: rows, user="op")
     try:
         await p.send(Send("channel", "general", "before"))
         b.stop(keep_store=True)
@@ -347,7 +347,7 @@ async def test_send_survives_a_broker_restart(fresh_broker):
 async def test_dm_round_trip_with_the_demo_team(broker, nc, space):
     team = Team(nc, space, seed=4, schedule=QUIET, answer_delay_s=0.05)
     await team.start()
-    onc, tgt = await connect(Target((broker.url,), space, timeout=3))
+    onc, tgt = await connect(ConnectTarget((broker.url,), space, timeout=3))
     model = MeshModel(space)
     obs = Observer(onc, space, model, has_credential=False, options=ObserverOptions(backfill=0))
     await obs.start()

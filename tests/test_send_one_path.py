@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from cotal_tui.cmd_chat import parse as chat_parse
-from cotal_tui.cmd_send import plan
+from cotal_tui.cli.chat import parse as chat_parse
+from cotal_tui.cli.send import plan
 from cotal_tui.palette import PING, parse_write
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target, reply_target, send_of
 from meshview import connect, errors, participant
-from meshview.connect import Target
+from meshview.connect import ConnectTarget
 from meshview.participant import Participant, RosterEntry
 from meshview.send import Original, Send, reply_send
 from meshview.snapshot import FeedEntry
@@ -30,7 +30,7 @@ PEERS = [SimpleNamespace(id=r.id, name=r.name, kind=r.kind, role=r.role) for r i
 
 
 def _participant() -> Participant:
-    return Participant(Target(("nats://127.0.0.1:9",), "demo"), user="op", roster=lambda: ROWS)
+    return Participant(ConnectTarget(("nats://127.0.0.1:9",), "demo"), user="op", roster=lambda: ROWS)
 
 
 def _cli(*words: str, ask: str | None = None, queue: bool = False,
@@ -139,7 +139,7 @@ def test_a_thread_starts_at_the_original_and_lifecycle_rows_cannot_be_answered()
 
 def test_the_reply_rule_lives_once_in_meshview():
     """No front-end routes a reply or computes its thread itself: they import the rule."""
-    fronts = ["cotal_tui/screens/compose.py", "cotal_tui/cmd_send.py", "cotal_tui/cmd_chat.py",
+    fronts = ["cotal_tui/screens/compose.py", "cotal_tui/cli/send.py", "cotal_tui/cli/chat.py",
               "cotal_tui/operator.py", "cotal_tui/palette.py"]
     thread = re.compile(r"contextId\s+or\b|context_id\s+or\b")
     for path in sorted((ROOT / "cotal_tui").rglob("*.py")):
@@ -149,10 +149,13 @@ def test_the_reply_rule_lives_once_in_meshview():
         assert "def reply_context" not in src and "def reply_send" not in src, rel
     compose = (ROOT / fronts[0]).read_text()
     assert "from meshview.send import Original, Send, reply_send" in compose
-    assert "reply_context" in (ROOT / fronts[1]).read_text()  # cmd_send uses wire's
+    assert "reply_context" in (ROOT / fronts[1]).read_text()  # cli/send.py uses wire's
 
 
 def test_one_permission_denied_root():
-    assert issubclass(connect.PermissionDenied, errors.PermissionDenied)
+    assert issubclass(connect.SubjectDenied, errors.PermissionDenied)
     assert issubclass(participant.PublishDenied, errors.PermissionDenied)
     assert issubclass(participant.PublishDenied, participant.ParticipantError)
+    named = [p for p in ROOT.glob("*/**/*.py") if ".venv" not in p.parts and "tests" not in p.parts
+             and "class PermissionDenied" in p.read_text()]
+    assert [p.relative_to(ROOT).as_posix() for p in named] == ["meshview/errors.py"]

@@ -11,7 +11,7 @@ from support.console import StaticSession, build_model
 
 from cotal_tui.session import ConsoleSession, LiveSession
 from cotal_tui.shell import ConsoleShell
-from meshview.connect import Target
+from meshview.connect import ConnectTarget
 from meshview.replay import ReplaySession, load_recording
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def test_every_session_kind_keeps_the_contract(tmp_path):
         as_name = None
         read_only = False
 
-    live = LiveSession(NATS(), Target(servers=("nats://127.0.0.1:9",), space="demo"), "demo", Args())
+    live = LiveSession(NATS(), ConnectTarget(servers=("nats://127.0.0.1:9",), space="demo"), "demo", Args())
     for session, kind in ((static, "static"), (replay, "replay"), (live, "live")):
         assert isinstance(session, ConsoleSession), type(session).__name__
         assert session.kind == kind and session.on_stop == []
@@ -83,7 +83,7 @@ async def test_stop_runs_the_hooks_in_order(tmp_path):
         as_name = None
         read_only = False
 
-    live = LiveSession(NATS(), Target(servers=("nats://127.0.0.1:9",), space="demo"), "demo", Args())
+    live = LiveSession(NATS(), ConnectTarget(servers=("nats://127.0.0.1:9",), space="demo"), "demo", Args())
     for session in (ReplaySession(load_recording(str(path))), live):
         ran: list[str] = []
         session.on_stop.append(lambda: ran.append("a"))

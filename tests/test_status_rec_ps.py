@@ -10,10 +10,10 @@ from test_control_console import live, managers, palette  # noqa: F401  (fixture
 
 async def test_ps_is_a_table_with_the_cotal_ps_columns(broker, nc, space, managers):  # noqa: F811
     from attach import control
-    from meshview.connect import Target
+    from meshview.connect import ConnectTarget
 
     m = await managers.start()
-    r = await control.spawn(Target((broker.url,), space, timeout=3), "echo", name="w9",
+    r = await control.spawn(ConnectTarget((broker.url,), space, timeout=3), "echo", name="w9",
                             on=m.instance_id)
     assert r.joined
     session = live(nc, broker, space)

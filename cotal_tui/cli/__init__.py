@@ -18,19 +18,20 @@ import sys
 
 from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file, steady_malloc
 
-# subcommand -> module exposing add_arguments(parser) and run(args) -> int
+# subcommand -> module exposing add_arguments(parser) and run(args) -> int ("module:verb": the
+# module's <verb>_arguments and run_<verb>, for verbs that share one module)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("cotal_tui.cmd_demo", "embedded broker + scripted team + manager + console"),
+    "demo": ("cotal_tui.cli.demo", "embedded broker + scripted team + manager + console"),
     "watch": ("cotal_tui.cli.watch", "observe a space: console on a TTY, else a line stream"),
-    "attach": ("cotal_tui.cmd_attach", "interactive session on a managed agent's terminal"),
-    "ps": ("cotal_tui.cmd_ps", "list managed seats, per manager"),
-    "spawn": ("cotal_tui.cmd_spawn", "start a managed seat from a persona; waits for it to join"),
-    "stop": ("cotal_tui.cmd_stop", "stop a managed seat (graceful, or --force)"),
-    "input": ("cotal_tui.cmd_input", "type text into a managed seat's terminal"),
-    "status": ("cotal_tui.cmd_status", "one managed seat's row, from the manager hosting it"),
-    "send": ("cotal_tui.cmd_send", "send one message: a channel post, a DM, an ask or a reply"),
-    "chat": ("cotal_tui.cmd_chat", "line-mode chat: the live stream above a prompt that sends"),
-    "replay": ("cotal_tui.cmd_replay", "replay a recording (cotal watch --record) with no broker"),
+    "attach": ("cotal_tui.cli.attach", "interactive session on a managed agent's terminal"),
+    "ps": ("cotal_tui.cli.ps", "list managed seats, per manager"),
+    "spawn": ("cotal_tui.cli.control:spawn", "start a managed seat from a persona; waits for it to join"),
+    "stop": ("cotal_tui.cli.control:stop", "stop a managed seat (graceful, or --force)"),
+    "input": ("cotal_tui.cli.control:input", "type text into a managed seat's terminal"),
+    "status": ("cotal_tui.cli.control:status", "one managed seat's row, from the manager hosting it"),
+    "send": ("cotal_tui.cli.send", "send one message: a channel post, a DM, an ask or a reply"),
+    "chat": ("cotal_tui.cli.chat", "line-mode chat: the live stream above a prompt that sends"),
+    "replay": ("cotal_tui.cli.replay", "replay a recording (cotal watch --record) with no broker"),
 }
 
 
@@ -54,6 +55,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.get_default("_subparsers")[name] = sp
         if command is not None and name != command:
             continue
+        mod, _, verb = mod.partition(":")
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:
@@ -61,8 +63,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 raise
             sp.set_defaults(_missing=name)
             continue
-        module.add_arguments(sp)
-        sp.set_defaults(_run=module.run)
+        add, run = ((getattr(module, f"{verb}_arguments"), getattr(module, f"run_{verb}")) if verb
+                    else (module.add_arguments, module.run))
+        add(sp)
+        sp.set_defaults(_run=run)
     return p
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from meshview.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest
 
 if TYPE_CHECKING:
-    from meshview.connect import Target
+    from meshview.connect import ConnectTarget
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +51,7 @@ def connect_request(args: argparse.Namespace) -> ConnectRequest:
     )
 
 
-def target_from_args(args: argparse.Namespace) -> Target:
+def target_from_args(args: argparse.Namespace) -> ConnectTarget:
     """The command line's connect target: flags, then the ``$COTAL_HOME`` registry; several
     registered meshes with none current are picked from on a terminal."""
     from meshview.connect import resolve_target

@@ -16,7 +16,7 @@ from typing import Any
 
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.session import LiveSession
-from meshview.connect import ConnectError, Target, connect
+from meshview.connect import ConnectError, ConnectTarget, connect
 
 
 def record_and_notify(session: LiveSession, args: argparse.Namespace, app: Any) -> None:
@@ -52,7 +52,7 @@ CONNECTING_AFTER_S = 0.2  # a broker that answers this fast needs no line
 CONNECTING_EVERY_S = 0.5
 
 
-async def connect_showing(target: Target, out: Any = None) -> tuple[Any, Target]:
+async def connect_showing(target: ConnectTarget, out: Any = None) -> tuple[Any, ConnectTarget]:
     """``connect`` while the terminal says so: ``connecting to <server> … 3s``, rewritten in
     place as the seconds go by, until connected (the line is wiped) or failed. Only on a
     terminal: a pipe gets nothing but the outcome."""
@@ -79,7 +79,7 @@ async def connect_showing(target: Target, out: Any = None) -> tuple[Any, Target]
             out.flush()
 
 
-def wants_picker(args: argparse.Namespace, target: Target) -> bool:
+def wants_picker(args: argparse.Namespace, target: ConnectTarget) -> bool:
     """An open mesh named by URL, no ``--space``: the admin overview first."""
     return (getattr(args, "space", None) is None and target.source in ("flag", "default")
             and not target.has_credential)

@@ -31,7 +31,7 @@ from attach import control
 from attach.managed import ManagedSeat
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, shell_of
-from meshview.connect import Target
+from meshview.connect import ConnectTarget
 from widgets.channel_tabs import ChannelTabs
 from widgets.line_list import Item, LineList
 
@@ -57,7 +57,7 @@ def _session(app: ConsoleShell) -> ConsoleSession | None:
     return screen.session if screen is not None else None
 
 
-def control_target(session: ConsoleSession) -> Target | None:
+def control_target(session: ConsoleSession) -> ConnectTarget | None:
     """The console's own target, aimed at the space it watches (None: no control path)."""
     target = session.target
     if target is None:
@@ -216,10 +216,10 @@ def ps_table(result: Any) -> list[str]:
     """``cotal ps``'s own rendering of a ``ps`` result, as lines (one source of the columns)."""
     import io
 
-    from cotal_tui.cmd_ps import render
+    from attach.seat_text import render_ps
 
     out = io.StringIO()
-    render(result, control.PS_DEADLINE_MS / 1000, out=out)
+    render_ps(result, control.PS_DEADLINE_MS / 1000, out)
     return out.getvalue().splitlines()
 
 
@@ -240,7 +240,7 @@ class Controls:
     def say(self, text: str, error: bool = False) -> None:
         self.shell.notify_line(text, error)
 
-    def _ready(self, verb: str) -> tuple[ConsoleSession, Target] | None:
+    def _ready(self, verb: str) -> tuple[ConsoleSession, ConnectTarget] | None:
         session = _session(self.shell)
         why = refusal(session, verb)
         target = control_target(session) if session is not None else None

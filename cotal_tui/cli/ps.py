@@ -16,11 +16,6 @@ import asyncio
 import json
 import sys
 
-from meshview.timefmt import uptime
-
-KIND_W, NAME_W, PROC_W, MESH_W = 11, 16, 18, 16
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from cotal_tui.cli.connection import add_connection_arguments
 
@@ -30,62 +25,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_arguments(p)
 
 
-def describe_row(row: dict) -> tuple[str, str]:
-    up = uptime(int(row.get("uptimeMs") or 0))
-    process = f"running {up}" if row.get("status") == "running" else f"exited after {up}"
-    mesh = row.get("mesh")
-    if row.get("meshView", "current") != "current":
-        m = "mesh unknown"
-    elif mesh == "absent":
-        m = "not in roster"
-    elif mesh == "offline":
-        m = "mesh offline"
-    else:
-        m = f"mesh {mesh}"
-    return process, m
-
-
-def manager_line(m, deadline_s: float) -> str:
-    """What one manager that gave no rows says (refused or silent), for the operator."""
-    if m.state == "refused":
-        return f"manager {m.instance_id}: refused ps ({m.code}): {m.message}"
-    if m.liveness == "gone":
-        return (f"manager {m.instance_id}: registration is stale - nothing is subscribed on its rail; "
-                "its host is gone and it never deregistered")
-    if m.liveness == "probe-refused":
-        return (f"manager {m.instance_id}: registered, no answer within the {deadline_s:g} s deadline "
-                "(the broker refused the liveness probe)")
-    return (f"manager {m.instance_id}: registered, no answer within the {deadline_s:g} s deadline "
-            "(something holds its rail: alive but slow, or wedged)")
-
-
-def render(result, deadline_s: float, out=sys.stdout) -> None:
-    from meshview.sanitize import inline as clean  # rows are untrusted text
-
-    answered = [m for m in result.managers if m.state == "answered"]
-    rows = [(m, r) for m in answered for r in sorted(m.rows, key=lambda r: r.name)]
-    if rows:
-        print(f"{'NAME':<{NAME_W}} {'KIND':<{KIND_W}} {'PROCESS':<{PROC_W}} {'MESH':<{MESH_W}} MANAGER", file=out)
-        for m, r in rows:
-            process, mesh = describe_row(r.raw)
-            print(f"{clean(r.name)[:NAME_W]:<{NAME_W}} {clean(r.agent)[:KIND_W]:<{KIND_W}} "
-                  f"{process:<{PROC_W}} {clean(mesh)[:MESH_W]:<{MESH_W}} {m.instance_id}", file=out)
-    else:
-        print("(no managed agents)", file=out)
-    if len(result.managers) > 1:
-        for m in answered:
-            if not m.rows:
-                print(f"manager {m.instance_id}: no managed agents", file=out)
-    for m in result.managers:
-        if m.state != "answered":
-            print(clean(manager_line(m, deadline_s)), file=out)
-
-
 async def _main(args: argparse.Namespace) -> int:
     from attach import control
     from attach.connection import session_target
+    from attach.seat_text import manager_line, render_ps
     from cotal_tui.cli.connection import target_from_args
-
     from meshview.connect import ConnectError
     from meshview.spaces import require_space
 
@@ -112,7 +56,7 @@ async def _main(args: argparse.Namespace) -> int:
             if m.state != "answered":
                 print(f"cotal ps: {manager_line(m, deadline_s)}", file=sys.stderr)
         return 0
-    render(result, deadline_s)
+    render_ps(result, deadline_s, sys.stdout)
     return 0
 
 
