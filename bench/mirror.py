@@ -5,7 +5,7 @@ Run: ``.venv/bin/python bench/mirror.py``. Records, in a real pty, ``ls -laR --c
 recording in 4 KiB chunks to a bare ``pyte.Screen`` + ``pyte.ByteStream`` and to ``Mirror``
 (pyte with the fast paths of ``attach/fast_screen.py`` and a fast feed loop), A/B alternating,
 five rounds, median of each. Goal: Mirror ≥ 2× bare pyte. Each recording is also fed to the
-mirror built on bare pyte (``tests/test_mirror_fast.py``'s reference) and the two final
+mirror built on bare pyte (``tests/attach/test_mirror_fast.py``'s reference) and the two final
 screens are compared cell for cell. Then snapshot() times at 120x32.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import pyte
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "attach"))
 from test_mirror_fast import RefMirror, screen_state  # noqa: E402
 
 from attach.mirror import Mirror  # noqa: E402
