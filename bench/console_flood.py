@@ -80,10 +80,9 @@ async def measure_model(nc, target, space: str, seconds: float) -> dict:
 
 async def measure_console(nc, target, space: str, seconds: float) -> dict:
     from cotal_tui.app import CotalApp
-    from cotal_tui.session import LiveSession
+    from cotal_tui.session import LiveSession, SessionOptions
 
-    args = argparse.Namespace(backfill=0, no_dms=False)
-    session = LiveSession(nc, target, space, args)
+    session = LiveSession(nc, target, space, SessionOptions(backfill=0))
     app = CotalApp(session=session)
     lateness: list[float] = []
     stop = asyncio.Event()

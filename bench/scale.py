@@ -186,13 +186,14 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
 
     from cotal_tui.app import CotalApp
     from cotal_tui.cli.watch_console import tune_gc
+    from cotal_tui.cli.watch_console import session_options
     from cotal_tui.session import LiveSession
     from widgets.needs_you import NeedsYouRail
     from widgets.roster import Roster
 
     nc, target = await connect(ConnectTarget((url,), SPACE))
     args = argparse.Namespace(server=[url], space=SPACE, backfill=50, no_dms=False)
-    session = LiveSession(nc, target, SPACE, args)
+    session = LiveSession(nc, target, SPACE, session_options(args))
     app = CotalApp(session=session)
     tune_gc()  # as ``cotal watch`` does on a terminal
     out: dict = {}

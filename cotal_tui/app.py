@@ -30,7 +30,7 @@ from cotal_tui.screens.control import (
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_names
-from cotal_tui.seats import SeatSessions, learn_sizes
+from cotal_tui.seats import SeatSessions
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
 from widgets.roster import Roster
@@ -152,7 +152,7 @@ class MeshCommands(Provider):
     def _write_verbs(self) -> list[tuple[str, str, Callable[[], Any]]]:
         """The write verbs as palette rows; unavailable ones say why instead of hiding."""
         screen = self._console()
-        why = screen._refusal() if screen is not None else "open a space first"
+        why = screen.refusal() if screen is not None else "open a space first"
         rows = []
         for verb, usage in WRITE_VERBS.items():
             help_ = usage if why is None else f"unavailable - {why}"
@@ -376,7 +376,6 @@ class CotalApp(App[int]):
             why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
             self.notify_line(f"{verb}: {name} is not hosted by any manager ({why})")
             return False
-        learn_sizes(sessions, fold)
         self.push_screen(AttachScreen(sessions, name, peek=peek, hold_escape=self.hold_escape))
         return True
 
@@ -388,7 +387,6 @@ class CotalApp(App[int]):
         if sessions is None:
             self.notify_line("tile: no mesh connection to attach through")
             return False
-        learn_sizes(sessions, self.managed_fold())
         if not names:
             screen = self.console_screen()
             snap = screen.snap if screen is not None else None

@@ -98,7 +98,7 @@ def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit |
 
     if screen is None:
         return refuse(f"{verb}: open a space first")
-    why = screen._refusal()
+    why = screen.refusal()
     if why is not None:
         return refuse(f"{verb}: unavailable - {why}")
     snap = screen.snap

@@ -9,7 +9,7 @@ where it does not apply, so nothing above is probed: ``kind`` says which one it 
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -17,7 +17,7 @@ import msgspec
 from attach.connection import connect as attach_connect, session_target
 from attach.control import ps_poller
 from attach.managed import PsPoller
-from cotal_tui.operator import Operator, read_only_from_args
+from cotal_tui.operator import Operator
 from cotal_tui.seats import SeatSessions
 from meshview.connect import ConnectTarget
 from meshview.model import MeshModel
@@ -33,6 +33,17 @@ Skills = dict[str, list[tuple[str, str]]]  # peer id → (skill name, descriptio
 StopHook = Callable[[], None]
 
 SKILLS_CAP = 2000
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a live session is opened with, as plain values (the CLI builds them from its
+    flags: ``cotal_tui.cli.watch_console.session_options``)."""
+
+    backfill: int = 50  # channel messages read back on open (DMs: 20× that, at most 1000)
+    dms: bool = True  # observe DMs too (``--no-dms`` turns it off)
+    as_name: str | None = None  # the operator's name when it sends (``--as``)
+    read_only: str | None = None  # why this console may not send, or None
 
 
 @runtime_checkable
@@ -123,21 +134,18 @@ class LiveSession:
 
     kind: SessionKind = "live"
 
-    def __init__(self, nc: Any, target: ConnectTarget, space: str, args: argparse.Namespace) -> None:
-        # getattr: every ``cotal`` command that opens a console builds its own Namespace, and
-        # not every one has the observer's optional flags
-        backfill = getattr(args, "backfill", None)
-        backfill = 50 if backfill is None else int(backfill)
+    def __init__(self, nc: Any, target: ConnectTarget, space: str,
+                 options: SessionOptions = SessionOptions()) -> None:
+        backfill = options.backfill
         self.space = space
         self.target = target
         self.model = MeshModel(space, server=target.display)
         self.observer = ConsoleObserver(
             nc, space, self.model, has_credential=target.has_credential,
-            options=ObserverOptions(dms=not getattr(args, "no_dms", False), backfill=backfill,
+            options=ObserverOptions(dms=options.dms, backfill=backfill,
                                     dm_backfill=min(1000, max(backfill, 0) * 20)))
         self.managed = ps_poller(nc, target, space)  # static mesh: a minted instrument per round
-        self.operator = Operator(target, space, name=getattr(args, "as_name", None),
-                                 read_only=read_only_from_args(args),
+        self.operator = Operator(target, space, name=options.as_name, read_only=options.read_only,
                                  roster=lambda: self.model.snapshot().peers)
         self.seat_sessions = SeatSessions(space, self._seat_connect)
         self.recorder: Recorder | None = None

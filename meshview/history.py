@@ -88,19 +88,11 @@ class History:
     async def last(self, stream: str, filt: str) -> Delivery | None:
         """The newest message matching ``filt`` (one consumer, one fetch), or None. A row the
         reader rules reject is None here, not counted again (the backfill counts rejections)."""
-        ci = await self._ephemeral(stream, filt, deliver_policy=api.DeliverPolicy.LAST)
-        psub = None
-        try:
-            if not ci.num_pending:
-                return None
-            psub = await self.js.pull_subscribe_bind(consumer=ci.name, stream=stream)
-            msgs = await psub.fetch(1, timeout=self.timeout)
-            if not msgs:
-                return None
-            d = decode_delivery(msgs[0].subject, msgs[0].data, history=True)
-            return d if type(d) is Delivery else None
-        finally:
-            await self._delete(stream, ci.name, psub)
+        msg = await self._first(stream, filt, api.DeliverPolicy.LAST)
+        if msg is None:
+            return None
+        d = decode_delivery(msg.subject, msg.data, history=True)
+        return d if type(d) is Delivery else None
 
     async def _ephemeral(self, stream: str, filt: str, **cfg: Any) -> Any:
         return await self.js.add_consumer(stream, api.ConsumerConfig(
@@ -119,6 +111,11 @@ class History:
             pass
 
     async def _edge_seq(self, stream: str, filt: str, policy: api.DeliverPolicy) -> int | None:
+        msg = await self._first(stream, filt, policy)
+        return None if msg is None else msg.metadata.sequence.stream
+
+    async def _first(self, stream: str, filt: str, policy: api.DeliverPolicy) -> Any | None:
+        """The one message a throwaway consumer with ``policy`` delivers first, or None."""
         ci = await self._ephemeral(stream, filt, deliver_policy=policy)
         psub = None
         try:
@@ -126,7 +123,7 @@ class History:
                 return None
             psub = await self.js.pull_subscribe_bind(consumer=ci.name, stream=stream)
             msgs = await psub.fetch(1, timeout=self.timeout)
-            return msgs[0].metadata.sequence.stream if msgs else None
+            return msgs[0] if msgs else None
         finally:
             await self._delete(stream, ci.name, psub)
 

@@ -2,7 +2,7 @@
 
 Over 500 lines on purpose: one state machine whose reducers share one version, dirty flag and
 snapshot cache; its value types (snapshot.py), feed ring (feedring.py), presence reducer
-(roster.py) and traffic folds (traffic.py) already live apart.
+(roster.py) and traffic logs (traffic.py) already live apart.
 
 No I/O and no clock of its own: every reducer takes receipt time from the injected ``clock``
 (epoch milliseconds), so tests drive time by hand. Everything is bounded (feed ring, dedupe
@@ -60,7 +60,7 @@ from meshview.snapshot import (
     Snapshot,
     StateEvent,
 )
-from meshview.traffic import DM_LOG_CAP, DmRollup, TopologyFold
+from meshview.traffic import DM_LOG_CAP, DmRollup, HopLog
 from meshview.wire import (
     PRESENCE_TTL_MS,
     ChannelConfig,
@@ -172,7 +172,7 @@ class MeshModel(RosterReducer):
         self._chan_last: dict[str, float] = {}
 
         self._dms = DmRollup(dm_log_cap)
-        self._topology = TopologyFold()
+        self._topology = HopLog()
 
         # rates
         self._buckets: deque[int] = deque([0] * RATE_BUCKETS, maxlen=RATE_BUCKETS)

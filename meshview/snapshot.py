@@ -316,7 +316,7 @@ class DmConversation:
 
 @dataclass(frozen=True, slots=True)
 class Edge:
-    """Topology fold input: sender -> target traffic. ``target`` is ``#channel``,
+    """One hop-log edge: sender -> target traffic. ``target`` is ``#channel``,
     a peer id (dm) or ``@role`` (anycast)."""
 
     from_id: str

@@ -28,7 +28,7 @@ import msgspec
 
 from meshview.feedring import FeedRing
 from meshview.model import MeshModel, _Burst
-from meshview.traffic import DmRollup, TopologyFold
+from meshview.traffic import DmRollup, HopLog
 
 
 def encode(v: Any) -> Any:
@@ -96,8 +96,12 @@ def _class_name(t: type) -> str:
     return f"{mod}:{t.__qualname__}"
 
 
+# a class a recording of then names by a name it no longer has (format 1 names every object)
+RENAMED = {"meshview.traffic:TopologyFold": "meshview.traffic:HopLog"}
+
+
 def _class(name: str) -> type:
-    mod, _, qual = str(name).partition(":")
+    mod, _, qual = RENAMED.get(str(name), str(name)).partition(":")
     if not (mod == "meshview" or mod.startswith("meshview.")) or not qual:
         raise ValueError(f"not a model type: {name!r}")
     obj: Any = importlib.import_module(mod)
@@ -188,7 +192,7 @@ def _decode_bursts(v: Any) -> dict[tuple[str, str], _Burst]:
 
 
 def _owned(name: str, attr: str,
-           cls: type[FeedRing] | type[DmRollup] | type[TopologyFold]) -> StateField:
+           cls: type[FeedRing] | type[DmRollup] | type[HopLog]) -> StateField:
     """A field whose object says its own state (``state()`` / ``from_state()``)."""
     return StateField(name, attr, lambda x: encode(x.state()),
                       lambda v: cls.from_state(decode(v)))
@@ -223,7 +227,7 @@ STATE: tuple[StateField, ...] = (
     StateField("chan_last", "_chan_last"),
     # traffic
     _owned("dms", "_dms", DmRollup),
-    _owned("topology", "_topology", TopologyFold),
+    _owned("topology", "_topology", HopLog),
     # rates
     StateField("buckets", "_buckets"),
     StateField("bucket_start", "_bucket_start"),

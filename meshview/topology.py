@@ -1,6 +1,6 @@
 """The topology lens's window: a pure function of a snapshot's recent hops, roster and membership.
 
-The model keeps the hops (``traffic.TopologyFold``, bounded, oldest first); this folds the last
+The model keeps the hops (``traffic.HopLog``, bounded, oldest first); this folds the last
 2 minutes of them for the lens: edges carry a count and a decayed rate (Σ exp(−age/20 s) per
 hop); the membership feed adds silent subscribers and their links (live or durable), wide
 readers (``>``/``*`` on the channel) are flagged instead of spoking every hub, and an

@@ -1,4 +1,4 @@
-"""Traffic folds of the model: the DM roll-up and the topology fold, each bounded.
+"""The model's traffic logs: the DM roll-up and the hop log, each bounded.
 
 Both only accumulate what deliveries say (who sent what to whom, when); the model decides
 what is a delivery and when a snapshot reads them.
@@ -81,8 +81,9 @@ class DmRollup:
         )
 
 
-class TopologyFold:
-    """Sender -> target edge counts (least recently used edges go first) and recent hops."""
+class HopLog:
+    """Sender -> target edge counts (least recently used edges go first) and recent hops: what
+    the topology lens folds into its window (``meshview.topology.fold``)."""
 
     def __init__(self) -> None:
         self._edges: OrderedDict[tuple[str, str, str], list] = OrderedDict()
@@ -109,12 +110,12 @@ class TopologyFold:
                 "hops": list(self._hops)}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> TopologyFold:
-        """A fold holding what :meth:`state` returned."""
-        fold = cls()
-        fold._edges = OrderedDict(((f, t, k), [n, ts]) for f, t, k, n, ts in state["edges"])
-        fold._hops.extend(state["hops"])
-        return fold
+    def from_state(cls, state: dict[str, Any]) -> HopLog:
+        """A log holding what :meth:`state` returned."""
+        log = cls()
+        log._edges = OrderedDict(((f, t, k), [n, ts]) for f, t, k, n, ts in state["edges"])
+        log._hops.extend(state["hops"])
+        return log
 
     def topology(self) -> Topology:
         edges = tuple(sorted(

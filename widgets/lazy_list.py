@@ -16,6 +16,7 @@ from itertools import accumulate, compress
 from operator import is_not
 from typing import Any, Hashable
 
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
@@ -79,7 +80,7 @@ class LazyLineList(LineList):
         self._measured: dict[Hashable, tuple[Any, int]] = {}
         self._epoch: Any = None
         self._order: tuple | None = None
-        self._strips: dict[tuple, Strip] = {}  # rendered lines by content (see render_line)
+        self._strips: dict[tuple, Strip] = {}  # rendered lines by content (see _strip)
         self._heights: list[int] = []
 
     # -- for subclasses ------------------------------------------------------------------
@@ -205,32 +206,17 @@ class LazyLineList(LineList):
             if a < bottom and b > top:
                 self.refresh_lines(max(a, top), min(b, bottom) - max(a, top))
 
-    def render_line(self, y: int) -> Strip:
-        """As :meth:`LineList.render_line`, with a second cache keyed by a line's content: a
-        rebuild (rows re-sorted, ages re-stamped) repaints what moved without rendering again
-        the lines that read exactly as before."""
-        row = self.scroll_offset.y + y
-        strip = self._cache.get(row)
-        if strip is not None:
-            return strip
-        width = self.size.width
-        base = self.rich_style
-        if row >= len(self._lines):
-            return Strip.blank(width, base)
-        text, item = self._lines[row]
-        cursor = (self.get_component_rich_style("line-list--cursor")
-                  if self.show_cursor and item == self._cursor and self._items else None)
+    def _strip(self, text: Text, cursor: Style | None, width: int, base: Style) -> Strip:
+        """As :meth:`LineList._strip`, memoised by a line's content: a rebuild (rows re-sorted,
+        ages re-stamped) repaints what moved without rendering again the lines that read
+        exactly as before."""
         key = (text.plain, tuple(text.spans), text.style, width, cursor, base)
         strip = self._strips.get(key)
         if strip is None:
-            strip = Strip(list(text.render(self.app.console, end=""))).crop_extend(0, width, None)
-            if cursor is not None:
-                strip = strip.apply_style(cursor)
-            strip = strip.apply_style(base)
+            strip = super()._strip(text, cursor, width, base)
             if len(self._strips) >= STRIP_MEMO:
                 self._strips.clear()  # bounded: a few screens' worth of distinct lines
             self._strips[key] = strip
-        self._cache[row] = strip
         return strip
 
     def notify_style_update(self) -> None:

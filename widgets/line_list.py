@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
@@ -131,15 +132,18 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
         base = self.rich_style
         if row >= len(self._lines):
             return Strip.blank(width, base)
-        if strip is None:
-            text, item = self._lines[row]
-            segs = list(text.render(self.app.console, end=""))
-            strip = Strip(segs).crop_extend(0, width, None)
-            if self.show_cursor and item == self._cursor and self._items:
-                strip = strip.apply_style(self.get_component_rich_style("line-list--cursor"))
-            strip = strip.apply_style(base)
-            self._cache[row] = strip
+        text, item = self._lines[row]
+        cursor = (self.get_component_rich_style("line-list--cursor")
+                  if self.show_cursor and item == self._cursor and self._items else None)
+        strip = self._cache[row] = self._strip(text, cursor, width, base)
         return strip
+
+    def _strip(self, text: Text, cursor: Style | None, width: int, base: Style) -> Strip:
+        """One line: ``text`` cropped to ``width``, the ``cursor`` style over it, then ``base``."""
+        strip = Strip(list(text.render(self.app.console, end=""))).crop_extend(0, width, None)
+        if cursor is not None:
+            strip = strip.apply_style(cursor)
+        return strip.apply_style(base)
 
     # -- cursor --------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The status bar: space, channel, agents, msg/s with a 60 s sparkline, connection state,
-``chat-only``, rejections, ``● rec <size>`` while recording, then a notice or the context key
-hints."""
+``chat-only``, rejections, ``● rec <size>`` while recording, ``⚠ N internal errors`` once a
+listener raised (the last one is the bar's tooltip), then a notice or the context key hints."""
 
 from __future__ import annotations
 
@@ -18,6 +18,15 @@ CONNECTION_LOOK = {
     "stale": ("◌", "stale", "yellow"),
     "closed": ("⨯", "closed", "red"),
 }
+
+
+def internal_errors(count: int, last: str | None) -> str | None:
+    """The internal-error count and the last one as one line (None: none); the bar's tooltip
+    and the help screen say it in full."""
+    if not count:
+        return None
+    return (f"⚠ {count} internal error{'s' if count != 1 else ''} (an observer listener raised);"
+            f" last: {safe(last or 'unknown', 200)}")
 
 
 class StatusBar(Widget):
@@ -51,7 +60,15 @@ class StatusBar(Widget):
         key = (self._left_key(snap), channel)
         if key != self._key:
             self._key = key
+            self._set_error_tooltip(snap)
             self.refresh()
+
+    def _set_error_tooltip(self, snap: Snapshot) -> None:
+        """The last internal error, in full, where hovering the bar shows it."""
+        line = internal_errors(snap.status.listener_errors, snap.status.listener_error)
+        tip = None if line is None else Text(line)
+        if tip != self.tooltip:
+            self.tooltip = tip
 
     def set_recording(self, size: int | None) -> None:
         """A recording is running (``size``: bytes on disk so far) or not (``None``)."""
@@ -74,7 +91,8 @@ class StatusBar(Widget):
         st = snap.status
         return (st.space, st.connection, st.presence_view, st.dm_visible, st.error, st.warning,
                 len(snap.agents), round(snap.rates.msgs_per_sec, 1), snap.rates.buckets,
-                sum(n for _, n in snap.rejections), st.lagging, st.dropped)
+                sum(n for _, n in snap.rejections), st.lagging, st.dropped,
+                st.listener_errors, st.listener_error)
 
     def set_hints(self, hints: str) -> None:
         if hints != self.hints:
@@ -102,7 +120,7 @@ class StatusBar(Widget):
         self.refresh()
 
     # optional facts, in the order they give way when the row is short
-    DROP_ORDER = ("spark", "channel", "agents", "rate", "rejected")
+    DROP_ORDER = ("spark", "channel", "agents", "rate", "rejected", "internal")
 
     def _pieces(self, compact: bool) -> list[tuple[str | None, list[tuple[str, str]]]]:
         """The left as (drop key or None for kept, [(text, style)]) pieces, in order."""
@@ -136,6 +154,10 @@ class StatusBar(Widget):
         if rejected:
             out.append(("rejected", [(" · ", "dim"), (f"! {rejected} rej" if compact
                                                      else f"! {rejected} rejected", "red")]))
+        if st.listener_errors:  # a bug of ours (stream, notifier, chat), counted, not swallowed
+            n = st.listener_errors
+            said = f"⚠ {n} internal" if compact else f"⚠ {n} internal error{'s' if n != 1 else ''}"
+            out.append(("internal", [(" · ", "dim"), (said, "bold red")]))
         if self.recording is not None:  # never dropped: the operator must know it runs
             out.append((None, [(" · ", "dim"), ("● rec " + human_size(self.recording), "bold red")]))
         if st.lagging or st.dropped:  # the mesh outran us: say so, with what was shed

@@ -15,8 +15,19 @@ import sys
 from typing import Any
 
 from cotal_tui.cli.connection import target_from_args
-from cotal_tui.session import LiveSession
+from cotal_tui.operator import read_only_from_args
+from cotal_tui.session import LiveSession, SessionOptions
 from meshview.connect import ConnectError, ConnectTarget, connect
+
+
+def session_options(args: argparse.Namespace) -> SessionOptions:
+    """The live session's options from a command's flags. getattr: every ``cotal`` command
+    that opens a console builds its own Namespace, and not every one has these flags."""
+    backfill = getattr(args, "backfill", None)
+    return SessionOptions(backfill=50 if backfill is None else int(backfill),
+                          dms=not getattr(args, "no_dms", False),
+                          as_name=getattr(args, "as_name", None),
+                          read_only=read_only_from_args(args))
 
 
 def record_and_notify(session: LiveSession, args: argparse.Namespace, app: Any) -> None:
@@ -108,7 +119,7 @@ async def _run(args: argparse.Namespace) -> int:
             return 1
 
     def open_space(space: str) -> LiveSession:
-        session = LiveSession(nc, target, space, args)
+        session = LiveSession(nc, target, space, session_options(args))
         record_and_notify(session, args, lambda: app)
         return session
 

@@ -77,7 +77,7 @@ class ComposeKeys(ShellScreen):
     def operator(self) -> Operator | ReplayOperator | None:
         return self.session.operator
 
-    def _refusal(self) -> str | None:
+    def refusal(self) -> str | None:
         op = self.operator
         if op is None:
             return "sending is not available in this console"
@@ -99,7 +99,7 @@ class ComposeKeys(ShellScreen):
         return next((p for p in snap.peers if p.id == focused.cursor_key), None)
 
     def _refused(self) -> bool:
-        why = self._refusal()
+        why = self.refusal()
         if why is not None:
             self.shell.notify_line(why, True)
         return why is not None

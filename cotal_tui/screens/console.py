@@ -367,9 +367,12 @@ class ConsoleScreen(ComposeKeys):
 
     def action_help(self) -> None:
         from cotal_tui.screens.help import HelpScreen, describe_bindings
+        from widgets.status_bar import internal_errors
 
         panel, panel_rows, global_rows = describe_bindings(self)
-        self.app.push_screen(HelpScreen(panel, panel_rows, global_rows))
+        st = self.session.model.status
+        self.app.push_screen(HelpScreen(panel, panel_rows, global_rows,
+                                        internal_errors(st.listener_errors, st.listener_error)))
 
     def action_palette(self) -> None:
         self.app.action_command_palette()

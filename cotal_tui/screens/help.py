@@ -42,12 +42,15 @@ PANEL_NAMES = {
 class HelpBody(LineList):
     show_cursor = False
 
-    def __init__(self, panel: str, panel_rows, global_rows) -> None:
+    def __init__(self, panel: str, panel_rows, global_rows, problem: str | None = None) -> None:
         super().__init__(id="help-body")
         self.panel, self.panel_rows, self.global_rows = panel, panel_rows, global_rows
+        self.problem = problem
 
     def build(self, width: int) -> list[Item]:
         lines: list[Text] = [Text(f"context: {self.panel} panel", style="bold"), Text("")]
+        if self.problem:  # what the status bar's ⚠ marker counts, said in full
+            lines[:0] = [Text(self.problem, style="bold red"), Text("")]
         keyw = max([len(k) for k, _ in self.panel_rows + self.global_rows] + [6]) + 2
         def section(title: str, rows) -> None:
             lines.append(Text(title, style="bold underline"))
@@ -70,11 +73,13 @@ class HelpBody(LineList):
 
 
 class HelpScreen(ModalScreen[None]):
+    """``problem``: a line said above the keys (the internal errors, when there are any)."""
+
     CSS_PATH = "help.tcss"
 
-    def __init__(self, panel: str, panel_rows, global_rows) -> None:
+    def __init__(self, panel: str, panel_rows, global_rows, problem: str | None = None) -> None:
         super().__init__()
-        self._args = (PANEL_NAMES.get(panel, panel), panel_rows, global_rows)
+        self._args = (PANEL_NAMES.get(panel, panel), panel_rows, global_rows, problem)
 
     def compose(self) -> ComposeResult:
         body = HelpBody(*self._args)

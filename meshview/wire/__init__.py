@@ -9,7 +9,8 @@ and serves.
   ``frames``: the §13.6 terminal-session frames.
 
 Pure and import-light (msgspec only): no Textual or Rich, no network. Nothing outside this
-package spells a subject or a token grammar (``tests/test_layers.py`` checks it).
+package spells a subject or a token grammar (``tests/arch/test_layers.py`` checks it); it
+imports nothing of ours outside itself.
 """
 
 from meshview.wire.decode import Delivery, Rejection, decode_delivery, parts_to_text

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import msgspec
 
 from meshview.wire.messages import PRESENCE_CANARY_KEY, PRESENCE_STATUSES, Presence
-from meshview.wire.subjects import is_principal_id
+from meshview.wire.subjects import NON_PRINCIPAL_OWNER, is_principal_id  # one code, one rule
 
 PRESENCE_TTL_MS = 6000
 HEARTBEAT_MS = 2000
@@ -30,7 +30,6 @@ KEY_MISMATCH = "key-mismatch"
 INVALID_STATUS = "invalid-status"
 MALFORMED_JSON = "malformed-json"
 MALFORMED_RECORD = "malformed-record"
-NON_PRINCIPAL_OWNER = "non-principal-owner"
 UNKNOWN_OPERATION = "unknown-operation"
 
 

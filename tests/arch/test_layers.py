@@ -1,6 +1,7 @@
 """The layers (DESIGN.md): meshview and attach import neither textual nor rich (STYLE.md's wall),
 imports of our own packages point down only: cotal_tui -> widgets -> attach -> meshview (and,
-inside cotal_tui, no screen imports the App), and every wire rule lives in meshview/wire.
+inside cotal_tui, cli -> apps -> screens -> support modules), and every wire rule lives in
+meshview/wire.
 
 The wall runs in a fresh interpreter so modules the test session already imported cannot hide a
 leak; the direction and the wire rules are read from the source, so a function-level import or
@@ -259,3 +260,85 @@ def test_every_wire_rule_lives_in_meshview_wire():
     assert wire_rules_in(ROOT / "meshview" / "wire" / "subjects.py", "probe"), "the scan found no wire rule at all"
     problems = wire_rule_violations()
     assert problems == [], "wire rules outside meshview/wire:\n" + "\n".join(problems)
+
+
+# ---- inside cotal_tui: cli -> the apps (+ palette) -> screens -> support modules ------------
+
+_CLI, _APPS, _SCREENS = ("cotal_tui.cli",), ("cotal_tui.app", "cotal_tui.replay_app"), ("cotal_tui.screens",)
+SUPPORT = ("session", "shell", "operator", "seats", "recording", "alerts", "config", "keymap")
+# file or folder -> the cotal_tui modules it may not import (anything else in cotal_tui it may)
+INNER_BANS: dict[str, tuple[str, ...]] = {
+    "cotal_tui/app.py": _CLI,
+    "cotal_tui/replay_app.py": _CLI,
+    # the App's command palette (only app.py imports it): it drives the console screen and
+    # lists the screens' control verbs, so it sits on the App's floor, not among the support
+    "cotal_tui/palette.py": _CLI + _APPS,
+    "cotal_tui/screens/": _CLI + _APPS + ("cotal_tui.palette",),
+    **{f"cotal_tui/{m}.py": _CLI + _APPS + _SCREENS + ("cotal_tui.palette",) for m in SUPPORT},
+}
+# (file, module) -> why this one import crosses the order on purpose
+INNER_EXCEPTIONS: dict[tuple[str, str], str] = {
+    # the shell protocol names the screens' types in its annotations, under TYPE_CHECKING only:
+    # screens import the shell at run time, the shell never imports a screen
+    ("cotal_tui/shell.py", "cotal_tui.screens.console"): "type only (ConsoleScreen)",
+    ("cotal_tui/shell.py", "cotal_tui.screens.control"): "type only (Controls)",
+}
+
+
+def _hit(mod: str, banned: tuple[str, ...]) -> str | None:
+    return next((b for b in banned if mod == b or mod.startswith(b + ".")), None)
+
+
+def inner_violations(root: Path = ROOT) -> tuple[list[str], set[tuple[str, str]]]:
+    """(one line per import crossing the order inside cotal_tui, the exceptions still used)."""
+    problems: dict[tuple[str, int], str] = {}
+    used: set[tuple[str, str]] = set()
+    for path in sorted((root / "cotal_tui").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        banned = tuple(b for where, bans in INNER_BANS.items() if rel == where
+                       or (where.endswith("/") and rel.startswith(where)) for b in bans)
+        for line, mod in imports_of(path, root):
+            hit = _hit(mod, banned)
+            if hit is None:
+                continue
+            key = next(((f, e) for f, e in INNER_EXCEPTIONS if f == rel and _hit(mod, (e,))), None)
+            if key is not None:
+                used.add(key)
+                continue
+            problems.setdefault((rel, line), f"{rel}:{line} imports {mod} ({rel} may not import {hit})")
+    return [problems[k] for k in sorted(problems)], used
+
+
+def test_cotal_tui_keeps_its_inner_order(tmp_path):
+    """Inside cotal_tui, imports point down this order (module- or function-level alike):
+
+    1. ``cotal_tui/cli/`` — argparse, signals, stdout and exit — may import anything in cotal_tui;
+    2. ``app.py`` and ``replay_app.py`` (with ``palette.py``, the App's command palette) may
+       import screens and the support modules, never ``cotal_tui.cli``; the palette never an app;
+    3. ``cotal_tui/screens/`` may import each other and the support modules, never an app, the
+       palette or the cli: they reach the App through the shell (``cotal_tui/shell.py``);
+    4. the support modules (session, shell, operator, seats, recording, alerts, config, keymap)
+       import none of screens, palette, the apps or the cli.
+
+    Imports that cross it on purpose are listed in INNER_EXCEPTIONS with the reason; one that no
+    longer happens must leave the list."""
+    problems, used = inner_violations()
+    assert problems == [], "imports pointing up inside cotal_tui:\n" + "\n".join(problems)
+    assert used == set(INNER_EXCEPTIONS), f"stale exceptions: {set(INNER_EXCEPTIONS) - used}"
+    session = imports_of(ROOT / "cotal_tui" / "session.py")  # plain values (SessionOptions) only
+    assert session and not any(m.split(".")[0] == "argparse" for _, m in session)
+    # the scan reads the source: a function-level import up the order is caught
+    for folder in ("cotal_tui", "cotal_tui/screens", "cotal_tui/cli"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "cotal_tui" / "seats.py").write_text("def f():\n    from cotal_tui.screens import tile\n")
+    (tmp_path / "cotal_tui" / "screens" / "tile.py").write_text("from cotal_tui import replay_app\n")
+    (tmp_path / "cotal_tui" / "app.py").write_text("import cotal_tui.cli.watch\n")
+    (tmp_path / "cotal_tui" / "cli" / "watch.py").write_text("from cotal_tui.app import CotalApp\n")
+    assert inner_violations(tmp_path)[0] == [
+        "cotal_tui/app.py:1 imports cotal_tui.cli.watch (cotal_tui/app.py may not import cotal_tui.cli)",
+        "cotal_tui/screens/tile.py:1 imports cotal_tui.replay_app (cotal_tui/screens/tile.py may "
+        "not import cotal_tui.replay_app)",
+        "cotal_tui/seats.py:2 imports cotal_tui.screens (cotal_tui/seats.py may not import "
+        "cotal_tui.screens)",
+    ]

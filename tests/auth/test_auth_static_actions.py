@@ -300,12 +300,13 @@ async def test_a_long_lived_participant_re_signs_its_nkey_at_expiry(mesh):
 
 
 async def test_the_console_polls_ps_with_a_minted_instrument(mesh):
+    from cotal_tui.cli.watch_console import session_options
     from cotal_tui.session import LiveSession
 
     a = args(mesh)
     a.backfill, a.no_dms, a.read_only = 0, False, False
     nc, target = await mesh_connect(target_from_args(a))
-    session = LiveSession(nc, target, SPACE, a)
+    session = LiveSession(nc, target, SPACE, session_options(a))
     before = len(violations(mesh))
     try:
         session.managed.start()

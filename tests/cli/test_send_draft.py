@@ -13,6 +13,7 @@ import pytest
 from conftest import until
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.demo.provision import provision_space
+from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 from widgets.composer import Composer
 from widgets.status_bar import StatusBar
@@ -25,7 +26,7 @@ async def live(fresh_broker):
     args = argparse.Namespace(server=[fresh_broker.url], space="drafts", backfill=50,
                               no_dms=False, read_only=False, as_name="opsy",
                               connect_timeout=1.0)
-    session = LiveSession(nc, target_from_args(args), "drafts", args)
+    session = LiveSession(nc, target_from_args(args), "drafts", session_options(args))
     yield session, nc
     if not fresh_broker.running:
         fresh_broker.start()

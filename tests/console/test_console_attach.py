@@ -16,6 +16,7 @@ from cotal_tui.cli.connection import target_from_args
 from support.console import screen_text
 
 from cotal_tui.app import CotalApp
+from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.team import Team, TeamSchedule
@@ -45,7 +46,7 @@ async def mesh(broker, nc, space, tmp_path):
     mgr = DemoManager(nc, space, seats, root=str(tmp_path))
     await mgr.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False)
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     yield team, mgr, session
     await session.stop()
     await mgr.stop()

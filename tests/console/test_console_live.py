@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from cotal_tui.cli.connection import target_from_args
-from cotal_tui.cli.watch_console import wants_picker
+from cotal_tui.cli.watch_console import session_options, wants_picker
 from cotal_tui.session import LiveSession
 from cotal_tui.demo.team import Team, TeamSchedule
 from meshview.spaces import list_spaces
@@ -40,7 +40,7 @@ async def test_console_on_the_real_observer(broker, nc, space, team):
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False)
     target = target_from_args(args)
     assert not wants_picker(args, target)
-    session = LiveSession(nc, target, space, args)
+    session = LiveSession(nc, target, space, session_options(args))
     app = CotalApp(session=session)
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: session.started and len(session.model.snapshot().agents) == 4,

@@ -16,6 +16,7 @@ from conftest import until
 from cotal_tui.cli.connection import target_from_args
 from support.authmesh import auth_mesh  # noqa: F401  (fixture)
 from cotal_tui.demo.team import Team, TeamSchedule
+from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 from meshview.send import Send
 from widgets.composer import Composer
@@ -72,7 +73,7 @@ def _session_app(nc, broker, space, **kw):
     from cotal_tui.app import CotalApp
 
     args = _args(broker, space, **kw)
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     return session, CotalApp(session=session)
 
 

@@ -19,6 +19,7 @@ from attach import control
 from conftest import until
 from cotal_tui.app import CotalApp
 from cotal_tui.cli.connection import target_from_args
+from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 from cotal_tui.screens.control import StopConfirm, TypedConfirm
 from meshview.connect import ConnectTarget
@@ -39,7 +40,7 @@ async def managers(broker, space, tmp_path):
 
 def live(nc, broker, space: str, **flags) -> LiveSession:
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False, **flags)
-    return LiveSession(nc, target_from_args(args), space, args)
+    return LiveSession(nc, target_from_args(args), space, session_options(args))
 
 
 def notice(app) -> str:

@@ -29,7 +29,7 @@ from cotal_tui.app import CotalApp
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.team import Team, TeamSchedule
 from cotal_tui.recording import KEY_BYTES, SeatTap, start_recording
-from cotal_tui.cli.watch_console import record_and_notify
+from cotal_tui.cli.watch_console import record_and_notify, session_options
 from cotal_tui.session import LiveSession
 from cotal_tui.screens.attach import AttachScreen
 from meshview.model import MeshModel
@@ -129,7 +129,7 @@ async def recorded(broker, nc, space, tmp_path_factory):
     await mgr.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False,
                               record=str(path), record_seats=True, max_size=None)
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     app = CotalApp(session=session)
     record_and_notify(session, args, lambda: app)  # what cotal watch --record --record-seats runs
     keys_sent = 0
@@ -387,7 +387,7 @@ async def test_a_recording_error_shows_on_the_console(broker, nc, space, tmp_pat
                 schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.2))
     await team.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=5, no_dms=False)
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:

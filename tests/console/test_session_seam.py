@@ -9,7 +9,7 @@ from pathlib import Path
 from nats.aio.client import Client as NATS
 from support.console import StaticSession, build_model
 
-from cotal_tui.session import ConsoleSession, LiveSession
+from cotal_tui.session import ConsoleSession, LiveSession, SessionOptions
 from cotal_tui.shell import ConsoleShell
 from meshview.connect import ConnectTarget
 from meshview.replay import ReplaySession, load_recording
@@ -47,13 +47,7 @@ def test_every_session_kind_keeps_the_contract(tmp_path):
     Recorder(model, str(path)).close()
     replay = ReplaySession(load_recording(str(path)))
 
-    class Args:
-        backfill = None
-        no_dms = False
-        as_name = None
-        read_only = False
-
-    live = LiveSession(NATS(), ConnectTarget(servers=("nats://127.0.0.1:9",), space="demo"), "demo", Args())
+    live = LiveSession(NATS(), ConnectTarget(servers=("nats://127.0.0.1:9",), space="demo"), "demo", SessionOptions())
     for session, kind in ((static, "static"), (replay, "replay"), (live, "live")):
         assert isinstance(session, ConsoleSession), type(session).__name__
         assert session.kind == kind and session.on_stop == []
@@ -77,13 +71,7 @@ async def test_stop_runs_the_hooks_in_order(tmp_path):
     path = tmp_path / "r.jsonl.gz"
     Recorder(model, str(path)).close()
 
-    class Args:
-        backfill = None
-        no_dms = False
-        as_name = None
-        read_only = False
-
-    live = LiveSession(NATS(), ConnectTarget(servers=("nats://127.0.0.1:9",), space="demo"), "demo", Args())
+    live = LiveSession(NATS(), ConnectTarget(servers=("nats://127.0.0.1:9",), space="demo"), "demo", SessionOptions())
     for session in (ReplaySession(load_recording(str(path))), live):
         ran: list[str] = []
         session.on_stop.append(lambda: ran.append("a"))

@@ -83,3 +83,32 @@ async def test_spaces_overview_with_a_plain_lister_says_connected_once_listed():
         await until(pilot, lambda: "● connected" in status_line(app), what=status_line(app))
         assert "1 space" in status_line(app)
         await pilot.press("q")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_internal_errors_are_counted_on_the_bar_and_said_in_help(width):
+    """A listener that raised (stream, notifier, chat) shows as a shape, not only a colour:
+    ``⚠ N internal …`` beside the link, the last error in full on the tooltip and in help."""
+    from rich.text import Text
+
+    from cotal_tui.screens.console import ConsoleScreen
+    from cotal_tui.screens.help import HelpBody
+    from widgets.status_bar import StatusBar
+
+    app = make_app()
+    async with app.run_test(size=(width, 24)) as pilot:
+        await pilot.pause()
+        assert "internal" not in status_line(app)
+        screen = next(s for s in app.screen_stack if isinstance(s, ConsoleScreen))
+        bar = screen.query_one(StatusBar)
+        assert bar.tooltip is None
+        screen.session.model.set_listener_errors(2, "drain: ValueError: [boom]")
+        await until(pilot, lambda: "⚠ 2 internal" in status_line(app), what=status_line(app))
+        line = status_line(app)
+        assert " connected" in line and "● demo" in line, line  # the link is still never cut
+        if width >= 100:
+            assert "⚠ 2 internal errors" in line, line
+        assert isinstance(bar.tooltip, Text) and "drain: ValueError: [boom]" in bar.tooltip.plain
+        await pilot.press("question_mark")
+        await until(pilot, lambda: app.screen.query(HelpBody), what="the help screen")
+        assert "⚠ 2 internal errors" in screen_text(app) and "drain: ValueError" in screen_text(app)

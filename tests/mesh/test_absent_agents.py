@@ -13,6 +13,7 @@ from cotal_tui.cli.connection import target_from_args
 from support.observer import Heartbeat, dm, post
 from support.watchproc import WatchProc
 
+from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 
 
@@ -38,7 +39,7 @@ async def test_the_console_roster_shows_a_departed_agent_offline(broker, nc, spa
 
     hb = await departed_space(nc, space)
     args = argparse.Namespace(server=[broker.url], space=space, backfill=0, no_dms=False)
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=(120, 40)) as pilot:

@@ -61,6 +61,7 @@ async def test_the_console_refuses_an_ask_nobody_holds_unless_queued(broker, nc,
     from textual.command import CommandInput
 
     from cotal_tui.app import CotalApp
+    from cotal_tui.cli.watch_console import session_options
     from cotal_tui.session import LiveSession
 
     hb = Heartbeat(nc, space)
@@ -69,7 +70,7 @@ async def test_the_console_refuses_an_ask_nobody_holds_unless_queued(broker, nc,
     hb.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False,
                               read_only=False, as_name="asker")
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     app = CotalApp(session=session)
 
     async def palette(pilot, text: str) -> None:

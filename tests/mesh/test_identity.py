@@ -176,6 +176,7 @@ async def test_a_look_alike_of_a_live_agent_is_refused_too(broker, nc, space):
 
 async def test_the_console_as_a_live_agent_stays_read_only(broker, nc, space):
     from cotal_tui.app import CotalApp
+    from cotal_tui.cli.watch_console import session_options
     from cotal_tui.session import LiveSession
     from widgets.composer import Composer
 
@@ -186,7 +187,7 @@ async def test_the_console_as_a_live_agent_stays_read_only(broker, nc, space):
     wire = await Wire().start(nc, space)
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False,
                               read_only=False, as_name="ada")
-    session = LiveSession(nc, target_from_args(args), space, args)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=(120, 40)) as pilot:

@@ -188,7 +188,7 @@ async def test_replay_console_keys_and_timeline(recorded):
         left, right, state = screen.query_one(Timeline).describe()
         assert f"event {total}/{total}" in right and "paused" in state or "end" in state
         # nothing can be sent from a replay
-        assert "replay" in screen._refusal()
+        assert "replay" in screen.refusal()
 
 
 def _cut(path: str, out: Path, keep: float) -> str:
