@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from meshview.connect import ConnectError, caller_of
+from meshview.sanitize import inline
 from meshview.wire import frames as tf
-from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token
-from meshview.wire.envelope import BIND_REFUSED, EndpointError
+from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token, is_lifecycle_token
+from meshview.wire.envelope import EndpointError, refused_before_effect
 from meshview.wire.names import bucket_names, space_token
 
+from .broker import server_version, too_old
 from .endpoint import EndpointClient, Reply
 from .rail import PEER_SILENT, Rail, RailError, check_window, open_rail
 
@@ -47,12 +49,16 @@ HAND_BACK_S = 2.0  # per step (connect, flush) of handing an abandoned session b
 
 
 class AttachError(Exception):
-    """An attach that could not be made; ``code`` is the §13.3 code that decides what to do."""
+    """An attach that could not be made; ``code`` is the §13.3 code that decides what to do.
+
+    ``message`` is for a terminal: a manager's words in it are neutralised (a manager is an
+    ordinary endpoint anyone may run); ``raw`` keeps them exact, for JSON."""
 
     def __init__(self, code: str, message: str):
-        super().__init__(message)
+        super().__init__(inline(message))
         self.code = code
-        self.message = message
+        self.raw = message
+        self.message = inline(message)
 
 
 @dataclass
@@ -139,14 +145,21 @@ async def locate(ep: EndpointClient, name: str, *, instance_id: str | None = Non
     raise EndpointError("unavailable", f"no manager answered in space {ep.space}", outcome="unknown")
 
 
-def target_for(row: dict, caller: Caller) -> dict:
+def target_for(row: object, caller: Caller) -> dict:
+    """The §13.3 target of a seat's row: ``id`` (``owner.actor``, or the actor under the caller's
+    owner) and its ``lifecycleUid``, both required row fields; anything else is refused here."""
+    if not isinstance(row, dict):
+        raise AttachError("contract-invalid", "the manager answered inspect without a seat row")
     rid = row.get("id")
     if not isinstance(rid, str) or not rid:
         raise AttachError("contract-invalid", "the seat row carries no id")
     owner, dot, actor = rid.partition(".")
     if not dot:
         owner, actor = caller.owner, rid
-    return {"owner": owner, "actor": actor, "lifecycleUid": row.get("lifecycleUid")}
+    uid = row.get("lifecycleUid")
+    if not is_lifecycle_token(uid):
+        raise AttachError("contract-invalid", "the seat row carries no lifecycleUid")
+    return {"owner": owner, "actor": actor, "lifecycleUid": uid}
 
 
 def check_grant(grant: object, space: str, reply: Reply) -> dict:
@@ -154,7 +167,9 @@ def check_grant(grant: object, space: str, reply: Reply) -> dict:
     if not isinstance(grant, dict) or grant.get("v") != 1:
         raise AttachError("contract-invalid", "the attach reply carries no v1 grant")
     sid = grant.get("sessionId")
-    serving = grant.get("serving") or {}
+    serving = grant.get("serving")
+    if not isinstance(serving, dict):
+        raise AttachError("contract-invalid", "the grant names no serving instance")
     if not is_id_token(sid) or grant.get("endpoint") != MANAGER or grant.get("space") != space_token(space):
         raise AttachError("contract-invalid", "the grant names another session space or endpoint")
     if serving.get("instanceId") != reply.instance_id or serving.get("epoch") != reply.epoch:
@@ -162,7 +177,10 @@ def check_grant(grant: object, space: str, reply: Reply) -> dict:
     want = {d: eps_subject(space, MANAGER, sid, reply.epoch, d) for d in ("in", "out")}
     if grant.get("subjects") != want:
         raise AttachError("contract-invalid", "the grant's session subjects are not its own rails")
-    check_window(grant.get("window", 64))
+    try:
+        check_window(grant.get("window", 64))
+    except ValueError:
+        raise AttachError("contract-invalid", "the grant's window is not an integer in range") from None
     return grant
 
 
@@ -385,9 +403,14 @@ class AttachSession:
     async def _get_nc(self) -> tuple[Any, bool]:
         if self._connect is not None:
             try:
-                return await self._connect(), True
+                nc = await self._connect()
             except Exception as e:
                 raise AttachError("unreachable", f"cannot reach the broker: {e}") from None
+            old = too_old(server_version(nc))
+            if old is not None:
+                await _close_nc(nc)
+                raise AttachError("failed-precondition", old)
+            return nc, True
         return self._nc, False
 
     async def _establish(self) -> None:
@@ -463,13 +486,16 @@ class AttachSession:
                                   deadline_ms=CALL_DEADLINE_MS)
             except EndpointError as e:
                 raise AttachError(e.code, e.message) from None
-            if r.ok:
-                grant = check_grant((r.data or {}).get("grant"), self.space, r)
+            if r.ok:  # {grant, resumedFrom?}: a resumed seat's origin is not needed to attach
+                data = r.data if isinstance(r.data, dict) else {}
+                grant = check_grant(data.get("grant"), self.space, r)
                 return grant, r
             e = r.error
             assert e is not None
-            rebind = e.effective_outcome == "not-executed" and (
-                e.code == "expired" or any(d.get("kind") == BIND_REFUSED for d in e.details if isinstance(d, dict)))
+            # the manager restarted in between (a coherent bind refusal; an incoherent one was
+            # already refused as `internal` by the call), or the seat's incarnation moved on:
+            # nothing ran, so locate again
+            rebind = refused_before_effect(e) or (e.code == "expired" and e.effective_outcome == "not-executed")
             if not rebind:
                 raise AttachError(e.code, e.message)
             last = e

@@ -14,10 +14,16 @@ manager verbs a one-shot caller instrument, ``purge`` a ``purger`` and ``delchan
 ``channel-purger`` (:func:`meshview.connect.prepare`); the console's ``ps`` panel asks on a
 fresh instrument each round (:class:`InstrumentPsPoller`).
 
-``ps`` keeps every registered manager in the answer: one that replied with rows, one that
-refused (its code and message), and one that stayed silent, with what the broker says about it
-(``gone``: nothing is subscribed on its rail, so the registration outlived its host;
-``unknown``: something is subscribed but did not answer within the deadline).
+``ps`` asks the expected set frozen from the registry (:mod:`attach.registry`: live registrations
+only, never an exited, escalated or deregistered manager, nor one holding only a lease) and keeps
+every frozen slot in the answer (:mod:`attach.scatter`): one that replied with rows, one that
+refused (its code and message), one that answered from another incarnation (churn), and one
+that stayed silent, with what the broker says about it (``gone``: nothing is subscribed on its
+rail, so the registration outlived its host - ``cotal deregister-instance`` removes it;
+``unknown``: something is subscribed but did not answer within the deadline; ``not-probed`` /
+``probe-refused``: this command could not ask). Unexpected, duplicate and late replies are
+reported beside them, never dropped. Every manager-sent string in a ControlError's message is
+neutralised for a terminal.
 
 Size: over 500 lines because seven verbs share one locate, pin and call path and its one-
 sentence errors; split per verb, each file would repeat it.
@@ -32,6 +38,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from meshview.sanitize import inline as clean
 from meshview.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
 from meshview.connect import connect as mesh_connect
 from meshview.wire.endpoint import (
@@ -49,19 +56,23 @@ from meshview.wire.envelope import BIND_REFUSED, EndpointError, build_request
 from meshview.wire.names import bucket_names, chat_stream, space_token
 from meshview.wire.subjects import MAX_CHANNEL_LENGTH, chat_pattern, is_concrete_channel, sanitize_channel
 
+from .broker import server_version, too_old
 from .endpoint import EndpointClient, Reply
 from .managed import PsPoller
+from .registry import Registration, RegistryUnreadable, Slot, freeze, read_registry
+from .scatter import Stray, scatter
 
 CLIENT_NAME = "cotal-control"
 PS_DEADLINE_MS = 8000
 CALL_DEADLINE_MS = 10_000
 STOP_DEADLINE_MS = 20_000  # the manager's grace before SIGKILL rides inside this
-PROBE_S = 0.5  # no-responders comes back in one round trip; silence past this is someone there
+PROBE_S = 2.0  # the reference interest-probe deadline; no-responders comes back in one round trip
 READINESS_MS = 30_000  # when the acceptance names no readiness deadline
 SETTLE_MARGIN_S = 5.0  # past the readiness deadline, the terminal fact still has this long to land
 MAX_REBIND = 3
 INPUT_MAX = 65536
 JS_API = "$JS.API"
+MESSAGE_MAX = 600  # a refusal sentence is cut past this (a manager's message is untrusted)
 
 
 
@@ -77,7 +88,9 @@ class ControlError(Exception):
 
 
 def _sentence(text: str) -> str:
-    text = " ".join(str(text).split())
+    """One line for a terminal: whitespace folded, and every control, C1 and bidi character a
+    manager may have put in its part of the text escaped visibly (:mod:`meshview.sanitize`)."""
+    text = clean(" ".join(str(text).split()), limit=MESSAGE_MAX)
     return text if text.endswith((".", "?", "!")) else text + "."
 
 
@@ -124,30 +137,19 @@ class ManagedRow:
                    host=s("host"), raw=row)
 
 
-@dataclass(frozen=True)
-class Registration:
-    """What the space's registry says about one manager instance."""
-
-    instance_id: str
-    spec: bool  # a ``svc.manager.<iid>.spec`` record
-    lease: bool  # a live liveness lease (the bucket's TTL drops a dead holder's)
-    state: str | None = None  # the ``….status`` record's state
-
-    @property
-    def expected(self) -> bool:
-        """Should answer a scatter: it holds a lease, or it is registered and never said it stopped."""
-        return self.lease or (self.spec and self.state != "stopped")
-
-
 @dataclass
 class ManagerReport:
+    """One frozen slot of a ``ps`` scatter (or the one instance ``--on`` names)."""
+
     instance_id: str
-    state: str  # answered | refused | silent
+    state: str  # answered | refused | silent | churn
     rows: list[ManagedRow] = field(default_factory=list)
     code: str | None = None  # refused: the reply's code
-    message: str | None = None  # refused: the reply's message
-    liveness: str | None = None  # silent: gone | unknown | probe-refused
+    message: str | None = None  # refused: the reply's message (untrusted: neutralise to show)
+    liveness: str | None = None  # silent: gone | unknown | not-probed | probe-refused
     registration: Registration | None = None
+    epoch: int | None = None  # the epoch that answered
+    data: Any = None  # the answer of a command other than ps (its rows are ``rows``)
 
     @property
     def stale(self) -> bool:
@@ -159,6 +161,8 @@ class ManagerReport:
 class PsResult:
     space: str
     managers: list[ManagerReport]
+    strays: list[Stray] = field(default_factory=list)  # unexpected | duplicate | late | churn replies
+    skipped: list[Registration] = field(default_factory=list)  # registered, not expected (escalated…)
 
     @property
     def rows(self) -> list[ManagedRow]:
@@ -258,6 +262,10 @@ async def _connect(target: ConnectTarget) -> Any:
     except ConnectError as e:
         raise ControlError("unavailable", str(e)) from None
     nc.options["allow_reconnect"] = False  # one action: a dropped link ends it, never revives it
+    old = too_old(server_version(nc))
+    if old is not None:
+        await _close(nc)
+        raise ControlError("failed-precondition", old)
     return nc
 
 
@@ -267,30 +275,28 @@ async def _close(nc: Any) -> None:
 
 
 async def registrations(nc: Any, space: str) -> dict[str, Registration]:
-    """Every manager instance the space knows of: spec records, their status, live leases."""
-    js = nc.jetstream()
-    b = bucket_names(space)
-    specs: set[str] = set()
-    states: dict[str, str] = {}
-    leases: set[str] = set()
+    """Every manager instance the space's registry names (:mod:`attach.registry`)."""
     try:
-        records = await js.key_value(b.records)
-    except Exception:
+        return await read_registry(nc, space)
+    except RegistryUnreadable:
         raise ControlError("not-found", f"space {space} is not provisioned (no manager registry)") from None
-    with contextlib.suppress(Exception):
-        for k in await records.keys():
-            p = k.split(".")
-            if len(p) == 4 and p[:2] == ["svc", "manager"] and p[3] == "spec":
-                specs.add(p[2])
-    for iid in specs:
-        with contextlib.suppress(Exception):
-            rec = json.loads((await records.get(f"svc.manager.{iid}.status")).value)
-            if isinstance(rec, dict) and isinstance(rec.get("state"), str):
-                states[iid] = rec["state"]
-    with contextlib.suppress(Exception):
-        kv = await js.key_value(b.manager)
-        leases = {k[len("lease."):] for k in await kv.keys() if k.startswith("lease.")}
-    return {iid: Registration(iid, iid in specs, iid in leases, states.get(iid)) for iid in specs | leases}
+
+
+async def expected_slots(nc: Any, space: str) -> tuple[dict[str, Registration], dict[str, Slot]]:
+    """The registry and the frozen expected set; an empty set is ``failed-precondition``, never an
+    empty success (the reference's freeze)."""
+    regs = await registrations(nc, space)
+    frozen = freeze(regs)
+    if not frozen:
+        raise ControlError("failed-precondition", no_manager_sentence(space, regs))
+    return regs, frozen
+
+
+def no_manager_sentence(space: str, regs: dict[str, Registration]) -> str:
+    if not regs:
+        return f"no manager is registered in space {space}"
+    why = sorted({r.skip_reason or "" for r in regs.values()} - {""})
+    return f"no live manager is registered in space {space} ({len(regs)} record(s): {', '.join(why)})"
 
 
 async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S) -> str:
@@ -319,76 +325,84 @@ async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S)
 
 
 async def _gather_ps(nc: Any, ep: EndpointClient, space: str, *, on: str | None,
-                     deadline_ms: int) -> tuple[PsResult, dict[str, Reply]]:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_ms / 1000
-    regs = await registrations(nc, space)
+                     deadline_ms: int, command: str = "ps") -> tuple[PsResult, dict[str, Reply]]:
+    """``ps`` over the frozen expected set (or the one instance ``on`` names), each silent slot
+    labelled by a liveness probe run beside the gather."""
     if on is not None:
-        if on not in regs:
+        regs = await registrations(nc, space)
+        if on not in regs or not regs[on].spec:
             raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
-        expected = {on}
+        frozen = {on: Slot(on, regs[on].spec_revision or 0, regs[on].epoch or 0)}
     else:
-        expected = {i for i, r in regs.items() if r.expected}
-    replies: list[Reply] = []
-    waiting = set(expected)  # shrinks as probes find instances with nothing on their rail
+        regs, frozen = await expected_slots(nc, space)
+    waiting = set(frozen)  # shrinks as probes find instances with nothing on their rail
     lives: dict[str, str] = {}
 
-    async def ask() -> list[Reply]:
+    async def reconcile() -> dict[str, Slot]:
+        return freeze(await read_registry(nc, space))
+
+    async def ask() -> tuple[dict[str, Reply], list[Stray], set[str]]:
         try:
-            await ep.resolve(instance_id=on, deadline_ms=max(1, int((end - loop.time()) * 1000)))
-            left = max(1, int((end - loop.time()) * 1000))
             if on is not None:
-                return [await ep.call("ps", None, instance_id=on, deadline_ms=left)]
-            return await ep.scatter("ps", None, deadline_ms=left, expected=waiting)
+                r = await ep.call(command, None, instance_id=on, deadline_ms=deadline_ms)
+                return {on: r}, [], set()
+            got = await scatter(ep, command, None, frozen, deadline_ms=deadline_ms, waiting=waiting,
+                                reconcile=reconcile)
+            return got.answers, got.strays, got.churned
         except EndpointError as e:
             if e.code != "deadline-exceeded":
-                raise ControlError(e.code, f"ps: {e.message}") from None
-            return []
+                raise ControlError(e.code, f"{command}: {e.message}") from None
+            return {}, [], set()
 
-    asking = asyncio.ensure_future(ask()) if expected else None
+    asking = asyncio.ensure_future(ask())
 
     async def probe_one(iid: str) -> None:
         lives[iid] = await probe(nc, space, iid)
         if lives[iid] == "gone":
             waiting.discard(iid)
-            if not waiting and asking is not None:
+            if not waiting and on is not None:
                 asking.cancel()  # nothing left that could answer
 
-    probes = {iid: asyncio.ensure_future(probe_one(iid)) for iid in expected}
+    probes = {iid: asyncio.ensure_future(probe_one(iid)) for iid in frozen}
+    answers: dict[str, Reply] = {}
+    strays: list[Stray] = []
+    churned: set[str] = set()
     try:
-        if asking is not None:
-            await asyncio.wait({asking})
-            replies = [] if asking.cancelled() else asking.result()
-        answered = {r.instance_id for r in replies}
+        await asyncio.wait({asking})
+        if not asking.cancelled():
+            answers, strays, churned = asking.result()
         for iid, t in probes.items():
-            if iid in answered:
+            if iid in answers:
                 t.cancel()
-        await asyncio.gather(*(t for iid, t in probes.items() if iid not in answered))
+        await asyncio.gather(*(t for iid, t in probes.items() if iid not in answers), return_exceptions=True)
     finally:
         for t in probes.values():
             t.cancel()
-        if asking is not None:
-            asking.cancel()
-    by_iid: dict[str, Reply] = {}
-    for r in replies:
-        by_iid.setdefault(r.instance_id, r)
+        asking.cancel()
     reports: list[ManagerReport] = []
-    for iid, r in by_iid.items():
-        if r.ok and isinstance(r.data, list):
+    for iid, r in answers.items():
+        if r.ok and command != "ps":
+            reports.append(ManagerReport(iid, "answered", registration=regs.get(iid), epoch=r.epoch,
+                                         data=r.data))
+        elif r.ok and isinstance(r.data, list):
             rows = [ManagedRow.from_row(x, iid) for x in r.data if isinstance(x, dict)]
             reports.append(ManagerReport(iid, "answered", [x for x in rows if x is not None],
-                                         registration=regs.get(iid)))
+                                         registration=regs.get(iid), epoch=r.epoch))
         else:
             err = r.error
             reports.append(ManagerReport(iid, "refused", code=err.code if err else "internal",
                                          message=err.message if err else "a malformed ps answer",
-                                         registration=regs.get(iid)))
-    for iid in sorted(expected - set(by_iid)):
-        reports.append(ManagerReport(iid, "silent", liveness=lives.get(iid, "unknown"),
+                                         registration=regs.get(iid), epoch=r.epoch))
+    for iid in sorted(churned - set(answers)):
+        reports.append(ManagerReport(iid, "churn", registration=regs.get(iid)))
+    for iid in sorted(set(frozen) - set(answers) - churned):
+        reports.append(ManagerReport(iid, "silent", liveness=lives.get(iid, "not-probed"),
                                      registration=regs.get(iid)))
-    order = {"answered": 0, "refused": 1, "silent": 2}
+    order = {"answered": 0, "refused": 1, "churn": 2, "silent": 3}
     reports.sort(key=lambda m: (order[m.state], m.instance_id))
-    return PsResult(space, reports), by_iid
+    skipped = sorted((r for i, r in regs.items() if i not in frozen and r.skip_reason == "escalated"),
+                     key=lambda r: r.instance_id)
+    return PsResult(space, reports, strays, skipped), answers
 
 
 async def ps(target: ConnectTarget, *, on: str | None = None, deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
@@ -414,7 +428,7 @@ class _Located:
 async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None) -> _Located:
     if on is not None:
         regs = await registrations(nc, space)
-        if on not in regs:
+        if on not in regs or not regs[on].spec:
             raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
         try:
             r = await ep.call("inspect", {"name": name}, instance_id=on, deadline_ms=CALL_DEADLINE_MS)
@@ -430,8 +444,6 @@ async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | 
             raise ControlError("contract-invalid", f"manager {on} answered inspect without a seat row")
         return _Located(row, r.instance_id, r.epoch)
     result, replies = await _gather_ps(nc, ep, space, on=None, deadline_ms=PS_DEADLINE_MS)
-    if not result.managers:
-        raise ControlError("unavailable", f"no manager is registered in space {space}")
     hits = [row for row in result.rows if row.name == name]
     if len(hits) == 1:
         iid = hits[0].instance_id
@@ -573,12 +585,53 @@ async def input_text(target: ConnectTarget, name: str, text: str, *, enter: bool
     return await _run(target, body)
 
 
+@dataclass(frozen=True)
+class LaunchOptions:
+    """The launch fields ``cotal spawn`` takes besides the persona and the seat name, each sent
+    under its contract key only when given (the manager's persona file fills in the rest)."""
+
+    agent: str | None = None  # the connector (harness)
+    role: str | None = None
+    model: str | None = None
+    variant: str | None = None
+    config: str | None = None  # a persona file on the manager's host, instead of the PERSONA ref
+    prompt: str | None = None
+    cwd: str | None = None
+    subscribe: tuple[str, ...] | None = None
+    allow_subscribe: tuple[str, ...] | None = None
+    allow_publish: tuple[str, ...] | None = None
+    events: bool | None = None
+
+
+def spawn_request(persona: str, name: str | None = None, options: LaunchOptions | None = None) -> dict:
+    """The ``spawn`` args, in the reference's vocabulary (manager.ts ``StartAgentOpts``, which the
+    rev-21 ``SPAWN_INPUT_SCHEMA`` transcribes): ``name`` is the persona ref the manager resolves
+    under its root, ``identity`` the seat-name override of the file's own ``name:``; every other
+    key only when the user gave it."""
+    o = options or LaunchOptions()
+    args: dict = {"name": persona}
+    if name is not None:
+        args["identity"] = name
+    for key, v in (("agent", o.agent), ("role", o.role), ("model", o.model), ("variant", o.variant),
+                   ("config", o.config), ("prompt", o.prompt), ("cwd", o.cwd)):
+        if v is not None:
+            args[key] = v
+    for key, v in (("subscribe", o.subscribe), ("allowSubscribe", o.allow_subscribe),
+                   ("allowPublish", o.allow_publish)):
+        if v is not None:
+            args[key] = list(v)
+    if o.events is not None:
+        args["events"] = o.events
+    return args
+
+
 _OUTCOMES = {"succeeded": "joined", "failed": "exited", "uncertain": "deadline", "expired": "deadline",
              "cancelled": "cancelled"}
 
 
 async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None, on: str | None = None,
-                read_only: str | None = None, progress: Callable[[str], Any] | None = None) -> SpawnResult:
+                read_only: str | None = None, progress: Callable[[str], Any] | None = None,
+                options: LaunchOptions | None = None) -> SpawnResult:
     """Start a seat from ``persona`` and wait for the first fact: it joined the mesh (presence),
     its program exited first, or the manager's readiness deadline passed. ``progress`` hears
     one line per step."""
@@ -593,17 +646,17 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
     def say(line: str) -> None:
         if progress is not None:
             with contextlib.suppress(Exception):
-                progress(line)
+                progress(clean(line))  # the seat name in it is the manager's
 
     async def body(nc: Any) -> SpawnResult:
         space = space_token(target.space)
         ep = EndpointClient(nc, space, name=CLIENT_NAME)
+        regs = await registrations(nc, space)
         if on is not None:
-            regs = await registrations(nc, space)
-            if on not in regs:
+            if on not in regs or not regs[on].spec:
                 raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
-        elif not any(r.expected for r in (await registrations(nc, space)).values()):
-            raise ControlError("unavailable", f"no manager is registered in space {space}")
+        elif not freeze(regs):
+            raise ControlError("unavailable", no_manager_sentence(space, regs))
         goal_id = new_request_id()
         facts: asyncio.Queue = asyncio.Queue()
 
@@ -620,9 +673,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
             await nc.flush()  # the progress read is live before the action leaves
             loop = asyncio.get_running_loop()
             t0 = loop.time()
-            args: dict = {"name": persona}
-            if name is not None:
-                args["identity"] = name
+            args = spawn_request(persona, name, options)
             try:
                 r = await ep.call("spawn", args, instance_id=on, request_id=goal_id, deadline_ms=CALL_DEADLINE_MS)
             except EndpointError as e:

@@ -30,13 +30,16 @@ from meshview.wire.envelope import (
     DEFAULT_DEADLINE_MS,
     Command,
     EndpointError,
+    bind_refusal_incoherence,
     build_request,
     parse_cluster_document,
     parse_reply_body,
 )
+from meshview.sanitize import inline
 from meshview.wire.names import epc_stream, space_token
 
-DESCRIBE_RETRY_S = 0.25
+DESCRIBE_RETRY_S = 0.25  # the first re-poll of an unanswered describe; each later one waits twice as long
+DESCRIBE_RETRY_MAX_S = 2.0
 EXPECTED_POLL_S = 0.1  # a scatter re-reads its expected set this often (it may shrink)
 
 
@@ -49,6 +52,7 @@ class Reply:
     error: EndpointError | None
     instance_id: str
     epoch: int
+    caller_refused: bool = False  # the caller rejected what the manager said (``error`` says why)
 
     def unwrap(self) -> Any:
         if not self.ok:
@@ -124,33 +128,40 @@ class EndpointClient:
         self._cluster_cache: dict[str, dict[str, Command]] = {}
         self._resolved: Resolved | None = None
 
-    async def _exchange(
-        self, subject: str, env: dict, deadline_ms: int, *, gather: bool = False,
-        expected: set[str] | None = None, retry: bool = False, nonce: str,
-    ) -> list[Reply]:
-        # exact reply rail for this nonce: every responder instance/epoch, our triple, our nonce
+    def _reply_of(self, msg, nonce: str, env: dict) -> Reply | None:
+        """The reply ``msg`` is, if it answers ``env`` on ``nonce``: the subject's endpoint, nonce
+        and caller match and the body echoes the request id. A bind refusal that cannot be
+        honoured (§13.2) comes back as the caller's own ``internal`` refusal."""
+        parsed = parse_reply(msg.subject)
+        if parsed is None or parsed.endpoint != self.endpoint or parsed.nonce != nonce:
+            return None
+        if parsed.caller != self.caller:
+            return None
+        try:
+            body = parse_reply_body(msg.data)
+        except (ValueError, UnicodeDecodeError):
+            return None  # malformed body on our nonce is not a usable answer
+        if body["id"] != env["id"]:
+            return None
+        if body["ok"]:
+            return Reply(True, body.get("data"), None, parsed.instance_id, parsed.epoch)
+        e = body["error"]
+        err = EndpointError(e["code"], e["message"], details=e.get("details"), outcome=e.get("outcome"))
+        why = bind_refusal_incoherence(err, env.get("bind"), (parsed.instance_id, parsed.epoch))
+        if why is not None:  # no details, no outcome (unknown): nothing here licenses a re-issue
+            err = EndpointError("internal", f"{env['op']['command']}: {why}")
+            return Reply(False, None, err, parsed.instance_id, parsed.epoch, caller_refused=True)
+        return Reply(False, None, err, parsed.instance_id, parsed.epoch)
+
+    async def _open(self, subject: str, env: dict, nonce: str, q: asyncio.Queue):
+        """One call on the wire: its exact reply rail subscribed and flushed, then the request
+        published once. Returns the subscription; every reply it accepts lands in ``q``."""
         filt = reply_filter(self.space, self.endpoint, self.caller, nonce)
-        q: asyncio.Queue = asyncio.Queue()
 
         async def cb(msg) -> None:
-            parsed = parse_reply(msg.subject)
-            if parsed is None or parsed.endpoint != self.endpoint or parsed.nonce != nonce:
-                return
-            if parsed.caller != self.caller:
-                return
-            try:
-                body = parse_reply_body(msg.data)
-            except (ValueError, UnicodeDecodeError):
-                return  # malformed body on our nonce is not a usable answer
-            if body["id"] != env["id"]:
-                return
-            if body["ok"]:
-                r = Reply(True, body.get("data"), None, parsed.instance_id, parsed.epoch)
-            else:
-                e = body["error"]
-                r = Reply(False, None, EndpointError(e["code"], e["message"], details=e.get("details"),
-                                                     outcome=e.get("outcome")), parsed.instance_id, parsed.epoch)
-            q.put_nowait(r)
+            r = self._reply_of(msg, nonce, env)
+            if r is not None:
+                q.put_nowait(r)
 
         mark = denial_mark(self.nc)
         sub = await self.nc.subscribe(filt, cb=cb)
@@ -163,9 +174,20 @@ class EndpointClient:
             except SubjectDenied as e:
                 raise EndpointError("permission-denied", f"{e} (the credential does not carry this call)",
                                     outcome="not-executed") from None
+        except BaseException:
+            await _unsubscribe(sub)
+            raise
+        return sub
+
+    async def _exchange(
+        self, subject: str, env: dict, deadline_ms: int, *, gather: bool = False,
+        expected: set[str] | None = None, nonce: str,
+    ) -> list[Reply]:
+        q: asyncio.Queue = asyncio.Queue()
+        sub = await self._open(subject, env, nonce, q)
+        try:
             loop = asyncio.get_running_loop()
             end = loop.time() + deadline_ms / 1000
-            next_retry = loop.time() + DESCRIBE_RETRY_S
             out: list[Reply] = []
             seen: set[str] = set()
             while True:
@@ -175,16 +197,11 @@ class EndpointClient:
                 if gather and expected is not None and expected <= seen:
                     break  # everyone still expected answered (the caller may shrink ``expected``)
                 wait = end - now
-                if retry:
-                    wait = min(wait, max(0.0, next_retry - now))
                 if gather and expected is not None:
                     wait = min(wait, EXPECTED_POLL_S)
                 try:
                     r = await asyncio.wait_for(q.get(), timeout=wait)
                 except asyncio.TimeoutError:
-                    if retry and loop.time() >= next_retry and loop.time() < end:
-                        await self.nc.publish(subject, payload)
-                        next_retry = loop.time() + DESCRIBE_RETRY_S
                     continue
                 if not gather:
                     return [r]
@@ -200,30 +217,61 @@ class EndpointClient:
                 outcome="unknown",
             )
         finally:
-            try:
-                await sub.unsubscribe()
-            except Exception:
-                pass
+            await _unsubscribe(sub)
 
     async def describe(self, *, instance_id: str | None = None, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Reply:
-        nonce = new_nonce()
+        """``describe``, polled until the deadline: a manager that is not subscribed yet misses a
+        publish. Every poll is a call of its own, with its own nonce and request id (one
+        outstanding call per nonce, §13.2); earlier polls stay open, so a slow answer still counts."""
         route = "inst" if instance_id else "one"
-        subject = request_subject(self.space, self.endpoint, "describe", self.caller, nonce,
-                                  route=route, instance_id=instance_id)
-        env = build_request(endpoint=self.endpoint, command="describe", caller=self.caller,
-                            deadline_ms=deadline_ms, name=self.name)
-        [r] = await self._exchange(subject, env, deadline_ms, retry=True, nonce=nonce)
-        if not r.ok:
-            raise r.error  # type: ignore[misc]
-        return r
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_ms / 1000
+        q: asyncio.Queue = asyncio.Queue()
+        subs = []
+        interval = DESCRIBE_RETRY_S
+        next_poll = loop.time()
+        try:
+            while True:
+                now = loop.time()
+                if now >= end:
+                    raise EndpointError("deadline-exceeded",
+                                        f"no describe reply from {self.endpoint} within {deadline_ms} ms",
+                                        outcome="unknown")
+                if now >= next_poll:
+                    nonce = new_nonce()
+                    subject = request_subject(self.space, self.endpoint, "describe", self.caller, nonce,
+                                              route=route, instance_id=instance_id)
+                    remaining = max(1, int((end - now) * 1000))
+                    env = build_request(endpoint=self.endpoint, command="describe", caller=self.caller,
+                                        deadline_ms=remaining, name=self.name)
+                    subs.append(await self._open(subject, env, nonce, q))
+                    next_poll = now + interval
+                    interval = min(interval * 2, DESCRIBE_RETRY_MAX_S)
+                try:
+                    r = await asyncio.wait_for(q.get(), timeout=max(0.0, min(end, next_poll) - loop.time()))
+                except asyncio.TimeoutError:
+                    continue
+                if not r.ok:
+                    raise r.error  # type: ignore[misc]
+                return r
+        finally:
+            for sub in subs:
+                await _unsubscribe(sub)
 
     async def resolve(self, *, instance_id: str | None = None, deadline_ms: int = DEFAULT_DEADLINE_MS) -> Resolved:
         """``describe`` then fetch and verify every cluster document it names."""
         r = await self.describe(instance_id=instance_id, deadline_ms=deadline_ms)
         try:
             clusters = r.data["descriptor"]["clusters"]
-        except (TypeError, KeyError):
+            protocol = r.data["descriptor"].get("protocol")
+        except (TypeError, KeyError, AttributeError):
             raise EndpointError("contract-invalid", "describe answer carries no descriptor.clusters") from None
+        if not isinstance(clusters, list):
+            raise EndpointError("contract-invalid", "describe answer's descriptor.clusters is not a list")
+        if isinstance(protocol, dict) and protocol.get("v") != 1:  # §13.7: no descriptor is better
+            raise EndpointError("unsupported-version", f"manager {r.instance_id} describes protocol "
+                                f"{inline(protocol.get('v'), 16)}; this client implements protocol 1",
+                                outcome="not-executed")
         commands: dict[str, Command] = {}
         for c in clusters:
             d = c.get("digest") if isinstance(c, dict) else None
@@ -272,6 +320,8 @@ class EndpointClient:
                             args=args, target=target, bind=bind, deadline_ms=deadline_ms, name=self.name,
                             request_id=request_id)
         [r] = await self._exchange(subject, env, deadline_ms, nonce=nonce)
+        if r.caller_refused:
+            raise r.error  # type: ignore[misc]  # an incoherent bind refusal: never a re-locate
         if bind is not None and r.ok and (r.instance_id, r.epoch) != (bind["instanceId"], bind["epoch"]):
             raise EndpointError("failed-precondition", "the answering incarnation is not the bound one",
                                 outcome="unknown")
@@ -290,3 +340,10 @@ class EndpointClient:
                             args=args, deadline_ms=deadline_ms, name=self.name)
         return await self._exchange(subject, env, deadline_ms, gather=True, expected=expected, nonce=nonce)
 
+
+
+async def _unsubscribe(sub) -> None:
+    try:
+        await sub.unsubscribe()
+    except Exception:
+        pass

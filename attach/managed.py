@@ -150,19 +150,15 @@ def _silenced(s: ManagedSeat, since: float) -> ManagedSeat:
 
 
 async def registered_instances(nc, space: str) -> set[str]:
-    """Manager instances with a ``svc.manager.<iid>.spec`` record, plus any with a live lease."""
-    js = nc.jetstream()
-    out: set[str] = set()
-    with contextlib.suppress(Exception):
-        kv = await js.key_value(bucket_names(space).records)
-        for k in await kv.keys():
-            parts = k.split(".")
-            if len(parts) == 4 and parts[:2] == ["svc", "manager"] and parts[3] == "spec":
-                out.add(parts[2])
-    with contextlib.suppress(Exception):
-        kv = await js.key_value(bucket_names(space).manager)
-        out |= {k[len("lease."):] for k in await kv.keys() if k.startswith("lease.")}
-    return out
+    """The instances a ``ps`` expects: the registry's frozen set (:func:`attach.registry.freeze`).
+    An exited, escalated or deregistered manager is not in it, and neither is one that holds
+    only a lease; an unreadable registry is the empty set."""
+    from .registry import RegistryUnreadable, freeze, read_registry
+
+    try:
+        return set(freeze(await read_registry(nc, space)))
+    except RegistryUnreadable:
+        return set()
 
 
 class PsPoller:

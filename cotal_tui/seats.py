@@ -39,7 +39,10 @@ from attach.endpoint import EndpointClient
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
-DEFAULT_SIZE = (120, 32)  # the reference manager's pty size, used when a row carries none
+# The size a reference manager starts every pty at. Nothing a manager sends says a pty's size
+# (no row field, no grant field, no serving-side frame; the snapshot is opaque bytes), so a pane
+# knows it only as this, or as the size this console itself set (fit-to-pane).
+DEFAULT_SIZE = (120, 32)
 CLOSE_WAIT_S = 3.0
 SKIP_STATUS = "[cotal: output outran the pane - skipping ahead]"
 SKIP_QUIET_S = 1.0  # skipping, and nothing arrived this long: the window will not fill; repaint
@@ -56,16 +59,6 @@ def detach_byte_from_env() -> int:
         return DEFAULT_DETACH
 
 
-def size_hint(row: dict | None) -> tuple[int, int] | None:
-    """The remote pty size when the manager's row records it (``cols``/``rows``)."""
-    if not isinstance(row, dict):
-        return None
-    c, r = row.get("cols"), row.get("rows")
-    if isinstance(c, int) and isinstance(r, int) and 0 < c <= 1000 and 0 < r <= 1000:
-        return c, r
-    return None
-
-
 class SeatSessions:
     """A space's seats: attach sessions on fresh connections, and ``inspect`` lookups."""
 
@@ -74,7 +67,7 @@ class SeatSessions:
         self.space = space
         self.connect = connect
         self.default_size = default_size
-        self.sizes = dict(sizes or {})  # name → remote size learnt elsewhere (e.g. a ps poll)
+        self.sizes = dict(sizes or {})  # name → the size this console set the seat's pty to
         # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
         self.tap: Callable[[Any, str, bytes], None] | None = None
 
@@ -98,8 +91,10 @@ class SeatSessions:
             with contextlib.suppress(Exception):
                 await nc.close()
 
-    def size_for(self, name: str, row: dict | None) -> tuple[int, int]:
-        return size_hint(row) or self.sizes.get(name) or self.default_size
+    def size_for(self, name: str) -> tuple[int, int]:
+        """The seat's pty size as far as this console knows it: what it set, else the default.
+        Never a row field (a ``cols``/``rows`` in a row is outside the closed AgentRow)."""
+        return self.sizes.get(name) or self.default_size
 
 
 class PaneLink:
@@ -156,10 +151,10 @@ class PaneLink:
 
     async def _run(self) -> None:
         self._set_status(f"[cotal: attaching to {self.name}]")
-        row, iid = await self.sessions.locate(self.name)
+        _row, iid = await self.sessions.locate(self.name)
         if self._closing:
             return
-        size = self.sessions.size_for(self.name, row)
+        size = self.sessions.size_for(self.name)
         if size != self.pane.remote_size:
             self.pane.reset(*size)
         self.session = s = self.sessions.session(
@@ -332,6 +327,7 @@ class PaneLink:
         assert s is not None
         self.pane.resize_remote(cols, rows)
         await s.resize(cols, rows)
+        self.sessions.sizes[self.name] = (cols, rows)  # we set it: now it is known
         if not self._closing:  # a closing pane needs no fresh screen
             await s.repaint()
 
@@ -361,11 +357,3 @@ class PaneLink:
             self._sender.cancel()
             with contextlib.suppress(BaseException):
                 await self._sender
-
-
-def learn_sizes(sessions: SeatSessions, fold) -> None:
-    """Seed the panes' sizes from the ``ps`` rows (``cols``/``rows``), so a pane opens at the
-    seat's real size rather than resizing when the seat's own ``inspect`` row arrives."""
-    for s in fold.seats() if fold is not None else ():
-        if s.cols and s.rows and not s.silent:
-            sessions.sizes[s.name] = (s.cols, s.rows)

@@ -193,26 +193,40 @@ def parse_link(url: str) -> Link | None:
     return Link(f"{'tls' if tls else 'nats'}://{netloc}", space, tuple(chans), tls)
 
 
-def split_servers(values: list[str] | str | None) -> list[str]:
+def _is_link(s: str) -> bool:
+    return s.startswith(("cotal://", "cotals://"))
+
+
+def server_items(values: list[str] | str | None) -> list[str]:
+    """The servers and links named by ``--server`` values, links parsed before lists are split:
+    a link's query may hold commas (``?channel=a,b``), so a comma piece with no ``scheme://``
+    after a link with a query belongs to that link; anything else splits on every comma."""
     if not values:
         return []
-    if isinstance(values, str):
-        values = [values]
-    out: list[str] = []
-    for v in values:
-        out += [s.strip() for s in v.split(",") if s.strip()]
+    vals = [values] if isinstance(values, str) else values
+    items: list[str] = []
+    for v in vals:
+        for piece in v.split(","):
+            piece = piece.strip()
+            if not piece:
+                continue
+            if items and "://" not in piece and _is_link(items[-1]) and "?" in items[-1]:
+                items[-1] += "," + piece
+            else:
+                items.append(piece)
+    return items
+
+
+def split_servers(values: list[str] | str | None) -> list[str]:
     res = []
-    for s in out:
+    for s in server_items(values):
         link = parse_link(s)
         res.append(link.server if link else _with_scheme(s))
     return res
 
 
 def _links(values: list[str] | str | None) -> list[Link]:
-    if not values:
-        return []
-    vals = [values] if isinstance(values, str) else values
-    return [lk for v in vals for s in v.split(",") if (lk := parse_link(s))]
+    return [lk for s in server_items(values) if (lk := parse_link(s))]
 
 
 def load_registry(home: Path | None = None) -> list[dict[str, Any]]:

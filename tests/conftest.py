@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import itertools
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,52 @@ async def tmux():
     t = Tmux()
     yield t
     await t.kill()
+
+
+# ---- the manager contract tap (support/contract.py) ------------------------------------------
+
+_TAPPED_DIRS = ("attach", "cli")  # the control and attach suites: every manager call is checked
+# Tests that publish contract-breaking requests on purpose (a test of the refusal, not of our
+# client), as node-id prefixes with the reason; keep it short and say why.
+CONTRACT_TAP_EXEMPT: dict[str, str] = {}
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "contract_tap_off(reason): this test sends contract-breaking manager calls on purpose; "
+        "the autouse contract tap does not judge it")
+
+
+@pytest.fixture
+async def contract_tap(broker, space):
+    """Every §13 manager request and reply on this test's space, held to the rev-21 contract;
+    the test fails at teardown with the list of violations."""
+    from support.contract import ContractTap
+
+    c = await nats.connect(broker.url, name="contract-tap")
+    tap = await ContractTap(c, space).start()
+    yield tap
+    await tap.stop()
+    await c.close()
+    tap.assert_clean()
+
+
+@pytest.fixture(autouse=True)
+def _contract_tap_auto(request):
+    """Opt-out tap for tests under tests/attach and tests/cli that provision a space on the
+    session broker (where the managers and the client meet)."""
+    path = Path(str(request.node.path))
+    here = Path(__file__).resolve().parent
+    try:
+        sub = path.relative_to(here).parts[0]
+    except ValueError:
+        sub = ""
+    if sub not in _TAPPED_DIRS or "space" not in request.fixturenames:
+        return
+    if os.environ.get("COTAL_TEST_CONTRACT_TAP") == "off":  # to measure the tap's own cost
+        return
+    if request.node.get_closest_marker("contract_tap_off") is not None:
+        return
+    if any(request.node.nodeid.startswith(p) for p in CONTRACT_TAP_EXEMPT):
+        return
+    request.getfixturevalue("contract_tap")

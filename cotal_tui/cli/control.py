@@ -1,12 +1,18 @@
 """``cotal spawn | stop | input | status``: one control action on the hosting manager each.
 
     cotal spawn PERSONA [--name N] [--on INSTANCE]   start a seat; waits for it to join the mesh
-                                                     (presence), its program to exit, or the
-                                                     manager's readiness deadline, and says which
+                [--agent A] [--role R] [--model M]   (presence), its program to exit, or the
+                [--prompt P] [--cwd D] ...           manager's readiness deadline, and says which
     cotal stop NAME [--force] [--on INSTANCE]        graceful (SIGHUP + SIGTERM, SIGKILL after the
                                                      manager's grace) or force (SIGKILL)
     cotal input NAME TEXT... [--no-enter]            type TEXT into the seat's terminal (then Enter)
     cotal status NAME [--on INSTANCE] [--json]       the seat's row, from the manager hosting it
+    cotal status [--on INSTANCE] [--json]            the managers themselves: runtime, connectors,
+                                                     classSpawn, static reconciliation failures
+
+``spawn`` sends the reference's ``spawn`` fields: PERSONA is the persona ref the manager resolves
+under its own root (``name``), ``--name`` the seat-name override (``identity``); every other flag
+is sent under its contract key only when given, and the persona file supplies the rest.
 
 Each verb opens its own connection (the usual connection flags), locates the seat across the
 registered managers and calls the one hosting it (``attach.control``). Exit status: 0 when it
@@ -32,10 +38,39 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_connection_arguments(p)
 
 
+def _channels(v: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in v.split(",") if x.strip())
+
+
 def spawn_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("persona", help="what to start: echo, dashboard or bash on the demo manager")
-    p.add_argument("--name", default=None, help="the seat's name (default: the persona, numbered if taken)")
+    p.add_argument("persona", help="the persona to start, by name (see `cotal personas`)")
+    p.add_argument("--name", default=None, help="the seat's name (default: the persona file's own, numbered if taken)")
+    g = p.add_argument_group("launch (sent only when given; the persona file supplies the rest)")
+    g.add_argument("--agent", default=None, help="the connector (harness) to launch")
+    g.add_argument("--role", default=None, help="the seat's anycast role")
+    g.add_argument("--model", default=None, help="model pin")
+    g.add_argument("--variant", default=None, help="model variant")
+    g.add_argument("--config", default=None, metavar="FILE",
+                   help="a persona file on the manager's host to load instead of PERSONA's")
+    g.add_argument("--prompt", default=None, help="initial prompt")
+    g.add_argument("--cwd", default=None, metavar="DIR", help="launch directory on the manager's host")
+    g.add_argument("--subscribe", type=_channels, default=None, metavar="A,B", help="channels to join")
+    g.add_argument("--allow-subscribe", type=_channels, default=None, metavar="A,B", dest="allow_subscribe",
+                   help="channels it may read")
+    g.add_argument("--allow-publish", type=_channels, default=None, metavar="A,B", dest="allow_publish",
+                   help="channels it may post to")
+    g.add_argument("--events", action=argparse.BooleanOptionalAction, default=None,
+                   help="arm (or, with --no-events, disarm) the event plane; absent: the manager's default")
     _common(p)
+
+
+def launch_options(args: argparse.Namespace) -> Any:
+    from attach.control import LaunchOptions
+
+    return LaunchOptions(agent=args.agent, role=args.role, model=args.model, variant=args.variant,
+                         config=args.config, prompt=args.prompt, cwd=args.cwd, subscribe=args.subscribe,
+                         allow_subscribe=args.allow_subscribe, allow_publish=args.allow_publish,
+                         events=args.events)
 
 
 def stop_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,8 +89,9 @@ def input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def status_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="seat name (see `cotal ps`)")
-    p.add_argument("--json", action="store_true", help="the row as the manager sent it")
+    p.add_argument("name", nargs="?", default=None,
+                   help="seat name (see `cotal ps`); without one, the managers themselves")
+    p.add_argument("--json", action="store_true", help="as the manager sent it")
     _common(p)
 
 
@@ -75,7 +111,7 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
             if verb != "status":
                 control.refuse_read_only(read_only)
             control.check_instance(args.on)
-            if verb != "spawn":
+            if verb != "spawn" and not (verb == "status" and args.name is None):
                 control.check_seat_name(args.name)
             try:
                 await require_space(target)
@@ -95,20 +131,23 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
 
 def run_spawn(args: argparse.Namespace) -> int:
     async def act(target, control, read_only) -> int:
+        from meshview.sanitize import inline as clean
+
         r = await control.spawn(target, args.persona, name=args.name, on=args.on, read_only=read_only,
-                                progress=lambda line: print(line, flush=True))
+                                progress=lambda line: print(line, flush=True), options=launch_options(args))
         where = f"manager {r.instance_id}"
+        seat = clean(r.name, 64)  # the manager's
         if r.outcome == "joined":
-            print(f"spawned {r.name} ({r.persona}) on {where}: joined the mesh after {r.elapsed_s:.1f} s")
+            print(f"spawned {seat} ({clean(r.persona)}) on {where}: joined the mesh after {r.elapsed_s:.1f} s")
             return 0
         if r.outcome == "exited":
             code = r.data.get("exitCode")
             why = f" (exit status {code})" if isinstance(code, int) else ""
-            print(f"cotal spawn: {r.name} exited before it joined the mesh{why}.", file=sys.stderr)
+            print(f"cotal spawn: {seat} exited before it joined the mesh{why}.", file=sys.stderr)
         elif r.outcome == "cancelled":
-            print(f"cotal spawn: {r.name} was stopped before it joined the mesh.", file=sys.stderr)
+            print(f"cotal spawn: {seat} was stopped before it joined the mesh.", file=sys.stderr)
         else:
-            print(f"cotal spawn: {r.name} did not join within the {r.readiness_ms / 1000:g} s readiness "
+            print(f"cotal spawn: {seat} did not join within the {r.readiness_ms / 1000:g} s readiness "
                   f"deadline of {where}; it may still come up (see cotal ps) - do not spawn it again.",
                   file=sys.stderr)
         return 1
@@ -146,6 +185,10 @@ def run_status(args: argparse.Namespace) -> int:
     async def act(target, control, read_only) -> int:
         from meshview.sanitize import inline as clean
 
+        if args.name is None:
+            from cotal_tui.cli.managers import print_manager_status
+
+            return await print_manager_status(target, args)
         row = await control.status(target, args.name, on=args.on)
         if args.json:
             print(json.dumps({**row.raw, "manager": row.instance_id}, separators=(",", ":")))

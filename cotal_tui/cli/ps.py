@@ -4,7 +4,9 @@ Rows are grouped per manager; the MANAGER column is the instance that answered (
 reply subject, never from the row), printed whole because ``--on`` takes nothing shorter. A
 manager that refused is named with the refusal; one that stayed silent past the deadline is
 named with what the broker says about it: nothing subscribed on its rail means its host is gone
-and its registration is stale; something subscribed but silent means alive but slow, or wedged.
+and its registration is stale (``cotal deregister-instance`` removes it); something subscribed but
+silent means alive but slow, or wedged. Only live registrations are asked (an exited, escalated or
+deregistered manager is not, nor one that holds only a lease); an escalated one is named.
 Exit status: 0 with the answer (partial answers included: they name what is missing), 1 when
 nothing could be asked (one sentence on stderr), 2 for a malformed ``--on``.
 """
@@ -28,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def _main(args: argparse.Namespace) -> int:
     from attach import control
     from attach.connection import session_target
-    from attach.seat_text import manager_line, render_ps
+    from attach.seat_text import manager_line, render_ps, stray_lines
     from cotal_tui.cli.connection import target_from_args
     from meshview.connect import ConnectError
     from meshview.spaces import require_space
@@ -42,11 +44,11 @@ async def _main(args: argparse.Namespace) -> int:
         print(f"cotal ps: {e}", file=sys.stderr)
         return 1
     except control.ControlError as e:
+        if e.code == "failed-precondition" and e.message.startswith("no "):  # the frozen set is empty
+            print(f"cotal ps: {e.message.rstrip('.')} on {target.display}.", file=sys.stderr)
+            return 1
         print(f"cotal ps: {e.message}", file=sys.stderr)
         return 2 if e.code == "bad-request" else 1
-    if not result.managers:
-        print(f"cotal ps: no manager is registered in space {target.space} on {target.display}.", file=sys.stderr)
-        return 1
     deadline_s = control.PS_DEADLINE_MS / 1000
     if args.json:
         for m in result.managers:
@@ -55,6 +57,8 @@ async def _main(args: argparse.Namespace) -> int:
         for m in result.managers:
             if m.state != "answered":
                 print(f"cotal ps: {manager_line(m, deadline_s)}", file=sys.stderr)
+        for line in stray_lines(result):
+            print(f"cotal ps: {line}", file=sys.stderr)
         return 0
     render_ps(result, deadline_s, sys.stdout)
     return 0

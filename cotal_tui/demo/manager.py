@@ -1,19 +1,26 @@
-"""The demo manager: a §13 `manager` endpoint on an open mesh serving real pty seats.
+"""The demo manager: a faithful stand-in of the reference manager (service contract revision 21)
+on an open or static mesh, serving real pty seats.
 
-It registers like a reference manager (presence as an endpoint with role ``manager``, a liveness
-lease, ``svc.manager.<iid>.{spec,status}`` records, contract documents in ``EPC_<space>``) and
-answers ``describe`` / ``status`` / ``ps`` / ``inspect`` / ``attach`` on the class, scatter and
-instance rails. ``attach`` mints a holder-bound session grant, writes the ``session.<id>`` ledger
-row, opens the serving rail and starts a :class:`~attach.host.ServingBridge`.
+It registers as the reference does: presence as an endpoint with role ``manager``, a liveness
+lease, ``svc.manager.<iid>.spec`` and ``.status`` (state ``ready``, then ``exited`` on a stop) in
+the records bucket, every contract artifact in ``EPC_<space>``; a clean stop deregisters (status
+deleted, then spec, each revision-pinned). The contract is the reference's own, shipped as data
+(:mod:`cotal_tui.demo.contract`): every request's args are validated against the command's closed
+input schema (``bad-request``, the reference's wording) and every reply against its output schema
+before it leaves (a miss is ``internal`` and is recorded, loud under tests).
 
-The control verbs: ``spawn`` starts a seat from a small persona catalogue (the echo line
-program, the dashboard, bash) and answers at once with the action acceptance; the goal then
-settles on the epe progress rail with the first fact - the seat joined (its presence record,
-written once the program is up), its program exited first, or the readiness deadline passed.
-``despawn`` stops a seat (graceful: SIGHUP + SIGTERM to the program's group, SIGKILL after a
-grace; force: SIGKILL), ``input`` types text into a seat's pty, ``goal-result`` re-reads a
-settled goal. A spawned seat heartbeats presence like any agent (the manager writes it on the
-program's behalf) and goes offline when it stops or exits.
+Served: ``status`` ``ps`` ``inspect`` ``slots`` ``models`` ``spawn`` ``despawn`` ``attach`` ``input``
+``goal-result`` ``list-personas`` ``show-persona`` ``define-persona`` ``purge``; every other
+contract command answers ``unimplemented`` naming it. ``spawn`` resolves a persona file
+(:mod:`cotal_tui.demo.personas`) by its ``config`` path or its ``name`` (the persona ref, as the
+reference reads it; ``identity`` overrides the seat name), launches the
+persona's connector on a pty and answers at once with the action acceptance; the goal then settles
+on the caller's epe progress rail with the first fact - the seat joined (its presence record,
+written once the program is up), its program exited first, or the readiness deadline passed - and
+``goal-result`` re-reads the caller's own settled goal. ``despawn`` stops a seat (graceful: SIGHUP +
+SIGTERM to the program's group, SIGKILL after a grace; force: SIGKILL), ``input`` types text into a
+seat's pty. ``attach`` mints a holder-bound session grant, writes the ``session.<id>`` ledger row,
+opens the serving rail and starts a :class:`~attach.host.ServingBridge`.
 
 On an open mesh nothing is minted per session and the sessions share the manager's connection.
 A session whose caller falls silent (no frame, not even an idle credit, for ``caller_silence_ms``)
@@ -33,9 +40,10 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
-import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +54,19 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from attach.endpoint import publish_closure
 from attach.host import PtySeat, ServingBridge
 from attach.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
-from meshview.wire.canonical import VOID_SCHEMA, canonical_bytes, digest
+from cotal_tui.demo.contract import VIOLATIONS, load_contract
+from cotal_tui.demo.personas import (
+    DEFAULT_CONNECTOR,
+    PROGRAMS,  # noqa: F401  (re-exported: tests run the demo programs by path)
+    ConnectorState,
+    LaunchRefused,
+    PersonaError,
+    PersonaFile,
+    PersonaStore,
+    connector_argv,
+    measure_connectors,
+)
+from meshview.wire.canonical import canonical_bytes
 from meshview.wire.endpoint import (
     MANAGER,
     Caller,
@@ -59,34 +79,52 @@ from meshview.wire.endpoint import (
     serve_filter,
 )
 from meshview.wire.envelope import BIND_REFUSED, EndpointError, reply_body, validate_request
-from meshview.wire.names import bucket_names, space_token
+from meshview.wire.names import bucket_names, chat_stream, dm_stream, space_token
 from meshview.wire.outbound import PROTOCOL_VERSION, mint_lifecycle_uid
 
 HEARTBEAT_S = 2.0
 LEASE_TTL_MS = 10_000
 GRANT_TTL_MS = 24 * 3600 * 1000
-CONTRACT_REVISION = 17
+CONTRACT = load_contract()
+CONTRACT_REVISION = CONTRACT.revision  # 21: the reference's cluster document, not ours
 # A live caller says something every second (data, credit or the idle re-advertisement); one
 # silent this long vanished without a close (kill -9, a cut link) and its slot is reaped. As
 # long as the stall bound: a false reap costs a user their session, so err on the slow side.
 CALLER_SILENCE_MS = STALL_TIMEOUT_MS
-PROGRAMS = Path(__file__).resolve().parent / "programs"
 READINESS_MS = 30_000  # a spawn goal left unsettled this long ends `uncertain`
 STOP_GRACE_S = 3.0  # graceful stop: SIGKILL this long after SIGHUP + SIGTERM
 MAX_AGENTS = 50
-INPUT_MAX = 65536
 GOALS_KEPT = 256
 WORKING_S = 3.0  # a spawned seat that printed this recently heartbeats `working`
+PRESENCE_TTL_MS = 6000
+SERVED = ("status", "ps", "inspect", "slots", "models", "spawn", "despawn", "attach", "input",
+          "goal-result", "list-personas", "show-persona", "define-persona", "purge")
+ACTION_COMMANDS = ("spawn", "launch")  # left to a sibling when no connector is available (classSpawn)
+# the program kinds a static seat may name, and the connector each one is
+KIND_CONNECTOR = {"line": "echo-line", "fullscreen": "dashboard", "shell": "bash"}
+# Process-wide memory of the last epoch each instance served, for managers without a root to
+# persist it in: a clean stop deregisters (the status record with its epoch is deleted), and a
+# restart of the same instance must still advance its epoch.
+_LAST_EPOCH: dict[tuple[str, str], int] = {}
 
 
 @dataclass(frozen=True)
 class Persona:
-    """What ``spawn`` can start: a program kind (see :func:`argv_for`) and the card's role."""
+    """A persona the manager seeds as a file under its root: the program kind it runs (its
+    connector, see :data:`KIND_CONNECTOR`; an ``argv`` makes it the ``command`` connector), the
+    card's role, and a description (also its persona text)."""
 
     kind: str
     role: str
     description: str
     argv: tuple[str, ...] | None = None
+
+    def as_file(self, name: str, store: PersonaStore) -> PersonaFile:
+        agent = "command" if self.argv else KIND_CONNECTOR.get(self.kind, DEFAULT_CONNECTOR)
+        return PersonaFile(name=name, path=store.path_for(name), role=self.role, description=self.description,
+                           agent=agent, subscribe=[],
+                           launch_options={"argv": list(self.argv)} if self.argv else None,
+                           persona=self.description)
 
 
 PERSONAS: dict[str, Persona] = {
@@ -101,12 +139,24 @@ class SeatSpec:
     name: str
     principal_id: str
     kind: str = "line"  # "line" | "fullscreen" | "shell"
-    cols: int = 100
-    rows: int = 30
+    cols: int = 120  # the size a reference manager starts every pty at
+    rows: int = 32
     argv: list[str] | None = None
     role: str | None = None
     persona: str | None = None
     presence: bool = False  # the manager heartbeats this seat's presence (spawned seats)
+    agent: str | None = None  # the connector; from ``kind`` (or ``command`` for an argv) when unset
+    model: str | None = None
+    variant: str | None = None
+    cwd: str | None = None
+    prompt: str | None = None  # typed into the pty once the program is up (spawn's initial prompt)
+    description: str | None = None
+
+    @property
+    def connector(self) -> str:
+        if self.agent:
+            return self.agent
+        return "command" if self.argv else KIND_CONNECTOR.get(self.kind, DEFAULT_CONNECTOR)
 
 
 @dataclass
@@ -138,74 +188,11 @@ class _Seat:
 def argv_for(spec: SeatSpec) -> list[str]:
     if spec.argv:
         return list(spec.argv)
-    if spec.kind == "fullscreen":
-        return [sys.executable, str(PROGRAMS / "dashboard.py")]
-    if spec.kind == "shell":
-        return ["bash", "--noprofile", "--norc", "-i"]
-    return [sys.executable, str(PROGRAMS / "echo_line.py"), spec.name]
+    return connector_argv(spec.connector, spec.name, None)
 
 
-# ---- the contract ----------------------------------------------------------------------------
-
-_STRING = {"type": "string"}
-INSPECT_INPUT = {"type": "object", "properties": {"name": _STRING}, "required": ["name"],
-                 "additionalProperties": False}
-ROW_SCHEMA = {"type": "object", "required": ["name", "id", "agent", "space", "mode", "status",
-                                              "uptimeMs", "mesh", "lifecycleUid"]}
-PS_OUTPUT = {"type": "array", "items": ROW_SCHEMA}
-STATUS_OUTPUT = {"type": "object", "required": ["instanceId", "runtime", "agentCount", "uptimeMs"]}
-ATTACH_OUTPUT = {"type": "object", "properties": {"grant": {"type": "object"}}, "required": ["grant"]}
-DESPAWN_INPUT = {"type": ["object", "null"], "properties": {"graceful": {"type": "boolean"}},
-                 "additionalProperties": False}
-DESPAWN_OUTPUT = {"type": "object", "required": ["name", "stopped", "graceful"]}
-SPAWN_INPUT = {"type": "object", "properties": {"name": {"type": "string", "minLength": 1},
-                                                 "identity": {"type": "string", "minLength": 1}},
-               "required": ["name"], "additionalProperties": False}
-SPAWN_OUTPUT = {"type": "object", "required": ["name", "owner", "actor", "uid", "goalId", "fingerprint",
-                                               "executor"]}
-INPUT_INPUT = {"type": "object", "properties": {"text": {"type": "string", "minLength": 1, "maxLength": INPUT_MAX},
-                                                 "enter": {"type": "boolean"}},
-               "required": ["text"], "additionalProperties": False}
-INPUT_OUTPUT = {"type": "object", "required": ["name", "bytes"]}
-GOAL_INPUT = {"type": "object", "properties": {"goalId": _STRING}, "required": ["goalId"],
-              "additionalProperties": False}
-GOAL_OUTPUT = {"type": "object", "required": ["goalId"]}
-
-_SCHEMAS = {
-    "void": VOID_SCHEMA, "inspect-in": INSPECT_INPUT, "row": ROW_SCHEMA, "ps-out": PS_OUTPUT,
-    "status-out": STATUS_OUTPUT, "attach-out": ATTACH_OUTPUT, "despawn-in": DESPAWN_INPUT,
-    "despawn-out": DESPAWN_OUTPUT, "spawn-in": SPAWN_INPUT, "spawn-out": SPAWN_OUTPUT,
-    "input-in": INPUT_INPUT, "input-out": INPUT_OUTPUT, "goal-in": GOAL_INPUT, "goal-out": GOAL_OUTPUT,
-}
-
-# name -> (capability, input schema, output schema, targeted)
-COMMANDS: dict[str, tuple[str, str, str, bool]] = {
-    "status": ("manager.read", "void", "status-out", False),
-    "ps": ("manager.read", "void", "ps-out", False),
-    "inspect": ("manager.read", "inspect-in", "row", False),
-    "goal-result": ("manager.read", "goal-in", "goal-out", False),
-    "spawn": ("manager.spawn", "spawn-in", "spawn-out", False),
-    "attach": ("manager.lifecycle", "void", "attach-out", True),
-    "despawn": ("manager.lifecycle", "despawn-in", "despawn-out", True),
-    "input": ("manager.lifecycle", "input-in", "input-out", True),
-}
-
-
-def cluster_document(d: dict[str, str]) -> dict:
-    def cmd(name, cap, i, o, targeted):
-        c = {"name": name, "class": "ephemeral", "targeted": targeted, "capability": cap,
-             "inputDigest": d[i], "outputDigest": d[o]}
-        if targeted:
-            c["modes"] = ["owner", "any"]
-        return c
-
-    return {
-        "urn": "ai.cotal.manager",
-        "revision": CONTRACT_REVISION,
-        "attributes": [],
-        "commands": [cmd(name, *row) for name, row in COMMANDS.items()],
-        "events": [],
-    }
+def _fail(code: str, message: str, **kw) -> EndpointError:
+    return EndpointError(code, message, outcome=kw.pop("outcome", "not-executed"), **kw)
 
 
 def _load_or_mint_instance_id(root: str | None) -> str:
@@ -229,7 +216,8 @@ class DemoManager:
                  max_sessions: int = 64, root: str | None = None, window: int = WINDOW_DEFAULT,
                  caller_silence_ms: int = CALLER_SILENCE_MS, personas: dict[str, Persona] | None = None,
                  readiness_ms: int = READINESS_MS, stop_grace_s: float = STOP_GRACE_S,
-                 session_connect=None):
+                 session_connect=None, connectors: dict[str, ConnectorState] | None = None,
+                 personas_dir: str | None = None):
         self.nc = nc
         # static auth: grant -> a connection on that session's own serving credential (pub
         # `out`, sub `in`), so only the holder of its session-caller credential reaches it
@@ -240,6 +228,7 @@ class DemoManager:
         self.instance_id = instance_id or _load_or_mint_instance_id(root)
         self.epoch = 0
         self.max_sessions = max_sessions
+        self._own_root = root
         self.root = root or os.getcwd()
         self.window = check_window(window)
         self.caller_silence_ms = caller_silence_ms  # 0: never reap a silent caller
@@ -253,13 +242,35 @@ class DemoManager:
         self._handlers: set[asyncio.Task] = set()
         self._signing_key = secrets.token_bytes(32)
         self._started = 0.0
-        self._cluster_digest = ""
+        self.contract = CONTRACT
+        self._cluster_digest = CONTRACT.cluster_digest
         self._kv: dict[str, object] = {}
         self._stopping = False
         self.personas = dict(PERSONAS if personas is None else personas)
         self.readiness_ms = readiness_ms
         self.stop_grace_s = stop_grace_s
-        self._goals: dict[str, dict] = {}  # goalId -> terminal progress body (bounded)
+        self._goals: dict[str, tuple[str, dict]] = {}  # goalId -> (caller principal, terminal fact), bounded
+        # the persona catalogue: <root>/.cotal/agents, or a private directory for a rootless manager
+        # (never the process's cwd: a test's manager must not write into the checkout)
+        self._tmp_personas: str | None = None
+        if personas_dir is not None:
+            pdir = Path(personas_dir)
+        elif root is not None:
+            pdir = Path(root) / ".cotal" / "agents"
+        else:
+            self._tmp_personas = tempfile.mkdtemp(prefix="cotal-demo-personas-")
+            pdir = Path(self._tmp_personas)
+        self.persona_store = PersonaStore(pdir)
+        self._connectors_override = connectors
+        self.connectors: dict[str, ConnectorState] = {}
+        self.class_spawn = True
+        self.spec_revision: int | None = None
+        self.status_revision: int | None = None
+        self.registry_state: str | None = None  # ready | exited | None (deregistered / not yet)
+        # Replies refused because they failed their own output schema (a demo bug): counted here and
+        # in cotal_tui.demo.contract.VIOLATIONS, so a test can assert neither ever grows.
+        self.contract_violations: list[tuple[str, str]] = []
+        self.bad_requests = 0  # requests refused bad-request by the input schemas
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -268,35 +279,90 @@ class DemoManager:
         for name in ("presence", "manager", "records"):
             self._kv[name] = await js.key_value(getattr(self.buckets, name))
         self._kv["sessions"] = await self._sessions_bucket(js)
-        records = self._kv["records"]
-        try:
-            prev = json.loads((await records.get(f"svc.manager.{self.instance_id}.status")).value)
-            self.epoch = int(prev.get("epoch", 0)) + 1
-        except (KeyNotFoundError, ValueError, TypeError):
-            self.epoch = 1
+        self.connectors = dict(self._connectors_override) if self._connectors_override is not None \
+            else measure_connectors()  # measured once, at boot
+        self.class_spawn = any(c.available for c in self.connectors.values())
+        self._seed_personas()
+        self.epoch = await self._next_epoch()
         self._started = time.time()
-        digests = {k: await publish_closure(self.nc, self.space, v) for k, v in _SCHEMAS.items()}
-        self._cluster_digest = await publish_closure(self.nc, self.space, cluster_document(digests))
+        for schema in self.contract.schema_roots():  # the exact artifacts a client pins
+            await publish_closure(self.nc, self.space, schema)
+        published = await publish_closure(self.nc, self.space, self.contract.document)
+        assert published == self._cluster_digest
         for spec in self.seat_specs:
             self._spawn(spec)
         cb = self._on_request
-        self._subs.append(await self.nc.subscribe(serve_filter(self.space, "one", MANAGER), queue="manager", cb=cb))
+        if self.class_spawn:
+            self._subs.append(await self.nc.subscribe(serve_filter(self.space, "one", MANAGER), queue="manager", cb=cb))
+        else:  # every connector unavailable: unpinned spawn/launch stay for a sibling that can launch
+            base = serve_filter(self.space, "one", MANAGER)[:-1]
+            for name in self.contract.commands:
+                if name not in ACTION_COMMANDS:
+                    self._subs.append(await self.nc.subscribe(base + name + ".>", queue="manager", cb=cb))
+            self._subs.append(await self.nc.subscribe(base + "describe.>", queue="manager", cb=cb))
         self._subs.append(await self.nc.subscribe(serve_filter(self.space, "all", MANAGER), cb=cb))
         self._subs.append(await self.nc.subscribe(
             serve_filter(self.space, "inst", MANAGER, self.instance_id), cb=cb))
         await self.nc.flush()
-        spec_rev = await records.put(f"svc.manager.{self.instance_id}.spec", json.dumps({
-            "endpoint": MANAGER, "owner": "local", "clusterDigests": [self._cluster_digest],
-            "protocol": {"v": 1},
-        }).encode())
-        await records.put(f"svc.manager.{self.instance_id}.status", json.dumps({
-            "epoch": self.epoch, "state": "serving", "observedSpecRevision": spec_rev,
-        }).encode())
+        await self._register()
         await self._renew_lease()
         await self._heartbeat()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._every(HEARTBEAT_S, self._heartbeat)))
         self._tasks.append(loop.create_task(self._every(LEASE_TTL_MS / 4000, self._renew_lease)))
+
+    def _seed_personas(self) -> None:
+        """The configured personas become files of the catalogue (an existing file is the
+        operator's and is kept)."""
+        for name, p in self.personas.items():
+            if not self.persona_store.path_for(name).exists():
+                self.persona_store.write(p.as_file(name, self.persona_store))
+
+    def _epoch_file(self) -> Path | None:
+        return Path(self._own_root) / ".cotal" / "manager-epoch" if self._own_root else None
+
+    async def _next_epoch(self) -> int:
+        """One past every epoch this instance is known to have served: its status record (a
+        crashed predecessor never deregistered), the root's epoch file, this process's memory."""
+        seen = _LAST_EPOCH.get((self.space, self.instance_id), 0)
+        try:
+            prev = json.loads((await self._kv["records"].get(self._status_key)).value)
+            seen = max(seen, int(prev.get("epoch", 0)))
+        except (KeyNotFoundError, ValueError, TypeError, AttributeError):
+            pass
+        f = self._epoch_file()
+        if f is not None:
+            with contextlib.suppress(OSError, ValueError):
+                seen = max(seen, int(f.read_text().strip()))
+        epoch = seen + 1
+        _LAST_EPOCH[(self.space, self.instance_id)] = epoch
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text(f"{epoch}\n")
+        return epoch
+
+    @property
+    def _spec_key(self) -> str:
+        return f"svc.manager.{self.instance_id}.spec"
+
+    @property
+    def _status_key(self) -> str:
+        return f"svc.manager.{self.instance_id}.status"
+
+    async def _register(self) -> None:
+        """The ``svc`` spec (its store revision is the registration revision), then the status
+        ``ready`` that observed it."""
+        records = self._kv["records"]
+        self.spec_revision = await records.put(self._spec_key, json.dumps({
+            "endpoint": MANAGER, "owner": "local", "clusterDigests": [self._cluster_digest],
+            "protocol": {"v": 1},
+        }).encode())
+        self.status_revision = await records.put(self._status_key, json.dumps(self._status_record("ready")).encode())
+        self.registry_state = "ready"
+
+    def _status_record(self, state: str) -> dict:
+        return {"epoch": self.epoch, "state": state, "observedSpecRevision": self.spec_revision}
 
     async def _sessions_bucket(self, js):
         name = f"cotal_sessions_{self.space}"
@@ -308,8 +374,11 @@ class DemoManager:
             except Exception:
                 return await js.key_value(name)
 
-    async def stop(self) -> None:
-        """A graceful stop drains every session with ``manager-restart``, then the seats."""
+    async def stop(self, *, deregister: bool = True) -> None:
+        """A graceful stop: every session drains with ``manager-restart``, the seats stop, the
+        status goes ``exited``, and (a clean stop) the registration is removed - status first,
+        then spec, each pinned to the revision this incarnation wrote. ``deregister=False`` leaves
+        the ``exited`` record, as a holder that stopped without cooperating would."""
         if self._stopping:
             return
         self._stopping = True
@@ -331,15 +400,30 @@ class DemoManager:
             await seat.pty.stop()
         for seat in self.seats.values():
             await self._offline(seat)
+        with contextlib.suppress(Exception):
+            await self._exit_registry(deregister)
         try:
-            await self._kv["records"].put(f"svc.manager.{self.instance_id}.status", json.dumps(
-                {"epoch": self.epoch, "state": "stopped"}).encode())
             await self._kv["manager"].delete(f"lease.{self.instance_id}")
             await self._kv["presence"].put(f"local.{self.actor}", json.dumps(
                 self._presence("offline")).encode())
             await self.nc.flush()
         except Exception:
             pass
+        if self._tmp_personas is not None:
+            shutil.rmtree(self._tmp_personas, ignore_errors=True)
+
+    async def _exit_registry(self, deregister: bool) -> None:
+        records = self._kv["records"]
+        if self.status_revision is None:
+            return
+        self.status_revision = await records.update(self._status_key, json.dumps(
+            self._status_record("exited")).encode(), last=self.status_revision)
+        self.registry_state = "exited"
+        if not deregister:
+            return
+        await records.delete(self._status_key, last=self.status_revision)
+        await records.delete(self._spec_key, last=self.spec_revision)
+        self.registry_state = None
 
     async def _wait_bridges(self, bridges: list[ServingBridge], timeout: float = 5.0) -> None:
         if bridges:
@@ -410,11 +494,9 @@ class DemoManager:
     def _seat_presence(self, seat: _Seat, status: str) -> dict:
         spec = seat.spec
         card = {"id": f"{seat.owner}.{seat.actor}", "name": spec.name, "kind": "agent", "owner": seat.owner,
-                "actor": seat.actor, "role": spec.role or spec.kind, "protocolVersion": PROTOCOL_VERSION,
-                "description": self.personas[spec.persona].description if spec.persona in self.personas else "",
-                "tags": ["demo", "spawned"],
-                "meta": {"connector": spec.persona or spec.kind, "host": socket.gethostname(),
-                         "manager": self.instance_id}}
+                "actor": seat.actor, "role": spec.role or spec.connector, "protocolVersion": PROTOCOL_VERSION,
+                "description": spec.description or "", "tags": ["demo", "spawned"],
+                "meta": {"connector": spec.connector, "host": socket.gethostname(), "manager": self.instance_id}}
         rec = {"card": card, "status": status, "ts": int(time.time() * 1000), "lifecycleUid": seat.lifecycle_uid}
         if status != "offline":
             rec["attention"] = "open"
@@ -448,7 +530,7 @@ class DemoManager:
         owner, _, actor = spec.principal_id.partition(".")
         if not actor:
             owner, actor = "local", spec.principal_id
-        pty = PtySeat(argv_for(spec), cols=spec.cols, rows=spec.rows, cwd=self.root)
+        pty = PtySeat(argv_for(spec), cols=spec.cols, rows=spec.rows, cwd=spec.cwd or self.root)
         seat = _Seat(spec, owner, actor, mint_lifecycle_uid(), pty, time.time())
         pty.exit_listeners.append(lambda rc, s=seat: self._on_exit(s, rc))
         pty.listeners.append(lambda data, s=seat: self._on_output(s))
@@ -461,7 +543,10 @@ class DemoManager:
         for b in list(seat.sessions):
             b.end("process-exit")
         if not seat.stopping:
-            self._settle(seat, "failed", {"name": seat.spec.name, "exitCode": rc})
+            data: dict = {"name": seat.spec.name}
+            if rc is not None:
+                data["exitCode"] = rc
+            self._settle(seat, "failed", data)
             self._later(self._offline(seat))
 
     def _on_output(self, seat: _Seat) -> None:
@@ -476,12 +561,17 @@ class DemoManager:
         except Exception:
             seat.joined_at = None  # retried on the next output
             return
+        if seat.spec.prompt:  # the initial prompt, typed once the program is up
+            with contextlib.suppress(Exception):
+                await seat.pty.write(seat.spec.prompt.encode("utf-8", "replace") + b"\r")
         goal = seat.goal
         if goal is not None and not goal.settled:
             await self._progress(goal, {"phase": "presence"})
-        self._settle(seat, "succeeded", {"name": seat.spec.name, "agent": seat.spec.kind,
-                                         "id": seat.actor, "mode": "pty", "lifecycleUid": seat.lifecycle_uid,
-                                         "role": seat.spec.role or seat.spec.kind})
+        data = {"name": seat.spec.name, "agent": seat.spec.connector, "id": self._row_id(seat), "mode": "pty",
+                "lifecycleUid": seat.lifecycle_uid}
+        if seat.spec.role:
+            data["role"] = seat.spec.role
+        self._settle(seat, "succeeded", data)
 
     def _later(self, coro) -> None:
         t = asyncio.get_running_loop().create_task(coro)
@@ -500,114 +590,21 @@ class DemoManager:
             pass
 
     def _settle(self, seat: _Seat, state: str, data: dict | None = None) -> None:
-        """First fact wins: the goal's terminal progress, kept for ``goal-result``."""
+        """First fact wins: the goal's terminal fact, published on the caller's progress rail and
+        kept (for that caller only) for ``goal-result``."""
         goal = seat.goal
         if goal is None or goal.settled:
             return
         goal.settled = True
         if goal.timer is not None:
             goal.timer.cancel()
-        body = {"phase": "terminal", "state": state}
+        body: dict = {"phase": "terminal", "state": state}
         if data is not None:
             body["data"] = data
-        self._goals[goal.goal_id] = body
+        self._goals[goal.goal_id] = (goal.caller.principal, {"v": 1, "goalId": goal.goal_id, **body})
         while len(self._goals) > GOALS_KEPT:
             self._goals.pop(next(iter(self._goals)))
         self._later(self._progress(goal, body))
-
-    async def _start_spawn(self, parsed: ParsedRequest, env: dict) -> dict:
-        args = env.get("args") or {}
-        persona = args.get("name") if isinstance(args, dict) else None
-        if not isinstance(persona, str) or not persona:
-            raise EndpointError("bad-request", "spawn needs {name: persona}", outcome="not-executed")
-        p = self.personas.get(persona)
-        if p is None:
-            known = ", ".join(sorted(self.personas))
-            raise EndpointError("not-found", f"no persona named {persona!r} (this manager knows {known})",
-                                outcome="not-executed")
-        name = args.get("identity")
-        if name is not None:
-            if not is_seat_name(name):
-                raise EndpointError("bad-request", f"{name!r} is not a seat name (a letter, then up to 31 "
-                                    "letters, digits, '_' or '-')", outcome="not-executed")
-            if name in self.seats:
-                raise EndpointError("already-exists", f"a seat named {name!r} already runs on this manager",
-                                    outcome="not-executed")
-        else:
-            name, n = persona, 1
-            while name in self.seats:
-                n += 1
-                name = f"{persona}_{n}"
-        if len(self.seats) >= MAX_AGENTS:
-            raise EndpointError("resource-exhausted", f"this manager already runs {MAX_AGENTS} seats",
-                                outcome="not-executed")
-        actor = secrets.token_hex(12)  # a fresh principal per incarnation, like an nkey on open meshes
-        spec = SeatSpec(name=name, principal_id=f"local.{actor}", kind=p.kind,
-                        argv=list(p.argv) if p.argv else None, role=p.role, persona=persona, presence=True)
-        goal = _Goal(env["id"], parsed.caller, name)
-        seat = self._spawn(spec)
-        seat.spawner = parsed.caller.principal
-        seat.goal = goal
-        loop = asyncio.get_running_loop()
-        goal.timer = loop.call_later(self.readiness_ms / 1000, self._settle, seat, "uncertain",
-                                     {"name": name, "readinessDeadlineMs": self.readiness_ms})
-        return {"name": name, "owner": seat.owner, "actor": seat.actor, "uid": seat.lifecycle_uid,
-                "goalId": goal.goal_id, "fingerprint": digest({"persona": persona, "name": name}),
-                "readinessDeadlineMs": self.readiness_ms,
-                "executor": {"lifecycleUid": self.uid, "epoch": self.epoch}}
-
-    async def _input(self, seat: _Seat, env: dict) -> dict:
-        args = env.get("args") or {}
-        text = args.get("text") if isinstance(args, dict) else None
-        enter = args.get("enter", True) if isinstance(args, dict) else True
-        if not isinstance(text, str) or not text or len(text) > INPUT_MAX:
-            raise EndpointError("bad-request", f"input needs {{text}} of 1 to {INPUT_MAX} characters",
-                                outcome="not-executed")
-        if not isinstance(enter, bool):
-            raise EndpointError("bad-request", "input.enter is not a boolean", outcome="not-executed")
-        if not seat.pty.running:
-            raise EndpointError("failed-precondition", f"seat {seat.spec.name} is not running (exited)",
-                                outcome="not-executed")
-        data = text.encode("utf-8", "replace") + (b"\r" if enter else b"")
-        await seat.pty.write(data)
-        return {"name": seat.spec.name, "bytes": len(data)}
-
-    async def _mesh_status(self, seat: _Seat) -> str:
-        try:
-            e = await self._kv["presence"].get(f"{seat.owner}.{seat.actor}")
-            rec = json.loads(e.value)
-        except Exception:
-            return "absent"
-        if time.time() * 1000 - rec.get("ts", 0) > 6000:
-            return "offline"
-        return rec.get("status", "absent")
-
-    async def _row(self, seat: _Seat) -> dict:
-        end = seat.exited_at or time.time()
-        row = {
-            "name": seat.spec.name,
-            "id": seat.actor if seat.owner == "local" else f"{seat.owner}.{seat.actor}",
-            "agent": seat.spec.kind,
-            "space": self.space,
-            "mode": "pty",
-            "status": "running" if seat.pty.running else "exited",
-            "uptimeMs": int((end - seat.started) * 1000),
-            "mesh": await self._mesh_status(seat),
-            "meshView": "current",
-            "lifecycleUid": seat.lifecycle_uid,
-            "instanceId": self.instance_id,
-            "host": socket.gethostname(),
-            "cwd": self.root,
-            "cols": seat.pty.cols,  # the pane opens at the seat's real size (late-attach repaint)
-            "rows": seat.pty.rows,
-        }
-        if seat.pty.pid:
-            row["pid"] = seat.pty.pid
-        if seat.spec.role:
-            row["role"] = seat.spec.role
-        if seat.spawner:
-            row["spawner"] = seat.spawner
-        return row
 
     # ---- requests -------------------------------------------------------------------------
 
@@ -626,107 +623,337 @@ class DemoManager:
             reply_to = reply_subject(self.space, MANAGER, self.instance_id, self.epoch, parsed.caller, parsed.nonce)
         except ValueError:
             return
-        req_id = "unknown"
+        env: dict | None = None
         try:
             env = validate_request(parsed, msg.data)
-            req_id = env["id"]
             data = await self._dispatch(parsed, env)
-            body = reply_body(req_id, data=data)
+            if not env["replyExpected"]:
+                return  # a cast is never answered (§13.5)
+            body = reply_body(env["id"], data=data)
         except EndpointError as e:
-            if req_id == "unknown":
-                try:
-                    req_id = json.loads(msg.data).get("id") or "unknown"
-                except Exception:
-                    pass
-            body = reply_body(req_id if isinstance(req_id, str) else "unknown", error=e)
+            if env is not None and not env["replyExpected"]:
+                return  # a failed cast stays silent too
+            if e.code == "bad-request":
+                self.bad_requests += 1
+            body = reply_body(env["id"] if env is not None else "invalid", error=e)
         except Exception as e:  # a handler bug answers `internal`, never silence
-            body = reply_body(req_id, error=EndpointError("internal", f"{type(e).__name__}: {e}", outcome="unknown"))
+            if env is not None and not env["replyExpected"]:
+                return
+            body = reply_body(env["id"] if env is not None else "invalid",
+                              error=EndpointError("internal", f"{type(e).__name__}: {e}", outcome="unknown"))
         try:
             await self.nc.publish(reply_to, body)
         except Exception:
             pass
 
     async def _dispatch(self, parsed: ParsedRequest, env: dict) -> object:
+        """The reference's boundary order: the command, its digest pins, the bind fence, the
+        authorization form, the args against the closed input schema; then the handler; then the
+        reply against the output schema before anything is published."""
         cmd = parsed.command
         if cmd == "describe":
-            return {"public": False, "descriptor": {
-                "endpoint": MANAGER, "owner": "local",
-                "clusters": [{"digest": self._cluster_digest, "commands": list(COMMANDS)}]}}
-        self._check_bind(env)
-        if cmd not in COMMANDS:
-            raise EndpointError("unimplemented", f"manager does not serve {cmd!r}", outcome="not-executed")
-        targeted = COMMANDS[cmd][3]
-        if targeted and (parsed.target is None or parsed.target.mode not in ("owner", "any")):
-            raise EndpointError("target-mismatch", f"{cmd} admits the owner/any modes only", outcome="not-executed")
-        if not targeted and parsed.target is not None:
-            raise EndpointError("target-mismatch", f"{cmd} is untargeted", outcome="not-executed")
+            return self._describe()
+        c = self.contract.commands.get(cmd)
+        if c is None:
+            raise _fail("unimplemented", f"the manager does not serve {cmd!r}: it is not a command of cluster "
+                        f"{self.contract.urn} revision {self.contract.revision}")
+        op = env["op"]
+        if (op["inputDigest"], op["outputDigest"]) != (c.input_digest, c.output_digest):
+            raise _fail("contract-mismatch", f"pinned digests {op['inputDigest']}/{op['outputDigest']} do not match "
+                        f"the served contract {c.input_digest}/{c.output_digest}; a member that cannot honor "
+                        "a pinned digest rejects, never coerces (SPEC 13.7)")
+        self._check_bind(env, cmd)
+        mode = parsed.target.mode if parsed.target is not None else None
+        if c.targeted and mode not in c.modes:
+            raise _fail("target-mismatch", f"{cmd} admits the {'/'.join(c.modes)} form{'s' if len(c.modes) > 1 else ''} only")
+        if not c.targeted and mode is not None:
+            raise _fail("target-mismatch", f"{cmd} is untargeted")
+        args = env.get("args")
+        why = self.contract.args_error(cmd, args)
+        if why is not None:
+            raise _fail("bad-request", why)
         if self._stopping:
-            raise EndpointError("unavailable", "manager is stopping", outcome="not-executed")
-        if cmd == "status":
-            return {"instanceId": self.instance_id, "runtime": "pty", "custody": "legacy",
-                    "agentCount": len(self.seats), "uptimeMs": int((time.time() - self._started) * 1000),
-                    "connectors": [], "classSpawn": False, "staticReconciliation": {"state": "idle"},
-                    "sessions": len(self.sessions), "maxSessions": self.max_sessions, "epoch": self.epoch}
-        if cmd == "ps":
-            return [await self._row(s) for s in list(self.seats.values())]
-        if cmd == "inspect":
-            args = env.get("args") or {}
-            name = args.get("name") if isinstance(args, dict) else None
-            if not isinstance(name, str):
-                raise EndpointError("bad-request", "inspect needs {name}", outcome="not-executed")
-            seat = self.seats.get(name)
-            if seat is None:
-                raise EndpointError("not-found", f"no seat named {name!r} on this manager", outcome="not-executed")
-            return await self._row(seat)
-        if cmd == "goal-result":
-            args = env.get("args") or {}
-            gid = args.get("goalId") if isinstance(args, dict) else None
-            if not isinstance(gid, str):
-                raise EndpointError("bad-request", "goal-result needs {goalId}", outcome="not-executed")
-            out: dict = {"goalId": gid}
-            if gid in self._goals:
-                out["result"] = self._goals[gid]
-            return out
-        if cmd == "spawn":
-            return await self._start_spawn(parsed, env)
-        seat = self._target_seat(parsed, env)
-        if cmd == "despawn":
-            args = env.get("args") or {}
-            graceful = args.get("graceful", True) if isinstance(args, dict) else True
-            if not isinstance(graceful, bool):
-                raise EndpointError("bad-request", "despawn.graceful is not a boolean", outcome="not-executed")
-            if seat.stopping:
-                raise EndpointError("conflict", f"seat {seat.spec.name} is already stopping", outcome="not-executed")
-            out = await self.despawn(seat.spec.name, graceful=graceful)
-            if out is None:
-                raise EndpointError("not-found", "no such seat on this manager", outcome="not-executed")
-            return out
-        if cmd == "input":
-            return await self._input(seat, env)
-        return await self._attach(parsed, env, seat)
+            raise _fail("unavailable", "the manager is stopping")
+        if cmd not in SERVED:
+            raise _fail("unimplemented", f"the demo manager does not serve {cmd}: a contract command this "
+                        "stand-in leaves unimplemented")
+        data = await getattr(self, "_cmd_" + cmd.replace("-", "_"))(parsed, env, args or {})
+        why = self.contract.output_error(cmd, data)
+        if why is not None:
+            self.contract_violations.append((cmd, why))
+            VIOLATIONS.append((cmd, why))
+            raise EndpointError("internal", why)
+        return data
 
-    def _check_bind(self, env: dict) -> None:
+    def _describe(self) -> dict:
+        return {"public": True, "descriptor": {
+            "endpoint": MANAGER, "owner": "local", "protocol": {"v": 1},
+            "clusters": [{"digest": self._cluster_digest, "commands": list(self.contract.commands)}]}}
+
+    def _check_bind(self, env: dict, command: str) -> None:
+        """The responder fence: a request bound to another incarnation is refused before the args
+        are looked at, saying what it was bound to and who refused (``ai.cotal.ep.bind-refused``)."""
         b = env.get("bind")
         if b is None or (b["instanceId"], b["epoch"]) == (self.instance_id, self.epoch):
             return
         same = b["instanceId"] == self.instance_id
         raise EndpointError(
             "expired" if same else "failed-precondition",
-            "bound to another epoch of this instance" if same else "bound to another manager instance",
-            details=[{"kind": BIND_REFUSED, "instanceId": self.instance_id, "epoch": self.epoch}],
+            f"bound to epoch {b['epoch']} of this instance, which serves epoch {self.epoch}" if same
+            else f"bound to manager instance {b['instanceId']}, not this one",
+            details=[{"kind": BIND_REFUSED, "endpoint": MANAGER, "command": command,
+                      "boundTo": {"instanceId": b["instanceId"], "epoch": b["epoch"]},
+                      "servedBy": {"instanceId": self.instance_id, "epoch": self.epoch}}],
             outcome="not-executed",
         )
 
     def _target_seat(self, parsed: ParsedRequest, env: dict) -> _Seat:
+        """The live seat the body target names, authorized for the request's form: ``any`` is
+        operator reach, ``owner`` reaches only the caller's own children."""
         t = env["target"]
-        for seat in self.seats.values():
-            if seat.owner == t["owner"] and seat.actor == t["actor"]:
-                if seat.lifecycle_uid != t["lifecycleUid"]:
-                    raise EndpointError("expired", "that incarnation of the seat is gone", outcome="not-executed")
-                if parsed.target and parsed.target.mode == "owner" and parsed.caller.owner != seat.owner:
-                    raise EndpointError("permission-denied", "not the seat's owner", outcome="not-executed")
-                return seat
-        raise EndpointError("not-found", "no such seat on this manager", outcome="not-executed")
+        seat = next((s for s in self.seats.values() if s.owner == t["owner"] and s.actor == t["actor"]
+                     and s.lifecycle_uid == t["lifecycleUid"]), None)
+        if seat is None:
+            raise _fail("expired", f"target {t['owner']}.{t['actor']} (lifecycle {t['lifecycleUid']}) is not a live "
+                        "managed agent of this manager")
+        if parsed.target is not None and parsed.target.mode == "owner" and seat.spawner != parsed.caller.principal:
+            raise _fail("permission-denied", f"{seat.spec.name} is not a seat this caller spawned; an owner-mode "
+                        f"{parsed.command} reaches only the caller's own children")
+        return seat
+
+    # ---- commands -------------------------------------------------------------------------
+
+    async def _cmd_status(self, parsed, env, args) -> dict:
+        return {"instanceId": self.instance_id, "runtime": "pty", "custody": "legacy",
+                "agentCount": len(self.seats), "uptimeMs": max(0, int((time.time() - self._started) * 1000)),
+                "connectors": [c.row() for c in self.connectors.values()], "classSpawn": self.class_spawn,
+                # no durable static slots, so no reconciliation ever ran or failed
+                "staticReconciliation": {"state": "idle", "failures": []}}
+
+    async def _cmd_ps(self, parsed, env, args) -> list:
+        return [await self._row(s) for s in list(self.seats.values())]
+
+    async def _cmd_inspect(self, parsed, env, args) -> dict:
+        name = str(args["name"]).strip()
+        seat = self.seats.get(name)
+        if seat is None:
+            raise _fail("not-found", f'no agent "{name}"')
+        return await self._row(seat)
+
+    async def _cmd_slots(self, parsed, env, args) -> list:
+        return []  # the demo keeps no durable static-slot rows (its seats live with the process)
+
+    async def _cmd_models(self, parsed, env, args) -> dict:
+        agent = args.get("agent")
+        if agent is not None and agent not in self.connectors:
+            raise _fail("failed-precondition", f"no connector named {agent!r} (this manager has "
+                        f"{', '.join(self.connectors)})")
+        names = [agent] if agent is not None else list(self.connectors)
+        # the demo's programs take no model: every catalog is unsupported and empty
+        return {"catalogs": [{"agent": n, "supported": False, "models": []} for n in names]}
+
+    async def _cmd_list_personas(self, parsed, env, args) -> dict:
+        return {"personas": self.persona_store.catalog()}
+
+    async def _cmd_show_persona(self, parsed, env, args) -> dict:
+        name = str(args["name"]).strip()
+        try:
+            p = self.persona_store.load(name)
+        except PersonaError as e:
+            return {"name": name, "error": str(e)}
+        if p is None:
+            raise _fail("not-found", f"no persona named {name!r} (this manager knows "
+                        f"{', '.join(self.persona_store.names()) or 'none'})")
+        return p.show()
+
+    async def _cmd_define_persona(self, parsed, env, args) -> dict:
+        try:
+            p = self.persona_store.define(args, parsed.caller.principal)
+        except PersonaError as e:
+            raise _fail("failed-precondition", str(e)) from None
+        return {"name": p.name, "path": str(p.path)}
+
+    async def _cmd_purge(self, parsed, env, args) -> dict:
+        out = {"chat": await self._purge_stream(chat_stream(self.space))}
+        if args.get("includeDms") is True:
+            out["dm"] = await self._purge_stream(dm_stream(self.space))
+        return out
+
+    async def _purge_stream(self, stream: str) -> int:
+        try:
+            msg = await self.nc.request(f"$JS.API.STREAM.PURGE.{stream}", b"{}", timeout=5.0)
+            o = json.loads(msg.data)
+        except Exception as e:
+            raise _fail("failed-precondition", f"the purge of {stream} failed ({type(e).__name__})",
+                        outcome="unknown") from None
+        err = o.get("error") if isinstance(o, dict) else None
+        if err:
+            if isinstance(err, dict) and err.get("err_code") == 10059:
+                return 0  # no such stream: nothing retained
+            raise _fail("failed-precondition", f"the broker refused the purge of {stream}")
+        purged = o.get("purged", 0)
+        return purged if isinstance(purged, int) and purged >= 0 else 0
+
+    async def _cmd_despawn(self, parsed, env, args) -> dict:
+        seat = self._target_seat(parsed, env)
+        if seat.stopping:
+            raise _fail("conflict", f"seat {seat.spec.name} is already stopping")
+        out = await self.despawn(seat.spec.name, graceful=args.get("graceful", True) is not False)
+        if out is None:
+            raise _fail("expired", f"seat {seat.spec.name} is no longer a live managed agent of this manager")
+        return out
+
+    async def _cmd_input(self, parsed, env, args) -> dict:
+        seat = self._target_seat(parsed, env)
+        if not seat.pty.running:
+            raise _fail("failed-precondition", f"seat {seat.spec.name} is not running (exited)")
+        data = args["text"].encode("utf-8", "replace") + (b"\r" if args.get("enter", True) else b"")
+        await seat.pty.write(data)
+        return {"name": seat.spec.name, "bytes": len(data)}
+
+    async def _cmd_attach(self, parsed, env, args) -> dict:
+        return await self._attach(parsed, env, self._target_seat(parsed, env))
+
+    async def _cmd_goal_result(self, parsed, env, args) -> dict:
+        """The caller's own settled goal (by principal, so it stays readable from a replaced
+        connection); anyone else's goal, or one not settled, answers with no ``result``."""
+        gid = args["goalId"]
+        out: dict = {"goalId": gid}
+        kept = self._goals.get(gid)
+        if kept is not None and kept[0] == parsed.caller.principal:
+            out["result"] = kept[1]
+        return out
+
+    async def _cmd_spawn(self, parsed, env, args) -> dict:
+        # As the reference's ``start`` op reads spawn (manager.ts StartAgentOpts): ``name`` is the
+        # persona REF (``.cotal/agents/<name>.md``, which must exist), ``config`` an explicit agent
+        # file loaded instead, ``identity`` the seat-name override (the CLI's ``--name``); without
+        # it the seat presents under the persona file's own name, auto-numbered on collision.
+        ref = args["name"].strip()
+        try:
+            if args.get("config"):
+                persona: PersonaFile | None = self.persona_store.resolve(args["config"], Path(self.root))
+            else:
+                persona = self.persona_store.load(ref)
+        except PersonaError as e:
+            raise _fail("failed-precondition", str(e)) from None
+        if persona is None:
+            raise _fail("failed-precondition", f"no agent file .cotal/agents/{ref}.md on this manager "
+                        f"(it knows {', '.join(self.persona_store.names()) or 'none'})")
+        pinned = bool(args.get("identity"))
+        name = args["identity"].strip() if pinned else persona.name
+        if not is_seat_name(name):
+            raise _fail("failed-precondition", f"unsafe name {json.dumps(name)} (allowed: a letter, then up to 31 "
+                        "letters, digits, _ -)")
+        for key in ("resume", "resumeClaim", "resumeAgent"):
+            if args.get(key):
+                raise _fail("failed-precondition", f"{key}: the demo's connectors keep no harness sessions to resume")
+        if "supervise" in args:
+            raise _fail("failed-precondition", "supervise: this manager does not restart seats in place")
+        agent = args.get("agent") or (persona.agent if persona else None) or args.get("defaultAgent") or DEFAULT_CONNECTOR
+        conn = self.connectors.get(agent)
+        if conn is None:
+            raise _fail("failed-precondition", f"no connector named {agent!r} (this manager has "
+                        f"{', '.join(self.connectors)})")
+        if not conn.available:
+            raise _fail("failed-precondition", f"connector {agent} is unavailable on this host: {conn.reason}")
+        cwd = None
+        if args.get("cwd"):
+            p = Path(args["cwd"])
+            p = p if p.is_absolute() else Path(self.root) / p
+            if not p.is_dir():
+                raise _fail("failed-precondition", f"cwd {args['cwd']} is not a directory on this manager's host")
+            cwd = str(p.resolve())
+        # a seat named by its persona auto-numbers (reviewer, reviewer_2); an --name is pinned
+        if name in self.seats:
+            if pinned:
+                raise _fail("failed-precondition", f'agent "{name}" already running')
+            base, n = name, 1
+            while name in self.seats:
+                n += 1
+                name = f"{base}_{n}"
+        launch = args["launchOptions"] if "launchOptions" in args else (persona.launch_options if persona else None)
+        try:
+            argv = connector_argv(agent, name, launch)
+        except LaunchRefused as e:
+            raise _fail("failed-precondition", str(e)) from None
+        if len(self.seats) >= MAX_AGENTS:
+            raise _fail("resource-exhausted", f"this manager already runs {MAX_AGENTS} seats")
+        actor = secrets.token_hex(12)  # a fresh principal per incarnation, like an nkey on open meshes
+        spec = SeatSpec(name=name, principal_id=f"local.{actor}", argv=argv, presence=True, agent=agent,
+                        role=args.get("role") or (persona.role if persona else None),
+                        persona=persona.name if persona else None,
+                        model=args.get("model") or (persona.model if persona else None),
+                        variant=args.get("variant") or (persona.variant if persona else None),
+                        cwd=cwd, prompt=args.get("prompt") or None,
+                        description=persona.description if persona else None)
+        goal = _Goal(env["id"], parsed.caller, name)
+        seat = self._spawn(spec)
+        seat.spawner = parsed.caller.principal
+        seat.goal = goal
+        loop = asyncio.get_running_loop()
+        goal.timer = loop.call_later(self.readiness_ms / 1000, self._settle, seat, "uncertain",
+                                     {"name": name, "readinessDeadlineMs": self.readiness_ms})
+        return {"name": name, "owner": seat.owner, "actor": seat.actor, "uid": seat.lifecycle_uid,
+                "goalId": goal.goal_id, "fingerprint": self._fingerprint(args, name),
+                "readinessDeadlineMs": self.readiness_ms,
+                "executor": {"lifecycleUid": self.uid, "epoch": self.epoch}}
+
+    @staticmethod
+    def _fingerprint(args: dict, name: str) -> str:
+        """What was asked for, hashed: the args as sent and the seat name they were given (any
+        JSON, floats included, so not the integers-only canonical form)."""
+        raw = json.dumps({"args": args, "name": name}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+    # ---- rows -----------------------------------------------------------------------------
+
+    def _row_id(self, seat: _Seat) -> str:
+        return seat.actor if seat.owner == "local" else f"{seat.owner}.{seat.actor}"
+
+    async def _mesh_status(self, seat: _Seat) -> tuple[str, int | None]:
+        """The seat's presence status (``absent`` without a record) and, when ``offline``, since
+        when (its last heartbeat)."""
+        try:
+            e = await self._kv["presence"].get(f"{seat.owner}.{seat.actor}")
+            rec = json.loads(e.value)
+        except Exception:
+            return "absent", None
+        ts = rec.get("ts") if isinstance(rec, dict) else None
+        ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None
+        status = rec.get("status") if isinstance(rec, dict) else None
+        if ts is None or time.time() * 1000 - ts > PRESENCE_TTL_MS or status == "offline":
+            return "offline", ts
+        return (status if isinstance(status, str) and status else "absent"), None
+
+    async def _row(self, seat: _Seat) -> dict:
+        """An AgentRow exactly: required keys always, an optional key only when recorded (never
+        null). The presence view is read fresh, so it is current and ``meshView`` is omitted."""
+        end = seat.exited_at or time.time()
+        mesh, offline_since = await self._mesh_status(seat)
+        row: dict = {
+            "name": seat.spec.name,
+            "id": self._row_id(seat),
+            "agent": seat.spec.connector,
+            "space": self.space,
+            "mode": "pty",
+            "status": "running" if seat.pty.running else "exited",
+            "uptimeMs": max(0, int((end - seat.started) * 1000)),
+            "mesh": mesh,
+            "lifecycleUid": seat.lifecycle_uid,
+            "instanceId": self.instance_id,
+            "host": socket.gethostname(),
+            "cwd": seat.spec.cwd or self.root,
+        }
+        if offline_since is not None:
+            row["offlineSince"] = offline_since
+        if seat.pty.pid:
+            row["pid"] = seat.pty.pid
+        for key, value in (("role", seat.spec.role), ("spawner", seat.spawner), ("model", seat.spec.model),
+                           ("variant", seat.spec.variant)):
+            if value:
+                row[key] = value
+        return row
 
     # ---- attach ---------------------------------------------------------------------------
 

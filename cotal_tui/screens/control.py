@@ -43,7 +43,10 @@ CONTROL_VERBS: dict[str, tuple[str, str, bool]] = {
     "stop": ("stop agent", "stop a managed seat: y graceful, f force (like D on the roster)", True),
     "status": ("status agent", "one managed seat's row, from the manager hosting it", False),
     "input": ("input agent text", "type text into a managed seat's terminal, then Enter", True),
-    "ps": ("ps", "every manager's seats; silent and refusing managers are named", False),
+    "ps": ("ps", "every manager's seats; silent and refusing managers are named (d: deregister a gone one)", False),
+    "managers": ("managers", "the managers themselves: connectors, classSpawn, reconciliation failures", False),
+    "deregister-instance": ("deregister-instance INSTANCE",
+                            "remove a gone manager's stale registration (type its id to confirm)", True),
     "purge": ("purge", "clear the space's chat history (type the space name to confirm)", True),
     "delchan": ("delchan #channel", "delete a channel's history and registry entry (type its name)", True),
 }
@@ -187,20 +190,33 @@ class PsBody(LineList):
 
 class PsScreen(ModalScreen[None]):
     """``:ps`` as the table ``cotal ps`` prints (NAME KIND PROCESS MESH MANAGER), then each
-    manager that refused or stayed silent, named. Esc or q closes it."""
+    manager that refused or stayed silent, named (``:managers``: each manager's own status). Esc
+    or q closes it; ``d`` offers to deregister a slot whose probe said ``gone``, behind a typed
+    confirmation."""
 
     CSS_PATH = "control.tcss"
-    BINDINGS = [Binding("escape,q", "close", "close", id="ps.close")]
+    BINDINGS = [Binding("escape,q", "close", "close", id="ps.close"),
+                Binding("d", "deregister", "deregister a gone manager", id="ps.deregister")]
 
-    def __init__(self, lines: list[str], title: str) -> None:
+    def __init__(self, lines: list[str], title: str, gone: list[str] | None = None,
+                 deregister: Callable[[str], Any] | None = None) -> None:
         super().__init__()
         self.lines, self.title_text = lines, title
+        self.gone = list(gone or [])
+        self.deregister_cb = deregister
 
     def compose(self) -> ComposeResult:
         body = PsBody(self.lines)
         body.border_title = self.title_text
-        body.border_subtitle = "esc close"
+        body.border_subtitle = "d deregister gone · esc close" if self.gone else "esc close"
         yield body
+
+    def action_deregister(self) -> None:
+        if not self.gone or self.deregister_cb is None:
+            self.app.notify_line("deregister: no manager here is gone (only a slot the broker reports empty "  # type: ignore[attr-defined]
+                                 "can be deregistered)", True)
+            return
+        self.deregister_cb(self.gone[0])
 
     def on_mount(self) -> None:
         self.query_one(PsBody).focus()
@@ -210,6 +226,24 @@ class PsScreen(ModalScreen[None]):
 
     def action_close(self) -> None:
         self.dismiss()
+
+
+def gone_slots(result: Any) -> list[str]:
+    """The silent slots whose probe said ``gone``: the only ones deregistration is offered for."""
+    return [m.instance_id for m in result.managers if m.state == "silent" and m.liveness == "gone"]
+
+
+def managers_table(result: Any) -> list[str]:
+    """``cotal status``'s lines for every manager (status records, silent slots, strays)."""
+    from attach.seat_text import manager_line, status_lines, stray_lines
+
+    out: list[str] = []
+    for m in result.managers:
+        if m.state == "answered":
+            out += status_lines(m)
+        else:
+            out.append(manager_line(m, control.PS_DEADLINE_MS / 1000).replace(": refused ps (", ": refused status ("))
+    return out + stray_lines(result)
 
 
 def ps_table(result: Any) -> list[str]:
@@ -256,7 +290,9 @@ class Controls:
             except control.ControlError as e:
                 self.say(f"{verb}: {e.message}", True)
             except Exception as e:  # noqa: BLE001 - a verb never takes the console down
-                self.say(f"{verb}: {type(e).__name__}: {e}", True)
+                from meshview.sanitize import inline as clean
+
+                self.say(f"{verb}: {type(e).__name__}: {clean(str(e), 300)}", True)
 
         self.app.run_worker(guarded(), group=f"control-{verb}", exit_on_error=False)
 
@@ -340,8 +376,10 @@ class Controls:
         _, target = ready
 
         async def work() -> None:
+            from meshview.sanitize import inline as clean
+
             row = await control.status(target, name)
-            self.say(control.status_line(row))
+            self.say(clean(control.status_line(row)))  # the row is the manager's
 
         self._run("status", work)
 
@@ -353,7 +391,7 @@ class Controls:
 
         async def work() -> None:
             r = await control.input_text(target, name, text, read_only=read_only_reason(session))
-            self.say(f"typed {r.bytes} bytes into {r.name}")
+            self.say(f"typed {r.bytes} bytes into {r.name}")  # the name the user typed
 
         self._run("input", work)
 
@@ -378,15 +416,68 @@ class Controls:
                     issues.append(f"{len(stale)} stale registration(s): {', '.join(stale)}")
                 if quiet:
                     issues.append(f"{len(quiet)} manager(s) gave no answer: {', '.join(quiet)}")
+            from meshview.sanitize import inline as clean
+
             rows = r.rows
-            head = ("agents: " + ", ".join(x.name for x in rows)) if rows else "no managed agents"
+            head = ("agents: " + ", ".join(clean(x.name, 64) for x in rows)) if rows else "no managed agents"
             self.say(head + (f" ({'; '.join(issues)})" if issues else ""), bool(issues))
             n = len(r.managers)
             title = (f"ps · {len(rows)} seat{'s' if len(rows) != 1 else ''} · "
                      f"{n} manager{'s' if n != 1 else ''}")
-            self.app.push_screen(PsScreen(ps_table(r), title))
+            self.app.push_screen(PsScreen(ps_table(r), title, gone_slots(r), self.ask_deregister))
 
         self._run("ps", work)
+
+    def managers(self) -> None:
+        ready = self._ready("managers")
+        if ready is None:
+            return
+        _, target = ready
+
+        async def work() -> None:
+            from attach.instances import manager_status
+
+            r = await manager_status(target)
+            n = len(r.managers)
+            gone = gone_slots(r)
+            self.say(f"{n} manager{'s' if n != 1 else ''}" + (f" ({len(gone)} gone)" if gone else ""), bool(gone))
+            self.app.push_screen(PsScreen(managers_table(r), f"managers · {n}", gone, self.ask_deregister))
+
+        self._run("managers", work)
+
+    def ask_deregister(self, instance_id: str) -> None:
+        """The typed confirmation for one gone slot: its id's first 8 characters, the whole id,
+        or ``yes``; then the guarded deregistration (which still refuses a live instance)."""
+        ready = self._ready("deregister-instance")
+        if ready is None:
+            return
+        session, target = ready
+        try:
+            control.check_instance(instance_id)
+        except control.ControlError as e:
+            self.say(f"deregister-instance: {e.message}", True)
+            return
+        prefix = instance_id[:8]
+
+        def chosen(ok: bool | None) -> None:
+            if not ok:
+                self.say(f"deregister-instance {prefix}: cancelled - nothing was removed")
+                return
+
+            async def work() -> None:
+                from attach.instances import deregister_instance
+
+                rep = await deregister_instance(target, instance_id, read_only=read_only_reason(session))
+                _poke(session)
+                self.say(f"deregistered manager {instance_id} (spec revision {rep.removed_spec_revision})")
+
+            self._run("deregister-instance", work)
+
+        self.app.push_screen(TypedConfirm(
+            f"deregister manager {instance_id}?",
+            "the broker reports nothing subscribed on its rail; its registration is removed (it re-registers "
+            "on its next start). A live instance is still refused.",
+            prefix, also=("yes", instance_id)), chosen)
 
     # -- purge, delchan: typed confirmations --
 
@@ -473,6 +564,8 @@ def control_hit(app: ConsoleShell, q: str) -> Hit | None:
     usage = CONTROL_VERBS[verb][0]
     if verb == "ps":
         return Hit(1.0, q, c.ps, help=CONTROL_VERBS[verb][1])
+    if verb == "managers":
+        return Hit(1.0, q, c.managers, help=CONTROL_VERBS[verb][1])
     if verb == "purge":
         return Hit(1.0, q, c.ask_purge, help="asks for the space name first")
     if not words:
@@ -485,6 +578,8 @@ def control_hit(app: ConsoleShell, q: str) -> Hit | None:
                    help=f"spawn {persona}" + (f" as {name}" if name else ""))
     if verb == "delchan":
         return Hit(1.0, q, lambda: c.ask_delchan(words[0]), help="asks for the channel name first")
+    if verb == "deregister-instance":
+        return Hit(1.0, q, lambda: c.ask_deregister(words[0]), help="asks for the instance id first")
     name = words[0].removeprefix("@")
     if verb == "status":
         return Hit(1.0, q, lambda: c.status(name), help=f"{name}'s row from its manager")
@@ -507,6 +602,8 @@ def control_rows(app: ConsoleShell) -> list[tuple[str, str, Callable[[], Any]]]:
             rows.append((verb, f"unavailable - {why}", lambda v=verb, w=why: c.say(f"{v}: unavailable - {w}", True)))
         elif verb == "ps":
             rows.append((verb, what, c.ps))
+        elif verb == "managers":
+            rows.append((verb, what, c.managers))
         elif verb == "purge":
             rows.append((verb, what, c.ask_purge))
         else:

@@ -18,8 +18,10 @@ from meshview.wire.subjects import ROOT
 
 MANAGER = "manager"  # the manager endpoint's name (attach.md §3)
 MAX_EP_SUBJECT_BYTES = 1024
-AUTHZ_MODES = ("self", "owner", "any", "child", "ledger", "handle")
-_TARGET_ARITY = {"self": 0, "owner": 1, "any": 1, "child": 1, "ledger": 1, "handle": 3}
+# §13.2: seven modes; ``handle`` and ``exact`` pin the whole target triple as subject tokens
+AUTHZ_MODES = ("self", "owner", "any", "child", "ledger", "handle", "exact")
+TRIPLE_MODES = ("handle", "exact")
+_TARGET_ARITY = {"self": 0, "owner": 1, "any": 1, "child": 1, "ledger": 1, "handle": 3, "exact": 3}
 ROUTES = ("one", "all", "inst")
 DIRECTIONS = ("in", "out")
 
@@ -125,7 +127,8 @@ class Caller:
 
 @dataclass(frozen=True)
 class AuthzTarget:
-    """Subject target block: ``mode`` plus the pinned tokens (`tOwner`, or the handle triple)."""
+    """Subject target block: ``mode`` plus the pinned tokens (`tOwner`, or for ``handle`` and
+    ``exact`` the whole ``tOwner.tActor.tUid`` triple)."""
 
     mode: str
     owner: str = ""
@@ -135,8 +138,9 @@ class AuthzTarget:
     def tokens(self) -> list[str]:
         if self.mode == "self":
             return ["self"]
-        if self.mode == "handle":
-            return ["handle", check_owner(self.owner), check_owner(self.actor), check_lifecycle(self.uid)]
+        if self.mode in TRIPLE_MODES:
+            return [self.mode, check_owner(self.owner, "target owner"), check_owner(self.actor, "target actor"),
+                    check_lifecycle(self.uid, "target lifecycleUid")]
         if self.mode not in AUTHZ_MODES:
             raise SubjectError(f"authorization mode {self.mode!r} is unknown")
         return [self.mode, check_owner(self.owner, "target owner")]
@@ -294,8 +298,8 @@ def _parse_tail(parts: list[str], i: int) -> tuple[AuthzTarget | None, Caller, s
             return None
         if mode == "self":
             target = AuthzTarget("self")
-        elif mode == "handle":
-            target = AuthzTarget("handle", t[0], t[1], t[2])
+        elif mode in TRIPLE_MODES:
+            target = AuthzTarget(mode, t[0], t[1], t[2])
         else:
             target = AuthzTarget(mode, t[0])
         i += 1 + n

@@ -15,6 +15,7 @@ from typing import Any
 
 from meshview.wire.canonical import DIGEST_RE
 from meshview.wire.endpoint import (
+    TRIPLE_MODES,
     Caller,
     ParsedRequest,
     check_command,
@@ -50,7 +51,8 @@ class EndpointError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.details = details or []
+        # a manager's details are untrusted: only a list of objects is read
+        self.details = [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
         self.outcome = outcome
 
     @property
@@ -64,6 +66,61 @@ class EndpointError(Exception):
         if self.outcome:
             e["outcome"] = self.outcome
         return e
+
+
+# ---- the bound-incarnation fence (§13.2 "Incarnation admission", §13.3 ``bind``) -----------
+
+
+def bind_refused_detail(endpoint: str, command: str, bound: dict, served: tuple[str, int]) -> dict:
+    """The ``details[]`` entry a responder sends when it refuses a ``bind`` it is not: what the
+    request declared (``boundTo``) and who refused (``servedBy``), so the caller can derive both."""
+    return {"kind": BIND_REFUSED, "endpoint": endpoint, "command": command,
+            "boundTo": {"instanceId": bound["instanceId"], "epoch": bound["epoch"]},
+            "servedBy": {"instanceId": served[0], "epoch": served[1]}}
+
+
+def bind_refusal_marked(error: EndpointError | None) -> bool:
+    """The reply *claims* a bind refusal; whether the claim is believable is
+    :func:`bind_refusal_incoherence`, whether a re-issue is licensed :func:`refused_before_effect`."""
+    return error is not None and any(isinstance(d, dict) and d.get("kind") == BIND_REFUSED
+                                     for d in error.details)
+
+
+def refused_before_effect(error: EndpointError | None) -> bool:
+    """A coherent bind refusal that also says ``not-executed``: the command did not run, so the
+    caller may locate again and re-issue. A missing outcome is ``unknown`` and licenses nothing."""
+    return bind_refusal_marked(error) and error is not None and error.outcome == "not-executed"
+
+
+def _incarnation(v: object) -> tuple[str, int] | None:
+    if isinstance(v, dict) and isinstance(v.get("instanceId"), str) and _is_wire_int(v.get("epoch")):
+        return v["instanceId"], v["epoch"]
+    return None
+
+
+def bind_refusal_incoherence(error: EndpointError | None, bind: dict | None,
+                             responder: tuple[str, int]) -> str | None:
+    """Why a reply marked as a bind refusal cannot be honoured, or None when it can (or is no
+    bind refusal). ``responder`` is the ``(instanceId, epoch)`` the reply *subject* attributes it
+    to. A refusal to a request that carried no bind, one from the very incarnation the request
+    bound, one whose ``boundTo`` is not this request's bind, or whose ``servedBy`` contradicts the
+    subject, proves nothing: the caller rejects it as ``internal`` (SPEC §13.2, §13.3)."""
+    if not bind_refusal_marked(error):
+        return None
+    assert error is not None
+    iid, epoch = responder
+    if bind is None:
+        return "the manager answered with a bind refusal to a request that carried no bind"
+    bound = _incarnation(bind)
+    if bound == (iid, epoch):
+        return (f"manager {iid} refused as the wrong incarnation, but the reply comes from exactly the "
+                f"bound one (epoch {epoch}); a reply does not get to contradict its own attribution")
+    detail = next(d for d in error.details if isinstance(d, dict) and d.get("kind") == BIND_REFUSED)
+    if _incarnation(detail.get("boundTo")) != bound:
+        return "the bind refusal does not name the bind this request carried"
+    if _incarnation(detail.get("servedBy")) != (iid, epoch):
+        return f"the bind refusal names another refusing incarnation than the reply subject ({iid} epoch {epoch})"
+    return None
 
 
 # ---- envelope -----------------------------------------------------------------------------
@@ -190,8 +247,8 @@ def validate_request(parsed: ParsedRequest, raw: bytes) -> dict:
             _fail("target-mismatch", f"the {t.mode!r} form requires a body target")
         if o["target"]["owner"] != t.owner:
             _fail("target-mismatch", "target.owner does not equal the subject target owner")
-        if t.mode == "handle" and (o["target"]["actor"] != t.actor or o["target"]["lifecycleUid"] != t.uid):
-            _fail("target-mismatch", "handle-mode body target differs from the subject")
+        if t.mode in TRIPLE_MODES and (o["target"]["actor"] != t.actor or o["target"]["lifecycleUid"] != t.uid):
+            _fail("target-mismatch", f"{t.mode}-mode body target differs from the subject")
     if f["id"] != parsed.caller.principal:
         _fail("sender-mismatch", "from.id does not equal the subject sender principal")
     return o

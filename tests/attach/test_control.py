@@ -6,16 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 
-import nats
 import pytest
+from support.managers import Managers
 
 from attach import control
 from attach.control import ControlError
 from conftest import until
-from cotal_tui.demo.manager import PERSONAS, DemoManager, Persona, SeatSpec
+from cotal_tui.demo.manager import PERSONAS, Persona
 from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
@@ -28,27 +27,6 @@ STUBBORN = ("sh", "-c", "trap '' TERM HUP; echo stubborn up; while :; do sleep 0
 
 def target(broker, space: str) -> ConnectTarget:
     return ConnectTarget((broker.url,), space, timeout=3)
-
-
-class Managers:
-    """In-process demo managers, each on a connection of its own."""
-
-    def __init__(self, broker, space: str, tmp_path) -> None:
-        self.broker, self.space, self.tmp = broker, space, tmp_path
-        self.running: list[tuple[DemoManager, object]] = []
-
-    async def start(self, *seats: str, **kw) -> DemoManager:
-        nc = await nats.connect(self.broker.url)
-        m = DemoManager(nc, self.space, [SeatSpec(s, f"local.{s}") for s in seats],
-                        root=str(self.tmp / f"m{len(self.running)}"), **kw)
-        await m.start()
-        self.running.append((m, nc))
-        return m
-
-    async def stop(self) -> None:
-        for m, nc in self.running:
-            await m.stop()
-            await nc.close()
 
 
 @pytest.fixture
@@ -103,7 +81,7 @@ async def test_two_managers_spawn_joins_the_roster_and_stop_removes_it(broker, s
         assert [m.state for m in res.managers] == ["answered", "answered"]
         row = await control.status(t, "w1")
         assert row.instance_id == m1.instance_id and row.process == "running"
-        assert control.status_line(row).startswith("w1/echo · line · pty · running · mesh ")
+        assert control.status_line(row).startswith("w1/echo · echo-line · pty · running · mesh ")
 
         # graceful stop: the program ends on SIGHUP/SIGTERM; the seat leaves ps, presence offline
         r = await control.stop(t, "w1")
@@ -173,12 +151,12 @@ async def test_spawn_says_which_fact_settled_it(broker, space, managers):
     # refusals: an unknown persona, a name already taken (one sentence each)
     with pytest.raises(ControlError) as e:
         await control.spawn(t, "nope")
-    assert e.value.code == "not-found" and "no persona named 'nope'" in e.value.message
+    assert e.value.code == "failed-precondition" and ".cotal/agents/nope.md" in e.value.message
     one_sentence(e.value.message)
     assert (await control.spawn(t, "echo", name="dup")).joined
     with pytest.raises(ControlError) as e:
         await control.spawn(t, "echo", name="dup", on=m.instance_id)
-    assert e.value.code == "already-exists"
+    assert e.value.code == "failed-precondition" and 'agent "dup" already running' in e.value.message
     one_sentence(e.value.message)
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import until
-from test_control import Managers
+from support.managers import Managers
 
 COTAL = [sys.executable, "-m", "cotal_tui.cli"]
 
@@ -67,7 +67,7 @@ async def test_spawn_input_status_stop_from_the_command_line(broker, space, mana
 
     r = await cotal(broker, space, "status", "cli1")
     assert r.returncode == 0, r.stderr
-    assert re.fullmatch(rf"cli1/echo · line · pty · running · mesh (idle|working · progress unknown) · "
+    assert re.fullmatch(rf"cli1/echo · echo-line · pty · running · mesh (idle|working · progress unknown) · "
                         rf"up 0m · manager {m1.instance_id}\n", r.stdout), r.stdout
 
     r = await cotal(broker, space, "stop", "cli1")
@@ -98,8 +98,8 @@ async def test_ps_groups_per_manager_and_names_a_killed_one(broker, space, manag
         assert head.split() == ["NAME", "KIND", "PROCESS", "MESH", "MANAGER"]
         got = [(ln.split()[0], ln.split()[1], ln.split()[-1]) for ln in rows if not ln.startswith("manager ")]
         # grouped per manager, each row with the whole id of the instance that answered
-        assert sorted(got) == sorted([("n1", "line", near.instance_id), ("n2", "line", near.instance_id),
-                                      ("f1", "line", far)])
+        assert sorted(got) == sorted([("n1", "echo-line", near.instance_id), ("n2", "echo-line", near.instance_id),
+                                      ("f1", "echo-line", far)])
         managers_in_order = [m for _, _, m in got]
         assert managers_in_order == sorted(managers_in_order, key=managers_in_order.index)
         assert managers_in_order.count(near.instance_id) == 2
@@ -115,7 +115,8 @@ async def test_ps_groups_per_manager_and_names_a_killed_one(broker, space, manag
         out = r.stdout.splitlines()
         assert [ln.split()[0] for ln in out[1:-1]] == ["n1", "n2"]
         assert out[-1] == (f"manager {far}: registration is stale - nothing is subscribed on its rail; "
-                           "its host is gone and it never deregistered")
+                           f"its host is gone and it never deregistered; remove the record: "
+                           f"cotal deregister-instance {far}")
         r = await cotal(broker, space, "ps", "--json")
         assert r.returncode == 0 and r.stdout.count("\n") == 2 and f'"manager":"{near.instance_id}"' in r.stdout
         assert r.stderr.startswith(f"cotal ps: manager {far}: registration is stale")
@@ -127,8 +128,8 @@ async def test_every_verb_fails_with_one_sentence(broker, space, managers):
     m = await managers.start("alpha")
     ghost = "b" * 26
     cases = [
-        (("spawn", "nope"), 1, "spawn", "no persona named 'nope'"),
-        (("spawn", "echo", "--name", "alpha"), 1, "spawn", "already runs"),
+        (("spawn", "nope"), 1, "spawn", "no agent file .cotal/agents/nope.md"),
+        (("spawn", "echo", "--name", "alpha"), 1, "spawn", "already running"),
         (("spawn", "echo", "--name", "9lives"), 2, "spawn", "is not a seat name"),
         (("spawn", "echo", "--on", "short"), 2, "spawn", "is not a manager instance id"),
         (("spawn", "echo", "--on", ghost), 1, "spawn", f"no manager instance {ghost} is registered"),

@@ -121,7 +121,7 @@ async def test_agent_card_shows_runtime_pid_uptime(mesh):
         assert f"pty on manager {mgr.instance_id[:8]}" in text
         assert f"pid  {seat.pty.pid}" in text
         assert "process  running " in text
-        assert "terminal  100×30" in text
+        assert "terminal  " not in text  # a contract row carries no pty size to show
         # a card's own `p` closes it and peeks
         await pilot.press("p")
         await until(pilot, lambda: isinstance(app.screen, AttachScreen), what="peek from the card")
@@ -144,8 +144,8 @@ async def test_roster_a_attaches_types_detaches_and_the_observer_lives_on(mesh):
         scr = app.screen
         assert scr.seat == a.name and not scr.peek
         await until(pilot, lambda: f"{a.name}>" in pane_text(app), what="the seat's output")
-        assert scr.pane.remote_size == (100, 30)  # the ps row's size, not the 120×32 default
-        assert "100×30" in screen_text(app)
+        assert scr.pane.remote_size == (120, 32)  # the pty's size: nothing in a row sizes a pane
+        assert "120×32" in screen_text(app)
         assert mgr.live_sessions == 1
         await pilot.press(*"hello there", "enter")
         await until(pilot, lambda: "echo: hello there" in pane_text(app), what="echo")

@@ -25,7 +25,7 @@ async def test_ps_is_a_table_with_the_cotal_ps_columns(broker, nc, space, manage
         lines = app.screen.table()
         assert lines[0].split() == ["NAME", "KIND", "PROCESS", "MESH", "MANAGER"]
         row = next(ln for ln in lines if ln.startswith("w9 "))
-        assert row.split()[1:3] == ["line", "running"] and m.instance_id in row
+        assert row.split()[1:3] == ["echo-line", "running"] and m.instance_id in row
         assert "1 seat · 1 manager" in app.screen.query_one("#ps-body").border_title
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PsScreen), what="closed")

@@ -25,7 +25,7 @@ from cotal_tui.screens.control import StopConfirm, TypedConfirm
 from meshview.connect import ConnectTarget
 from meshview.wire.names import bucket_names
 from support.observer import post
-from test_control import Managers
+from support.managers import Managers
 from test_console_attach import cursor_to, roster_text
 
 SIZE = (120, 40)
@@ -136,7 +136,7 @@ async def test_palette_spawn_status_input_ps(broker, nc, space, managers):
         # the notice came once the seat was on this console's roster (presence)
         assert any(p.name == "w3" and p.status != "offline" for p in session.model.snapshot().agents)
         await palette(pilot, "status w3")
-        await until(pilot, lambda: notice(app).startswith("w3/echo · line · pty · running · mesh "),
+        await until(pilot, lambda: notice(app).startswith("w3/echo · echo-line · pty · running · mesh "),
                     what="the status row")
         await palette(pilot, "input w3 hello from the palette")
         await until(pilot, lambda: notice(app) == "typed 23 bytes into w3", what="typed")
@@ -147,7 +147,7 @@ async def test_palette_spawn_status_input_ps(broker, nc, space, managers):
         await until(pilot, lambda: type(app.screen).__name__ == "PsScreen", what="the ps table")
         await pilot.press("escape")
         await palette(pilot, "spawn nope")
-        await until(pilot, lambda: notice(app).startswith("spawn: manager ") and "no persona named 'nope'"
+        await until(pilot, lambda: notice(app).startswith("spawn: manager ") and "no agent file .cotal/agents/nope.md"
                     in notice(app), what="the refusal")
     await session.stop()
 

@@ -124,7 +124,7 @@ async def recorded(broker, nc, space, tmp_path_factory):
                 schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.5))
     await team.start()
     spec = SeatSpec(name=SEAT, principal_id=f"local.{SEAT}", argv=[sys.executable, "-c", PROGRAM],
-                    presence=True, cols=90, rows=20)
+                    presence=True, cols=120, rows=32)
     mgr = DemoManager(nc, space, [spec], root=str(tmp_path_factory.mktemp("mgr")))
     await mgr.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False,
@@ -178,7 +178,7 @@ async def test_seat_output_is_recorded_and_keystrokes_are_not(recorded):
     evs = [x["ev"] for x in lines]
     assert evs[0] == "open" and lines[0]["seat"] == SEAT and "out" in evs and evs[-1] == "end"
     assert evs.count("open") == 2 and evs.count("end") == 2  # the attach, then the peek
-    assert (lines[0]["cols"], lines[0]["rows"]) == (90, 20)
+    assert (lines[0]["cols"], lines[0]["rows"]) == (120, 32)
     output = b"".join(base64.b64decode(x["b64"]) if "b64" in x else x["u"].encode()
                       for x in lines if "b64" in x or "u" in x)
     assert KNOWN.encode() in output and f"got {len(SECRET)} chars".encode() in output
@@ -208,7 +208,7 @@ async def test_replay_shows_the_seat_in_the_pane_and_follows_seeks(recorded):
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, ReplaySeatScreen), what="seat screen")
         scr = app.screen
-        assert not scr.pane.interactive and scr.pane.remote_size == (90, 20)
+        assert not scr.pane.interactive and scr.pane.remote_size == (120, 32)
         await until(pilot, lambda: KNOWN in pane_text(app)
                     and f"got {len(SECRET)} chars" in pane_text(app), 10.0, what="the seat's text")
         assert "closed here" in screen_text(app)  # the detach ended the stream
@@ -248,7 +248,7 @@ async def test_plain_and_json_replays_summarize_seat_lines_never_raw_bytes(recor
     p = _replay_cli(str(recorded.path), "--plain", "--speed", "0")
     assert p.returncode == 0, p.stderr
     seat = [ln for ln in p.stdout.splitlines() if f"seat {SEAT}" in ln]
-    assert any("opened  90×20" in ln for ln in seat), seat
+    assert any("opened  120×32" in ln for ln in seat), seat
     assert any(KNOWN in ln and "output" in ln for ln in seat), seat
     assert "\x1b" not in p.stdout and "\r" not in p.stdout
     j = _replay_cli(str(recorded.path), "--json", "--speed", "0")

@@ -113,7 +113,8 @@ async def seats(nc, space, tmp_path):
     mgr = DemoManager(nc, space, specs, root=str(tmp_path))
     await mgr.start()
     url = nc.connected_url.geturl()
-    sessions = SeatSessions(space, lambda: nats.connect(url, allow_reconnect=False), default_size=(80, 24))
+    sessions = SeatSessions(space, lambda: nats.connect(url, allow_reconnect=False), default_size=(80, 24),
+                            sizes=dict(SEATS))
     await until(lambda: all(seen(logs[n]) == f"{c}x{r}" for n, (c, r) in SEATS.items()),
                 what="the programs up at their own size")
     yield sessions, mgr, logs

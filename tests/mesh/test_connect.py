@@ -125,3 +125,21 @@ async def test_real_connect_over_websocket():
             await nc.close()
     finally:
         b.stop()
+
+
+def test_a_link_with_two_channels_is_parsed_before_the_server_list_is_split(tmp_path, monkeypatch):
+    """``?channel=a,b`` is the link's query, not a second server ``b``."""
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    t = target_from_args(parse("--server", "cotal://tok@mesh/main?channel=a,b"))
+    assert t.servers == ("nats://tok@mesh:4222",)
+    assert t.channels == ("a", "b") and t.space == "main" and t.source == "link"
+    t = target_from_args(parse("--server", "cotal://tok@mesh/main?channel=a,b,c,nats://other:4222"))
+    assert t.servers == ("nats://tok@mesh:4222", "nats://other:4222") and t.channels == ("a", "b", "c")
+
+
+def test_plain_server_lists_still_split_on_every_comma(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    t = target_from_args(parse("--server", "a:4222,b:4222", "--server", "cotal://h/main,c:4222"))
+    assert t.servers == ("nats://a:4222", "nats://b:4222", "nats://h:4222", "nats://c:4222")
+    t = target_from_args(parse("--server", "cotal://x/main,cotal://y/main?channels=p,q"))
+    assert t.servers == ("nats://x:4222", "nats://y:4222") and t.space == "main"

@@ -214,4 +214,70 @@ async def test_presence_lease_and_records(nc, space, manager):
     spec = json.loads((await rec.get(f"svc.manager.{manager.instance_id}.spec")).value)
     status = json.loads((await rec.get(f"svc.manager.{manager.instance_id}.status")).value)
     assert spec["endpoint"] == "manager" and spec["clusterDigests"]
-    assert status["epoch"] == manager.epoch and status["state"] == "serving"
+    # a reference manager writes ready | exited | escalated (there is no "serving" state)
+    assert status["epoch"] == manager.epoch and status["state"] == "ready"
+    assert isinstance(status.get("observedSpecRevision"), int)
+
+
+def test_exact_mode_pins_the_whole_target_triple():
+    """§13.2 ``exact``: ``exact.<tOwner>.<tActor>.<tUid>``, three target tokens like ``handle``."""
+    iid, uid = mint_lifecycle_uid(), mint_lifecycle_uid()
+    t = AuthzTarget("exact", "local", "alice", uid)
+    s = request_subject("main", "manager", "attach", CALLER, "n" * 22, target=t)
+    assert s == f"cotal.main.ep.one.manager.attach.exact.local.alice.{uid}.local.abc123.{'a' * 26}.{'n' * 22}"
+    p = parse_request(s)
+    assert p and p.target == t and p.caller == CALLER and p.nonce == "n" * 22
+    s = request_subject("main", "manager", "attach", CALLER, "n" * 22, route="inst", instance_id=iid, target=t)
+    p = parse_request(s)
+    assert p and p.instance_id == iid and p.target == t and p.caller == CALLER
+    # a target block one token short has no sender: not ours
+    assert parse_request(f"cotal.main.ep.one.manager.attach.exact.local.alice.local.abc123.{'a' * 26}.{'n' * 22}") is None
+    with pytest.raises(ValueError):
+        AuthzTarget("exact", "local", "alice", "not-a-uid").tokens()
+
+
+def test_exact_mode_body_target_must_equal_the_subject_triple():
+    uid = mint_lifecycle_uid()
+    s = request_subject("main", "manager", "attach", CALLER, "n" * 22, target=AuthzTarget("exact", "local", "alice", uid))
+    p = parse_request(s)
+
+    def env(target):
+        e = build_request(endpoint="manager", command="attach", caller=CALLER, input_digest=D, output_digest=D,
+                          target=target)
+        return json.dumps(e).encode()
+
+    assert validate_request(p, env({"owner": "local", "actor": "alice", "lifecycleUid": uid}))["target"]["actor"] == "alice"
+    for bad in ({"owner": "local", "actor": "bob", "lifecycleUid": uid},
+                {"owner": "local", "actor": "alice", "lifecycleUid": mint_lifecycle_uid()}):
+        with pytest.raises(EndpointError) as e:
+            validate_request(p, env(bad))
+        assert e.value.code == "target-mismatch" and e.value.outcome == "not-executed"
+    with pytest.raises(EndpointError) as e:
+        validate_request(p, env(None))
+    assert e.value.code == "target-mismatch"
+
+
+def test_a_bind_refusal_is_honoured_only_when_it_is_coherent():
+    """SPEC §13.2/§13.3: attribution comes from the reply subject. A refusal to an unbound
+    request, one from exactly the bound incarnation, one that names another bind or another
+    refusing incarnation than the subject, is incoherent (the caller answers ``internal``)."""
+    from meshview.wire.envelope import bind_refusal_incoherence, bind_refused_detail, refused_before_effect
+
+    iid, other = mint_lifecycle_uid(), mint_lifecycle_uid()
+    bound = {"instanceId": iid, "epoch": 2}
+
+    def refusal(detail, outcome="not-executed"):
+        return EndpointError("expired", "not me", details=[detail], outcome=outcome)
+
+    ok = refusal(bind_refused_detail("manager", "attach", bound, (iid, 3)))
+    assert bind_refusal_incoherence(ok, bound, (iid, 3)) is None and refused_before_effect(ok)
+    assert not refused_before_effect(refusal(ok.details[0], outcome=None))  # absent = unknown: no re-issue
+    assert not refused_before_effect(refusal(ok.details[0], outcome="executed"))
+    assert bind_refusal_incoherence(ok, None, (iid, 3))  # no bind was carried
+    assert bind_refusal_incoherence(refusal(bind_refused_detail("manager", "attach", bound, (iid, 2))),
+                                    bound, (iid, 2))  # "not me", says the very incarnation bound
+    assert bind_refusal_incoherence(refusal(bind_refused_detail("manager", "attach", {"instanceId": other, "epoch": 2},
+                                                                (iid, 3))), bound, (iid, 3))  # another bind
+    assert bind_refusal_incoherence(ok, bound, (other, 3))  # servedBy contradicts the subject
+    assert bind_refusal_incoherence(refusal({"kind": BIND_REFUSED}), bound, (iid, 3))  # nothing to derive
+    assert bind_refusal_incoherence(EndpointError("expired", "gone", outcome="not-executed"), bound, (iid, 2)) is None
