@@ -168,3 +168,16 @@ def _contract_tap_auto(request):
     if any(request.node.nodeid.startswith(p) for p in CONTRACT_TAP_EXEMPT):
         return
     request.getfixturevalue("contract_tap")
+
+
+@pytest.fixture(autouse=True)
+def _demo_replies_keep_the_contract():
+    """Every reply an in-process demo manager sends is validated against the contract's closed
+    output schema; one it could not send inside its schema (answered ``internal`` instead) fails
+    the test that caused it, wherever in the suite."""
+    from cotal_tui.demo import contract
+
+    before = len(contract.VIOLATIONS)
+    yield
+    new = contract.VIOLATIONS[before:]
+    assert not new, f"the demo manager answered outside the contract: {new}"

@@ -213,8 +213,8 @@ class PsScreen(ModalScreen[None]):
 
     def action_deregister(self) -> None:
         if not self.gone or self.deregister_cb is None:
-            self.app.notify_line("deregister: no manager here is gone (only a slot the broker reports empty "  # type: ignore[attr-defined]
-                                 "can be deregistered)", True)
+            shell_of(self.app).notify_line("deregister: no manager here is gone (only a slot the broker "
+                                           "reports empty can be deregistered)", True)
             return
         self.deregister_cb(self.gone[0])
 
