@@ -20,7 +20,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from attach.managed import ManagedFold
 from cotal_tui.alerts import toggle_notify
-from cotal_tui.palette import WRITE_VERBS, MeshPalette, write_hit
+from cotal_tui.palette import THEME_HELP, WRITE_VERBS, MeshPalette, theme_hits, write_hit
 from cotal_tui.recording import toggle_recording
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
@@ -33,6 +33,8 @@ from cotal_tui.screens.tile import TileScreen, tile_names
 from cotal_tui.seats import SeatSessions
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
+from cotal_tui.themes import COTAL_THEMES, DEFAULT_THEME, theme_names
+from widgets.presentation import css_variables, look_from_theme
 from widgets.roster import Roster
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import ESC_DOUBLE_S
@@ -73,6 +75,7 @@ class MeshCommands(Provider):
         cmds: list[tuple[str, str, Callable[[], Any]]] = [
             ("help", "show the keys of the focused panel", lambda: screen and screen.action_help()),
             ("quit", "leave the console", lambda: self.app.exit(0)),
+            ("theme", THEME_HELP, self.app.search_themes),
         ]
         if screen is not None:
             cmds += [
@@ -178,6 +181,10 @@ class MeshCommands(Provider):
             if hit is not None:
                 yield hit
                 return
+        if raw.partition(" ")[0] == "theme" and " " in raw:
+            for hit in theme_hits(self.app, raw.partition(" ")[2], self.matcher):
+                yield hit
+            return
         q = " ".join(query.split())
         typed = self._typed(q)
         if typed is not None:
@@ -213,8 +220,14 @@ class CotalApp(App[int]):
         list_spaces: ListSpaces | None = None,
         keymap: dict[str, str] | None = None,
         notice: str | None = None,
+        theme: str = DEFAULT_THEME,
     ) -> None:
         super().__init__()
+        for t in COTAL_THEMES:
+            self.register_theme(t)
+        if theme not in theme_names():
+            raise ValueError(f"no theme named {theme!r}")  # the CLI says it in a sentence first
+        self.theme = theme
         self.session = session
         self.open_space = open_space
         self.list_spaces = list_spaces
@@ -222,6 +235,10 @@ class CotalApp(App[int]):
         self._first_notice = notice
         self.sessions: list[ConsoleSession] = []  # every session this app opened (closed on exit)
         self.controls = Controls(self)  # the control verbs (screens/control.py)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """``$cotal-working``… for CSS under every theme (a Cotal theme's own win)."""
+        return css_variables(look_from_theme(self.current_theme))
 
     def on_mount(self) -> None:
         if self._user_keymap:

@@ -5,6 +5,11 @@ Every setting is taken from the first of its named sources that has it, stronges
 a flag, the environment, ``config.toml``, the default (:data:`SOURCES`). A bad file or value never
 stops a command: it is reported in one sentence and ignored.
 
+Each key stands alone: an unknown table or key, or a value of the wrong kind, is named (file,
+line, key, what was expected) by :func:`config_problems` and the rest of the file still applies.
+:data:`KEYS` is every key the file may hold; ``cotal config`` prints the effective value of each
+with its source (:func:`settings`).
+
 Settings the console changes at run time (the roster's sort, ``s``) are written back into that
 file by editing only their own line, so comments and other tables survive.
 """
@@ -12,14 +17,15 @@ file by editing only their own line, so comments and other tables survive.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Callable, TypeVar
 
-from meshview.home import cotal_home
+from meshview.home import HOME_ENV, cotal_home
 from meshview.notify import SETTLE_S, STYLES, NotifySettings
 from meshview.roster import ROSTER_SORTS
 
@@ -27,6 +33,63 @@ SOURCES = ("flag", "environment", "config.toml", "default")
 TRUTHY = ("1", "true", "yes", "on")
 
 T = TypeVar("T")
+DEFAULT_THEME = "cotal-dark"  # the console's own dark theme (cotal_tui/themes.py)
+THEME_ENV = "COTAL_THEME"  # between --theme and [ui] theme (cotal_tui/themes.py pick_theme)
+MAX_SIZE = 100 * 1024 * 1024  # a recording's bound on disk (meshview.record.MAX_SIZE)
+
+
+def _size(v: object) -> int | None:
+    from meshview.record import parse_size
+
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        return None
+    try:
+        return parse_size(str(v))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key ``config.toml`` may hold: what a good value is (``expected``, said when it is
+    not one) and the check."""
+
+    expected: str
+    ok: Callable[[object], bool]
+    doc: str
+
+
+def _text(v: object) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+# table -> key -> what it takes: every key the program reads from config.toml
+KEYS: dict[str, dict[str, Key]] = {
+    "roster": {
+        "sort": Key("one of " + ", ".join(ROSTER_SORTS), lambda v: v in ROSTER_SORTS,
+                    "the roster's order (the console's s key changes and saves it)"),
+    },
+    "notify": {
+        "enabled": Key("true or false", lambda v: isinstance(v, bool),
+                       "bell + desktop notification when an agent starts waiting"),
+        "command": Key("a command line (a non-empty string)", _text,
+                       "a command run per alert, the agent in its environment"),
+        "escape": Key("one of " + ", ".join(STYLES), lambda v: v in STYLES,
+                      "which notification escape"),
+        "settle": Key("a number of seconds, 0 or more",
+                      lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+                      "seconds an agent may leave waiting and still be in the same episode"),
+    },
+    "ui": {
+        "theme": Key("a theme name (a non-empty string)", _text, "the console's theme"),
+    },
+    "recordings": {
+        "dir": Key("a folder (a non-empty string)", _text,
+                   "where the palette's record writes when no file is named"),
+        "max_size": Key("a size like \"100M\" (64k or more)", lambda v: _size(v) is not None,
+                        "bound of a recording on disk, rotating at half"),
+    },
+}
 
 
 def config_path(home: Path | None = None) -> Path:
@@ -40,7 +103,31 @@ def chat_history_path(home: Path | None = None) -> Path:
 
 def recordings_dir(home: Path | None = None) -> Path:
     """Where the console's palette ``record`` writes when no file is named."""
-    return (home or cotal_home()) / "recordings"
+    return recordings_setting(home)[0]
+
+
+def recordings_setting(home: Path | None = None) -> tuple[Path, str]:
+    """``[recordings] dir`` (``~`` expanded), else ``$COTAL_HOME/recordings``; and its source."""
+    v = _good(read_config(home), "recordings", "dir")
+    if v is not None:
+        return Path(str(v)).expanduser(), "config.toml"
+    return (home or cotal_home()) / "recordings", "default"
+
+
+def recording_max_size(args: argparse.Namespace | None = None,
+                       home: Path | None = None) -> tuple[int, str]:
+    """``--max-size``, then ``[recordings] max_size``, then 100M; and its source."""
+    v = _good(read_config(home), "recordings", "max_size")
+    return pick(MAX_SIZE, ("flag", getattr(args, "max_size", None)),
+                ("config.toml", _size(v) if v is not None else None))
+
+
+def ui_theme(flag: str | None = None, home: Path | None = None) -> tuple[str, str]:
+    """The console's theme: ``--theme``, then ``[ui] theme``, then :data:`DEFAULT_THEME`; and
+    its source. Whether the name is a theme the App has is the App's to check."""
+    v = _good(read_config(home), "ui", "theme")
+    return pick(DEFAULT_THEME, ("flag", flag or None),
+                ("config.toml", str(v).strip() if v is not None else None))
 
 
 @dataclass(frozen=True)
@@ -50,6 +137,12 @@ class ConfigFile:
     path: Path
     tables: dict[str, object] = field(default_factory=dict)
     error: str | None = None
+    lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (table, key) -> line
+
+    def where(self, table: str, key: str = "") -> str:
+        """``/home/u/.cotal/config.toml:7`` (the line when it is known)."""
+        n = self.lines.get((table, key))
+        return f"{self.path}:{n}" if n else str(self.path)
 
     def table(self, name: str) -> dict[str, object]:
         """One ``[name]`` table (empty when absent); ValueError when it is not a table."""
@@ -65,9 +158,76 @@ def read_config(home: Path | None = None) -> ConfigFile:
     if not path.is_file():
         return ConfigFile(path)
     try:
-        return ConfigFile(path, tomllib.loads(path.read_text()))
+        raw = path.read_text()
+        return ConfigFile(path, tomllib.loads(raw), lines=_key_lines(raw))
     except (OSError, ValueError) as e:
         return ConfigFile(path, error=str(e))
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_ASSIGN = re.compile(r'^\s*(?:"([^"]+)"|\'([^\']+)\'|([\w-]+))\s*=')  # a bare or quoted key
+
+
+def _key_lines(raw: str) -> dict[tuple[str, str], int]:
+    """Where each ``[table]`` header (key ``""``) and each key sits, for ``file:line``."""
+    out: dict[tuple[str, str], int] = {}
+    table = ""
+    for n, line in enumerate(raw.splitlines(), 1):
+        m = _HEADER.match(line)
+        if m:
+            table = m.group(1).strip().strip('"')
+            out.setdefault((table, ""), n)
+            continue
+        m = _ASSIGN.match(line)
+        if m:
+            out.setdefault((table, next(g for g in m.groups() if g is not None)), n)
+    return out
+
+
+def _good(cfg: ConfigFile, table: str, key: str) -> object | None:
+    """``[table] key`` when it is there and a good value (else None: the next source)."""
+    t = cfg.tables.get(table)
+    if not isinstance(t, dict) or key not in t:
+        return None
+    v = t[key]
+    return v if KEYS[table][key].ok(v) else None
+
+
+def _shown(v: object) -> str:
+    try:
+        return json.dumps(v)
+    except (TypeError, ValueError):
+        return type(v).__name__
+
+
+def config_problems(cfg: ConfigFile) -> list[str]:
+    """One sentence per thing in ``config.toml`` that is not used: the file when it does not
+    parse; else each unknown table or key and each value of the wrong kind (file:line, key, what
+    was expected). Everything else in the file applies."""
+    if cfg.error is not None:
+        return [f"config {cfg.path} ignored: {cfg.error}"]
+    out: list[str] = []
+    tables = ", ".join(f"[{t}]" for t in KEYS)
+    for name, t in cfg.tables.items():
+        known = KEYS.get(name)
+        if known is None:
+            what, at = (f"table [{name}]", cfg.where(name)) if isinstance(t, dict) else \
+                (f"key {name}", cfg.where("", name))
+            out.append(f"unknown {what} in {at}; known tables: {tables}")
+            continue
+        if not isinstance(t, dict):
+            out.append(f"config {cfg.where('', name)}: {name} must be a table ([{name}]);"
+                       " not used")
+            continue
+        for key, v in t.items():
+            k = known.get(key)
+            if k is None:
+                out.append(f"unknown key [{name}] {key} in {cfg.where(name, key)}; known: "
+                           + ", ".join(known))
+            elif not k.ok(v):
+                out.append(f"config {cfg.where(name, key)}: [{name}] {key} must be {k.expected};"
+                           f" got {_shown(v)}, not used")
+    return out
 
 
 def pick(default: T, *layers: tuple[str, T | None]) -> tuple[T, str]:
@@ -92,12 +252,15 @@ def load_config(home: Path | None = None) -> ConsoleConfig:
     cfg = read_config(home)
     if cfg.error is not None:
         return ConsoleConfig(warning=f"config {cfg.path} ignored: {cfg.error}")
-    roster = cfg.tables.get("roster", {})
-    sort = roster.get("sort", "status") if isinstance(roster, dict) else "status"
-    if sort not in ROSTER_SORTS:
-        return ConsoleConfig(warning=f"config {cfg.path}: [roster] sort must be one of "
-                                     + ", ".join(ROSTER_SORTS))
-    return ConsoleConfig(roster_sort=sort)
+    sort, _ = roster_sort(cfg)
+    bad = [p for p in config_problems(cfg) if "[roster]" in p]
+    return ConsoleConfig(roster_sort=sort, warning=bad[0] if bad else None)
+
+
+def roster_sort(cfg: ConfigFile) -> tuple[str, str]:
+    """``[roster] sort`` when it is a sort, else ``status``; and its source."""
+    v = _good(cfg, "roster", "sort")
+    return pick("status", ("config.toml", str(v) if v is not None else None))
 
 
 def notify_settings(args: argparse.Namespace | None = None,
@@ -107,38 +270,30 @@ def notify_settings(args: argparse.Namespace | None = None,
     ``command = "..."``, ``escape = "osc777"``, ``settle = 5`` (seconds an agent may leave
     waiting and still be in the same episode). The environment and flags only switch on."""
     cfg = read_config(home)
-    table: dict[str, object] = {}
-    warning = None
-    try:
-        if cfg.error is not None:
-            raise ValueError(cfg.error)
-        table = cfg.table("notify")
-    except ValueError as e:
-        warning = f"notifications: {cfg.path} ignored: {e}"
+    problems = [p for p in config_problems(cfg) if "[notify]" in p or cfg.error is not None]
+    warning = f"notifications: {problems[0]}" if problems else None
     env = os.environ
     sources: dict[str, str] = {}
-    command = table.get("command")
-    settle = table.get("settle")
+    enabled, command, escape, settle = (_good(cfg, "notify", k)
+                                        for k in ("enabled", "command", "escape", "settle"))
     terminal, sources["terminal"] = pick(
         False,
         ("flag", True if getattr(args, "notify", False) else None),
         ("environment", True if env.get("COTAL_NOTIFY", "").strip().lower() in TRUTHY else None),
-        ("config.toml", bool(table["enabled"]) if "enabled" in table else None))
+        ("config.toml", enabled))
     cmd, sources["command"] = pick(
         None,
         ("flag", getattr(args, "notify_cmd", None) or None),
         ("environment", env["COTAL_NOTIFY_CMD"]
          if env.get("COTAL_NOTIFY_CMD", "").strip() else None),
-        ("config.toml", command if isinstance(command, str) and command.strip() else None))
+        ("config.toml", command))
     style, sources["style"] = pick(
         "osc9",
         ("flag", _style(getattr(args, "notify_escape", None))),
         ("environment", _style(env.get("COTAL_NOTIFY_ESCAPE"))),
-        ("config.toml", _style(table.get("escape"))))
+        ("config.toml", escape))
     settle_s, sources["settle_s"] = pick(
-        SETTLE_S,
-        ("config.toml", float(settle)
-         if isinstance(settle, (int, float)) and settle >= 0 else None))
+        SETTLE_S, ("config.toml", float(settle) if settle is not None else None))
     return NotifySettings(terminal=terminal, command=cmd, style=style, settle_s=settle_s,
                           warning=warning, sources=sources)
 
@@ -179,3 +334,96 @@ def save_roster_sort(sort: str, home: Path | None = None) -> None:
             lines.insert(at + 1, entry)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
+
+
+# -- the effective configuration, as `cotal config` prints it ----------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """One key's effective value: ``source`` one of :data:`SOURCES` (or ``keymap.toml``),
+    ``origin`` which flag, variable or ``file:line`` gave it (None for a default)."""
+
+    key: str
+    value: object
+    source: str
+    origin: str | None
+    doc: str
+    flag: str | None = None  # the `cotal watch` flag that would win, when there is one
+    env: str | None = None  # the environment variable read, when there is one
+
+
+# environment-only keys: variable -> (the flag that wins over it, what it does, its default)
+ENVIRONMENT: dict[str, tuple[str | None, str, str | None]] = {
+    HOME_ENV: (None, "the Cotal home: config.toml, keymaps, mesh registry, history, logs",
+               "~/.cotal"),
+    "COTAL_DETACH_KEY": (None, "the key that detaches from an agent's terminal (ctrl-<c> or ^<c>)",
+                         "ctrl-]"),
+    "COTAL_READ_ONLY": ("--read-only", "the console never sends (1, true, yes or on)", None),
+    "COTAL_LOG": (None, "log to $COTAL_HOME/log/ at this level (debug, info...; 0 is off)", None),
+    "COTAL_DEBUG": (None, "show the traceback of an internal error (1)", None),
+    "COTAL_BEARER_FILE": ("--bearer-file", "user-auth mesh: the file holding your bearer", None),
+    "COTAL_SENTINEL_CREDS": ("--sentinel-creds", "user-auth mesh: the deny-all sentinel creds",
+                             None),
+    "COTAL_WEB_TOKEN": ("--web-token", "cotal watch --web refuses browsers without it "
+                        "(its value is never printed)", None),
+}
+SECRET = ("COTAL_WEB_TOKEN",)
+
+
+def settings(args: argparse.Namespace | None = None, home: Path | None = None) -> list[Setting]:
+    """Every setting the program reads, each with its value and where it came from. ``args``
+    are ``cotal watch``'s flags (None: no flag given)."""
+    cfg = read_config(home)
+    env = os.environ
+    home_dir = home or cotal_home()
+
+    def file_origin(table: str, key: str, source: str) -> str | None:
+        return cfg.where(table, key) if source == "config.toml" else None
+
+    rows: list[Setting] = []
+    sort, src = roster_sort(cfg)
+    rows.append(Setting("roster.sort", sort, src, file_origin("roster", "sort", src),
+                        KEYS["roster"]["sort"].doc))
+    n = notify_settings(args, home)
+    for key, attr, source_key, flag, var in (
+            ("notify.enabled", "terminal", "terminal", "--notify", "COTAL_NOTIFY"),
+            ("notify.command", "command", "command", "--notify-cmd", "COTAL_NOTIFY_CMD"),
+            ("notify.escape", "style", "style", "--notify-escape", "COTAL_NOTIFY_ESCAPE"),
+            ("notify.settle", "settle_s", "settle_s", None, None)):
+        src = n.sources[source_key]
+        table_key = key.split(".")[1]
+        origin = {"flag": flag, "environment": var,
+                  "config.toml": cfg.where("notify", table_key)}.get(src)
+        rows.append(Setting(key, getattr(n, attr), src, origin, KEYS["notify"][table_key].doc,
+                            flag, var))
+    theme, src = ui_theme(None, home)  # the order of cotal_tui.themes.pick_theme
+    theme, src = pick(theme if src == "config.toml" else DEFAULT_THEME,
+                      ("flag", getattr(args, "theme", None) or None),
+                      ("environment", env.get(THEME_ENV, "").strip() or None),
+                      (src, theme if src == "config.toml" else None))
+    rows.append(Setting("ui.theme", theme, src, {"flag": "--theme", "environment": THEME_ENV}.get(
+        src, file_origin("ui", "theme", src)), KEYS["ui"]["theme"].doc, "--theme", THEME_ENV))
+    rdir, src = recordings_setting(home)
+    rows.append(Setting("recordings.dir", str(rdir), src, file_origin("recordings", "dir", src),
+                        KEYS["recordings"]["dir"].doc))
+    size, src = recording_max_size(args, home)
+    rows.append(Setting("recordings.max_size", size, src,
+                        "--max-size" if src == "flag" else file_origin("recordings", "max_size", src),
+                        KEYS["recordings"]["max_size"].doc, "--max-size"))
+    rows.append(Setting("chat.history", str(chat_history_path(home_dir)), "default", None,
+                        "cotal chat's input history (under the Cotal home)"))
+    for var, (flag, doc, default) in ENVIRONMENT.items():
+        raw = env.get(var)
+        if raw is None or (var != "COTAL_DETACH_KEY" and not raw.strip()):
+            value: object = default
+            src, origin = "default", None
+        else:
+            value = "(set)" if var in SECRET else raw
+            src, origin = "environment", var
+        if var == HOME_ENV:
+            value = str(home_dir)
+        if flag and args is not None and getattr(args, flag[2:].replace("-", "_"), None):
+            value = "(set)" if var in SECRET else getattr(args, flag[2:].replace("-", "_"))
+            src, origin = "flag", flag
+        rows.append(Setting(var, value, src, origin, doc, flag, var))
+    return rows

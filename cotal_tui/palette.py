@@ -5,6 +5,9 @@ the composer on that DM), ``call @agent`` sends "👋 ping" and opens the DM len
 asks one holder of a role (anycast). Endpoints are refused before anything is sent; a read-only
 console lists the verbs as unavailable with the reason. Tab completes the word under the
 cursor: verbs, ``#channels``, ``@agents`` and ``@roles`` from the live snapshot.
+
+``theme`` opens Textual's theme list; ``theme <name>`` lists the matching themes (the console's
+own two first) and Enter applies one; Tab completes theme names after it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from textual.command import CommandInput, CommandPalette, Hit
 
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target
 from cotal_tui.shell import shell_of
+from cotal_tui.themes import theme_names
 from meshview.snapshot import Peer
 from widgets.composer import SendTarget
 
@@ -31,6 +35,7 @@ WRITE_VERBS = {
     "ask": "ask @role text - anycast: one holder of the role answers",
 }
 PING = "👋 ping"
+THEME_HELP = "pick the console's colours (theme <name> applies one; --theme / [ui] theme at start)"
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,34 @@ def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit |
     return Hit(1.0, q, lambda: screen.send_to(w.target, w.text), help=w.help)
 
 
+def theme_hits(app: Any, rest: str, matcher: Callable[[str], Any]) -> list[Hit]:
+    """``theme <rest>``: a hit per theme whose name matches (Enter applies it), or one hit
+    saying which themes there are when none does."""
+    rest = " ".join(rest.split())
+    names = theme_names()
+
+    def apply(name: str) -> Callable[[], None]:
+        def go() -> None:
+            app.theme = name
+        return go
+
+    if not rest:
+        return [Hit(1.0 - i / 1000, f"theme {n}", apply(n),
+                    help="the theme now" if n == app.theme else "apply this theme")
+                for i, n in enumerate(names)]
+    m = matcher(rest)
+    hits = []
+    for i, n in enumerate(names):
+        score = 1.0 if n == rest else m.match(n)
+        if score > 0:
+            hits.append(Hit(score - i / 1000, f"theme {n}", apply(n),
+                            help="the theme now" if n == app.theme else "apply this theme"))
+    if hits:
+        return hits
+    why = f"theme: no theme named {rest!r}; available: " + ", ".join(names)
+    return [Hit(0.5, f"theme {rest}", lambda: shell_of(app).notify_line(why, True), help=why)]
+
+
 def candidates(screen: ConsoleScreen | None, verbs: list[str]) -> list[str]:
     """Everything Tab can complete to: verbs, #channels, @agents, @roles (sorted, unique)."""
     out = set(verbs)
@@ -161,8 +194,9 @@ class MeshPalette(CommandPalette):
 
         verbs = list(WRITE_VERBS) + list(CONTROL_VERBS) + [
             "attach", "peek", "tile", "dms", "topo", "needs-you", "search", "lifecycle", "help",
-            "quit", "spaces", "record", "notify"]
-        new = complete(box.value, candidates(console, verbs))
+            "quit", "spaces", "record", "notify", "theme"]
+        words = theme_names() if box.value.startswith("theme ") else candidates(console, verbs)
+        new = complete(box.value, words)
         if new != box.value:
             box.value = new
             box.cursor_position = len(new)

@@ -10,8 +10,8 @@ from meshview.snapshot import FeedEntry, Peer, Snapshot
 from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
-    activity_line, age, clock, harness_tag, peer_facts, safe, safe_body,
-    status_glyph, who, wrap_offsets,
+    activity_line, age, clock, drawing_look, drawing_with, harness_tag, look_of, peer_facts, safe,
+    safe_body, status_glyph, who, wrap_offsets,
 )
 
 DELIVERY = {"channel": "multicast (channel)", "dm": "unicast (DM)", "anycast": "anycast (service)",
@@ -42,6 +42,7 @@ def _body(text: str, width: int, indent: int = 2) -> list[Text]:
 
 
 def _part_lines(parts: tuple[Part, ...], width: int) -> list[Text]:
+    info = drawing_look().info
     out: list[Text] = []
     for p in parts:
         # a tagged part's kind is its type; an extension (or broken) part names its own
@@ -54,13 +55,13 @@ def _part_lines(parts: tuple[Part, ...], width: int) -> list[Text]:
                 body = json.dumps(data, ensure_ascii=False, sort_keys=True)[:2000]
             except (TypeError, ValueError):
                 body = repr(data)[:2000]
-            out.append(Text("  data part", style="cyan"))
+            out.append(Text("  data part", style=info))
             out.extend(_body(body, width, 4))
         elif isinstance(p, ArtifactPart) and p.digest:
             out.append(Text(f"  artifact {safe(p.name, 80)} · {safe(p.mediaType, 60)} · "
-                            f"{p.size} B · {safe(p.digest, 80)}", style="cyan"))
+                            f"{p.size} B · {safe(p.digest, 80)}", style=info))
         else:
-            out.append(Text(f"  part {safe(kind, 60)}", style="cyan"))
+            out.append(Text(f"  part {safe(kind, 60)}", style=info))
     return out
 
 
@@ -69,7 +70,7 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
     lines += _field("delivery", DELIVERY.get(e.kind, e.kind) + (" · event channel" if e.event else "")
                     + (" · history" if e.historical else " · live"), width)
     lines += _field("time", f"{clock(e.ts)}  (received {clock(e.received)})", width)
-    src = who(e.from_name, e.from_role)
+    src = who(e.from_name, e.from_role, drawing_look())
     src.append(f"  {safe(e.from_id, 80)}", style="dim")
     lines += _field("from", src, width)
     if e.kind == "channel":
@@ -82,7 +83,7 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
             if k:
                 to.append(", ", style="dim")
             if n and n != i:
-                to.append_text(who(n, None))
+                to.append_text(who(n, None, drawing_look()))
                 to.append(" ")
             to.append(safe(i, 200), style="dim")  # the whole id: the card wraps, never cuts
         if e.count > 1:
@@ -132,9 +133,10 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
     """``managed``: the label/value lines of the seat a manager hosts for this agent
     (``widgets.seat_text.detail_lines``), shown as their own section."""
     now = snap.now
-    glyph, style = status_glyph(p.status)
+    look = drawing_look()
+    glyph, style = status_glyph(p.status, look)
     title = Text(f" {glyph} ", style=style)
-    title.append_text(who(p.name, p.role))
+    title.append_text(who(p.name, p.role, look))
     lines: list[Text] = [Text("agent" if p.kind == "agent" else "endpoint", style="bold reverse"),
                          title]
     lines += _field("name", safe(p.name, 120), width)
@@ -163,7 +165,7 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
     if skills:
         lines.append(Text(f"{'skills':>10}", style="bold"))
         for name, desc in skills:
-            row = Text(" " * 12 + safe(name, 40), style="cyan")
+            row = Text(" " * 12 + safe(name, 40), style=look.info)
             if desc:
                 row.append(f" - {safe(desc, 200)}", style="dim")
             lines.append(row)
@@ -204,9 +206,9 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
     for arrow, e in recent:
         row = Text(f"  {clock(e.ts)} {arrow} ")
         if e.kind == "channel":
-            row.append("#" + safe(e.channel, 40), style="cyan")
+            row.append("#" + safe(e.channel, 40), style=look.info)
         elif e.kind == "anycast":
-            row.append("@" + safe(e.to_service, 40), style="magenta")
+            row.append("@" + safe(e.to_service, 40), style=look.service)
         elif arrow == "→":
             row.append(", ".join(safe(n, 24) for n in e.to_names))
         else:
@@ -244,7 +246,8 @@ class DetailCard(LineList):
         self._builder = builder
 
     def build(self, width: int) -> list[Item]:
-        return self._builder(width)
+        with drawing_with(look_of(self)):  # the builder's cards draw in this theme's colours
+            return self._builder(width)
 
     def on_mount(self) -> None:
         self.rebuild()

@@ -16,7 +16,7 @@ from textual.widgets import Static
 from meshview.snapshot import DmConversation, Snapshot
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
-    clock, name_style, safe, safe_body, set_title, status_glyph, wrap_offsets,
+    clock, look_of, safe, safe_body, set_title, status_glyph, wrap_offsets,
 )
 
 
@@ -47,14 +47,15 @@ class DmPeers(LineList):
         if snap is None:
             return []
         status = {p.id: p.status for p in snap.peers}
+        look = look_of(self)
         open_peer = self.expanded()
         items: list[Item] = []
         for pid, convs in roll_up(snap):
-            glyph, style = status_glyph(status.get(pid, "offline"))
+            glyph, style = status_glyph(status.get(pid, "offline"), look)
             name = snap.name_of(pid)
             t = Text("▾ " if pid == open_peer else "▸ ")
             t.append(glyph + " ", style=style)
-            t.append(safe(name, 32), style=name_style(name))
+            t.append(safe(name, 32), style=look.name(name))
             t.append(f"  {len(convs)}t", style="dim")
             t.truncate(width, overflow="ellipsis")
             items.append((("peer", pid), [t]))
@@ -63,7 +64,7 @@ class DmPeers(LineList):
                     other = c.b_id if c.a_id == pid else c.a_id
                     oname = snap.name_of(other)
                     r = Text("   ↳ ")
-                    r.append(safe(oname, 32), style=name_style(oname))
+                    r.append(safe(oname, 32), style=look.name(oname))
                     r.append(f"  {c.count}", style="dim")
                     r.truncate(width, overflow="ellipsis")
                     items.append((("conv", pid, other), [r]))
@@ -111,14 +112,15 @@ class DmThread(LineList):
         set_title(self, f"{safe(snap.name_of(a), 24)} ↔ {safe(snap.name_of(b), 24)}"
                   f" · {len(msgs)} msg")
         items: list[Item] = []
+        look = look_of(self)
         for m in msgs:
             fn, tn = snap.name_of(m.from_id), snap.name_of(m.to_id)
             head = Text(clock(m.ts) + " ", style="dim")
             if m.historical:
                 head.append("↺ ", style="dim")
-            head.append(safe(fn, 24), style=name_style(fn))
+            head.append(safe(fn, 24), style=look.name(fn))
             head.append(" → ", style="dim")
-            head.append(safe(tn, 24), style=name_style(tn))
+            head.append(safe(tn, 24), style=look.name(tn))
             head.append(": ", style="dim")
             lines = [head]
             for line in safe_body(m.text):

@@ -32,7 +32,9 @@ from textual.strip import Strip
 from meshview.sanitize import elide_id
 from meshview.snapshot import FeedEntry, Snapshot
 from widgets.notice import say_line
-from widgets.presentation import clock, name_style, safe, safe_body, set_title, wrap_offsets
+from widgets.presentation import (
+    clock, follow_theme, look_of, safe, safe_body, set_title, wrap_offsets,
+)
 
 INDENT = 9  # continuation lines align under the name, clear of the time column
 BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
@@ -445,6 +447,14 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._cache.clear()
         self._styles.clear()
 
+    def on_mount(self) -> None:
+        follow_theme(self, self._retheme)  # name colours come from the theme's Look
+
+    def _retheme(self) -> None:
+        self._cache.clear()
+        self._styles.clear()
+        self.refresh()
+
     # -- rendering -----------------------------------------------------------------------
 
     def _style(self, key: str):
@@ -459,7 +469,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         elif key.startswith("feed--"):
             value = self.get_component_rich_style(key)
         elif key.startswith("name:"):
-            return name_style(key[5:])
+            return look_of(self).name(key[5:])
         else:
             return key
         self._styles[key] = value

@@ -223,6 +223,11 @@ class LazyLineList(LineList):
         super().notify_style_update()
         self._strips.clear()
 
+    def on_theme_changed(self) -> None:
+        self._epoch = self._order = None  # every item built again, in the new colours
+        self._strips.clear()
+        self.rebuild()
+
     def _move_to(self, index: int) -> None:
         """As :meth:`LineList._move_to`, but only the rows of the item the cursor leaves and the
         one it lands on are repainted (the rest of the Strip cache stays valid, scrolled or not):

@@ -17,6 +17,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from widgets.presentation import follow_theme
+
 Item = tuple[Hashable, list[Text]]
 
 
@@ -120,6 +122,14 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+
+    def on_mount(self) -> None:
+        # Items are Text built with the theme's colours (presentation.look_of): a new theme
+        # builds them again, even when no CSS value of this widget changed.
+        follow_theme(self, self.on_theme_changed)
+
+    def on_theme_changed(self) -> None:
+        self.rebuild()
 
     # -- rendering -----------------------------------------------------------------------
 

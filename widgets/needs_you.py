@@ -13,7 +13,7 @@ from meshview.snapshot import NeedsYou, Snapshot
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.roster import Roster
-from widgets.presentation import age, join_wrapped, safe, set_title, who, wrap_offsets
+from widgets.presentation import age, join_wrapped, look_of, safe, set_title, who, wrap_offsets
 
 
 class NeedsYouRail(LazyLineList):
@@ -62,13 +62,14 @@ class NeedsYouRail(LazyLineList):
         return rows
 
     def lines_of(self, n: NeedsYou, width: int) -> list[Text]:
+        look = look_of(self)
         head = Text()
-        head.append("◐ ", style="yellow")
-        head.append_text(who(n.name, n.role))
+        head.append("◐ ", style=look.waiting)
+        head.append_text(who(n.name, n.role, look))
         head.append(f"  seen {age(n.heartbeat_age_ms)}", style="dim")
         lines = [head]
         for f in join_wrapped(self._facts(n), max(8, width - 2)):
-            lines.append(Text("  " + f, style="yellow"))
+            lines.append(Text("  " + f, style=look.waiting))
         if n.condition_message:
             msg = safe(n.condition_message, 400)
             for s, e in wrap_offsets(msg, max(8, width - 2), max(8, width - 2))[:5]:

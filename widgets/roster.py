@@ -22,7 +22,7 @@ from meshview.snapshot import Peer, Snapshot
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.presentation import (
-    activity_line, harness_tag, join_wrapped, peer_facts, set_title, status_glyph, who,
+    activity_line, harness_tag, join_wrapped, look_of, peer_facts, set_title, status_glyph, who,
 )
 from attach.seat_text import marker
 
@@ -111,18 +111,18 @@ class Roster(LazyLineList):
             self.wide = wide
             self.rebuild()
 
-    @staticmethod
-    def _marker(seat: Any) -> Text:
-        style = "dim" if seat.silent or seat.process != "running" else "cyan"
+    def _marker(self, seat: Any) -> Text:
+        style = "dim" if seat.silent or seat.process != "running" else look_of(self).info
         return Text(f"▸ {marker(seat)}", style=style)
 
     def _head(self, p: Peer) -> Text:
-        glyph, style = status_glyph(p.status)
+        look = look_of(self)
+        glyph, style = status_glyph(p.status, look)
         t = Text()
         if p.kind != "agent":
             t.append("⚙ ", style="dim")
         t.append(glyph + " ", style=style)
-        t.append_text(who(p.name, p.role))
+        t.append_text(who(p.name, p.role, look))
         tag = harness_tag(p.meta)
         if tag:
             t.append(f" {tag}", style="dim italic")

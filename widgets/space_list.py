@@ -6,7 +6,7 @@ from rich.text import Text
 
 from meshview.spaces import SpaceInfo
 from widgets.line_list import Item, LineList
-from widgets.presentation import safe
+from widgets.presentation import look_of, safe
 
 
 class SpaceList(LineList):
@@ -23,10 +23,11 @@ class SpaceList(LineList):
     def build(self, width: int) -> list[Item]:
         namew = max([len(s.space) for s in self.spaces] + [8]) + 3
         items: list[Item] = []
+        look = look_of(self)
         for s in self.spaces:
             t = Text(" ")
             t.append(safe(s.space, 60).ljust(namew), style="bold")
-            t.append(f"{s.agents} agents", style="green" if s.agents else "dim")
+            t.append(f"{s.agents} agents", style=look.working if s.agents else "dim")
             t.append(" · ", style="dim")
             t.append(f"{s.channels} ch")
             t.append(" · ", style="dim")

@@ -9,15 +9,22 @@ from textual.widget import Widget
 
 from meshview.record import human_size
 from meshview.snapshot import Snapshot
-from widgets.presentation import safe, sparkline
+from widgets.presentation import Look, follow_theme, look_of, safe, sparkline
 
+# the link's glyph, word and which of the theme's hues (a :class:`Look` field) it wears
 CONNECTION_LOOK = {
-    "connecting": ("◌", "connecting", "yellow"),
-    "connected": ("●", "connected", "green"),
-    "reconnecting": ("◌", "reconnecting", "yellow"),
-    "stale": ("◌", "stale", "yellow"),
-    "closed": ("⨯", "closed", "red"),
+    "connecting": ("◌", "connecting", "waiting"),
+    "connected": ("●", "connected", "working"),
+    "reconnecting": ("◌", "reconnecting", "waiting"),
+    "stale": ("◌", "stale", "waiting"),
+    "closed": ("⨯", "closed", "error"),
 }
+
+
+def link_look(conn: str, look: Look) -> tuple[str, str, str]:
+    """(glyph, word, style) of a connection state in ``look``'s colours."""
+    glyph, label, hue = CONNECTION_LOOK.get(conn, ("?", conn, "waiting"))
+    return glyph, label, getattr(look, hue)
 
 
 def internal_errors(count: int, last: str | None) -> str | None:
@@ -54,6 +61,9 @@ class StatusBar(Widget):
         self._key: object = None
         self.link: tuple[str, str, str] | None = None  # (connection, where, extra) sans model
         self.recording: int | None = None  # bytes recorded so far, while a recording runs
+
+    def on_mount(self) -> None:
+        follow_theme(self)  # the link, errors and notices wear the theme's hues
 
     def update_snapshot(self, snap: Snapshot, channel: str | None) -> None:
         self.snap, self.channel = snap, channel
@@ -125,9 +135,10 @@ class StatusBar(Widget):
     def _pieces(self, compact: bool) -> list[tuple[str | None, list[tuple[str, str]]]]:
         """The left as (drop key or None for kept, [(text, style)]) pieces, in order."""
         snap = self.snap
+        look = look_of(self)
         if snap is None:
             conn, where, extra = self.link or ("connecting", "", "")
-            glyph, label, colour = CONNECTION_LOOK.get(conn, ("?", conn, "yellow"))
+            glyph, label, colour = link_look(conn, look)
             out: list[tuple[str | None, list[tuple[str, str]]]] = [
                 (None, [(f"{glyph} {label}" + ("…" if conn == "connecting" else ""), colour)])]
             if where:
@@ -138,32 +149,32 @@ class StatusBar(Widget):
         st = snap.status
         conn = "stale" if st.connection == "connected" and st.presence_view == "stale" \
             else st.connection
-        glyph, label, colour = CONNECTION_LOOK.get(conn, ("?", conn, "yellow"))
+        glyph, label, colour = link_look(conn, look)
         out = [
             (None, [(glyph + " ", colour), (safe(st.space, 32), "bold")]),
             ("channel", [(" · ", "dim"), ("#" + safe(self.channel, 32) if self.channel
                                           else "all", "")]),
             ("agents", [(" · ", "dim"), (f"{len(snap.agents)} agents", "")]),
             ("rate", [(" · ", "dim"), (f"{snap.rates.msgs_per_sec:.1f} msg/s", "")]),
-            ("spark", [(" ", ""), (sparkline(snap.rates.buckets, 15), "cyan"), (" 60s", "dim")]),
+            ("spark", [(" ", ""), (sparkline(snap.rates.buckets, 15), look.info), (" 60s", "dim")]),
             (None, [(" · ", "dim"), (label, colour)]),
         ]
         if not st.dm_visible:
-            out.append((None, [(" · ", "dim"), ("chat-only", "magenta")]))
+            out.append((None, [(" · ", "dim"), ("chat-only", look.service)]))
         rejected = sum(n for _, n in snap.rejections)
         if rejected:
             out.append(("rejected", [(" · ", "dim"), (f"! {rejected} rej" if compact
-                                                     else f"! {rejected} rejected", "red")]))
+                                                     else f"! {rejected} rejected", look.error)]))
         if st.listener_errors:  # a bug of ours (stream, notifier, chat), counted, not swallowed
             n = st.listener_errors
             said = f"⚠ {n} internal" if compact else f"⚠ {n} internal error{'s' if n != 1 else ''}"
-            out.append(("internal", [(" · ", "dim"), (said, "bold red")]))
+            out.append(("internal", [(" · ", "dim"), (said, "bold " + look.error)]))
         if self.recording is not None:  # never dropped: the operator must know it runs
-            out.append((None, [(" · ", "dim"), ("● rec " + human_size(self.recording), "bold red")]))
+            out.append((None, [(" · ", "dim"), ("● rec " + human_size(self.recording), "bold " + look.error)]))
         if st.lagging or st.dropped:  # the mesh outran us: say so, with what was shed
             lag = "⚠ lagging" + (f" · {st.dropped} dropped" if st.dropped else "")
             out.append((None, [(" · ", "dim"), (lag if st.lagging else f"{st.dropped} dropped",
-                                               "yellow")]))
+                                               look.waiting)]))
         return out
 
     def left(self, compact: bool = False, budget: int | None = None) -> Text:
@@ -193,14 +204,16 @@ class StatusBar(Widget):
         width = self.size.width or 80
         compact = width < 100
         snap = self.snap
+        look = look_of(self)
         if self.notice:
-            right = Text(self.notice, style="bold red" if self.notice_error else "bold cyan")
+            right = Text(self.notice, style="bold " + (look.error if self.notice_error
+                                                        else look.info))
             # a notice outranks the optional facts, never the link state
             t = self.left(compact, budget=max(10, width - right.cell_len - 2))
         else:
             t = self.left(compact, budget=width - self.HINT_FLOOR)
             if snap is not None and snap.status.error:
-                right = Text("! " + safe(snap.status.error, 120), style="bold red")
+                right = Text("! " + safe(snap.status.error, 120), style="bold " + look.error)
             else:
                 right = Text(self.hints, style="dim")
         room = width - t.cell_len - 2

@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from meshview.snapshot import STATUSES, Snapshot
-from widgets.presentation import STATUS_GLYPH, STATUS_STYLE, age, safe
+from widgets.presentation import STATUS_GLYPH, age, follow_theme, look_of, safe
 
 
 class Tiles(Widget):
@@ -20,13 +20,25 @@ class Tiles(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._text = Text()
+        self._snap: Snapshot | None = None
+        self._plain = ""
+
+    def on_mount(self) -> None:
+        follow_theme(self)
 
     def update_snapshot(self, snap: Snapshot) -> None:
+        self._snap = snap
+        plain = self._line(snap).plain
+        if plain != self._plain:
+            self._plain = plain
+            self.refresh()
+
+    def _line(self, snap: Snapshot) -> Text:
+        look = look_of(self)
         t = Text()
         for s in STATUSES:
             n = snap.signals.count(s)
-            t.append(f"{STATUS_GLYPH[s]} {n} {s}", style=STATUS_STYLE[s] if n else "dim")
+            t.append(f"{STATUS_GLYPH[s]} {n} {s}", style=look.status(s) if n else "dim")
             t.append("   ")
         ts = snap.signals.stalest_live_ts
         if ts is not None:
@@ -37,9 +49,7 @@ class Tiles(Widget):
                 t.append(f" ({safe(snap.name_of(sid), 24)})", style="dim")
         else:
             t.append("no live agents", style="dim")
-        if t.plain != self._text.plain:
-            self._text = t
-            self.refresh()
+        return t
 
     def render(self) -> Text:
-        return self._text
+        return self._line(self._snap) if self._snap is not None else Text()

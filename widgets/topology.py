@@ -20,12 +20,13 @@ from textual.reactive import var
 from textual.widget import Widget
 
 from meshview.snapshot import FeedEntry, Snapshot
-from widgets.presentation import age, clock, name_style, safe
+from widgets.presentation import age, clock, follow_theme, look_of, safe
 from meshview.topology import Fold, fold, heat
 
 VIEWS = ("sequence", "matrix", "map")
 CIRCLED = ("①", "②", "③")
-PILL_STYLE = {"live": "green", "stale": "yellow", "traffic-only": "cyan", "unreadable": "red"}
+# the membership pill's hue: a field of the theme's Look
+PILL_HUE = {"live": "working", "stale": "waiting", "traffic-only": "info", "unreadable": "error"}
 LANE_MIN = 13
 CELL = 7
 
@@ -193,6 +194,9 @@ class TopologyLens(Widget, can_focus=True):
         self._seq_rows: list = []  # the sequence view as last drawn, and its selected row
         self._seq_sel = -1
 
+    def on_mount(self) -> None:
+        follow_theme(self)  # names, channels and the pill wear the theme's hues
+
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
         key = (snap.topology.recent[-1:] if snap.topology.recent else (), len(snap.topology.recent),
@@ -215,8 +219,17 @@ class TopologyLens(Widget, can_focus=True):
         t.append(" · membership: ", style="dim")
         pill = f.pill if f else "traffic-only"
         label = pill + (f" ({safe(f.reason, 60)})" if f and pill == "unreadable" and f.reason else "")
-        t.append(label, style=PILL_STYLE.get(pill, ""))
+        t.append(label, style=getattr(look_of(self), PILL_HUE[pill]) if pill in PILL_HUE else "")
         return t
+
+    def _name_hue(self, label: str) -> str:
+        """A node's name colour in the theme now."""
+        return look_of(self).name(label)
+
+    def _where(self, label: str) -> str:
+        """A ``#channel`` (info hue) or an ``@role`` (service hue) node's colour."""
+        look = look_of(self)
+        return look.info if label.startswith("#") else look.service
 
     def label_of(self, pid: str) -> str:
         if self.snap is None:
@@ -268,7 +281,7 @@ class TopologyLens(Widget, can_focus=True):
         c = Canvas(width, height)
         for pid, x in cx.items():
             nm = safe(self.label_of(pid), lane_w - 1)
-            c.text(x - len(nm) // 2, 0, nm, name_style(self.label_of(pid)) + " bold")
+            c.text(x - len(nm) // 2, 0, nm, self._name_hue(self.label_of(pid)) + " bold")
         if extra:
             c.text(width - 6, 0, f"…+{extra}", "dim")
         rows = f.hops[-(height - 1):]
@@ -283,7 +296,7 @@ class TopologyLens(Widget, can_focus=True):
             if h.from_id not in cx:
                 continue
             x0 = cx[h.from_id]
-            colour = name_style(self.label_of(h.from_id))
+            colour = self._name_hue(self.label_of(h.from_id))
             if h.to in cx:
                 x1 = cx[h.to]
                 step = 1 if x1 > x0 else -1
@@ -299,7 +312,7 @@ class TopologyLens(Widget, can_focus=True):
                     if c.chars[y][x] == " " or c.chars[y][x] == "│":
                         c.put(x, y, "─" if h.kind == "channel" else "┄", f"{colour} {style}")
                 c.text(max(x0 + 2, end) + 1, y, label,
-                       ("cyan" if label.startswith("#") else "magenta") + f" {style}")
+                       self._where(label) + f" {style}")
             if r == sel and self.has_focus:
                 for x in range(0, 8):
                     c.styles[y][x] = "reverse"
@@ -327,20 +340,20 @@ class TopologyLens(Widget, can_focus=True):
         t = Text(" " * namew)
         for col in shown:
             t.append(short[col_names[col]].ljust(CELL),
-                     "cyan" if col.startswith("#") else "magenta" if col.startswith("@")
-                     else name_style(self.label_of(col)))
+                     self._where(col) if col.startswith(("#", "@"))
+                     else self._name_hue(self.label_of(col)))
         if c0 + n_cols < len(cols):
             t.append(f"…+{len(cols) - c0 - n_cols}", style="dim")
         t.append("\n")
         body_rows = max(1, height - 5 - len(keys))
         r0 = max(0, r_sel - body_rows + 1)
         for ri, r in enumerate(rows[r0:r0 + body_rows], start=r0):
-            t.append(short[row_names[r]].ljust(namew), name_style(self.label_of(r)))
+            t.append(short[row_names[r]].ljust(namew), self._name_hue(self.label_of(r)))
             for ci, col in enumerate(shown, start=c0):
                 e = f.edges.get((r, col))
                 if e is not None:
                     cell = f"{heat(e.rate)}{e.count}".ljust(CELL)
-                    style = "yellow" if e.rate >= 2 else ""
+                    style = look_of(self).waiting if e.rate >= 2 else ""
                 elif (r, col) in f.members:
                     cell, style = ("∘" if f.members[(r, col)] == "live" else "◌").ljust(CELL), "dim"
                 elif r in f.wide and col.startswith("#"):
@@ -404,7 +417,7 @@ class TopologyLens(Widget, can_focus=True):
         The spotlighted node (``j``/``k``) is bold and its edges are spelled out underneath,
         so what the drawing cannot make plain the footer says in words."""
         if width < 60 or height < 14:
-            return Text("terminal too small for the map - try ② matrix", style="yellow")
+            return Text("terminal too small for the map - try ② matrix", style=look_of(self).waiting)
         nodes, hubs = f.nodes, f.hubs
         body_h = height - 2
         c = Canvas(width, body_h)
@@ -462,9 +475,9 @@ class TopologyLens(Widget, can_focus=True):
                 continue
             hot = e.rate >= 0.5
             g = heat(e.rate) if hot else "·"
-            style = name_style(self.label_of(src)) if hot else "dim"
+            style = self._name_hue(self.label_of(src)) if hot else "dim"
             if spot is not None and spot in (src, dst):
-                style = name_style(self.label_of(src)) + " bold"
+                style = self._name_hue(self.label_of(src)) + " bold"
             for x, y in pts[:-1]:
                 c.put(x, y, g, style)
             (xa, ya), (xb, yb) = (pts[-2] if len(pts) > 1 else pos[src]), pts[-1]
@@ -474,9 +487,9 @@ class TopologyLens(Widget, can_focus=True):
                 c.text(mx + 1, my, f"×{e.count}", style)
         for pid, (x, y, text) in labels.items():
             if pid.startswith(("#", "@")):
-                style = "cyan" if pid.startswith("#") else "magenta"
+                style = self._where(pid)
             else:
-                style = name_style(self.label_of(pid))
+                style = self._name_hue(self.label_of(pid))
             if pid == spot:
                 style += " reverse" if self.has_focus else " bold"
             c.text(x, y, text, style)
@@ -492,7 +505,7 @@ class TopologyLens(Widget, can_focus=True):
         t = Text()
         if spot is None:
             return t
-        t.append(safe(self.label_of(spot), 24), style=name_style(self.label_of(spot)) + " bold")
+        t.append(safe(self.label_of(spot), 24), style=self._name_hue(self.label_of(spot)) + " bold")
         parts: list[str] = []
         for (src, dst), e in sorted(f.edges.items(), key=lambda kv: -kv[1].count):
             if src == spot:

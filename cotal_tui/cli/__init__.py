@@ -1,4 +1,4 @@
-"""The ``cotal`` entry point: one subcommand per module, imported only when used.
+"""The ``cotal`` / ``cotal-tui`` entry point: one subcommand per module, imported when used.
 
 This package is the one home of the command line: argparse, signal handling, stdout/stderr and
 the process's exit code live here (and in the command modules), never in ``meshview``, which
@@ -36,7 +36,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "send": ("cotal_tui.cli.send", "send one message: a channel post, a DM, an ask or a reply"),
     "chat": ("cotal_tui.cli.chat", "line-mode chat: the live stream above a prompt that sends"),
     "replay": ("cotal_tui.cli.replay", "replay a recording (cotal watch --record) with no broker"),
+    "config": ("cotal_tui.cli.config", "the effective configuration and where each key came from"),
+    "version": ("cotal_tui.cli.version", "which cotal this is: versions of the package, protocol, contract, libraries"),
+    "completion": ("cotal_tui.cli.completion", "print a shell completion script (bash, zsh or fish)"),
 }
+COMPLETE = "__complete"  # the hidden query the completion scripts call (cli/completion.py)
+PROGRAMS = ("cotal", "cotal-tui")  # the entry points, one CLI (pyproject.toml [project.scripts])
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,10 +53,19 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def program_name() -> str:
+    """The name usage and errors go by: ``cotal-tui`` when run as that, else ``cotal``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name in PROGRAMS else PROGRAMS[0]
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every subcommand listed, and the flags of ``command`` only (``None``:
     of every command, which imports them all; ``""``: of none)."""
-    p = _Parser(prog="cotal", description="Terminal console for Cotal meshes.")
+    from cotal_tui.cli.version import VersionAction
+
+    p = _Parser(prog=program_name(), description="Terminal console for Cotal meshes.")
+    p.add_argument("--version", action=VersionAction)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     p.set_defaults(_subparsers={})
     for name, (mod, help_) in COMMANDS.items():
@@ -70,6 +84,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add, run = ((getattr(module, f"{verb}_arguments"), getattr(module, f"run_{verb}")) if verb
                     else (module.add_arguments, module.run))
         add(sp)
+        if "--version" not in sp._option_string_actions:  # a command's own --version wins
+            sp.add_argument("--version", action=VersionAction)
         sp.set_defaults(_run=run)
     return p
 
@@ -79,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     one sentence on stderr and exit 1 (a traceback only with ``COTAL_DEBUG``)."""
     prepare_process()
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [COMPLETE]:  # not a command: no parser, no log file, never a word on stderr
+        from cotal_tui.cli.completion import run_query
+
+        return run_query(argv[1:])
+    prog = program_name()
     parser = build_parser(chosen_command(argv) or "")
     args, extra = parser.parse_known_args(argv)
     if extra:  # the subcommand's own usage, not the top-level one (`cotal watch --bogus`)
@@ -88,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if getattr(args, "_missing", None):
-        print(f"cotal: '{args._missing}' is not available in this build.", file=sys.stderr)
+        print(f"{prog}: '{args._missing}' is not available in this build.", file=sys.stderr)
         return 2
     quiet_library_logs()
     start_log_file(args.command)
@@ -100,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the one edge where a failure becomes a sentence
         if os.environ.get("COTAL_DEBUG", "").strip() not in ("", "0"):
             raise
-        print(f"cotal {args.command}: {failure_sentence(e)}", file=sys.stderr)
+        print(f"{prog} {args.command}: {failure_sentence(e)}", file=sys.stderr)
         return 1
 
 

@@ -48,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
             return asyncio.run(replay_lines(rec, "json" if args.json else "plain", args.speed))
         except KeyboardInterrupt:
             return 0
-    from cotal_tui.keymap import load_keymap
+    from cotal_tui.cli.config import console_start
     from cotal_tui.replay_app import ReplayApp
     from meshview.replay import ReplaySession
 
-    keymap, warning = load_keymap()
+    keymap, warning = console_start()
     app = ReplayApp(session=ReplaySession(rec, args.speed), keymap=keymap, notice=warning)
     return int(app.run() or 0)
 

@@ -31,6 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--as", metavar="NAME", dest="as_name",
                         help="the operator's name on the mesh once it sends "
                              "(default: the creds' principal, else <user>-console)")
+    parser.add_argument("--theme", metavar="NAME",
+                        help="the console's colours: cotal-dark (default), cotal-light or any "
+                             "Textual theme (also COTAL_THEME or [ui] theme in config.toml; "
+                             "the : palette's theme switches live)")
     add_extra_arguments(parser)
 
 
@@ -76,6 +80,14 @@ def run(args: argparse.Namespace) -> int:
     if args.backfill is not None and args.backfill < 0:
         print("cotal: --backfill must be 0 or more.", file=sys.stderr)
         return 2
+    if getattr(args, "theme", None) is not None:
+        from cotal_tui.themes import UnknownTheme, console_theme
+
+        try:
+            console_theme(args.theme)
+        except UnknownTheme as e:
+            print(f"cotal: {e}.", file=sys.stderr)
+            return 2
     if getattr(args, "record_seats", False) and not getattr(args, "record", None):
         print("cotal: --record-seats adds the terminals you open to a recording: "
               "give --record FILE too.", file=sys.stderr)

@@ -38,7 +38,9 @@ def record_and_notify(session: LiveSession, args: argparse.Namespace, app: Any) 
     attach_notifier(session, args, app)
     if getattr(args, "record", None) and getattr(args, "_recording_taken", None) is None:
         args._recording_taken = session.space  # one file records the first space opened
-        start_recording(session, args.record, max_size=args.max_size or 100 * 1024 * 1024,
+        from cotal_tui.config import recording_max_size
+
+        start_recording(session, args.record, max_size=recording_max_size(args)[0],
                         seats=getattr(args, "record_seats", False), app=app)
 
 
@@ -98,10 +100,16 @@ def wants_picker(args: argparse.Namespace, target: ConnectTarget) -> bool:
 
 async def _run(args: argparse.Namespace) -> int:
     from cotal_tui.app import CotalApp
-    from cotal_tui.keymap import load_keymap
+    from cotal_tui.cli.config import console_start
+    from cotal_tui.themes import UnknownTheme, console_theme
     from meshview.spaces import list_spaces
 
-    keymap, keymap_warning = load_keymap()
+    keymap, keymap_warning = console_start()
+    try:
+        theme, _, theme_warning = console_theme(getattr(args, "theme", None))
+    except UnknownTheme as e:  # cotal watch checked it already; other callers get it here
+        print(f"cotal: {e}.", file=sys.stderr)
+        return 2
     try:
         target = target_from_args(args)
         nc, target = await connect_showing(target)
@@ -128,7 +136,8 @@ async def _run(args: argparse.Namespace) -> int:
         open_space=open_space,
         list_spaces=SpaceLister(nc, target.display, list_spaces) if picker else None,
         keymap=keymap,
-        notice=keymap_warning,
+        notice="; ".join(w for w in (keymap_warning, theme_warning) if w) or None,
+        theme=theme,
     )
     loop = asyncio.get_running_loop()
     tune_gc()

@@ -36,11 +36,11 @@ def run_stream(args: argparse.Namespace, mode: str) -> int:
 
 def stream_options(args: argparse.Namespace, mode: str) -> StreamOptions:
     """The watch flags the line stream needs, as plain values (notify from the config loader)."""
-    from cotal_tui.config import notify_settings
+    from cotal_tui.config import notify_settings, recording_max_size
     from meshview.stream import StreamOptions
 
     return StreamOptions(mode=mode, backfill=int(args.backfill or 0), dms=not args.no_dms,
-                         record=args.record, max_size=args.max_size,
+                         record=args.record, max_size=recording_max_size(args)[0],
                          notify=notify_settings(args))
 
 
@@ -75,6 +75,10 @@ async def _stream(args: argparse.Namespace, mode: str) -> int:
         await nc.close()
         return 1
     options = stream_options(args, mode)
+    from cotal_tui.config import config_problems, read_config
+
+    for problem in config_problems(read_config()):  # once, before the stream: the rest applies
+        print(f"cotal: {problem}", file=sys.stderr)
     for f in (sys.stdout, sys.stderr):  # what was printed so far goes before the sinks' lines
         try:
             f.flush()

@@ -119,10 +119,9 @@ class ConsoleScreen(ComposeKeys):
         from cotal_tui.config import load_config
 
         self.query_one(StatusBar).set_hints(HINTS["body"])
-        cfg = load_config()
-        self.query_one(Roster).set_sort(cfg.roster_sort)
-        if cfg.warning:
-            self.app.call_after_refresh(self.shell.notify_line, cfg.warning, True)
+        # what config.toml holds that is not used is said once, by the App's start-up notice
+        # (cotal_tui.cli.config.console_start), not again by each space opened
+        self.query_one(Roster).set_sort(load_config().roster_sort)
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self.drain()

@@ -8,6 +8,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.screen import ModalScreen, Screen
 
+from cotal_tui.about import version_line
 from widgets.line_list import Item, LineList
 
 
@@ -66,6 +67,7 @@ class HelpBody(LineList):
         section("global keys", self.global_rows)
         lines.append(Text("keys are remappable: keymap.toml in $COTAL_HOME or ~/.cotal "
                           "(binding id = \"key\")", style="dim italic"))
+        lines.append(Text(version_line(), style="dim"))  # which cotal this is (`cotal --version`)
         return [("help", lines)]
 
     def on_mount(self) -> None:
