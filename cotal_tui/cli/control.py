@@ -95,30 +95,28 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
     _common(p)
 
 
-def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | None], Awaitable[int]]) -> int:
+def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable[int]],
+             check: Callable[[], None] = lambda: None) -> int:
+    """One manager verb as a process: ``check`` (usage and read-only, no network), then the
+    space every verb needs, then ``act(target)``; a refusal is one sentence on stderr (exit 2
+    for bad usage, else 1), Ctrl-C exits 130."""
     from attach import control
     from attach.connection import session_target
     from cotal_tui.cli.connection import target_from_args
-    from cotal_tui.operator import read_only_from_args
 
     async def main() -> int:
         from meshview.connect import ConnectError
         from meshview.spaces import require_space
 
-        target, read_only = session_target(target_from_args(args)), read_only_from_args(args)
+        target = session_target(target_from_args(args))
         try:
-            # usage and read-only first (no network), then the space every verb checks
-            if verb != "status":
-                control.refuse_read_only(read_only)
-            control.check_instance(args.on)
-            if verb != "spawn" and not (verb == "status" and args.name is None):
-                control.check_seat_name(args.name)
+            check()
             try:
                 await require_space(target)
             except ConnectError as e:
                 print(f"cotal {verb}: {e}", file=sys.stderr)
                 return 1
-            return await act(target, control, read_only)
+            return await act(target)
         except control.ControlError as e:
             print(f"cotal {verb}: {e.message}", file=sys.stderr)
             return 2 if e.code == "bad-request" else 1
@@ -127,6 +125,23 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
+
+
+def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | None], Awaitable[int]]) -> int:
+    from attach import control
+    from cotal_tui.operator import read_only_from_args
+
+    read_only = read_only_from_args(args)
+
+    def check() -> None:
+        # usage and read-only first (no network), then the space every verb checks
+        if verb != "status":
+            control.refuse_read_only(read_only)
+        control.check_instance(args.on)
+        if verb != "spawn" and not (verb == "status" and args.name is None):
+            control.check_seat_name(args.name)
+
+    return run_verb(verb, args, lambda target: act(target, control, read_only), check)
 
 
 def run_spawn(args: argparse.Namespace) -> int:

@@ -19,7 +19,6 @@ sentence on stderr when not (a refusal's condition is in it), 2 for bad usage.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any, Awaitable, Callable
@@ -61,33 +60,15 @@ def _dump(obj: Any) -> str:
 def _call(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable[int]], *,
           mutates: bool = False) -> int:
     from attach import control
-    from attach.connection import session_target
-    from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.cli.control import run_verb
     from cotal_tui.operator import read_only_from_args
 
-    async def main() -> int:
-        from meshview.connect import ConnectError
-        from meshview.spaces import require_space
+    def check() -> None:
+        if mutates:
+            control.refuse_read_only(read_only_from_args(args))
+        control.check_instance(getattr(args, "on", None) or getattr(args, "instance", None))
 
-        target = session_target(target_from_args(args))
-        try:
-            if mutates:
-                control.refuse_read_only(read_only_from_args(args))
-            control.check_instance(getattr(args, "on", None) or getattr(args, "instance", None))
-            try:
-                await require_space(target)
-            except ConnectError as e:
-                print(f"cotal {verb}: {e}", file=sys.stderr)
-                return 1
-            return await act(target)
-        except control.ControlError as e:
-            print(f"cotal {verb}: {e.message}", file=sys.stderr)
-            return 2 if e.code == "bad-request" else 1
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
+    return run_verb(verb, args, act, check)
 
 
 # ---- deregister-instance -----------------------------------------------------------------------

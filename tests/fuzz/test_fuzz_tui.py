@@ -84,6 +84,9 @@ async def test_console_survives_the_hostile_corpus(broker_tui, tmux, tmp_path):
                     json.dumps(env_).encode())
         pub.flush()
 
+    # the sentinel is the last #general message; on the `all` tab the fuzz agents' lapsing
+    # heartbeats (400 lifecycle rows, ~5 s later) can push it off screen before a poll sees it
+    await tmux.keys("2")
     s = await tmux.until(lambda s: mid in s or "console-exit=" in s, 60,
                          "the console to show the end sentinel")
     assert "console-exit=" not in s, s
