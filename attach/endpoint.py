@@ -153,9 +153,10 @@ class EndpointClient:
             return Reply(False, None, err, parsed.instance_id, parsed.epoch, caller_refused=True)
         return Reply(False, None, err, parsed.instance_id, parsed.epoch)
 
-    async def _open(self, subject: str, env: dict, nonce: str, q: asyncio.Queue):
+    async def open_call(self, subject: str, env: dict, nonce: str, q: asyncio.Queue):
         """One call on the wire: its exact reply rail subscribed and flushed, then the request
-        published once. Returns the subscription; every reply it accepts lands in ``q``."""
+        published once. Returns the subscription (the caller unsubscribes it); every reply it
+        accepts lands in ``q`` (a scatter's own gather, attach/scatter.py, reads it too)."""
         filt = reply_filter(self.space, self.endpoint, self.caller, nonce)
 
         async def cb(msg) -> None:
@@ -184,7 +185,7 @@ class EndpointClient:
         expected: set[str] | None = None, nonce: str,
     ) -> list[Reply]:
         q: asyncio.Queue = asyncio.Queue()
-        sub = await self._open(subject, env, nonce, q)
+        sub = await self.open_call(subject, env, nonce, q)
         try:
             loop = asyncio.get_running_loop()
             end = loop.time() + deadline_ms / 1000
@@ -244,7 +245,7 @@ class EndpointClient:
                     remaining = max(1, int((end - now) * 1000))
                     env = build_request(endpoint=self.endpoint, command="describe", caller=self.caller,
                                         deadline_ms=remaining, name=self.name)
-                    subs.append(await self._open(subject, env, nonce, q))
+                    subs.append(await self.open_call(subject, env, nonce, q))
                     next_poll = now + interval
                     interval = min(interval * 2, DESCRIBE_RETRY_MAX_S)
                 try:

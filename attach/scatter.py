@@ -19,13 +19,11 @@ the gather ends when every slot still waited for answered, or at the deadline.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from meshview.connect import SubjectDenied, check_denied, denial_mark, publish_checked
-from meshview.wire.endpoint import new_nonce, parse_reply, reply_filter, request_subject
-from meshview.wire.envelope import EndpointError, build_request, parse_reply_body
+from meshview.wire.endpoint import new_nonce, request_subject
+from meshview.wire.envelope import EndpointError, build_request
 
 from .endpoint import EndpointClient, Reply
 from .registry import Slot
@@ -57,7 +55,6 @@ async def scatter(ep: EndpointClient, command: str, args: Any, frozen: dict[str,
     """Publish ``command`` once on the ``all`` rail and gather until every slot of ``waiting``
     (default: all of ``frozen``) answered, or ``deadline_ms`` passed. ``reconcile`` re-reads the
     registry after a gather that left slots silent; a slot whose registration moved is churn."""
-    nc = ep.nc
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline_ms / 1000
     resolved = await ep.resolve(deadline_ms=max(1, deadline_ms))
@@ -71,24 +68,8 @@ async def scatter(ep: EndpointClient, command: str, args: Any, frozen: dict[str,
                         deadline_ms=max(1, int((end - loop.time()) * 1000)), name=ep.name)
     got = Gathered()
     heard: set[str] = set()
-    closed = False
 
-    def take(msg: Any) -> None:
-        parsed = parse_reply(msg.subject)
-        if parsed is None or parsed.endpoint != ep.endpoint or parsed.nonce != nonce or parsed.caller != ep.caller:
-            return
-        try:
-            body = parse_reply_body(msg.data)
-        except (ValueError, UnicodeDecodeError):
-            return
-        if body["id"] != env["id"]:
-            return
-        if body["ok"]:
-            r = Reply(True, body.get("data"), None, parsed.instance_id, parsed.epoch)
-        else:
-            e = body["error"]
-            r = Reply(False, None, EndpointError(e["code"], e["message"], details=e.get("details"),
-                                                 outcome=e.get("outcome")), parsed.instance_id, parsed.epoch)
+    def take(r: Reply, closed: bool) -> None:
         iid = r.instance_id
         if iid in heard:
             got.strays.append(Stray("duplicate", r))
@@ -105,25 +86,23 @@ async def scatter(ep: EndpointClient, command: str, args: Any, frozen: dict[str,
         else:
             got.answers[iid] = r
 
-    async def cb(msg: Any) -> None:
-        take(msg)
+    def drain(closed: bool) -> None:
+        while not q.empty():
+            take(q.get_nowait(), closed)
 
-    mark = denial_mark(nc)
-    sub = await nc.subscribe(reply_filter(ep.space, ep.endpoint, ep.caller, nonce), cb=cb)
+    q: asyncio.Queue = asyncio.Queue()
+    subject = request_subject(ep.space, ep.endpoint, command, ep.caller, nonce, route="all")
+    sub = await ep.open_call(subject, env, nonce, q)
     try:
-        await nc.flush()
-        subject = request_subject(ep.space, ep.endpoint, command, ep.caller, nonce, route="all")
-        try:
-            await publish_checked(nc, subject, json.dumps(env, separators=(",", ":")).encode())
-            check_denied(nc, mark, "subscribe")
-        except SubjectDenied as e:
-            raise EndpointError("permission-denied", f"{e} (the credential does not carry this call)",
-                                outcome="not-executed") from None
-        while loop.time() < end:
-            if waiting <= (set(got.answers) | got.churned):
+        while not waiting <= (set(got.answers) | got.churned):
+            left = end - loop.time()
+            if left <= 0:
                 break
-            await asyncio.sleep(min(POLL_S, max(0.0, end - loop.time())))
-        closed = True
+            try:
+                take(await asyncio.wait_for(q.get(), min(POLL_S, left)), False)
+            except asyncio.TimeoutError:
+                pass  # ``waiting`` may have shrunk meanwhile: look again
+            drain(False)
         silent = [i for i in frozen if i not in got.answers and i not in got.churned]
         if silent and reconcile is not None:
             try:
@@ -134,6 +113,7 @@ async def scatter(ep: EndpointClient, command: str, args: Any, frozen: dict[str,
                 cur = now.get(iid)
                 if cur is None or cur != frozen[iid]:
                     got.churned.add(iid)
+        drain(True)  # what landed after the deadline, while the registry was re-read
     finally:
         try:
             await sub.unsubscribe()
