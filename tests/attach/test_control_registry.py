@@ -129,3 +129,39 @@ def test_registration_reasons_are_pure():
     assert Registration(iid, 3, "ready", None, 3).skip_reason == "never-converged"
     assert Registration(iid, None, lease=False).skip_reason == "deregistered"
     assert Registration(iid, 3, "stopping", 1, 3).expected  # any other token is not a skip
+
+
+async def test_the_gather_classifies_every_reply_it_did_not_expect(broker, nc, space, live):
+    """One scatter, four kinds of reply: the live manager's answer, an instance nobody froze
+    (unexpected), the same instance again (duplicate), a frozen slot at another epoch (churn);
+    the classified gather reports each, never drops one."""
+    from attach.endpoint import EndpointClient
+    from attach.scatter import scatter
+    from meshview.wire.endpoint import parse_request, reply_subject, request_pattern
+    from meshview.wire.envelope import reply_body
+
+    moved = await register(nc, space, state="ready", epoch=1)  # frozen at epoch 1, answers at 2
+    stranger = mint_lifecycle_uid()
+    caller_nc = await nats.connect(broker.url)
+    try:
+        ep = EndpointClient(caller_nc, space)
+
+        async def rogue(msg) -> None:
+            req = parse_request(msg.subject)
+            rid = json.loads(msg.data)["id"]
+            for iid, epoch in ((stranger, 1), (stranger, 1), (moved, 2)):
+                await nc.publish(reply_subject(space, "manager", iid, epoch, req.caller, req.nonce),
+                                 reply_body(rid, data=[]))
+
+        sub = await nc.subscribe(request_pattern(space, "manager", "ps", ep.caller, route="all"), cb=rogue)
+        await nc.flush()
+        frozen = freeze(await read_registry(nc, space))
+        assert set(frozen) == {live.instance_id, moved}
+        got = await scatter(ep, "ps", None, frozen, deadline_ms=3000)
+        await sub.unsubscribe()
+    finally:
+        await caller_nc.close()
+    assert set(got.answers) == {live.instance_id}
+    strays = sorted((s.kind, s.reply.instance_id) for s in got.strays)
+    assert strays == sorted([("unexpected", stranger), ("duplicate", stranger), ("churn", moved)])
+    assert got.churned == {moved} and got.missing(frozen) == []
