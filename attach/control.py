@@ -278,7 +278,10 @@ async def registrations(nc: Any, space: str) -> dict[str, Registration]:
     """Every manager instance the space's registry names (:mod:`attach.registry`)."""
     try:
         return await read_registry(nc, space)
-    except RegistryUnreadable:
+    except RegistryUnreadable as e:
+        if not e.absent:
+            raise ControlError("unavailable", f"the manager registry of space {space} could not be read "
+                               f"({e}); try again") from None
         raise ControlError("not-found", f"space {space} is not provisioned (no manager registry)") from None
 
 

@@ -26,7 +26,12 @@ READY = "ready"
 
 
 class RegistryUnreadable(Exception):
-    """The records bucket could not be read (absent, or this credential may not read it)."""
+    """The records bucket could not be read: ``absent`` when it does not exist or this
+    credential may not read it, otherwise a read that failed (a slow or refusing server)."""
+
+    def __init__(self, message: str, *, absent: bool = True) -> None:
+        super().__init__(message)
+        self.absent = absent
 
 
 @dataclass(frozen=True)
@@ -78,22 +83,44 @@ def _uint(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
+async def _kv_keys(js: Any, bucket: str, prefix: str) -> list[str]:
+    """The keys under ``prefix`` that the bucket's stream holds a subject for (tombstones
+    included: a read of one then says deleted), from one ``STREAM.INFO`` with a subject filter —
+    the read the reference's freeze makes. nats-py's ``kv.keys()`` is not used: its watch can
+    signal "no more keys" before the first key arrives when the loop is busy, which turned a
+    registered manager into an absent one under load."""
+    stream, head = f"KV_{bucket}", f"$KV.{bucket}."
+    info = await js.stream_info(stream, subjects_filter=f"{head}{prefix}>")
+    return [subj[len(head):] for subj in (info.state.subjects or {}) if subj.startswith(head)]
+
+
+async def _get(kv: Any, key: str) -> Any:
+    """One record, or None when it is absent or deleted; a read that fails twice (a slow or
+    refusing server) raises :class:`RegistryUnreadable`, never reads as absent."""
+    from nats.js.errors import KeyNotFoundError
+
+    for attempt in (1, 2):
+        try:
+            e = await kv.get(key)
+            return e if e.value else None
+        except KeyNotFoundError:  # KeyDeletedError included
+            return None
+        except Exception as e:  # noqa: BLE001 - a timeout or a refusal
+            if attempt == 2:
+                raise RegistryUnreadable(f"reading {key}: {type(e).__name__}", absent=False) from None
+    return None
+
+
 async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
     """Every manager instance the records (and, as a hint, the leases) name. Raises
-    :class:`RegistryUnreadable` when the records bucket cannot be read."""
+    :class:`RegistryUnreadable` when the records bucket cannot be read (``absent`` when it does
+    not exist or may not be read at all)."""
     js = nc.jetstream()
     b = bucket_names(space)
-    from nats.js.errors import NoKeysError
-
     try:
         records = await js.key_value(b.records)
+        keys = await _kv_keys(js, b.records, "svc.manager.")
     except Exception as e:  # noqa: BLE001 - absent bucket, or a denied read
-        raise RegistryUnreadable(str(e)) from None
-    try:
-        keys = await records.keys()
-    except NoKeysError:
-        keys = []
-    except Exception as e:  # noqa: BLE001
         raise RegistryUnreadable(str(e)) from None
     ids: set[str] = set()
     for k in keys:
@@ -101,27 +128,28 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
         if len(p) == 4 and p[:2] == ["svc", "manager"] and p[3] in ("spec", "status") and is_lifecycle_token(p[2]):
             ids.add(p[2])
     out: dict[str, Registration] = {}
-    for iid in ids:
+    for iid in sorted(ids):
         spec_rev = state = epoch = observed = status_rev = None
-        with contextlib.suppress(Exception):
-            e = await records.get(f"svc.manager.{iid}.spec")
-            if e.value:
-                spec_rev = e.revision
-        with contextlib.suppress(Exception):
-            e = await records.get(f"svc.manager.{iid}.status")
-            rec = json.loads(e.value) if e.value else None
-            if isinstance(rec, dict):
-                status_rev = e.revision
-                s = rec.get("state")
-                state = s if isinstance(s, str) else None
-                epoch = _uint(rec.get("epoch"))
-                observed = _uint(rec.get("observedSpecRevision"))
+        e = await _get(records, f"svc.manager.{iid}.spec")
+        if e is not None:
+            spec_rev = e.revision
+        e = await _get(records, f"svc.manager.{iid}.status")
+        rec = None
+        if e is not None:
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                rec = json.loads(e.value)
+        if isinstance(rec, dict):
+            status_rev = e.revision
+            s = rec.get("state")
+            state = s if isinstance(s, str) else None
+            epoch = _uint(rec.get("epoch"))
+            observed = _uint(rec.get("observedSpecRevision"))
         out[iid] = Registration(iid, spec_rev, state, epoch, observed, status_rev)
-    with contextlib.suppress(Exception):
-        kv = await js.key_value(b.manager)
-        for k in await kv.keys():
-            iid = k[len("lease."):] if k.startswith("lease.") else ""
-            if is_lifecycle_token(iid):
+    with contextlib.suppress(Exception):  # the leases are a display hint only
+        leases = await js.key_value(b.manager)
+        for k in await _kv_keys(js, b.manager, "lease."):
+            iid = k[len("lease."):]
+            if is_lifecycle_token(iid) and await _get(leases, k) is not None:
                 r = out.get(iid, Registration(iid))
                 out[iid] = Registration(r.instance_id, r.spec_revision, r.state, r.epoch,
                                         r.observed_spec_revision, r.status_revision, lease=True)
