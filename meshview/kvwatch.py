@@ -21,6 +21,7 @@ from nats.js import api
 from nats.js.errors import BucketNotFoundError
 
 from meshview.connect import events_of, short_error
+from meshview.tasks import reap
 
 IDLE_HEARTBEAT_S = 5.0
 SILENCE_S = 3 * IDLE_HEARTBEAT_S
@@ -173,11 +174,7 @@ class KvWatch:
     async def stop(self) -> None:
         t, self.task = self.task, None
         if t is not None:
-            t.cancel()
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+            await reap([t])
         # the watch's consumer goes with its generator (``watch`` deletes it)
 
     async def _run(self, gen: int) -> None:

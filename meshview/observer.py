@@ -43,6 +43,7 @@ from meshview.history import History
 from meshview.kvwatch import KvWatch
 from meshview.model import BATCH_MS, MeshModel
 from meshview.snapshot import PresenceRecord
+from meshview.tasks import reap
 from meshview.wire import (
     Delivery,
     decode_delivery,
@@ -231,13 +232,7 @@ class Observer:
                         (ev.on_reconnect, self._on_reconnect), (ev.on_close, self._on_close)):
             if fn in lst:
                 lst.remove(fn)
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await reap(self._tasks)
         self._tasks.clear()
         for w in self._watches:
             await w.stop()

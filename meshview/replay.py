@@ -29,6 +29,7 @@ from meshview.model import MeshModel
 from meshview.record import EVENT_KINDS, FORMAT, VERSION
 from meshview.seatreplay import SeatLine, SeatStream, _seat_line
 from meshview.statecodec import decode, restore
+from meshview.tasks import reap
 
 
 class RecordingError(Exception):
@@ -277,8 +278,9 @@ class Replay:
                 self.seek(self.end)
                 return
             target = marks[k]
-        else:
-            k = bisect.bisect_left(marks, cur) - 1
+        else:  # back to just after the event before the last one applied (by count, so a
+            # position between events — after a seek — still steps back one event)
+            k = bisect.bisect_left(marks, self.pos) - 2
             if k < 0:
                 self.seek(self.start)
                 return
@@ -411,11 +413,7 @@ class ReplaySession:
     async def stop(self) -> None:
         self.started = False
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await reap([self._task])
             self._task = None
         for hook in list(self.on_stop):
             hook()

@@ -84,19 +84,26 @@ async def recorded(broker, tmp_path_factory):
     model = MeshModel(space, server=broker.url)  # the console's model (bursts coalesced)
     recorder = Recorder(model, path, checkpoint_s=3.0)
     obs = Observer(nc, space, model, options=ObserverOptions(backfill=20))
-    await team.start()
+    async def phase(what: str, aw, limit: float = 30.0):
+        # each step bounded and named: a hang says where it is, never a bare 300 s timeout
+        try:
+            return await asyncio.wait_for(aw, limit)
+        except asyncio.TimeoutError:
+            raise AssertionError(f"recording fixture: {what} took over {limit} s") from None
+
+    await phase("team.start", team.start())
     started = time.monotonic()
-    await obs.start()
+    await phase("observer.start", obs.start())
     try:
         # the crash is only seen when finn's last heartbeat is a presence TTL old
         await until(lambda: _lifecycle(model.snapshot(), "crash", "finn")
                     and _lifecycle(model.snapshot(), "incarnation", "cleo"), 40.0,
                     "the crash and the new incarnation")
     finally:
-        await obs.stop()
+        await phase("observer.stop", obs.stop())
         recorder.close()
-        await team.stop()
-        await nc.close()
+        await phase("team.stop", team.stop())
+        await phase("nc.close", nc.close(), 10.0)
     assert recorder.error is None
     _RECORDED["team"] = SimpleNamespace(path=path, model=model, recorder=recorder,
                                         seconds=time.monotonic() - started)
@@ -150,6 +157,19 @@ async def test_seeking_back_and_forth_ends_in_the_same_place(recorded):
     assert replay.event_number()[0] == n - 1
     replay.step(1)
     assert replay.event_number()[0] == n
+    # from a position between two events (the last input applied is not an event, as after
+    # most seeks), one step back is still one event back
+    marks = set(replay.marks)
+    between = next(i for i in range(len(rec.entries) - 1)
+                   if i not in marks and sum(1 for m in marks if m < i) >= 2
+                   and rec.entries[i + 1].t > rec.entries[i].t)
+    replay.seek(rec.entries[between].t)
+    n = replay.event_number()[0]
+    assert replay.pos - 1 not in marks
+    replay.step(-1)
+    assert replay.event_number()[0] == n - 1
+    replay.step(1)
+    assert replay.event_number()[0] == n
     replay.seek(replay.end)
     _same_end(recorded.model, replay.model, replay.end)
     assert replay.event_number() == (total, total)
@@ -163,7 +183,8 @@ async def test_replay_console_keys_and_timeline(recorded):
     session = ReplaySession(rec, speed=10)
     app = ReplayApp(session=session)
     async with app.run_test(size=(140, 40)) as pilot:
-        await until(pilot, lambda: session.replay.at_end, 30.0, "the end of the replay")
+        at_10x = (rec.end - rec.start) / 10_000  # ms of recording, played at 10x, in seconds
+        await until(pilot, lambda: session.replay.at_end, 20.0 + at_10x, "the end of the replay")
         screen = app.screen
         assert type(screen).__name__ == "ReplayScreen"
         await until(pilot, lambda: screen.snap is not None
