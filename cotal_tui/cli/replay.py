@@ -5,12 +5,17 @@ non-terminal stdout) print it as the line stream would have, paced by ``--speed`
 recording replays up to the damage and says so in one sentence. Seat terminals recorded with
 ``--record-seats`` print as one summary line per recorded line (event, size, byte count, the
 printable text): never the raw bytes.
+
+Working on the file (:mod:`meshview.recordtools`): ``--grep TEXT`` prints the matching lines
+with their offset and time; ``--from``/``--to`` with ``--out`` writes that window as a recording
+that replays alone; ``--seat NAME --asciicast OUT`` exports one seat's terminal as asciinema v2.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -32,16 +37,60 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--plain", action="store_true", help="print it as cotal watch --plain")
     out.add_argument("--json", action="store_true", help="print it as cotal watch --json")
+    out.add_argument("--grep", metavar="TEXT",
+                     help="print the lines (messages, presence, seat output) that contain TEXT, with their times")
+    out.add_argument("--out", metavar="FILE", help="write the window --from..--to as a recording of its own")
+    out.add_argument("--asciicast", metavar="FILE",
+                     help="export the terminal of --seat NAME as an asciinema v2 file ('-' for stdout)")
+    p.add_argument("--from", dest="start", type=_offset, default=None, metavar="TIME",
+                   help="with --out: the window's start, from the recording's start (00:10, 1:02:03, 90s)")
+    p.add_argument("--to", dest="end", type=_offset, default=None, metavar="TIME",
+                   help="with --out: the window's end (default: the end of the recording)")
+    p.add_argument("--seat", metavar="NAME", help="with --asciicast: the recorded seat to export")
+
+
+def _offset(v: str) -> float:
+    from meshview.recordtools import parse_offset
+
+    try:
+        return parse_offset(v)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _tool_usage(args: argparse.Namespace) -> str | None:
+    """The flag combination's mistake, in one sentence (None: fine)."""
+    if (args.start is not None or args.end is not None) and not args.out:
+        return "--from/--to cut a window: add --out FILE"
+    if args.seat and not args.asciicast:
+        return "--seat picks the terminal to export: add --asciicast FILE"
+    if args.asciicast and not args.seat:
+        return "--asciicast exports one seat's terminal: add --seat NAME"
+    if args.grep is not None and not args.grep:
+        return "--grep needs a text to find"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     from meshview.replay import RecordingError, load_recording
 
+    problem = _tool_usage(args)
+    if problem:
+        print(f"cotal replay: {problem}", file=sys.stderr)
+        return 2
     try:
         rec = load_recording(args.file)
     except RecordingError as e:
         print(f"cotal: {e}", file=sys.stderr)
         return 1
+    if args.grep or args.out or args.asciicast:
+        try:
+            return _tool(rec, args)
+        except RecordingError as e:
+            print(f"cotal: {e}", file=sys.stderr)
+            return 1
+        except (BrokenPipeError, KeyboardInterrupt):
+            return 0
     if args.json or args.plain or not sys.stdout.isatty():
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
@@ -55,6 +104,40 @@ def run(args: argparse.Namespace) -> int:
     keymap, warning = console_start()
     app = ReplayApp(session=ReplaySession(rec, args.speed), keymap=keymap, notice=warning)
     return int(app.run() or 0)
+
+
+def _tool(rec, args: argparse.Namespace) -> int:
+    from meshview import recordtools as rt
+    from meshview.replay import RecordingError
+
+    if args.grep:
+        found = 0
+        for m in rt.grep(rec, args.grep):
+            found += 1
+            print(f"{rt.clock(m.offset)} {m.line}")
+        return 0 if found else 1  # grep's convention: 1 when nothing matched
+    if args.out:
+        start = args.start or 0.0
+        end = args.end if args.end is not None else rec.end - rec.start
+        r = rt.cut(rec, start, end, args.out)
+        print(f"wrote {args.out}: {rt.clock(r.start - rec.start)}-{rt.clock(r.end - rec.start)}, "
+              f"{r.inputs} inputs, {r.seat_lines} seat lines", file=sys.stderr)
+        return 0
+    if args.asciicast == "-":
+        rt.asciicast(rec, args.seat, sys.stdout)
+        return 0
+    tmp = args.asciicast + ".part"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            n = rt.asciicast(rec, args.seat, f)
+        os.replace(tmp, args.asciicast)
+    except OSError as e:
+        raise RecordingError(f"cannot write {args.asciicast}: {e.strerror or e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"wrote {args.asciicast}: {n} events of seat {args.seat}", file=sys.stderr)
+    return 0
 
 
 async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
