@@ -198,6 +198,22 @@ class Recorder:
         self.inputs += 1
         self._seg_inputs += 1
 
+    def mark(self, label: str) -> dict | None:
+        """A hand marker (the operator's ``m``) at the model's clock; the line written, or None
+        when not recording."""
+        if self.closed:
+            return None
+        from meshview.markers import mark_line
+
+        line = mark_line(self.model.clock(), label)
+        try:
+            self._write(line)
+            self.flush()
+        except Exception as e:  # noqa: BLE001 - a recording problem never breaks the console
+            self._fail(e)
+            return None
+        return line
+
     def seat(self, name: str, ev: str, data: bytes = b"", *, cols: int | None = None,
              rows: int | None = None, text: str | None = None) -> None:
         """A seat terminal line (``--record-seats``): ``ev`` is ``open``/``reset``/``snap``/

@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from meshview.markers import Marker, parse_mark
 from meshview.model import MeshModel
 from meshview.record import EVENT_KINDS, FORMAT, VERSION
 from meshview.seatreplay import SeatLine, SeatStream, _seat_line
@@ -53,6 +54,7 @@ class Recording:
     damage: str | None = None  # one sentence when the file ends in damage
     paths: list[str] = field(default_factory=list)
     seat_lines: list[SeatLine] = field(default_factory=list)  # --record-seats, in time order
+    marks: list[Marker] = field(default_factory=list)  # hand markers (``m``), in file order
 
     @property
     def start(self) -> float:
@@ -124,6 +126,8 @@ def _read_segment(path: str, rec: Recording | None) -> Recording:
                                             obj["state"]))
                 elif typ == "seat":
                     rec.seat_lines.append(_seat_line(obj))
+                elif typ == "mark":
+                    rec.marks.append(parse_mark(obj))
             except (KeyError, TypeError, ValueError, AttributeError):
                 rec.damage = _damage(path, rec, f"line {n} is malformed")
                 return rec
@@ -168,6 +172,7 @@ def load_recording(path: str) -> Recording:
             base = len(prev.entries)
             prev.entries += rec.entries
             prev.seat_lines += rec.seat_lines
+            prev.marks += rec.marks
             prev.checkpoints += [(i + base, t, s) for i, t, s in rec.checkpoints]
             prev.damage, prev.paths = rec.damage, prev.paths + rec.paths
             rec = prev
@@ -404,6 +409,45 @@ class ReplaySession:
         self.started = False
         self.on_stop: list[Callable[[], None]] = []
         self._task: asyncio.Task | None = None
+        self._hand: list[Marker] = list(rec.marks)
+        self._auto: list[Marker] = []
+        self.markers_ready = False  # the automatic markers are derived (a worker sets them)
+        self.markers: list[Marker] = sorted(self._hand)
+
+    # -- markers (meshview/markers.py) --------------------------------------------------------
+
+    def set_auto_markers(self, found: list[Marker]) -> None:
+        self._auto = list(found)
+        self.markers_ready = True
+        self.markers = sorted(self._hand + self._auto)
+
+    def marker_near(self, delta: int) -> Marker | None:
+        """The first marker after (``delta`` > 0) or before the replay's time (one the replay
+        stands on is neither, so repeated presses walk the list)."""
+        now = self.replay.now
+        if delta > 0:
+            return next((m for m in self.markers if m.t > now + 1), None)
+        return next((m for m in reversed(self.markers) if m.t < now - 1), None)
+
+    def add_mark(self, label: str) -> tuple[Marker, str | None]:
+        """A hand marker at the replay's time, stored at the end of the newest recording file;
+        (the marker, why it could not be stored or None)."""
+        from meshview.markers import Marker as _M, append_mark, clean_label
+
+        problem = None
+        path = self.recording.paths[-1] if self.recording.paths else None
+        if self.recording.damage:
+            m, problem = _M(self.replay.now, "mark", clean_label(label)), "the recording is damaged"
+        elif path is None:
+            m, problem = _M(self.replay.now, "mark", clean_label(label)), "no recording file"
+        else:
+            try:
+                m = append_mark(path, self.replay.now, label)
+            except OSError as e:
+                m, problem = _M(self.replay.now, "mark", clean_label(label)), f"cannot write {path}: {e.strerror or e}"
+        self._hand.append(m)
+        self.markers = sorted(self._hand + self._auto)
+        return m, problem
 
     async def start(self) -> None:
         self.started = True

@@ -2,7 +2,12 @@
 
 Keys (priority over the panels', except while typing in the search box): space pauses, ←/→
 jump to the previous/next event (message, lifecycle, presence change), ``[``/``]`` jump a minute
-back/forward. The timeline under the panels shows where the replay is. Nothing is ever sent.
+back/forward, ``{``/``}`` to the previous/next marker, ``M`` lists the markers, ``m`` adds one at
+the replay's time (stored at the end of the recording file). Markers are the hand ones and those
+derived from the recording (an agent starting to wait, a crash, a new incarnation, a manager up
+or down, rejected input: :mod:`meshview.markers`, derived in a thread worker). The timeline
+under the panels shows where the replay is and ``◆`` where the markers are. Nothing is ever
+sent.
 
 A recording made with ``--record-seats`` holds the terminals the operator had open: roster
 ``a``/``p`` (or ``:attach``/``:peek``) on such a seat opens :class:`ReplaySeatScreen`, its
@@ -17,17 +22,21 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
-from textual.widgets import Input, Static, TextArea
+from textual.widgets import Input, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
 
 from cotal_tui.screens.console import ConsoleScreen
+from meshview.markers import Marker, auto_markers
 from meshview.replay import ReplaySession
 from meshview.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
 
-REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute")
+REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute", "replay_marker", "replay_markers",
+                  "replay_mark")
 
 
 def clock(ms: float) -> str:
@@ -67,7 +76,9 @@ class Timeline(Widget):
             state = f"▶ {player.speed:g}×" if player.speed else "▶ max"
         n, total = r.event_number()
         left = f" {state}  {clock(pos)} / {clock(span)} "
-        right = f" event {n}/{total}  space pause  ←/→ event  [/] minute "
+        marks = self.session.markers
+        mk = f"  {len(marks)} marker{'s' if len(marks) != 1 else ''} {{/}}" if marks else ""
+        right = f" event {n}/{total}{mk}  space pause  ←/→ event  [/] minute "
         return left, right, state
 
     def render(self) -> Text:
@@ -79,9 +90,13 @@ class Timeline(Widget):
         filled = int(round(bar_w * min(1.0, max(0.0, (r.now - r.start) / span))))
         t = Text(left, style="bold")
         if bar_w:
-            t.append("━" * max(0, filled - 1), style="bold")
-            t.append("●", style="bold")
-            t.append("─" * max(0, bar_w - max(filled, 1)), style="dim")
+            bar = ["━"] * max(0, filled - 1) + ["●"] + ["─"] * max(0, bar_w - max(filled, 1))
+            for m in self.session.markers:
+                i = min(bar_w - 1, int(bar_w * min(1.0, max(0.0, (m.t - r.start) / span))))
+                if bar[i] != "●":
+                    bar[i] = "◆"
+            for i, ch in enumerate(bar):
+                t.append(ch, style="bold" if i < filled or ch == "◆" else "dim")
         t.append(right, style="dim")
         return t
 
@@ -94,6 +109,12 @@ REPLAY_BINDINGS = [
             id="replay.minute-back"),
     Binding("right_square_bracket", "replay_minute(1)", "a minute forward", priority=True,
             id="replay.minute-forward"),
+    Binding("left_curly_bracket", "replay_marker(-1)", "previous marker", priority=True,
+            id="replay.marker-back"),
+    Binding("right_curly_bracket", "replay_marker(1)", "next marker", priority=True,
+            id="replay.marker-forward"),
+    Binding("M", "replay_markers", "list the markers", priority=True, id="replay.markers"),
+    Binding("m", "replay_mark", "add a marker here", priority=True, id="replay.mark"),
 ]
 
 
@@ -110,6 +131,113 @@ class ReplaySeek:
         r = self.session.replay
         r.seek(r.now + delta * 60_000)
         self._moved()
+
+    def action_replay_marker(self, delta: int) -> None:
+        m = self.session.marker_near(delta)
+        if m is None:
+            self.app.notify_line(f"no marker {'after' if delta > 0 else 'before'} this point"
+                                 + ("" if self.session.markers_ready else " (still finding them)"), True)
+            return
+        self.seek_marker(m)
+
+    def seek_marker(self, m: Marker) -> None:
+        self.session.replay.seek(m.t)
+        self._moved()
+        self.app.notify_line(f"◆ {clock(m.t - self.session.replay.start)} {m.kind}: {m.label}")
+
+    def action_replay_markers(self) -> None:
+        self.app.push_screen(MarkerList(self.session), self._picked)
+
+    def _picked(self, m: Marker | None) -> None:
+        if m is not None:
+            self.seek_marker(m)
+
+    def action_replay_mark(self) -> None:
+        self.app.push_screen(MarkerLabel(clock(self.session.replay.now - self.session.replay.start)),
+                             self._label)
+
+    def _label(self, label: str | None) -> None:
+        if label is None:
+            return
+        m, problem = self.session.add_mark(label)
+        self.query_one(Timeline).refresh()
+        if problem:
+            self.app.notify_line(f"marker kept for this replay only: {problem}", True)
+        else:
+            self.app.notify_line(f"◆ marker {m.label!r} at {clock(m.t - self.session.replay.start)} "
+                                 "stored in the recording")
+
+
+class MarkerList(ModalScreen["Marker | None"]):
+    """``M``: every marker with its time and kind; Enter seeks there, Esc closes."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "close", id="replay.markers-close")]
+    DEFAULT_CSS = """
+    MarkerList { align: center middle; }
+    MarkerList > Vertical { width: 90%; max-width: 110; height: 80%; border: round $accent;
+                            background: $panel; }
+    MarkerList #markers-title { height: 1; text-style: bold; }
+    MarkerList OptionList { height: 1fr; }
+    """
+
+    def __init__(self, session: ReplaySession) -> None:
+        super().__init__()
+        self.session = session
+        self.marks = list(session.markers)
+
+    def compose(self) -> ComposeResult:
+        start = self.session.replay.start
+        more = "" if self.session.markers_ready else " (still finding the automatic ones)"
+        with Vertical():
+            yield Static(f" markers: {len(self.marks)}{more} · Enter go · Esc close", id="markers-title",
+                         markup=False)
+            ol = OptionList(*[Option(Text(f"{clock(m.t - start)}  {m.kind:<11} {m.label}"))
+                              for m in self.marks] or [Option("no markers in this recording", disabled=True)],
+                            id="markers")
+            yield ol
+
+    def on_mount(self) -> None:
+        ol = self.query_one(OptionList)
+        now = self.session.replay.now
+        if self.marks:
+            ol.highlighted = max(0, min(len(self.marks) - 1,
+                                        sum(1 for m in self.marks if m.t <= now) - 1))
+        ol.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if self.marks:
+            self.dismiss(self.marks[event.option_index])
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class MarkerLabel(ModalScreen["str | None"]):
+    """``m``: a one-line label for a marker at the replay's time; Enter adds it, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "cancel", id="replay.mark-cancel")]
+    DEFAULT_CSS = """
+    MarkerLabel { align: center middle; }
+    MarkerLabel > Vertical { width: 70; height: 5; border: round $accent; background: $panel; }
+    """
+
+    def __init__(self, at: str) -> None:
+        super().__init__()
+        self.at = at
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f" marker at {self.at} · Enter add · Esc cancel", markup=False)
+            yield Input(placeholder="label", max_length=80, id="mark-label")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
 
 
 class ReplayScreen(ReplaySeek, ConsoleScreen):
@@ -132,10 +260,22 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
         super().on_mount()
         seats = "  a seat's terminal" if self.session.recording.seat_lines else ""
         self.query_one(StatusBar).set_hints(
-            f"replay: space pause  ←/→ event  [/] minute{seats}  ? help  / search  q quit")
+            f"replay: space pause  ←/→ event  [/] minute  {{/}} marker  M markers  m mark{seats}  "
+            "? help  / search  q quit")
+        if not self.session.markers_ready:
+            self.run_worker(self._find_markers, thread=True, exclusive=True, group="markers")
         damage = self.session.replay.damage
         if damage:
             self.call_after_refresh(self.shell.notify_line, damage, True)
+
+    def _find_markers(self) -> None:
+        """Thread worker: derive the automatic markers off the event loop, then show them."""
+        found = auto_markers(self.session.recording)
+        self.app.call_from_thread(self._found_markers, found)
+
+    def _found_markers(self, found: list[Marker]) -> None:
+        self.session.set_auto_markers(found)
+        self.query_one(Timeline).refresh()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in REPLAY_ACTIONS and isinstance(self.focused, (Input, TextArea)):

@@ -1,0 +1,84 @@
+"""Markers in a recording: derived automatically from the scripted team's crash and new
+incarnation (and agents starting to wait), added by hand with ``m`` (stored at the end of the
+file: a reload has it), and ``{``/``}``/``M`` land on them in the replay console."""
+
+from __future__ import annotations
+
+import shutil
+
+from test_record import recorded  # noqa: F401 - the module's recording fixture
+
+from conftest import until
+from meshview.markers import append_mark, auto_markers, clean_label
+from meshview.replay import ReplaySession, load_recording
+
+
+def _copy(recorded, tmp_path) -> str:  # noqa: F811
+    path = str(tmp_path / "team.jsonl.gz")
+    shutil.copy(recorded.path, path)
+    return path
+
+
+async def test_the_crash_and_the_incarnation_are_markers(recorded):  # noqa: F811
+    rec = load_recording(recorded.path)
+    marks = auto_markers(rec)
+    kinds = {(m.kind, m.label.split()[0]) for m in marks}
+    assert ("crash", "finn") in kinds and ("incarnation", "cleo:") in kinds
+    assert [m.t for m in marks] == sorted(m.t for m in marks)
+    assert all(rec.start <= m.t <= rec.end for m in marks)
+    # the crash marker sits where the model derived the crash row
+    crash = next(m for m in marks if m.kind == "crash")
+    row = next(e for e in recorded.model.snapshot().feed
+               if e.kind == "lifecycle" and e.lifecycle == "crash" and e.from_name == "finn")
+    assert abs(crash.t - row.received) < 1000
+
+
+async def test_a_hand_marker_is_stored_in_the_file(recorded, tmp_path):  # noqa: F811
+    path = _copy(recorded, tmp_path)
+    rec = load_recording(path)
+    t = (rec.start + rec.end) / 2
+    append_mark(path, t, "look \x1b[31mhere\x1b[0m\nplease")
+    again = load_recording(path)
+    assert again.damage is None and len(again.entries) == len(rec.entries)
+    assert [(m.t, m.label) for m in again.marks] == [(t, clean_label("look \x1b[31mhere\x1b[0m\nplease"))]
+    assert "\x1b" not in again.marks[0].label and "\n" not in again.marks[0].label
+
+
+async def test_replay_keys_land_on_markers_and_m_adds_one(recorded, tmp_path):  # noqa: F811
+    from cotal_tui.replay_app import ReplayApp
+    from cotal_tui.screens.replay import MarkerList
+
+    path = _copy(recorded, tmp_path)
+    rec = load_recording(path)
+    session = ReplaySession(rec, speed=0.0001)  # practically paused: the keys move it
+    app = ReplayApp(session=session)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: session.markers_ready, 30.0, "the automatic markers")
+        session.player.toggle_pause()
+        marks = session.markers
+        assert marks
+        session.replay.seek(session.replay.start)
+        await pilot.press("right_curly_bracket")
+        assert session.replay.now == marks[0].t
+        if len(marks) > 1:
+            await pilot.press("right_curly_bracket")
+            assert session.replay.now == marks[1].t
+            await pilot.press("left_curly_bracket")
+            assert session.replay.now == marks[0].t
+        # m: a label, Enter: stored in the file at the replay's time
+        at = session.replay.now
+        await pilot.press("m")
+        await until(pilot, lambda: app.screen.query("#mark-label"), 5.0, "the label box")
+        for ch in "deploy":
+            await pilot.press(ch)
+        await pilot.press("enter")
+        await until(pilot, lambda: any(m.kind == "mark" for m in session.markers), 5.0, "the marker")
+        assert load_recording(path).marks[0].label == "deploy"
+        assert load_recording(path).marks[0].t == at
+        # M lists them; Enter on the last one seeks there
+        session.replay.seek(session.replay.start)
+        await pilot.press("M")
+        await until(pilot, lambda: isinstance(app.screen, MarkerList), 5.0, "the marker list")
+        await pilot.press("end", "enter")
+        await until(pilot, lambda: not isinstance(app.screen, MarkerList), 5.0, "the list to close")
+        assert session.replay.now == session.markers[-1].t
