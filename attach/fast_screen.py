@@ -73,6 +73,8 @@ class FastScreen(pyte.Screen):
 
     def __init__(self, columns: int, lines: int) -> None:
         self.scrolled = 0  # lines scrolled off the top by ``index`` (a renderer's flood gauge)
+        # a callable given each whole-screen row that scrolls off the top (scrollback), or None
+        self.on_scroll_off = None
         self._cells_for: dict[Char, _Cells] = {}
         self._cells: _Cells | None = None
         self._sgr: dict[tuple, Char] = {}
@@ -225,6 +227,8 @@ class FastScreen(pyte.Screen):
             self.dirty.update(range(self.lines))
             buf = self.buffer
             gone = buf.get(top)
+            if top == 0 and self.on_scroll_off is not None:
+                self.on_scroll_off(gone)
             # the same sequence of reads and writes as pyte's loop (a missing row is created)
             buf.update(zip(range(top, bottom), map(buf.__getitem__, range(top + 1, bottom + 1))))
             if gone is not None and gone.default == self.default_char:

@@ -33,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import compress, groupby, islice, repeat
 from operator import is_not, itemgetter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyte
 from pyte import charsets as _cs
@@ -43,6 +43,9 @@ from pyte.screens import Char, Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from .fast_screen import FastScreen
+
+if TYPE_CHECKING:
+    from .scrollback import Scrollback
 
 __all__ = ["Cell", "Mirror"]
 
@@ -595,6 +598,19 @@ class Mirror:
     def resize(self, cols: int, rows: int) -> None:
         if cols > 0 and rows > 0:
             self._screen.resize(rows, cols)
+
+    def keep_history(self, history: "Scrollback | None") -> None:
+        """Hand every main-screen row that scrolls off the top to ``history`` (None: stop)."""
+        s = self._screen
+        if history is None:
+            s.on_scroll_off = None
+            return
+
+        def off(row: object) -> None:
+            if not s.alt:  # a full-screen program's alternate screen has no scrollback
+                history.push_row(row, s.columns)
+
+        s.on_scroll_off = off
 
     def clear(self) -> None:
         """Forget everything: the state of a fresh mirror of this size (a repaint follows), the

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections import deque
 from typing import Callable
@@ -48,8 +49,11 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from attach.mirror import Mirror
 from attach.keycodes import encode_key, encode_mouse, encode_paste
+from attach.mirror import Mirror
+from attach.scrollback import DEFAULT_BYTES, DEFAULT_LINES, Scrollback
+from meshview.home import cotal_home
+from widgets.copy_mode import CopyMode
 
 FRAME_S = 1 / 60
 FULL_FRAME_S = 1 / 20  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
@@ -57,6 +61,15 @@ FLOOD_FRAME_S = 1 / 10  # ... when more lines scrolled by since the last frame t
 SYNC_HOLD_MAX_S = 0.25
 ESC_DOUBLE_S = 0.4
 DEFAULT_DETACH = 0x1D
+PREFIX_S = 0.4  # after the detach key: ``[`` within this opens copy mode, else it detaches
+WHEEL_LINES = 3  # lines (or arrow keys, on an alternate screen) per wheel notch
+COPY_STYLES = {
+    "sel": Style(reverse=True),
+    "match": Style(color="black", bgcolor="yellow"),
+    "current": Style(color="black", bgcolor="dark_orange", bold=True),
+    "cursor": Style(reverse=True, bold=True, underline=True),
+    "status": Style(reverse=True, bold=True),
+}
 PARSE_SLICE = 2048  # bytes parsed between two looks at the event loop (~0.5-1 ms)
 PARSE_SHARE = 0.4  # of each frame window, at most, spent parsing (all panes together)
 PENDING_MIN = 256 * 1024  # queued output past max(this, 64 B a cell) means the pane fell behind
@@ -147,6 +160,18 @@ class TerminalPane(Widget, can_focus=True):
         def control(self) -> "TerminalPane":
             return self.pane
 
+    class Yanked(Message):
+        """Copy mode yanked ``text`` to ``path`` (and to the clipboard when ``clipboard``)."""
+
+        def __init__(self, pane: "TerminalPane", path: str | None, text: str, clipboard: bool,
+                     problem: str | None = None) -> None:
+            super().__init__()
+            self.pane, self.path, self.text, self.clipboard, self.problem = pane, path, text, clipboard, problem
+
+        @property
+        def control(self) -> "TerminalPane":
+            return self.pane
+
     class Detach(Message):
         """The escape hatch was pressed."""
 
@@ -161,10 +186,17 @@ class TerminalPane(Widget, can_focus=True):
     def __init__(
         self, cols: int = 80, rows: int = 24, *, interactive: bool = False,
         detach_byte: int = DEFAULT_DETACH, show_cursor: bool = True, frame_hz: float = 60.0,
+        history_lines: int = DEFAULT_LINES, history_bytes: int = DEFAULT_BYTES,
         name: str | None = None, id: str | None = None, classes: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.mirror = Mirror(cols, rows)
+        self.history = Scrollback(history_lines, history_bytes)  # what scrolled off (copy mode)
+        self.mirror.keep_history(self.history)
+        self.copy: CopyMode | None = None
+        self.clip_name = name or "pane"  # the yank file's name: ``<clip_name>-<time>.txt``
+        self._prefix_timer: Timer | None = None
+        self._search_task: asyncio.Task | None = None
         self.interactive = interactive
         self.detach_byte = detach_byte
         self.show_cursor = show_cursor
@@ -241,10 +273,12 @@ class TerminalPane(Widget, can_focus=True):
         self._start_parser()
 
     def drop_pending(self) -> int:
-        """Forget queued output (a repaint will supersede it); the number of bytes forgotten."""
+        """Forget queued output (a repaint will supersede it); the number of bytes forgotten,
+        which the history marks as a gap."""
         n = self._pending_bytes
         self._pending.clear()
         self._pending_bytes = 0
+        self.history.gap(n)
         return n
 
     def _start_parser(self) -> None:
@@ -298,6 +332,9 @@ class TerminalPane(Widget, can_focus=True):
         self.drop_pending()
         c, r = self.remote_size
         self.mirror = Mirror(cols or c, rows or r)
+        self.mirror.keep_history(self.history)
+        if len(self.history):
+            self.history.note(f"new session {time.strftime('%H:%M:%S')}")
         self._scrolled_at = 0
         self._rows_cache.clear()
         self.refresh()
@@ -447,6 +484,8 @@ class TerminalPane(Widget, can_focus=True):
         return w, oy, x0, shown, left, right, cx, cy
 
     def _line(self, y: int, geom: tuple) -> Strip:
+        if self.copy is not None:
+            return self._copy_line(y, geom[0])
         w, oy, x0, shown, left, right, cx, cy = geom
         ry = y + oy
         if ry < 0 or ry >= self.mirror.rows:
@@ -547,7 +586,8 @@ class TerminalPane(Widget, can_focus=True):
     # ------------------------------------------------------------------ input
 
     def check_consume_key(self, key: str, character: str | None) -> bool:
-        return self.interactive  # hides every binding, priority ones included, while focused
+        # hides every binding, priority ones included, while focused (and in copy mode)
+        return self.interactive or self.copy is not None
 
     def _send(self, data: bytes | None) -> None:
         if data:
@@ -560,10 +600,29 @@ class TerminalPane(Widget, can_focus=True):
             self._send(b"\x1b")
 
     def on_key(self, event: events.Key) -> None:
+        if self.copy is not None:
+            event.stop()
+            event.prevent_default()
+            self._copy_key(event)
+            return
         if not self.interactive:
+            if event.key in ("pageup", "shift+pageup"):  # a peek: PgUp scrolls back
+                event.stop()
+                event.prevent_default()
+                if self.enter_copy_mode():
+                    self.copy.page(-1)
+                    self.refresh()
             return
         event.stop()
         event.prevent_default()
+        if self._prefix_timer is not None:  # the detach key was pressed: ``[`` is copy mode
+            self._prefix_timer.stop()
+            self._prefix_timer = None
+            if event.key == "left_square_bracket":
+                self.enter_copy_mode()
+            else:
+                self.post_message(self.Detach(self))
+            return
         if event.key == "escape":
             if self._esc_timer is not None:
                 self._esc_timer.stop()
@@ -575,9 +634,13 @@ class TerminalPane(Widget, can_focus=True):
         self._flush_esc()
         data = encode_key(event.key, event.character, app_cursor=self.mirror.app_cursor)
         if data == bytes([self.detach_byte]):
-            self.post_message(self.Detach(self))
+            self._prefix_timer = self.set_timer(PREFIX_S, self._prefix_done, name="terminal-prefix")
             return
         self._send(data)
+
+    def _prefix_done(self) -> None:
+        self._prefix_timer = None
+        self.post_message(self.Detach(self))
 
     def on_paste(self, event: events.Paste) -> None:
         if not self.interactive:
@@ -634,10 +697,175 @@ class TerminalPane(Widget, can_focus=True):
         self._mouse(event, press=True, motion=True, button=held)
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
-        self._mouse(event, press=True, wheel=-1)
+        self._wheel(event, -1)
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
-        self._mouse(event, press=True, wheel=1)
+        self._wheel(event, 1)
+
+    def _wheel(self, event: events.MouseEvent, d: int) -> None:
+        """The wheel: scrolls copy mode; else forwarded to a program that asked for the mouse;
+        else, on an alternate screen (``less``, ``vim``), arrow keys as xterm's alternateScroll
+        sends them; else scrolls back into copy mode (tmux with the mouse on)."""
+        event.stop()
+        m = self.mirror
+        if self.copy is not None:
+            cm = self.copy
+            if d > 0 and cm.top >= max(0, len(cm.lines) - cm.height) and cm.sel is None and cm.prompt is None:
+                self.exit_copy_mode()  # scrolled past the bottom: live again
+                return
+            cm.move(d * WHEEL_LINES)
+            self.refresh()
+            return
+        if self.interactive and m.mouse_tracking is not None:
+            self._mouse(event, press=True, wheel=d)
+            return
+        if self.interactive and m.alt_screen:
+            key = encode_key("up" if d < 0 else "down", None, app_cursor=m.app_cursor)
+            self._send(key * WHEEL_LINES)
+            return
+        if d < 0 and self.enter_copy_mode():
+            self.copy.move(-WHEEL_LINES)
+            self.refresh()
+
+    # ------------------------------------------------------------------ copy mode
+
+    def enter_copy_mode(self) -> bool:
+        """Freeze history + screen into copy mode (``False`` when the pane has no size yet)."""
+        h = self.size.height
+        if h < 2 or self.size.width < 1:
+            return False
+        m = self.mirror
+        alt = m.alt_screen
+        history = [] if alt else list(self.history.lines)
+        self.copy = CopyMode.open(history, m.text_lines(), h - 1, header=self.history.header(alt),
+                                  alt=alt, cursor_row=m.cursor[1])
+        self._flush_esc()
+        self.refresh()
+        return True
+
+    def exit_copy_mode(self) -> None:
+        self.copy = None
+        if self._search_task is not None:
+            self._search_task.cancel()
+            self._search_task = None
+        self._rows_cache.clear()
+        self.refresh()
+
+    def _copy_key(self, event: events.Key) -> None:
+        cm = self.copy
+        assert cm is not None
+        key, ch = event.key, event.character
+        if cm.prompt is not None:  # typing a search
+            if key == "escape":
+                cm.prompt, cm.typed = None, ""
+            elif key == "enter":
+                q, fwd = cm.typed, cm.prompt == "/"
+                cm.prompt, cm.typed = None, ""
+                self._search(q, fwd)
+            elif key == "backspace":
+                cm.typed = cm.typed[:-1]
+            elif ch and ch.isprintable() and len(cm.typed) < 200:
+                cm.typed += ch
+            self.refresh()
+            return
+        h = cm.height
+        moves = {
+            "j": lambda: cm.move(1), "down": lambda: cm.move(1), "k": lambda: cm.move(-1),
+            "up": lambda: cm.move(-1), "h": lambda: cm.move_x(-1), "left": lambda: cm.move_x(-1),
+            "l": lambda: cm.move_x(1), "right": lambda: cm.move_x(1),
+            "pageup": lambda: cm.page(-1), "ctrl+b": lambda: cm.page(-1), "shift+pageup": lambda: cm.page(-1),
+            "pagedown": lambda: cm.page(1), "ctrl+f": lambda: cm.page(1), "shift+pagedown": lambda: cm.page(1),
+            "ctrl+u": lambda: cm.move(-(h // 2)), "ctrl+d": lambda: cm.move(h // 2),
+            "g": cm.to_top, "home": cm.to_top, "G": cm.to_bottom, "end": cm.to_bottom,
+            "0": cm.line_start, "dollar_sign": cm.line_end,
+            "n": lambda: cm.next_match(), "N": lambda: cm.next_match(reverse=True),
+            "v": lambda: cm.toggle_select("line"), "V": lambda: cm.toggle_select("line"),
+            "ctrl+v": lambda: cm.toggle_select("block"),
+        }
+        if key in moves:
+            moves[key]()
+        elif key in ("slash", "question_mark"):
+            cm.prompt, cm.typed = ("/" if key == "slash" else "?"), ""
+        elif key in ("y", "Y"):
+            self._yank(clipboard=key == "Y")
+        elif key == "escape" and cm.sel is not None:
+            cm.sel = None
+        elif key in ("q", "escape"):
+            self.exit_copy_mode()
+            return
+        self.refresh()
+
+    def _search(self, query: str, forward: bool) -> None:
+        cm = self.copy
+        assert cm is not None
+        cm.start_search(query, forward)
+        if self._search_task is not None:
+            self._search_task.cancel()
+
+        async def scan() -> None:  # a slice of lines at a time, the loop free between slices
+            while self.copy is cm and not cm.search_slice():
+                await asyncio.sleep(0)
+            self.refresh()
+
+        self._search_task = asyncio.get_running_loop().create_task(scan())
+
+    def _yank(self, *, clipboard: bool) -> None:
+        cm = self.copy
+        assert cm is not None
+        text = cm.selected_text()
+        n = text.count("\n") + 1
+        path, problem = None, None
+        try:
+            clips = cotal_home() / "clips"
+            clips.mkdir(parents=True, exist_ok=True, mode=0o700)
+            stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.clip_name)[:40] or "pane"
+            base = clips / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+            p, i = base.with_suffix(".txt"), 1
+            while p.exists():
+                i += 1
+                p = clips / f"{base.name}-{i}.txt"
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+            path = str(p)
+        except OSError as e:
+            problem = f"cannot write the clip: {e.strerror or e}"
+        if clipboard:
+            self.app.copy_to_clipboard(text)  # OSC 52, on this explicit key only
+        where = path or problem or ""
+        cm.message = (f"yanked {n} line{'s' if n != 1 else ''} to {where}"
+                      + (" and the clipboard" if clipboard else "")) if path else (problem or "")
+        cm.sel = None
+        self.post_message(self.Yanked(self, path, text, clipboard, problem))
+
+    def _copy_line(self, y: int, width: int) -> Strip:
+        cm = self.copy
+        assert cm is not None
+        base = self._base
+        if y == cm.height:  # the status row
+            text = cm.status()[:width].ljust(width)
+            return Strip([Segment(text, base + COPY_STYLES["status"])], width)
+        i = cm.top + y
+        line = cm.lines[i] if i < len(cm.lines) else ""
+        cells = line[:width].ljust(width)
+        marked = cm.sel is not None or cm.matches or i == cm.row
+        if not marked:
+            return Strip([Segment(cells, base)], width)
+        segs: list[Segment] = []
+        for x, c in enumerate(cells):
+            st = base
+            kind = cm.match_at(i, x)
+            if kind:
+                st = st + COPY_STYLES["current" if kind == 2 else "match"]
+            if cm.in_selection(i, x):
+                st = st + COPY_STYLES["sel"]
+            if i == cm.row and x == min(cm.col, width - 1):
+                st = st + COPY_STYLES["cursor"]
+            if segs and segs[-1].style == st:
+                segs[-1] = Segment(segs[-1].text + c, st)
+            else:
+                segs.append(Segment(c, st))
+        return Strip(segs, width)
 
 
 def _with_cursor(strip: Strip, x: int, cols: int) -> Strip:

@@ -44,6 +44,7 @@ class AttachScreen(Screen[None]):
         cols, rows = size or sessions.sizes.get(name) or sessions.default_size
         self.pane = TerminalPane(cols, rows, interactive=not peek, detach_byte=self.detach_byte,
                                  id="attach-pane")
+        self.pane.clip_name = name
         self.link = PaneLink(sessions, name, self.pane, on_status=self._status, instance_id=instance_id)
         if size is not None:
             sessions.sizes.setdefault(name, size)
@@ -57,12 +58,14 @@ class AttachScreen(Screen[None]):
     def _title(self) -> str:
         cols, rows = self.pane.remote_size
         key = key_label(self.detach_byte)
-        if self.pane.interactive:
-            how = f"attached · {key} or Esc Esc detaches"
+        if self.pane.copy is not None:
+            how = "copy mode · q back to live"
+        elif self.pane.interactive:
+            how = f"attached · {key} or Esc Esc detaches · {key} [ copy mode"
         elif self.link.state == "ended":
-            how = "ended · esc back"
+            how = "ended · PgUp scroll back · esc back"
         else:
-            how = "peek · read-only · a attach · esc back"
+            how = "peek · read-only · PgUp scroll back · a attach · esc back"
         return f" {self.seat} · {cols}×{rows} · {how}"
 
     def on_mount(self) -> None:
@@ -83,6 +86,11 @@ class AttachScreen(Screen[None]):
     def _on_pane_send(self, event: TerminalPane.Send) -> None:
         event.stop()
         self.link.send(event.data)
+
+    @on(TerminalPane.Yanked)
+    def _on_pane_yanked(self, event: TerminalPane.Yanked) -> None:
+        event.stop()
+        self._status(event.problem or f"yanked to {event.path}" + (" and the clipboard" if event.clipboard else ""))
 
     @on(TerminalPane.Detach)
     async def _on_pane_detach(self, event: TerminalPane.Detach) -> None:
