@@ -7,7 +7,7 @@ becomes Textual messages.
 
 from __future__ import annotations
 
-from time import monotonic
+from time import monotonic, strftime
 from typing import Any, Protocol, runtime_checkable
 
 from textual import on
@@ -79,6 +79,7 @@ class ConsoleScreen(ComposeKeys):
         Binding("l,right", "focus_step(1)", "focus the panel right", id="console.focus-right"),
         Binding("left_square_bracket", "tab_step(-1)", "previous tab", id="console.tab-prev"),
         Binding("right_square_bracket", "tab_step(1)", "next tab", id="console.tab-next"),
+        Binding("m", "mark", "marker in the recording (with a label)", id="console.mark"),
         *[Binding(str(i), f"tab({i})", "jump to tab", id=f"console.tab-{i}", show=False)
           for i in range(1, 10)],
     ]
@@ -375,6 +376,29 @@ class ConsoleScreen(ComposeKeys):
 
     def action_palette(self) -> None:
         self.app.action_command_palette()
+
+    def action_mark(self) -> None:
+        """``m``: a hand marker in the running recording (``{``/``}`` and ``M`` find it in a
+        replay); without a recording, the sentence that says how to start one."""
+        rec = active_recorder(self.session.model)
+        if rec is None:
+            self.shell.notify_line("not recording: :record (or --record FILE) starts a recording "
+                                   "that markers go into", True)
+            return
+        from cotal_tui.screens.markers import MarkerLabel
+
+        at = strftime("%H:%M:%S")
+
+        def done(label: str | None) -> None:
+            if label is None:
+                return
+            line = rec.mark(label)
+            if line is None:
+                self.shell.notify_line(f"marker not stored: {rec.error or 'the recording stopped'}", True)
+            else:
+                self.shell.notify_line(f"◆ marker {line['label']!r} at {at} in {rec.path}")
+
+        self.app.push_screen(MarkerLabel(at), done)
 
     def action_quit(self) -> None:
         self.app.exit(0)

@@ -29,6 +29,7 @@ from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from cotal_tui.screens.console import ConsoleScreen
+from cotal_tui.screens.markers import MarkerLabel
 from meshview.markers import Marker, auto_markers
 from meshview.replay import ReplaySession
 from meshview.seatreplay import SeatStream
@@ -207,34 +208,6 @@ class MarkerList(ModalScreen["Marker | None"]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if self.marks:
             self.dismiss(self.marks[event.option_index])
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
-
-
-class MarkerLabel(ModalScreen["str | None"]):
-    """``m``: a one-line label for a marker at the replay's time; Enter adds it, Esc cancels."""
-
-    BINDINGS = [Binding("escape", "dismiss_none", "cancel", id="replay.mark-cancel")]
-    DEFAULT_CSS = """
-    MarkerLabel { align: center middle; }
-    MarkerLabel > Vertical { width: 70; height: 5; border: round $accent; background: $panel; }
-    """
-
-    def __init__(self, at: str) -> None:
-        super().__init__()
-        self.at = at
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(f" marker at {self.at} · Enter add · Esc cancel", markup=False)
-            yield Input(placeholder="label", max_length=80, id="mark-label")
-
-    def on_mount(self) -> None:
-        self.query_one(Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

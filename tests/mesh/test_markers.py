@@ -82,3 +82,26 @@ async def test_replay_keys_land_on_markers_and_m_adds_one(recorded, tmp_path):  
         await pilot.press("end", "enter")
         await until(pilot, lambda: not isinstance(app.screen, MarkerList), 5.0, "the list to close")
         assert session.replay.now == session.markers[-1].t
+
+
+async def test_m_in_the_live_console_marks_the_running_recording(tmp_path):
+    from support.console import make_app, screen_text
+
+    from cotal_tui.screens.markers import MarkerLabel
+    from meshview.record import Recorder
+
+    app = make_app()
+    model = app.session.model
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("m")  # not recording: a sentence, no box
+        await until(pilot, lambda: "not recording" in screen_text(app), 5.0, "the sentence")
+        assert not isinstance(app.screen, MarkerLabel)
+        path = str(tmp_path / "live.jsonl.gz")
+        rec = Recorder(model, path)
+        await pilot.press("m")
+        await until(pilot, lambda: isinstance(app.screen, MarkerLabel), 5.0, "the label box")
+        await pilot.press(*"rollout", "enter")
+        await until(pilot, lambda: not isinstance(app.screen, MarkerLabel), 5.0, "the box to close")
+        rec.close()
+    marks = load_recording(path).marks
+    assert [m.label for m in marks] == ["rollout"]
