@@ -5,16 +5,35 @@ before publishing, accepts a reply only on the matching endpoint and nonce with 
 request id, and learns the answering ``(instanceId, epoch)`` from the reply *subject*. The
 envelope, the error catalog and the subjects are wire rules (``meshview.wire.envelope``,
 ``meshview.wire.endpoint``); this module is the behaviour that carries them.
+
+Issued callers (§13.15): before its first call a client learns its connection's binding. The
+accepted-row token is derived from the connection's own connect name (``connId``, the nonce its
+reply inbox ``_INBOX_<connId>`` is scoped by), the row is Direct-Got from ``cotal_accepted_<space>``
+within a bounded wait, and checked against this space and the caller's own triple. With a row,
+every call on that connection (describe included) rides ``ep.v1`` with the row's generation; with
+none it stays on the legacy rail, and a command that needs the binding is refused here by name,
+never sent on the legacy rail. The binding is read once per connection and never switched: a
+credential whose ceiling changed is a new connection under a new nonce, which reads its own row.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from meshview.connect import SubjectDenied, caller_of as _bound_caller, check_denied, denial_mark, publish_checked
+from meshview.auth import Credential
+from meshview.connect import (
+    SubjectDenied,
+    caller_of as _bound_caller,
+    check_denied,
+    denial_mark,
+    publish_checked,
+    request_checked,
+    target_of,
+)
 from meshview.wire.canonical import DIGEST_RE, canonical_bytes, closure_digest, digest, manifest_for
 from meshview.wire.endpoint import (
     MANAGER,
@@ -23,9 +42,11 @@ from meshview.wire.endpoint import (
     epc_subject,
     new_nonce,
     parse_reply,
+    parse_request,
     reply_filter,
     request_subject,
 )
+from meshview.wire.issued import IssuedRowError, accepted_bucket, accepted_token, direct_get_subject, parse_row
 from meshview.wire.envelope import (
     DEFAULT_DEADLINE_MS,
     Command,
@@ -41,6 +62,90 @@ from meshview.wire.names import epc_stream, space_token
 DESCRIBE_RETRY_S = 0.25  # the first re-poll of an unanswered describe; each later one waits twice as long
 DESCRIBE_RETRY_MAX_S = 2.0
 EXPECTED_POLL_S = 0.1  # a scatter re-reads its expected set this often (it may shrink)
+ACCEPTED_READ_S = 3.0  # the accepted-row read's bound (the reference's readAcceptedRow timeout)
+UNBOUND_CALLER = "ai.cotal.ep.unbound-caller-authority"  # §13.15 refusal detail kind
+# §13.15: run-start binds a run to the caller's issued authority on every mesh; on a participant
+# (user-auth) manager a caller-requested resume and every principal answer need it too
+BINDING_COMMANDS = frozenset({"run-start"})
+USER_BINDING_COMMANDS = frozenset({"run-start", "run-resume", "run-answer"})
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a connection learned of its issued caller authority: the generation its accepted row
+    names (``None``: no row, the legacy rail), why there is none, or the refusal a row that names
+    another space or caller is."""
+
+    generation: str | None
+    why: str = ""
+    refused: EndpointError | None = None
+
+
+_BINDINGS: "weakref.WeakKeyDictionary[Any, Binding]" = weakref.WeakKeyDictionary()
+_BINDING_LOCKS: "weakref.WeakKeyDictionary[Any, asyncio.Lock]" = weakref.WeakKeyDictionary()
+
+
+def conn_id_of(nc) -> str | None:
+    """The connection's connect name as its reply inbox is scoped (``_INBOX_<connId>``); ``None``
+    for a connection with the default inbox (an open-mesh client: nothing issues to it)."""
+    prefix = nc.new_inbox().split(".", 1)[0]  # ``<prefix>.<nuid>``: the prefix the connection was made with
+    if not prefix.startswith("_INBOX_") or len(prefix) <= len("_INBOX_"):
+        return None
+    return prefix[len("_INBOX_"):]
+
+
+async def read_binding(nc, space: str, triple: tuple[str, str, str]) -> Binding:
+    """Read this connection's accepted row once (§13.15) and keep what it says for the life of the
+    connection. No connect name, a refused read, a ``Status`` answer (404: no row; 503: no
+    store) or no answer within :data:`ACCEPTED_READ_S` all mean no issued authority."""
+    cached = _BINDINGS.get(nc)
+    if cached is not None:
+        return cached
+    lock = _BINDING_LOCKS.get(nc)
+    if lock is None:
+        lock = _BINDING_LOCKS[nc] = asyncio.Lock()
+    async with lock:
+        cached = _BINDINGS.get(nc)
+        if cached is None:
+            cached = _BINDINGS[nc] = await _read_binding(nc, space_token(space), triple)
+        return cached
+
+
+async def _read_binding(nc, space: str, triple: tuple[str, str, str]) -> Binding:
+    from nats.errors import NoRespondersError
+
+    conn_id = conn_id_of(nc)
+    if conn_id is None:
+        return Binding(None, "the connection names no connect nonce to derive an accepted-row token from")
+    t = target_of(nc)
+    if t is not None and not t.user_mode and not (isinstance(t.credential, Credential) and t.credential.issued):
+        # a credential this process minted and did not issue holds no read of an accepted row:
+        # asking would only be a broker violation (a user bearer's issuance is the callout's)
+        return Binding(None, "the connection's credential was not minted as an issuance")
+    bucket = accepted_bucket(space)
+    try:
+        msg = await request_checked(nc, direct_get_subject(space, accepted_token(conn_id)), b"",
+                                    timeout=ACCEPTED_READ_S)
+    except SubjectDenied:
+        return Binding(None, f"the credential holds no read of its accepted row in {bucket}")
+    except NoRespondersError:
+        return Binding(None, f"the space has no accepted-row store ({bucket})")
+    except (asyncio.TimeoutError, TimeoutError):
+        return Binding(None, f"no answer from {bucket} within {ACCEPTED_READ_S:g} s")
+    except Exception as e:  # noqa: BLE001 - any failed read is no authority, named
+        return Binding(None, f"the accepted-row read failed ({type(e).__name__})")
+    status = (msg.headers or {}).get("Status") if getattr(msg, "headers", None) else None
+    if status == "503":
+        return Binding(None, f"the space has no accepted-row store ({bucket})")
+    if status:
+        return Binding(None, f"{bucket} holds no accepted row for this connection (status {inline(status, 8)})")
+    try:
+        ref = parse_row(msg.data, space=space, triple=triple)
+    except IssuedRowError as e:
+        return Binding(None, str(e), refused=EndpointError(
+            "permission-denied", f"this connection's accepted row is refused: {e} (SPEC 13.15); nothing was sent",
+            outcome="not-executed"))
+    return Binding(ref.generation)
 
 
 @dataclass
@@ -127,6 +232,56 @@ class EndpointClient:
         self.name = name
         self._cluster_cache: dict[str, dict[str, Command]] = {}
         self._resolved: Resolved | None = None
+        self._binding: Binding | None = None
+
+    @property
+    def generation(self) -> str | None:
+        """The issued generation this connection's calls ride ``ep.v1`` with (``None``: legacy,
+        or not learned yet; :meth:`bind` learns it)."""
+        return self._binding.generation if self._binding is not None else None
+
+    async def bind(self) -> Binding:
+        """The connection's binding (§13.15), read once per connection and shared by every
+        client on it. A caller that is not the connection's own keeps the legacy rail: an
+        accepted row binds only the triple the credential was issued to."""
+        if self._binding is None:
+            bound = _bound_caller(self.nc)
+            if bound is not None and Caller(*bound) != self.caller:
+                self._binding = Binding(None, "this caller is not the connection's own")
+            else:
+                self._binding = await read_binding(self.nc, self.space,
+                                                   (self.caller.owner, self.caller.actor, self.caller.uid))
+        return self._binding
+
+    def _needs_binding(self, command: str) -> bool:
+        t = target_of(self.nc)
+        return command in (USER_BINDING_COMMANDS if t is not None and t.user_mode else BINDING_COMMANDS)
+
+    async def _bound_for(self, command: str) -> str | None:
+        """The generation ``command`` rides with, or the local refusal: a row naming another space
+        or caller refuses every call; no row refuses a command that needs the binding."""
+        b = await self.bind()
+        if b.refused is not None:
+            raise b.refused
+        if b.generation is None and self._needs_binding(command):
+            c = self.caller
+            raise EndpointError(
+                "permission-denied",
+                f"{command} binds to the caller's issued authority (SPEC 13.15), and this connection has no "
+                f"accepted row ({b.why}); it was not sent on the legacy rail. Reconnect with an issued "
+                "credential (a static mesh's control instrument, or a user-auth mesh's manager-caller view)",
+                details=[{"kind": UNBOUND_CALLER, "owner": c.owner, "actor": c.actor, "uid": c.uid}],
+                outcome="not-executed")
+        return b.generation
+
+    def _on_rail(self, subject: str) -> str:
+        """``subject`` on this connection's rail: a request a caller built for the other rail is
+        rebuilt with the same tokens, so no call on an issued connection leaves on the legacy rail."""
+        p = parse_request(subject)
+        if p is None or p.generation == self.generation:
+            return subject
+        return request_subject(self.space, p.endpoint, p.command, p.caller, p.nonce, route=p.route,
+                               instance_id=p.instance_id, target=p.target, generation=self.generation)
 
     def _reply_of(self, msg, nonce: str, env: dict) -> Reply | None:
         """The reply ``msg`` is, if it answers ``env`` on ``nonce``: the subject's endpoint, nonce
@@ -135,6 +290,8 @@ class EndpointClient:
         parsed = parse_reply(msg.subject)
         if parsed is None or parsed.endpoint != self.endpoint or parsed.nonce != nonce:
             return None
+        if parsed.generation != self.generation:
+            return None  # the reply rides the rail the request rode (§13.2)
         if parsed.caller != self.caller:
             return None
         try:
@@ -157,7 +314,10 @@ class EndpointClient:
         """One call on the wire: its exact reply rail subscribed and flushed, then the request
         published once. Returns the subscription (the caller unsubscribes it); every reply it
         accepts lands in ``q`` (a scatter's own gather, attach/scatter.py, reads it too)."""
-        filt = reply_filter(self.space, self.endpoint, self.caller, nonce)
+        p = parse_request(subject)
+        await self._bound_for(p.command if p is not None else env.get("op", {}).get("command", ""))
+        subject = self._on_rail(subject)
+        filt = reply_filter(self.space, self.endpoint, self.caller, nonce, generation=self.generation)
 
         async def cb(msg) -> None:
             r = self._reply_of(msg, nonce, env)
@@ -225,6 +385,7 @@ class EndpointClient:
         publish. Every poll is a call of its own, with its own nonce and request id (one
         outstanding call per nonce, §13.2); earlier polls stay open, so a slow answer still counts."""
         route = "inst" if instance_id else "one"
+        generation = await self._bound_for("describe")
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_ms / 1000
         q: asyncio.Queue = asyncio.Queue()
@@ -241,7 +402,7 @@ class EndpointClient:
                 if now >= next_poll:
                     nonce = new_nonce()
                     subject = request_subject(self.space, self.endpoint, "describe", self.caller, nonce,
-                                              route=route, instance_id=instance_id)
+                                              route=route, instance_id=instance_id, generation=generation)
                     remaining = max(1, int((end - now) * 1000))
                     env = build_request(endpoint=self.endpoint, command="describe", caller=self.caller,
                                         deadline_ms=remaining, name=self.name)
@@ -309,13 +470,16 @@ class EndpointClient:
         request_id: str | None = None,
     ) -> Reply:
         """One call: class rail, or the instance rail when ``instance_id`` is given. An action's
-        caller picks ``request_id`` (the goal id) to read its progress before the call leaves."""
+        caller picks ``request_id`` (the goal id) to read its progress before the call leaves.
+        A command that needs the issued binding is refused before anything is sent when the
+        connection has none (§13.15)."""
+        generation = await self._bound_for(command)
         cmd = await self._command(command, instance_id)
         nonce = new_nonce()
         subj_target = AuthzTarget(mode, target["owner"]) if target is not None else None
         subject = request_subject(self.space, self.endpoint, command, self.caller, nonce,
                                   route="inst" if instance_id else "one", instance_id=instance_id,
-                                  target=subj_target)
+                                  target=subj_target, generation=generation)
         env = build_request(endpoint=self.endpoint, command=command, caller=self.caller,
                             input_digest=cmd.input_digest, output_digest=cmd.output_digest,
                             args=args, target=target, bind=bind, deadline_ms=deadline_ms, name=self.name,
@@ -333,9 +497,11 @@ class EndpointClient:
     ) -> list[Reply]:
         """Scatter on the ``all`` rail and gather one reply per instance until the deadline, or
         until every instance of ``expected`` answered (a set the caller may shrink meanwhile)."""
+        generation = await self._bound_for(command)
         cmd = await self._command(command, None)
         nonce = new_nonce()
-        subject = request_subject(self.space, self.endpoint, command, self.caller, nonce, route="all")
+        subject = request_subject(self.space, self.endpoint, command, self.caller, nonce, route="all",
+                                  generation=generation)
         env = build_request(endpoint=self.endpoint, command=command, caller=self.caller,
                             input_digest=cmd.input_digest, output_digest=cmd.output_digest,
                             args=args, deadline_ms=deadline_ms, name=self.name)

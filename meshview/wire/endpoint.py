@@ -2,6 +2,12 @@
 (``epe``), session rails (``eps``), the contract store (``epc``) and the read/publish patterns a
 permission list grants on them; plus the token grammar of the manager contract's arguments.
 
+The versioned rail (§13.2, §13.15): an issued caller rides ``cotal.<s>.ep.v1.…``, every request
+and reply form with ``v1`` after ``ep`` and the caller's ``<generation>`` (32 lowercase hex)
+between ``<uid>`` and ``<nonce>``. Every builder, pattern and parser here takes
+``generation=None`` (the legacy rail) or a generation (``ep.v1``); the two rails are disjoint.
+Goal progress (``epe``) and sessions (``eps``) have no versioned form.
+
 Builders fail loud on a bad token rather than sanitize (the SPEC's build-time boundary); the
 parsers split and check shape only and return None for anything that is not one of ours.
 """
@@ -12,6 +18,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from meshview.wire.issued import is_generation
 from meshview.wire.names import space_token
 from meshview.wire.outbound import mint_lifecycle_uid
 from meshview.wire.subjects import ROOT
@@ -36,6 +43,10 @@ _EPOCH = re.compile(r"^(0|[1-9][0-9]*)$")
 # manager contract arguments (``spawn``): a persona names a program, a seat name an agent
 _PERSONA = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _SEAT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+
+
+V1 = "v1"  # the versioned rail's token after ``ep`` (§13.2)
+ANY_GENERATION = "*"  # patterns only: every generation of one caller on the versioned rail
 
 
 class SubjectError(ValueError):
@@ -156,6 +167,26 @@ def _rail(space: str, kind: str, *tokens: str) -> str:
     return ".".join([ROOT, space_token(space), kind, *tokens])
 
 
+def check_generation(v: str) -> str:
+    if not is_generation(v):
+        raise SubjectError(f"generation {v!r} is not 32 lowercase hex")
+    return v
+
+
+def _ep(space: str, generation: str | None, *tokens: str) -> str:
+    """``cotal.<s>.ep.…`` (legacy) or ``cotal.<s>.ep.v1.…`` (a generation is given)."""
+    return _rail(space, "ep", *([V1] if generation is not None else []), *tokens)
+
+
+def _gen(generation: str | None, *, pattern: bool = False) -> list[str]:
+    """The generation token between ``<uid>`` and ``<nonce>``, none on the legacy rail."""
+    if generation is None:
+        return []
+    if pattern and generation == ANY_GENERATION:
+        return [ANY_GENERATION]
+    return [check_generation(generation)]
+
+
 def request_subject(
     space: str,
     endpoint: str,
@@ -166,6 +197,7 @@ def request_subject(
     route: str = "one",
     instance_id: str | None = None,
     target: AuthzTarget | None = None,
+    generation: str | None = None,
 ) -> str:
     parts = [route, endpoint_token(endpoint)]
     if route == "inst":
@@ -178,24 +210,34 @@ def request_subject(
     if target is not None:
         parts += target.tokens()
     parts += caller.tokens()
+    parts += _gen(generation)
     parts.append(check_nonce(nonce))
-    return _sized(_rail(space, "ep", *parts))
+    return _sized(_ep(space, generation, *parts))
 
 
-def reply_subject(space: str, endpoint: str, instance_id: str, epoch: int, caller: Caller, nonce: str) -> str:
-    if not isinstance(epoch, int) or epoch < 0:
+def reply_subject(space: str, endpoint: str, instance_id: str, epoch: int, caller: Caller, nonce: str, *,
+                  generation: str | None = None) -> str:
+    """The reply to one request, on the rail it arrived on (its generation copied, §13.2)."""
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
         raise SubjectError(f"epoch {epoch!r} is not an unsigned integer")
-    return _sized(_rail(space, "ep", "reply", endpoint_token(endpoint), check_lifecycle(instance_id, "instanceId"),
-                        str(epoch), *caller.tokens(), check_nonce(nonce)))
+    return _sized(_ep(space, generation, "reply", endpoint_token(endpoint),
+                      check_lifecycle(instance_id, "instanceId"), str(epoch), *caller.tokens(),
+                      *_gen(generation), check_nonce(nonce)))
 
 
-def reply_filter(space: str, endpoint: str, caller: Caller, nonce: str) -> str:
+def reply_filter(space: str, endpoint: str, caller: Caller, nonce: str, *, generation: str | None = None) -> str:
     """The caller's exact reply rail for one nonce, from any responder instance and epoch."""
-    return _rail(space, "ep", "reply", endpoint_token(endpoint), "*", "*", *caller.tokens(), check_nonce(nonce))
+    return _ep(space, generation, "reply", endpoint_token(endpoint), "*", "*", *caller.tokens(),
+               *_gen(generation), check_nonce(nonce))
 
 
-def serve_filter(space: str, route: str, endpoint: str, instance_id: str | None = None) -> str:
-    base = _rail(space, "ep", route, endpoint_token(endpoint))
+def serve_filter(space: str, route: str, endpoint: str, instance_id: str | None = None, *,
+                 generation: str | None = None) -> str:
+    """What a responder subscribes on one route. With a ``generation`` (any valid one, or
+    :data:`ANY_GENERATION`) it is the whole versioned rail of that route: a responder serves
+    every issued caller's generation and checks it per request, never one generation only."""
+    _gen(generation, pattern=True)
+    base = _ep(space, generation, route, endpoint_token(endpoint))
     if route == "inst":
         base += "." + check_lifecycle(instance_id or "", "instanceId")
     return base + ".>"
@@ -242,22 +284,31 @@ def goal_progress_pattern(space: str, endpoint: str, caller: Caller, goal_id: st
 # ---- what a credential may publish and subscribe on the endpoint plane (wire.md §9) ---------
 
 def request_pattern(space: str, endpoint: str, command: str, caller: Caller, *, route: str,
-                    mode: str | None = None) -> str:
+                    mode: str | None = None, generation: str | None = None,
+                    instance_id: str | None = None) -> str:
     """One caller's requests of ``command`` on ``route``, any nonce (and, on the instance rail,
-    any instance); ``mode`` adds a subject target block of that mode for any target owner."""
+    any instance, or the one ``instance_id`` names); ``mode`` adds a subject target block of that
+    mode for any target owner (``self``: the self form, no target tokens). ``generation`` (a
+    literal, or :data:`ANY_GENERATION`) makes it the versioned-rail row."""
     if route not in ROUTES:
         raise SubjectError(f"route {route!r} is not one|all|inst")
-    parts = [route, endpoint_token(endpoint), *(["*"] if route == "inst" else []), check_command(command)]
-    if mode is not None:
+    if instance_id is not None and route != "inst":
+        raise SubjectError("only the inst route names an instance")
+    inst = [check_lifecycle(instance_id, "instanceId") if instance_id is not None else "*"] if route == "inst" else []
+    parts = [route, endpoint_token(endpoint), *inst, check_command(command)]
+    if mode == "self":
+        parts.append("self")  # the self form: no target tokens, the caller triple is the target
+    elif mode is not None:
         if mode not in AUTHZ_MODES or _TARGET_ARITY[mode] != 1:
             raise SubjectError(f"authorization mode {mode!r} pins no single owner")
         parts += [mode, "*"]
-    return _rail(space, "ep", *parts, *caller.tokens(), "*")
+    return _ep(space, generation, *parts, *caller.tokens(), *_gen(generation, pattern=True), "*")
 
 
-def reply_pattern(space: str, caller: Caller) -> str:
-    """Every reply to one caller: any endpoint, instance, epoch and nonce."""
-    return _rail(space, "ep", "reply", "*", "*", "*", *caller.tokens(), "*")
+def reply_pattern(space: str, caller: Caller, *, generation: str | None = None) -> str:
+    """Every reply to one caller: any endpoint, instance, epoch and nonce (on the versioned rail,
+    of ``generation``: a literal, or :data:`ANY_GENERATION`)."""
+    return _ep(space, generation, "reply", "*", "*", "*", *caller.tokens(), *_gen(generation, pattern=True), "*")
 
 
 def goal_pattern(space: str, endpoint: str, caller: Caller) -> str:
@@ -277,6 +328,7 @@ class ParsedRequest:
     caller: Caller
     nonce: str
     instance_id: str | None = None
+    generation: str | None = None  # None: the legacy rail; a value: ``ep.v1``
 
 
 @dataclass(frozen=True)
@@ -286,9 +338,10 @@ class ParsedReply:
     epoch: int
     caller: Caller
     nonce: str
+    generation: str | None = None  # None: the legacy rail; a value: ``ep.v1``
 
 
-def _parse_tail(parts: list[str], i: int) -> tuple[AuthzTarget | None, Caller, str] | None:
+def _parse_tail(parts: list[str], i: int, versioned: bool) -> tuple[AuthzTarget | None, Caller, str, str | None] | None:
     target = None
     if i < len(parts) and parts[i] in _TARGET_ARITY:
         mode = parts[i]
@@ -303,35 +356,64 @@ def _parse_tail(parts: list[str], i: int) -> tuple[AuthzTarget | None, Caller, s
         else:
             target = AuthzTarget(mode, t[0])
         i += 1 + n
-    if len(parts) != i + 4:
+    if len(parts) != i + (5 if versioned else 4):
         return None
-    return target, Caller(parts[i], parts[i + 1], parts[i + 2]), parts[i + 3]
+    caller = Caller(parts[i], parts[i + 1], parts[i + 2])
+    if not versioned:
+        return target, caller, parts[i + 3], None
+    if not is_generation(parts[i + 3]):
+        return None
+    return target, caller, parts[i + 4], parts[i + 3]
 
 
-def parse_request(subject: str) -> ParsedRequest | None:
+def _split_ep(subject: str) -> tuple[list[str], bool] | None:
+    """The tokens after ``cotal.<s>.ep`` (or ``ep.v1``) and whether it is the versioned rail."""
     if len(subject.encode()) > MAX_EP_SUBJECT_BYTES:
         return None
     p = subject.split(".")
-    if len(p) < 10 or p[0] != ROOT or p[2] != "ep":
+    if len(p) < 4 or p[0] != ROOT or p[2] != "ep":
+        return None
+    if p[3] == V1:
+        return [*p[:3], *p[4:]], True
+    return p, False
+
+
+def parse_request(subject: str) -> ParsedRequest | None:
+    split = _split_ep(subject)
+    if split is None:
+        return None
+    p, versioned = split
+    if len(p) < 10:
         return None
     route = p[3]
     if route in ("one", "all"):
-        tail = _parse_tail(p, 6)
+        tail = _parse_tail(p, 6, versioned)
         if tail is None:
             return None
-        return ParsedRequest(route, endpoint_name(p[4]), p[5], *tail)
+        target, caller, nonce, gen = tail
+        return ParsedRequest(route, endpoint_name(p[4]), p[5], target, caller, nonce, generation=gen)
     if route == "inst" and len(p) >= 11:
-        tail = _parse_tail(p, 7)
+        tail = _parse_tail(p, 7, versioned)
         if tail is None:
             return None
-        return ParsedRequest(route, endpoint_name(p[4]), p[6], *tail, instance_id=p[5])
+        target, caller, nonce, gen = tail
+        return ParsedRequest(route, endpoint_name(p[4]), p[6], target, caller, nonce, instance_id=p[5],
+                             generation=gen)
     return None
 
 
 def parse_reply(subject: str) -> ParsedReply | None:
-    p = subject.split(".")
-    if len(p) != 11 or p[0] != ROOT or p[2] != "ep" or p[3] != "reply":
+    split = _split_ep(subject)
+    if split is None:
+        return None
+    p, versioned = split
+    if len(p) != (12 if versioned else 11) or p[3] != "reply":
         return None
     if not _EPOCH.fullmatch(p[6]):
         return None
-    return ParsedReply(endpoint_name(p[4]), p[5], int(p[6]), Caller(p[7], p[8], p[9]), p[10])
+    gen = None
+    if versioned:
+        gen = p[10]
+        if not is_generation(gen):
+            return None
+    return ParsedReply(endpoint_name(p[4]), p[5], int(p[6]), Caller(p[7], p[8], p[9]), p[-1], generation=gen)

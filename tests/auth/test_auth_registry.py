@@ -108,7 +108,10 @@ def test_static_entry_mints_per_role(tmp_path, monkeypatch):
     owner, actor, uid = ctl.credential.caller
     assert owner == "local" and actor == c["sub"] and 26 <= len(uid) <= 32
     assert c["exp"] - c["iat"] <= 300
-    assert f"cotal.sec.ep.reply.*.*.*.local.{actor}.{uid}.*" in c["nats"]["sub"]["allow"]
+    # an issued instrument (§13.15): its replies on the versioned rail, pinned to its generation
+    gen = ctl.credential.issued.generation
+    assert f"cotal.sec.ep.v1.reply.*.*.*.local.{actor}.{uid}.{gen}.*" in c["nats"]["sub"]["allow"]
+    assert not any(p.startswith("cotal.sec.ep.reply.") for p in c["nats"]["sub"]["allow"])
     assert not any(p.startswith("cotal.sec.chat") for p in c["nats"]["pub"]["allow"])
     with pytest.raises(Exception):
         prepare(dataclasses.replace(target_from_args(parse("--space", "sec")), role="session"))

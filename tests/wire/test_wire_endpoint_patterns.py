@@ -43,8 +43,21 @@ def test_reply_and_goal_patterns_cover_every_instance_and_epoch():
     assert goal_pattern("main", "manager", C) == "cotal.main.epe.manager.*.*.goal.local.UABC." + "a" * 26 + ".>"
 
 
+def test_the_self_form_grants_only_the_callers_own_target():
+    """``run-answer`` is targeted with modes ["self"] (contract rev 16+): the pattern has the
+    ``self`` token and no target tokens, so it admits exactly the caller's self-targeted form."""
+    from meshview.wire.endpoint import AuthzTarget
+
+    pat = request_pattern("main", "manager", "run-answer", C, route="one", mode="self")
+    assert pat == "cotal.main.ep.one.manager.run-answer.self.local.UABC." + "a" * 26 + ".*"
+    assert subject_matches(pat, request_subject("main", "manager", "run-answer", C, NONCE,
+                                                target=AuthzTarget("self")))
+    assert not subject_matches(pat, request_subject("main", "manager", "run-answer", C, NONCE,
+                                                    target=AuthzTarget("any", "local")))
+
+
 @pytest.mark.parametrize("bad", [
-    dict(route="nope"), dict(mode="self"), dict(mode="handle"), dict(mode="unknown"),
+    dict(route="nope"), dict(mode="handle"), dict(mode="unknown"),
 ])
 def test_a_pattern_that_would_grant_something_else_is_refused(bad):
     with pytest.raises(SubjectError):
