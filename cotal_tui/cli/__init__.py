@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stop": ("cotal_tui.cli.control:stop", "stop a managed seat (graceful, or --force)"),
     "input": ("cotal_tui.cli.control:input", "type text into a managed seat's terminal"),
     "status": ("cotal_tui.cli.control:status", "one managed seat's row; without a seat, the managers themselves"),
+    "runs": ("cotal_tui.cli.runs", "workflow runs: ps, journal, answer a checkpoint, start, resume"),
     "deregister-instance": ("cotal_tui.cli.managers:deregister",
                             "remove a gone manager's stale registration (refused while it answers)"),
     "personas": ("cotal_tui.cli.managers:personas", "the manager's personas, or one persona's text"),
