@@ -33,18 +33,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="broker port (default: a free one)")
     p.add_argument("--plain", action="store_true", help="line stream instead of the console")
     p.add_argument("--json", action="store_true", help="JSON Lines instead of the console")
-    p.add_argument("--auth", choices=("open", "static"), default="open",
+    p.add_argument("--auth", choices=("open", "static", "user"), default="open",
                    help="open (default): no credentials; static: an operator-mode broker, the seed "
                         "in a temp COTAL_HOME's project root and a registry entry, so every command "
-                        "mints its own credentials")
+                        "mints its own credentials; user: a user-auth mesh (auth callout, exchange, "
+                        "IdP stand-in) with two signed-in users, one temp COTAL_HOME each")
+    p.add_argument("--as-user", metavar="NAME", default=None,
+                   help="--auth user: act as this demo user (olivia: admin; sam: spawn); default olivia")
 
 
 def run(args: argparse.Namespace) -> int:
     from cotal_tui.demo.broker import BrokerError
     from cotal_tui.demo.mesh import DemoMesh
 
-    mesh = DemoMesh(space=args.space, seed=args.seed, agents=args.agents, rate=args.rate,
-                    shell=args.shell, port=args.port, auth=args.auth)
+    if args.as_user is not None and args.auth != "user":
+        print("cotal demo: --as-user needs --auth user.", file=sys.stderr)
+        return 2
+    try:
+        mesh = DemoMesh(space=args.space, seed=args.seed, agents=args.agents, rate=args.rate,
+                        shell=args.shell, port=args.port, auth=args.auth, as_user=args.as_user)
+    except ValueError as e:
+        print(f"cotal demo: {e}.", file=sys.stderr)
+        return 2
     try:
         mesh.start()
     except BrokerError as e:
@@ -54,11 +64,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"cotal demo: could not start the mesh: {e}", file=sys.stderr)
         return 1
     try:
-        if mesh.home is not None:  # static auth: this process and its children use the registry
-            os.environ["COTAL_HOME"] = mesh.home
+        if mesh.home is not None:  # static/user auth: this process and its children use the registry
+            os.environ["COTAL_HOME"] = mesh.home_for_user
         if args.headless:
+            done = threading.Event()  # before anything is printed: a reader may stop us at once
+            signal.signal(signal.SIGTERM, lambda *_: done.set())
             print(f"server: {mesh.url}\nspace:  {mesh.space}", flush=True)
-            if mesh.home is not None:
+            if mesh.user_homes:  # one home per user, the one acted as first
+                for name, scopes, home in mesh.user_order():
+                    print(f"user:   {name} (scopes {', '.join(scopes)})\nhome:   {home}", flush=True)
+                print(f"connect with: COTAL_HOME={mesh.home_for_user} cotal watch   (or ps, attach, spawn...; "
+                      "the other home acts as the other user; Ctrl-C stops the mesh)", file=sys.stderr, flush=True)
+            elif mesh.home is not None:
                 print(f"home:   {mesh.home}", flush=True)
                 print(f"connect with: COTAL_HOME={mesh.home} cotal watch   (or ps, attach, spawn...; "
                       "Ctrl-C stops the mesh)", file=sys.stderr, flush=True)
@@ -66,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
                 print("connect with: cotal watch --server "
                       f"{mesh.url} --space {mesh.space}   (Ctrl-C stops the mesh)",
                       file=sys.stderr, flush=True)
-            done = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: done.set())
             try:
                 while not done.wait(0.5):
                     pass

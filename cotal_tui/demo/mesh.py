@@ -10,6 +10,16 @@ material at ``<root>/.cotal/auth/auth.json`` and a registry entry (``mode: auth`
 and mint their own credentials from the seed. The team and the manager hold infrastructure
 credentials; every attach session is served on a connection of its own whose credential
 reaches that session's two rails and nothing else.
+
+``auth="user"`` runs a user-auth mesh (SPEC §9, §10, App. B): the broker in operator mode with an
+AUTH account whose callout is the demo's auth plane (``cotal_tui/demo/userauth``: the exchange,
+the IdP stand-in, the actors ledger), two signed-in users — an ``admin``-scoped operator and an
+ordinary user with ``spawn`` — each with a ``COTAL_HOME`` of its own (``home/<user>``: the
+registry entry with ``mode: user``, the exchange URL, the sentinel creds and the user's IdP
+token), the scripted team as ``u_…`` principals of the two users (managed-agent rows in the
+ledger, the team itself on an infrastructure connection), and the demo manager as the
+co-located manager of the signer-holding host (``svc`` owner ``local``, the plane's local
+manager candidate for every owner's ``manager-caller``).
 """
 
 from __future__ import annotations
@@ -41,16 +51,34 @@ class DemoMesh:
     manager: bool = True
     port: int = 0
     schedule: TeamSchedule = field(default_factory=TeamSchedule)
-    auth: str = "open"  # open | static
-    home: str | None = None  # static: the COTAL_HOME that gets the registry entry (a temp dir if None)
+    auth: str = "open"  # open | static | user
+    home: str | None = None  # static: the COTAL_HOME that gets the registry entry (a temp dir if None);
+    # user: the directory holding one COTAL_HOME per user (home/<user>)
+    as_user: str | None = None  # user: whose home is ``home_for_user`` (default: the operator)
+    users: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("olivia", ("admin", "spawn", "supervise", "run")), ("sam", ("spawn",)))
 
     def __post_init__(self) -> None:
-        if self.auth not in ("open", "static"):
-            raise ValueError(f"auth must be open or static, not {self.auth!r}")
+        if self.auth not in ("open", "static", "user"):
+            raise ValueError(f"auth must be open, static or user, not {self.auth!r}")
         self.trust = None
+        self.plane = None
         self.root: str | None = None
         self._own_home = False
+        self.user_homes: dict[str, Path] = {}
         extra = ""
+        if self.auth == "user":
+            from cotal_tui.demo.userauth.plane import UserAuthPlane
+
+            names = [n for n, _ in self.users]
+            if self.as_user is not None and self.as_user not in names:
+                raise ValueError(f"--as-user {self.as_user!r} is not a demo user ({', '.join(names)})")
+            if self.home is None:
+                self.home = tempfile.mkdtemp(prefix="cotal-home-")
+                self._own_home = True
+            os.chmod(self.home, 0o700)
+            self.plane = UserAuthPlane(self.space, operator_name="cotal-demo")
+            extra = self.plane.server_config()
         if self.auth == "static":
             from cotal_tui.demo.trust import SpaceTrust
 
@@ -78,6 +106,12 @@ class DemoMesh:
         self.broker.start()
         if self.trust is not None:
             self._record()
+        if self.plane is not None:
+            try:
+                self._start_plane()
+            except BaseException:
+                self.stop()
+                raise
         self._thread = threading.Thread(target=self._run, name="cotal-demo-mesh", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
@@ -103,8 +137,11 @@ class DemoMesh:
             nc = await nats.connect(self.url, name="cotal-demo-team", max_reconnect_attempts=-1,
                                     **self._infra_options())
             await provision_space(nc, self.space)
+            owners = tuple(u.owner for u in self.plane.users.values()) if self.plane is not None else None
             self.team = Team(nc, self.space, seed=self.seed, agents=self.agents,
-                             rate=self.rate, schedule=self.schedule)
+                             rate=self.rate, schedule=self.schedule, **({"owners": owners} if owners else {}))
+            if self.plane is not None:
+                self._grant_team()  # before any agent shows up: its row exists first
             await self.team.start()
             if self.manager:
                 self.mgr = await self._start_manager(nc)
@@ -132,8 +169,14 @@ class DemoMesh:
             kind = "shell" if self.shell else ("fullscreen" if i % 3 == 2 else "line")
             seats.append(SeatSpec(name=a.name, principal_id=a.id, kind=kind))
         mgr = DemoManager(nc, self.space, seats,
-                          session_connect=self._serving_connect if self.trust is not None else None)
+                          session_connect=self._serving_connect if self._signer is not None else None,
+                          user_mesh=self.plane is not None,
+                          # a static mesh hosts runs: one waits at a checkpoint from the start
+                          boot_run="release-checklist" if self._signer is not None and self.plane is None
+                          else None)
         await mgr.start()
+        if self.plane is not None:  # the co-located manager: every owner's local candidate
+            self.plane.local_manager = mgr.instance_id
         return mgr
 
     # ---- static auth -------------------------------------------------------------------
@@ -141,15 +184,20 @@ class DemoMesh:
     def _infra_options(self) -> dict:
         """nats-py options for the team and the manager: an allow-all infrastructure user of
         the data account on a static mesh (what ``cotal up`` runs its daemons with), else none."""
-        if self.trust is None:
+        if self._signer is None:
             return {}
-        return self.trust.root_seed.mint("infra", None).nats_options()
+        return self._signer.root_seed.mint("infra", None).nats_options()
+
+    @property
+    def _signer(self):
+        """The trust chain whose data-account signing key this host holds (static or user)."""
+        return self.trust if self.trust is not None else (self.plane.trust if self.plane is not None else None)
 
     async def _serving_connect(self, grant: dict):
         """A connection on one session's serving credential (sub ``in``, pub ``out``)."""
         from meshview.auth import mint_session_serving
 
-        cred = mint_session_serving(self.trust.root_seed, self.space,
+        cred = mint_session_serving(self._signer.root_seed, self.space,
                                     (grant["endpoint"], grant["sessionId"], grant["serving"]["epoch"]),
                                     grant["exp"])
         return await nats.connect(self.url, name="cotal-demo-session", allow_reconnect=False,
@@ -172,6 +220,39 @@ class DemoMesh:
             os.close(fd)
         (Path(self.home) / "current-mesh").write_text(self.space + "\n")
 
+    # ---- user auth ---------------------------------------------------------------------
+
+    def _start_plane(self) -> None:
+        """The auth plane on the running broker, the two users and one COTAL_HOME each."""
+        from cotal_tui.demo.userauth.home import write_user_home
+
+        assert self.plane is not None and self.home is not None
+        self.plane.start(self.url)
+        for name, scopes in self.users:
+            self.plane.add_user(name, scopes)
+            self.user_homes[name] = write_user_home(
+                Path(self.home) / name, space=self.space, server=self.url, exchange=self.plane.exchange_url,
+                sentinel_text=self.plane.sentinel_text, idp_token=self.plane.idp_token(name, ttl_s=24 * 3600))
+
+    def _grant_team(self) -> None:
+        """Each scripted agent is a managed-agent row of its owner, spawned by that owner's ``cli``."""
+        assert self.plane is not None and self.team is not None
+        for a in self.team.members:
+            self.plane.grant_agent(a.owner, a.name, lifecycle_uid=a.lifecycle_uid, parent=f"{a.owner}.cli")
+
+    @property
+    def home_for_user(self) -> str | None:
+        """The COTAL_HOME this process (and the console) acts in: ``as_user``'s, else the operator's."""
+        if not self.user_homes:
+            return self.home
+        return str(self.user_homes[self.as_user or self.users[0][0]])
+
+    def user_order(self) -> list[tuple[str, tuple[str, ...], Path]]:
+        """The users with their scopes and homes, the one acted as first."""
+        first = self.as_user or self.users[0][0]
+        rows = [(n, s, self.user_homes[n]) for n, s in self.users]
+        return sorted(rows, key=lambda r: r[0] != first)
+
     def call(self, coro, timeout: float = 30.0):
         """Run a coroutine on the mesh's loop (tests: crash an agent, despawn a seat)."""
         assert self._loop is not None
@@ -182,6 +263,8 @@ class DemoMesh:
             if self._thread.is_alive():
                 self._loop.call_soon_threadsafe(self._stop.set)
                 self._thread.join(15)
+        if self.plane is not None:
+            self.plane.stop()
         self.broker.stop()
         if self._own_home and self.home:
             shutil.rmtree(self.home, ignore_errors=True)

@@ -105,17 +105,18 @@ class Agent:
     activity_since: int = 0
     active_at: int = 0
     alive: bool = True  # False once crashed: no more heartbeats, no delete
+    owner: str = DEV_OWNER  # a derived ``u_…`` owner on a user-auth mesh
 
     @property
     def id(self) -> str:
-        return f"{DEV_OWNER}.{actor_token(self.name)}"
+        return f"{self.owner}.{actor_token(self.name)}"
 
     def card(self) -> dict:
         return {
             "id": self.id,
             "name": self.name,
             "kind": "agent",
-            "owner": DEV_OWNER,
+            "owner": self.owner,
             "actor": actor_token(self.name),
             "role": self.role,
             "description": f"{self.role} agent in the demo team",
@@ -166,6 +167,7 @@ class Team:
     heartbeat_s: float = 2.0
     answer: bool = True  # reply to the operator's DMs and asks ("answering the operator")
     answer_delay_s: float = 0.5  # mean "thinking" time before an answer
+    owners: tuple[str, ...] = (DEV_OWNER,)  # agent i belongs to owners[i % len]: u_… on a user mesh
 
     def __post_init__(self) -> None:
         self.space = space_token(self.space)
@@ -176,7 +178,8 @@ class Team:
             if i >= len(ROSTER):
                 name = f"{name}{i // len(ROSTER) + 1}"
             self.members.append(
-                Agent(name, role, conn, model, list(skills), lifecycle_uid=mint_uid(self.rng))
+                Agent(name, role, conn, model, list(skills), lifecycle_uid=mint_uid(self.rng),
+                      owner=self.owners[i % len(self.owners)])
             )
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
