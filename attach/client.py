@@ -15,6 +15,13 @@ are one session's life and share its link state.
 A link is left when the manager ends it, a rail faults, the connection drops or the manager
 falls silent past ``liveness_s`` (idle credits, not output, prove it alive). Unless the manager
 let go first, every abandoned session is handed back: ``close`` on its ``in`` rail, flushed.
+
+On a per-user-auth mesh (user-auth digest §4) the control connection carries a ``manager-caller``
+view pinned to one manager instance: the seat is inspected there (no scatter, no lease read) and
+``attach`` is asked in ``owner`` mode; the grant is redeemed at the auth service's exchange for a
+``session-caller`` bearer, and the rails ride a connection of their own on it. A redemption the
+auth plane refuses ends the attach with its sentence; a re-establishment (a manager restart)
+asks for a fresh grant and redeems that one.
 """
 
 from __future__ import annotations
@@ -477,11 +484,14 @@ class AttachSession:
             self.caller = Caller(*bound)
         ep = EndpointClient(nc, self.space, caller=self.caller)
         last: EndpointError | None = None
+        pinned = user_pin(nc)
+        pin = pinned or self.pin
+        mode = "owner" if pinned else "any"  # a user bearer never holds any-mode reach
         for _ in range(MAX_REBIND):
             try:
-                loc = await locate(ep, self.name, instance_id=self.pin)
+                loc = await locate(ep, self.name, instance_id=pin)
                 target = target_for(loc.row, self.caller)
-                r = await ep.call("attach", None, instance_id=loc.instance_id, target=target, mode="any",
+                r = await ep.call("attach", None, instance_id=loc.instance_id, target=target, mode=mode,
                                   bind={"instanceId": loc.instance_id, "epoch": loc.epoch},
                                   deadline_ms=CALL_DEADLINE_MS)
             except EndpointError as e:
@@ -570,10 +580,39 @@ class AttachSession:
             await _close_nc(nc)
 
 
+def user_pin(nc) -> str | None:
+    """The manager instance a user-mode control connection's view is pinned to (None elsewhere):
+    on a user mesh every lookup goes there, never to a scatter."""
+    from meshview.connect import target_of
+
+    t = target_of(nc)
+    if t is None or not t.user_mode or not t.can_exchange or t.creds or t.nkey:
+        return None
+    return t.manager_instance
+
+
 async def _session_connection(nc, grant: dict):
+    from meshview.connect import target_of
+
+    t = target_of(nc)
+    if t is not None and t.user_mode and t.can_exchange and not (t.creds or t.nkey):
+        return await _redeemed_connection(t, grant), True
     from .connection import session_connection
 
     return await session_connection(nc, grant)
+
+
+async def _redeemed_connection(t, grant: dict):
+    """A user mesh's session rails: the grant redeemed at the exchange for a ``session-caller``
+    bearer (never cached: each grant once), then a connection on that bearer and the sentinel
+    creds, with a fresh connect name. The auth plane's refusal is a :class:`ConnectError`."""
+    import dataclasses
+
+    from .connection import CLIENT_NAME as SESSION_NAME, connect
+
+    st = dataclasses.replace(t, role="session", name=SESSION_NAME, bearer=None, exchanged=None,
+                             credential=None, session_grant=grant)
+    return await connect(st)
 
 
 def _is_session_connection(nc) -> bool:

@@ -57,7 +57,8 @@ async def session_connection(nc: Any, grant: dict) -> tuple[Any, bool]:
     if t is None or t.mode != "auth" or t.credential is None or not t.root:
         if t is not None and t.user_mode:
             raise ConnectError("attach on a per-user-auth mesh redeems the grant through the auth "
-                               "service's exchange, which this build does not speak yet.")
+                               "service's exchange: give --idp-token-file and --exchange-url (a "
+                               "--bearer-file bearer is for watching only).")
         return nc, False
     from meshview import auth
 

@@ -25,6 +25,15 @@ rail, so the registration outlived its host - ``cotal deregister-instance`` remo
 reported beside them, never dropped. Every manager-sent string in a ControlError's message is
 neutralised for a terminal.
 
+On a per-user-auth mesh (the registry entry's ``mode: user``; user-auth digest §3) a user bearer
+holds ``owner`` reach on one manager instance only, and neither the registry nor a scatter: each
+verb's connection carries a ``manager-caller`` view from the auth service's exchange, pinned to
+``--on`` or to the instance the exchange picks (:func:`meshview.connect.exchanged_target`). ``ps``
+is then one call to that instance, reported as that manager's view (``PsResult.pinned``); a
+targeted verb inspects the seat there and calls it in ``owner`` mode (the manager decides from
+the caller's ledger scopes); ``input`` is refused before anything is published unless the bearer
+carries operator reach; ``purge`` and ``delchan`` ride the ``purger`` and ``channel-purger`` views.
+
 Size: over 500 lines because seven verbs share one locate, pin and call path and its one-
 sentence errors; split per verb, each file would repeat it.
 """
@@ -163,6 +172,7 @@ class PsResult:
     managers: list[ManagerReport]
     strays: list[Stray] = field(default_factory=list)  # unexpected | duplicate | late | churn replies
     skipped: list[Registration] = field(default_factory=list)  # registered, not expected (escalated…)
+    pinned: str | None = None  # a user-auth mesh: the one manager this answer is the view of
 
     @property
     def rows(self) -> list[ManagedRow]:
@@ -247,6 +257,30 @@ def _show(v: object) -> str:
 # ---- connection and registry -----------------------------------------------------------------
 
 
+def user_mesh(target: ConnectTarget) -> bool:
+    """A per-user-auth mesh whose verbs exchange for their views (not a raw --creds connect)."""
+    return target.user_mode and not (target.creds or target.nkey)
+
+
+def _pinned(nc: Any, space: str) -> str:
+    """The manager instance a user-mode connection's ``manager-caller`` view is pinned to."""
+    from meshview.connect import target_of
+
+    t = target_of(nc)
+    iid = t.manager_instance if t is not None else None
+    if not iid:
+        raise ControlError("failed-precondition", f"the auth service pinned no manager instance for space "
+                           f"{space}; name one with --on INSTANCE")
+    return iid
+
+
+def _pin(target: ConnectTarget, on: str | None) -> ConnectTarget:
+    """A user-mode control target pinned to ``on`` (the exchange's ``managerInstanceId``)."""
+    if not user_mesh(target):
+        return target
+    return dataclasses.replace(_as_role(target, "control"), manager_instance=on)
+
+
 def _as_role(target: ConnectTarget, role: str) -> ConnectTarget:
     """``target`` for a verb that needs its own credential: one minted for another role (the
     console's control target) is dropped, so this verb mints the profile it needs."""
@@ -260,7 +294,7 @@ async def _connect(target: ConnectTarget) -> Any:
     try:
         nc, _ = await mesh_connect(dataclasses.replace(target, name=CLIENT_NAME))
     except ConnectError as e:
-        raise ControlError("unavailable", str(e)) from None
+        raise ControlError(e.code, str(e)) from None
     nc.options["allow_reconnect"] = False  # one action: a dropped link ends it, never revives it
     old = too_old(server_version(nc))
     if old is not None:
@@ -310,7 +344,9 @@ async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S)
     bound = caller_of(nc)  # a minted instrument may only speak as its own caller
     caller = Caller(*bound) if bound else Caller.fresh()
     nonce = new_nonce()
-    subject = request_subject(space, MANAGER, "describe", caller, nonce, route="inst", instance_id=instance_id)
+    generation = (await EndpointClient(nc, space, caller=caller).bind()).generation  # its own rail (§13.15)
+    subject = request_subject(space, MANAGER, "describe", caller, nonce, route="inst", instance_id=instance_id,
+                              generation=generation)
     body = json.dumps(build_request(endpoint=MANAGER, command="describe", caller=caller,
                                     deadline_ms=int(timeout * 1000), name=CLIENT_NAME)).encode()
     try:
@@ -412,7 +448,31 @@ async def ps(target: ConnectTarget, *, on: str | None = None, deadline_ms: int =
     """Every registered manager's seats (or one instance's, ``on``), silent and refusing
     managers named with their reason. An empty ``managers`` list: nothing is registered."""
     check_instance(on)
+    if user_mesh(target):
+        return await _run(_pin(target, on), lambda nc: _user_ps(nc, target.space, deadline_ms))
     return await _run(target, lambda nc: _ps(nc, target.space, on, deadline_ms))
+
+
+async def _user_ps(nc: Any, space: str, deadline_ms: int) -> PsResult:
+    """A user mesh's ``ps``: one ``inst`` call to the pinned manager, never a scatter and never a
+    registry read (a user bearer holds neither); its rows are that manager's view."""
+    space = space_token(space)
+    iid = _pinned(nc, space)
+    ep = EndpointClient(nc, space, name=CLIENT_NAME)
+    try:
+        r = await ep.call("ps", None, instance_id=iid, deadline_ms=deadline_ms)
+    except EndpointError as e:
+        if e.code != "deadline-exceeded":
+            raise ControlError(e.code, f"ps on manager {iid}: {e.message}") from None
+        return PsResult(space, [ManagerReport(iid, "silent", liveness="unknown")], pinned=iid)
+    if r.ok and isinstance(r.data, list):
+        rows = [ManagedRow.from_row(x, iid) for x in r.data if isinstance(x, dict)]
+        rep = ManagerReport(iid, "answered", [x for x in rows if x is not None], epoch=r.epoch)
+    else:
+        err = r.error
+        rep = ManagerReport(iid, "refused", code=err.code if err else "internal",
+                            message=err.message if err else "a malformed ps answer", epoch=r.epoch)
+    return PsResult(space, [rep], pinned=iid)
 
 
 async def _ps(nc: Any, space: str, on: str | None, deadline_ms: int) -> PsResult:
@@ -429,9 +489,12 @@ class _Located:
 
 
 async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None) -> _Located:
+    user = _user_nc(nc)
+    if user:  # a user mesh: the pinned instance is the only one this credential reaches
+        on = _pinned(nc, space)
     if on is not None:
-        regs = await registrations(nc, space)
-        if on not in regs or not regs[on].spec:
+        regs = {} if user else await registrations(nc, space)
+        if not user and (on not in regs or not regs[on].spec):
             raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
         try:
             r = await ep.call("inspect", {"name": name}, instance_id=on, deadline_ms=CALL_DEADLINE_MS)
@@ -463,6 +526,13 @@ async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | 
     raise ControlError("not-found", msg)
 
 
+def _user_nc(nc: Any) -> bool:
+    from meshview.connect import target_of
+
+    t = target_of(nc)
+    return t is not None and user_mesh(t)
+
+
 def _target_of(row: ManagedRow, caller: Caller) -> dict:
     owner, dot, actor = row.id.partition(".")
     if not dot:
@@ -482,11 +552,12 @@ async def _targeted(nc: Any, space: str, name: str, on: str | None, command: str
     """Locate, then call the hosting instance bound to the epoch that answered; a bind refusal
     (the manager restarted in between, nothing was done) locates again."""
     ep = EndpointClient(nc, space, name=CLIENT_NAME)
+    mode = "owner" if _user_nc(nc) else "any"  # a user bearer never holds any-mode reach
     for _ in range(MAX_REBIND):
         loc = await _locate(nc, ep, space, name, on)
         try:
             r = await ep.call(command, args, instance_id=loc.instance_id, target=_target_of(loc.row, ep.caller),
-                              mode="any", bind={"instanceId": loc.instance_id, "epoch": loc.epoch},
+                              mode=mode, bind={"instanceId": loc.instance_id, "epoch": loc.epoch},
                               deadline_ms=deadline_ms)
         except EndpointError as e:
             if e.code == "deadline-exceeded":
@@ -533,7 +604,7 @@ async def status(target: ConnectTarget, name: str, *, on: str | None = None) -> 
         space = space_token(target.space)
         ep = EndpointClient(nc, space, name=CLIENT_NAME)
         loc = await _locate(nc, ep, space, name, on)
-        if on is not None:
+        if on is not None or _user_nc(nc):
             return loc.row  # _locate already asked the pinned host
         try:
             r = await ep.call("inspect", {"name": name}, instance_id=loc.instance_id, deadline_ms=CALL_DEADLINE_MS)
@@ -549,7 +620,7 @@ async def status(target: ConnectTarget, name: str, *, on: str | None = None) -> 
             raise ControlError("contract-invalid", f"manager {loc.instance_id} answered without a seat row")
         return row
 
-    return await _run(target, body)
+    return await _run(_pin(target, on), body)
 
 
 async def stop(target: ConnectTarget, name: str, *, force: bool = False, on: str | None = None,
@@ -565,7 +636,7 @@ async def stop(target: ConnectTarget, name: str, *, force: bool = False, on: str
         graceful = bool(data.get("graceful")) if isinstance(data, dict) else False
         return StopResult(name, loc.instance_id, force, graceful)
 
-    return await _run(target, body)
+    return await _run(_pin(target, on), body)
 
 
 async def input_text(target: ConnectTarget, name: str, text: str, *, enter: bool = True, on: str | None = None,
@@ -580,12 +651,30 @@ async def input_text(target: ConnectTarget, name: str, text: str, *, enter: bool
         raise ControlError("bad-request", f"the text is {len(text)} characters; a seat takes at most {INPUT_MAX}")
 
     async def body(nc: Any) -> InputResult:
+        if _user_nc(nc):
+            refuse_without_operator_reach(nc)
         loc, data = await _targeted(nc, space_token(target.space), name, on, "input",
                                     {"text": text, "enter": enter}, CALL_DEADLINE_MS)
         n = data.get("bytes") if isinstance(data, dict) else None
         return InputResult(name, loc.instance_id, n if isinstance(n, int) and n >= 0 else 0)
 
-    return await _run(target, body)
+    return await _run(_pin(target, on), body)
+
+
+def refuse_without_operator_reach(nc: Any) -> None:
+    """``input`` is operator-only: on a user mesh the verbs ride a ``manager-caller`` view, which
+    never carries operator reach (the reference's smoke: an ordinary user's owner-mode ``input``
+    is refused by the broker and nothing reaches the seat), so it is refused here, before
+    anything is published."""
+    from meshview.connect import exchanged_of
+
+    b = exchanged_of(nc)
+    if b is not None and b.view != "manager-caller":
+        return  # not the manager-caller view: the broker and the manager decide
+    who = f" ({b.owner}.{b.actor})" if b is not None else ""
+    raise ControlError("permission-denied", f"input is operator-only on a per-user-auth mesh: the "
+                       f"manager-caller view your verbs run on{who} carries no operator reach; attach to "
+                       "the seat and type there instead (cotal attach NAME); nothing was typed")
 
 
 @dataclass(frozen=True)
@@ -654,12 +743,16 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
     async def body(nc: Any) -> SpawnResult:
         space = space_token(target.space)
         ep = EndpointClient(nc, space, name=CLIENT_NAME)
-        regs = await registrations(nc, space)
-        if on is not None:
-            if on not in regs or not regs[on].spec:
-                raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
-        elif not freeze(regs):
-            raise ControlError("unavailable", no_manager_sentence(space, regs))
+        pin = on
+        if _user_nc(nc):  # the pinned manager; a user bearer reads no registry
+            pin = _pinned(nc, space)
+        else:
+            regs = await registrations(nc, space)
+            if on is not None:
+                if on not in regs or not regs[on].spec:
+                    raise ControlError("not-found", f"no manager instance {on} is registered in space {space}")
+            elif not freeze(regs):
+                raise ControlError("unavailable", no_manager_sentence(space, regs))
         goal_id = new_request_id()
         facts: asyncio.Queue = asyncio.Queue()
 
@@ -678,7 +771,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
             t0 = loop.time()
             args = spawn_request(persona, name, options)
             try:
-                r = await ep.call("spawn", args, instance_id=on, request_id=goal_id, deadline_ms=CALL_DEADLINE_MS)
+                r = await ep.call("spawn", args, instance_id=pin, request_id=goal_id, deadline_ms=CALL_DEADLINE_MS)
             except EndpointError as e:
                 if e.code == "deadline-exceeded":
                     raise ControlError("deadline-exceeded", "no manager answered spawn within "
@@ -725,7 +818,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
 
-    return await _run(target, body)
+    return await _run(_pin(target, on), body)
 
 
 # ---- history: delchan and purge ----------------------------------------------------------------
@@ -837,10 +930,44 @@ class InstrumentPsPoller(PsPoller):
             await _close(nc)
 
 
+class UserPsPoller(PsPoller):
+    """``ps`` for the console's managers/seats panel on a per-user-auth mesh: every round asks the
+    one manager its ``manager-caller`` view is pinned to, on a connection of its own (the held
+    bearer while fresh, a re-exchanged one past 80% of its lifetime, so an expiring bearer never
+    interrupts the panel), closed when the round ends."""
+
+    def __init__(self, target: ConnectTarget, space: str, **kw: Any) -> None:
+        super().__init__(None, space, **kw)
+        self.target = _pin(dataclasses.replace(target, space=space), None)
+        self.pinned: str | None = None
+
+    async def poll_once(self) -> None:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            nc = await _connect(self.target)  # ControlError: the round fails and the next one retries
+            try:
+                res = await asyncio.wait_for(_user_ps(nc, self.space, self.deadline_ms),
+                                             self.deadline_ms / 1000 + ROUND_SLACK_S)
+            finally:
+                await _close(nc)
+            m = res.managers[0]
+            self.pinned = res.pinned
+            answers = {m.instance_id: [r.raw for r in m.rows]} if m.state == "answered" else {}
+            errors = {m.instance_id: m.code or "internal"} if m.state == "refused" else {}
+            self.fold.apply({m.instance_id}, answers, errors=errors)
+        finally:
+            self.in_flight -= 1
+        if self.on_update is not None:
+            self.on_update(self.fold)
+
+
 def ps_poller(nc: Any, target: ConnectTarget, space: str, **kw: Any) -> PsPoller:
     """The console's ``ps`` poller: over its own connection where that reads the registries
     (open mesh, ``--creds``), on minted instruments where the mesh is static and its view
     credential was minted from the root."""
+    if user_mesh(target) and target.can_exchange:
+        return UserPsPoller(target, space, **kw)
     if target.mode == "auth" and target.root and not (target.creds or target.nkey):
         return InstrumentPsPoller(target, space, **kw)
     return PsPoller(nc, space, **kw)

@@ -28,7 +28,10 @@ from .control import (
     ControlError,
     PsResult,
     _gather_ps,
+    _pin,
+    _pinned,
     _run,
+    _user_nc,
     check_instance,
     probe,
     refuse_read_only,
@@ -176,11 +179,32 @@ async def manager_status(target: ConnectTarget, *, on: str | None = None,
 
     async def body(nc: Any) -> PsResult:
         space = space_token(target.space)
+        if _user_nc(nc):  # a user mesh: the one manager the view is pinned to, no registry read
+            iid, data = await _call(nc, space, "status", None, _pinned(nc, space), deadline_ms)
+            from .control import ManagerReport
+
+            return PsResult(space, [ManagerReport(iid, "answered", data=data)], pinned=iid)
         result, _ = await _gather_ps(nc, EndpointClient(nc, space, name=CLIENT_NAME), space, on=on,
                                      deadline_ms=deadline_ms, command="status")
         return result
 
-    return await _run(target, body)
+    return await _run(_pin(target, on), body)
+
+
+async def _call(nc: Any, space: str, command: str, args: Any, on: str | None,
+                deadline_ms: int = CALL_DEADLINE_MS) -> tuple[str, Any]:
+    ep = EndpointClient(nc, space, name=CLIENT_NAME)
+    try:
+        r = await ep.call(command, args, instance_id=on, deadline_ms=deadline_ms)
+    except EndpointError as e:
+        if e.code == "deadline-exceeded":
+            raise ControlError(e.code, f"no manager answered {command} within "
+                               f"{deadline_ms // 1000} s") from None
+        raise ControlError(e.code, f"{command}: {e.message}") from None
+    if not r.ok:
+        assert r.error is not None
+        raise ControlError(r.error.code, f"manager {r.instance_id} refused {command}: {r.error.message}")
+    return r.instance_id, r.data
 
 
 async def _read(target: ConnectTarget, command: str, args: Any, on: str | None) -> tuple[str, Any]:
@@ -188,20 +212,9 @@ async def _read(target: ConnectTarget, command: str, args: Any, on: str | None) 
 
     async def body(nc: Any) -> tuple[str, Any]:
         space = space_token(target.space)
-        ep = EndpointClient(nc, space, name=CLIENT_NAME)
-        try:
-            r = await ep.call(command, args, instance_id=on, deadline_ms=CALL_DEADLINE_MS)
-        except EndpointError as e:
-            if e.code == "deadline-exceeded":
-                raise ControlError(e.code, f"no manager answered {command} within "
-                                   f"{CALL_DEADLINE_MS // 1000} s") from None
-            raise ControlError(e.code, f"{command}: {e.message}") from None
-        if not r.ok:
-            assert r.error is not None
-            raise ControlError(r.error.code, f"manager {r.instance_id} refused {command}: {r.error.message}")
-        return r.instance_id, r.data
+        return await _call(nc, space, command, args, _pinned(nc, space) if _user_nc(nc) else on)
 
-    return await _run(target, body)
+    return await _run(_pin(target, on), body)
 
 
 async def list_personas(target: ConnectTarget, *, on: str | None = None) -> tuple[str, list[dict]]:

@@ -34,7 +34,7 @@ import contextlib
 import os
 from typing import Any, Awaitable, Callable
 
-from attach.client import AttachError, AttachSession, Notice, end_text, locate
+from attach.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
 from attach.endpoint import EndpointClient
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
@@ -83,7 +83,8 @@ class SeatSessions:
         except Exception:
             return None, None
         try:
-            loc = await locate(EndpointClient(nc, self.space), name)
+            # a user-auth mesh: the manager the view is pinned to, never a scatter
+            loc = await locate(EndpointClient(nc, self.space), name, instance_id=user_pin(nc))
             return loc.row, loc.instance_id
         except (EndpointError, AttachError, Exception):
             return None, None

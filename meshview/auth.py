@@ -48,6 +48,7 @@ from meshview.wire.endpoint import (
     reply_pattern,
     request_pattern,
 )
+from meshview.wire.issued import IssuedRef, accepted_bucket, accepted_token, direct_get_subject, new_generation
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, epc_stream, space_token
 from meshview.wire.outbound import DEV_OWNER, mint_lifecycle_uid, presence_subject
 from meshview.wire.subjects import kind_pattern, rail_pattern, sender_pattern
@@ -281,24 +282,38 @@ def admin_permissions(space: str, conn_id: str) -> Permissions:
 
 READ_COMMANDS = ("describe", "status", "ps", "inspect", "goal-result", "spawn")
 ANY_MODE_COMMANDS = ("attach", "despawn", "input")
+RUN_COMMANDS = ("run-ps", "run-status", "run-start", "run-resume")  # untargeted (contract rev 21)
+SELF_MODE_COMMANDS = ("run-answer",)  # targeted, modes ["self"] since rev 16
 
 
 def control_caller_permissions(space: str, caller: tuple[str, str, str], conn_id: str, *,
-                               endpoint: str = MANAGER) -> Permissions:
+                               endpoint: str = MANAGER, issued: tuple[str, str] | None = None) -> Permissions:
     """The operator instrument a control command rides (the reference's ``control-caller``):
     its own caller triple's request rows on the manager endpoint — the reads and ``spawn`` on
     the class, scatter and instance rails, ``attach``/``despawn``/``input`` in ``any`` mode —
     its reply rail and goal-progress rail, the contract fetch, and read-only access to the two
     registries that tell it which managers exist (service records, manager leases). The nonce
-    is the only wildcard in a request row; nothing here can post, read a feed or write."""
+    is the only wildcard in a request row; nothing here can post, read a feed or write.
+
+    ``issued`` = ``(generation, acceptedToken)``: the instrument is an issuance (§13.15). Its
+    request and reply rows are then the ``ep.v1`` rows pinned to that generation, and only those
+    (an issued credential holds no legacy-rail row), plus the per-key Direct-Get of its own
+    accepted row, which is how the connection learns the generation back."""
     s = space_token(space)
     c = Caller(*caller)
     b = bucket_names(s)
+    gen = issued[0] if issued is not None else None
     pub: list[str] = []
     for cmd in READ_COMMANDS:
-        pub += [request_pattern(s, endpoint, cmd, c, route=r) for r in ("one", "all", "inst")]
+        pub += [request_pattern(s, endpoint, cmd, c, route=r, generation=gen) for r in ("one", "all", "inst")]
     for cmd in ANY_MODE_COMMANDS:
-        pub += [request_pattern(s, endpoint, cmd, c, route=r, mode="any") for r in ("one", "inst")]
+        pub += [request_pattern(s, endpoint, cmd, c, route=r, mode="any", generation=gen) for r in ("one", "inst")]
+    for cmd in RUN_COMMANDS:
+        pub += [request_pattern(s, endpoint, cmd, c, route=r, generation=gen) for r in ("one", "inst")]
+    for cmd in SELF_MODE_COMMANDS:
+        pub += [request_pattern(s, endpoint, cmd, c, route=r, mode="self", generation=gen) for r in ("one", "inst")]
+    if issued is not None:
+        pub.append(direct_get_subject(s, issued[1]))
     pub += [f"$JS.API.DIRECT.GET.{epc_stream(s)}.{rail_pattern(s, 'epc')}", "$JS.FC.>"]
     for bucket in (b.records, b.manager):
         st = f"KV_{bucket}"
@@ -306,8 +321,22 @@ def control_caller_permissions(space: str, caller: tuple[str, str, str], conn_id
                 f"$JS.API.DIRECT.GET.{st}.>", f"$JS.API.CONSUMER.CREATE.{st}",
                 f"$JS.API.CONSUMER.CREATE.{st}.>", f"$JS.API.CONSUMER.INFO.{st}.>",
                 f"$JS.API.CONSUMER.DELETE.{st}.>"]
-    sub = (f"{inbox_prefix(conn_id)}.>", reply_pattern(s, c), goal_pattern(s, endpoint, c))
+    sub = (f"{inbox_prefix(conn_id)}.>", reply_pattern(s, c, generation=gen), goal_pattern(s, endpoint, c))
     return Permissions(pub_allow=tuple(pub), sub_allow=sub)
+
+
+def accepted_store_rows(space: str) -> list[str]:
+    """What the issuer needs on the accepted-row store: create-or-verify it, and publish rows."""
+    st = f"KV_{accepted_bucket(space)}"
+    return [f"$JS.API.STREAM.INFO.{st}", f"$JS.API.STREAM.CREATE.{st}",
+            f"$KV.{accepted_bucket(space)}.accepted.v1.*"]
+
+
+def issuer_permissions(space: str, conn_id: str) -> Permissions:
+    """The one-shot ``issuer`` (the reference's profile of that name, accepted-row half): the
+    signer-holding client that mints an issued instrument writes that instrument's accepted row
+    with it before handing the instrument over. No request, feed or read row."""
+    return Permissions(pub_allow=tuple(accepted_store_rows(space)), sub_allow=(f"{inbox_prefix(conn_id)}.>",))
 
 
 def _eps(space: str, endpoint: str, session_id: str, epoch: int, direction: str) -> str:
@@ -407,6 +436,9 @@ class Credential(KeyHolder):
     remint: Callable[[], tuple[str, int]] | None = field(default=None, compare=False)
     ttl_s: int | None = None
     _live: list = field(default_factory=list, compare=False)
+    # an issued instrument (§13.15): the reference its issuer records in its accepted row, under
+    # the token derived from this credential's own connect name (its nkey, the inbox's connId)
+    issued: IssuedRef | None = None
 
     @property
     def renews(self) -> bool:
@@ -490,12 +522,26 @@ def load_root_seed(root: str | os.PathLike, space: str | None = None) -> RootSee
     return RootSeed(str(got or space or ""), acct["pub"], signing, str(root))
 
 
-def mint_control(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S) -> Credential:
-    """A one-shot control instrument bound to a fresh caller: ``local.<nkey>`` + a lifecycle uid."""
+def mint_control(seed: RootSeed, space: str, *, ttl_s: int = CONTROL_TTL_S, issued: bool = False) -> Credential:
+    """A one-shot control instrument bound to a fresh caller: ``local.<nkey>`` + a lifecycle uid.
+
+    ``issued``: the instrument is an issuance (§13.15; the reference issues its static ``DEV_OWNER``
+    control instruments): a fresh generation chosen here, by the signer holder, its rows on
+    ``ep.v1`` only, and ``Credential.issued`` naming the reference whose accepted row the
+    issuer must write (:func:`meshview.issuance.issue_instrument`) before the instrument connects."""
     key = new_nkey("user")
     caller = (OWNER, key.public, mint_lifecycle_uid())
-    return seed.mint("control-caller-admin", control_caller_permissions(space, caller, key.public), key=key,
-                     expires_at=int(time.time()) + ttl_s, caller=caller)
+    ref = IssuedRef(space_token(space), *caller, new_generation()) if issued else None
+    perms = control_caller_permissions(space, caller, key.public,
+                                       issued=(ref.generation, accepted_token(key.public)) if ref else None)
+    cred = seed.mint("control-caller-admin", perms, key=key, expires_at=int(time.time()) + ttl_s, caller=caller)
+    return dataclasses.replace(cred, issued=ref) if ref else cred
+
+
+def mint_issuer(seed: RootSeed, space: str, *, ttl_s: int = 60) -> Credential:
+    """The one-shot issuer connection that writes an issued instrument's accepted row."""
+    key = new_nkey("user")
+    return seed.mint("issuer", issuer_permissions(space, key.public), key=key, expires_at=int(time.time()) + ttl_s)
 
 
 def mint_session_caller(seed: RootSeed, space: str, session: tuple[str, str, int], grant_exp_ms: int) -> Credential:

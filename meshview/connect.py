@@ -12,7 +12,12 @@ A registry entry's ``mode`` decides the credentials (wire.md §9): ``open`` conn
 the observer, a one-shot caller instrument for control, the reference's one-shot ``purger`` /
 ``channel-purger`` for purge and channel delete, and its ``operator`` participant for sends
 (:mod:`meshview.auth`) — and refuses by name when the seed is missing; ``user`` connects with the deny-all sentinel creds plus the
-bearer as the token, named ``ibx<uuid>`` which is also the inbox prefix.
+bearer as the token, named ``ibx<uuid>`` (fresh per connection) which is also the inbox prefix.
+On a user mesh with an IdP token and the auth service's exchange (flags, environment, or the
+entry's ``idpTokenFile``/``exchange``) each role's bearer is exchanged for its view
+(:data:`ROLE_VIEWS`, :mod:`meshview.exchange`): ``manager-caller`` for control, ``session-caller``
+for a session's rails, ``purger``/``channel-purger`` for the purges, the baseline bearer for the
+observer and sends, whose standing connection re-exchanges before its bearer's ``exp``.
 
 Connection options follow SPEC §10 (inbox prefix ``_INBOX_<connId>`` whenever the credential
 names a connection id) and the observer's needs: pings every 10 s with 2 outstanding, unlimited
@@ -93,7 +98,15 @@ class LenientClient(NATS):
 
 
 class ConnectError(RuntimeError):
-    """The target could not be reached or accepted; the message is one sentence, no secrets."""
+    """The target could not be reached or accepted; the message is one sentence, no secrets.
+    ``code``: ``unavailable``, or the auth service exchange's code when it refused a view."""
+
+    code = "unavailable"
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
 
 
 ROLES = ("observer", "control", "session", "purger", "channel-purger", "operator")
@@ -122,6 +135,11 @@ class ConnectTarget:
     credential: Any = field(default=None, repr=False)  # a minted meshview.auth.Credential
     bearer: str | None = field(default=None, repr=False)  # user mode: the Cotal bearer
     sentinel: str | None = None  # user mode: the deny-all sentinel creds file
+    exchange_url: str | None = None  # user mode: the auth service's exchange (public face)
+    idp_token_file: str | None = None  # user mode: the IdP token the exchange takes
+    manager_instance: str | None = None  # user mode, control: the manager-caller pin (``--on``)
+    session_grant: dict | None = field(default=None, repr=False, compare=False)  # user mode, session
+    exchanged: Any = field(default=None, repr=False, compare=False)  # the meshview.exchange.Bearer used
     channels: tuple[str, ...] = ()  # a connect link's ?channel= list
     problem: str | None = None  # resolution failed: connect() raises this sentence
 
@@ -139,7 +157,14 @@ class ConnectTarget:
 
     @property
     def user_mode(self) -> bool:
-        return self.bearer is not None or self.mode == "user"
+        return self.bearer is not None or self.mode == "user" or self.can_exchange
+
+    @property
+    def can_exchange(self) -> bool:
+        """User mode with the material to exchange for a view (IdP token file + exchange URL); a
+        mesh the registry records as open or static ignores that material (an environment set
+        for another mesh)."""
+        return bool(self.exchange_url and self.idp_token_file) and self.mode in (None, "user")
 
 
 def _with_scheme(url: str) -> str:
@@ -274,7 +299,16 @@ def _entry_target(entry: dict[str, Any], source: str, common: dict[str, Any]) ->
     mode = entry.get("mode") if entry.get("mode") in ("open", "auth", "user") else None
     root = entry.get("root") if isinstance(entry.get("root"), str) and entry.get("root") else None
     servers = tuple(split_servers(entry["server"]))
-    return ConnectTarget(servers, entry["space"], source=source, mode=mode, root=root, **common)
+    t = ConnectTarget(servers, entry["space"], source=source, mode=mode, root=root, **common)
+    if mode == "user":  # the user mesh's own material, unless a flag or variable named other
+        def path(k: str) -> str | None:
+            v = entry.get(k)
+            return v if isinstance(v, str) and v else None
+
+        t = _replace(t, sentinel=t.sentinel or path("sentinelCreds"),
+                     exchange_url=t.exchange_url or path("exchange"),
+                     idp_token_file=t.idp_token_file or path("idpTokenFile"))
+    return t
 
 
 PickMesh = Callable[[list[dict[str, Any]]], tuple[dict[str, Any] | None, str | None]]
@@ -303,6 +337,7 @@ def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = Non
         creds=req.creds, nkey=req.nkey, tls_ca=req.tls_ca,
         timeout=float(req.timeout or DEFAULT_TIMEOUT),
         bearer=bearer, sentinel=sentinel, problem=problem,
+        exchange_url=req.exchange_url, idp_token_file=req.idp_token_file,
     )
     reg = load_registry(home)
     if servers:
@@ -314,7 +349,9 @@ def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = Non
         if entry is not None and not (t.creds or t.nkey or t.bearer):
             # a --server for a registered space keeps the entry's mode and root (an override)
             e = _entry_target(entry, t.source, {})
-            t = _replace(t, mode=e.mode, root=e.root)
+            t = _replace(t, mode=e.mode, root=e.root, sentinel=t.sentinel or e.sentinel,
+                         exchange_url=t.exchange_url or e.exchange_url,
+                         idp_token_file=t.idp_token_file or e.idp_token_file)
         return _user_checked(t)
     want = space or current_space(home)
     entry = None
@@ -351,10 +388,13 @@ def _user_checked(t: ConnectTarget) -> ConnectTarget:
     """A user-auth mesh needs the bearer and the sentinel creds; say which is missing."""
     if t.problem or not t.user_mode or t.creds or t.nkey:
         return t
-    if t.bearer is None:
+    if t.bearer is None and not t.can_exchange:
+        missing = "--exchange-url (or COTAL_EXCHANGE_URL)" if t.idp_token_file else \
+            "--idp-token-file (or COTAL_IDP_TOKEN_FILE)"
         return _replace(t, problem=(
-            f"space {t.space} is a per-user-auth mesh: sign in (`cotal login`) and pass your bearer "
-            "with --bearer-file (or COTAL_BEARER_FILE), with --sentinel-creds."))
+            f"space {t.space} is a per-user-auth mesh: sign in (`cotal login`) and pass your IdP token "
+            f"and the auth service's exchange ({missing} is missing), or a bearer with --bearer-file "
+            "(or COTAL_BEARER_FILE), with --sentinel-creds."))
     if not t.sentinel:
         return _replace(t, problem=(
             f"space {t.space} is a per-user-auth mesh: the bearer needs the deny-all sentinel creds "
@@ -584,13 +624,16 @@ def prepare(target: ConnectTarget) -> ConnectTarget:
     if target.problem:
         raise ConnectError(target.problem)
     if target.credential is not None or target.user_mode:
-        if target.user_mode and target.role == "session" and target.credential is None:
+        view = getattr(target.exchanged, "view", None)
+        if target.user_mode and target.role == "session" and target.credential is None \
+                and view != "session-caller":
             raise ConnectError("attach on a per-user-auth mesh redeems the grant through the auth "
-                               "service's exchange, which this build does not speak yet.")
-        if target.user_mode and target.role in _VIEWS and target.credential is None:
+                               "service's exchange: give your IdP token (--idp-token-file) and the "
+                               "exchange (--exchange-url), or record them in the mesh's registry entry.")
+        if target.user_mode and target.role in _VIEWS and target.credential is None and view != target.role:
             raise ConnectError(f"a {_VIEWS[target.role]} on a per-user-auth mesh needs a {target.role!r} view "
-                               "from the auth service's exchange, which this build does not speak yet; "
-                               "nothing was changed.")
+                               "from the auth service's exchange: give your IdP token (--idp-token-file) "
+                               "and the exchange (--exchange-url); nothing was changed.")
         return target
     if target.role == "control" and (target.creds or target.nkey):
         raise ConnectError(CONTROL_CREDS_REFUSAL + ".")
@@ -606,7 +649,7 @@ def prepare(target: ConnectTarget) -> ConnectTarget:
     try:
         seed = auth.load_root_seed(target.root, target.space)
         if target.role == "control":
-            cred = auth.mint_control(seed, target.space)
+            cred = auth.mint_control(seed, target.space, issued=True)  # §13.15: this process issues it
         elif target.role == "purger":
             cred = auth.mint_purger(seed, target.space)
         elif target.role == "channel-purger":
@@ -795,6 +838,10 @@ def _secrets_of(target: ConnectTarget) -> list[str]:
 
 async def connect(target: ConnectTarget) -> tuple[NATS, ConnectTarget]:
     """Open the connection; raises :class:`ConnectError` (one sentence) within the timeout."""
+    if target.problem:
+        raise ConnectError(target.problem)
+    if target.credential is None and not (target.creds or target.nkey) and target.can_exchange:
+        target = await exchanged_target(target)
     target = prepare(target)
     bad = next((u for u in target.servers if urlsplit(u).scheme.lower() not in SCHEMES), None)
     if bad is not None:
@@ -802,7 +849,12 @@ async def connect(target: ConnectTarget) -> tuple[NATS, ConnectTarget]:
         raise ConnectError(
             f"{redact_url(bad)} is not a broker URL: a Cotal mesh speaks NATS, not {scheme}; "
             f"give --server nats://HOST:4222 (or tls://, ws://, wss://).")
+    if getattr(target.credential, "issued", None) is not None:
+        await _issue(target)
     opts = connect_options(target)
+    renewer = _BearerRenewer(target) if _standing_user(target) else None
+    if renewer is not None:
+        opts["token"] = renewer.current  # read on every (re)connect: the freshest bearer
     nc = LenientClient()
     ev = events_of(nc)
     opts.update(error_cb=ev.error, disconnected_cb=ev.disconnected,
@@ -824,13 +876,140 @@ async def connect(target: ConnectTarget) -> tuple[NATS, ConnectTarget]:
             f"could not connect to {_where(target)}: {_reason(e, target)}{_hint(target)}."
         ) from None
     nc.options["max_reconnect_attempts"] = -1
-    nc.renews = bool(getattr(target.credential, "renews", False))
+    nc.renews = bool(getattr(target.credential, "renews", False)) or renewer is not None
+    if renewer is not None:
+        renewer.start(nc)
     ev.connecting = False
     _TARGETS[nc] = target
     caller = _caller_for(target)
     if caller is not None:
         _CALLERS[nc] = caller
     return nc, target
+
+
+# the exchange view each role's connection rides on a user mesh (None: the baseline agent bearer)
+ROLE_VIEWS = {"control": "manager-caller", "session": "session-caller", "purger": "purger",
+              "channel-purger": "channel-purger", "observer": None, "operator": None}
+
+
+async def exchanged_target(target: ConnectTarget) -> ConnectTarget:
+    """``target`` with the bearer its role needs, from the auth service's exchange (a held
+    bearer while fresh, :class:`meshview.exchange.BearerCache`). ``control`` is a
+    ``manager-caller`` view pinned to ``target.manager_instance`` (or to the instance the exchange
+    picks), ``session`` a ``session-caller`` view redeeming ``target.session_grant``; an observer
+    with a ``--bearer-file`` bearer keeps it. Raises :class:`ConnectError` with the exchange's
+    sentence."""
+    from meshview.exchange import ExchangeError, cache_for
+
+    view = ROLE_VIEWS.get(target.role)
+    if view is None and target.bearer is not None and target.exchanged is None:
+        return target  # the bearer given by file (watch)
+    if view == "session-caller" and not target.session_grant:
+        raise ConnectError("a session connection on a per-user-auth mesh needs the session grant to redeem.")
+    assert target.exchange_url and target.idp_token_file
+    cache = cache_for(target.exchange_url, target.idp_token_file)
+    try:
+        b = await cache.get(view, manager_instance_id=target.manager_instance if view == "manager-caller" else None,
+                            session_grant=target.session_grant if view == "session-caller" else None)
+    except ExchangeError as e:
+        raise ConnectError(str(e), e.code) from None
+    return _replace(target, bearer=b.token, exchanged=b, mode="user",
+                    manager_instance=b.manager_instance_id if view == "manager-caller" else target.manager_instance)
+
+
+def _standing_user(target: ConnectTarget) -> bool:
+    """A connection that stays up on an exchanged baseline bearer (the console's observer, a
+    participant): it renews its bearer instead of dying at the bearer's ``exp``."""
+    return target.exchanged is not None and target.role in ("observer", "operator")
+
+
+class _BearerRenewer:
+    """Keeps a standing user-mode connection's bearer fresh: re-exchanged once 80% of its
+    lifetime has passed (the cache's rule), so a reconnect (and the broker's end of a connection
+    at expiry, which a renewing client turns into one) authenticates with a bearer still valid.
+    The connection keeps its connect name: the baseline view is never issued on ``ep.v1``, so no
+    accepted row is tied to it."""
+
+    def __init__(self, target: ConnectTarget) -> None:
+        self.target = target
+        self.bearer = target.exchanged
+        self.renewals = 0
+        self.last_error: str | None = None
+        self._task: asyncio.Task | None = None
+
+    def current(self) -> str:
+        return self.bearer.token
+
+    def start(self, nc: NATS) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(nc), name="bearer-renew")
+        _RENEWERS[nc] = self
+        events_of(nc).on_close.append(self.stop)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self, nc: NATS) -> None:
+        from meshview.exchange import ExchangeError, RENEW_AT, cache_for
+
+        cache = cache_for(self.target.exchange_url or "", self.target.idp_token_file or "")
+        while not nc.is_closed:
+            b = self.bearer
+            due = b.issued_at + RENEW_AT * max(1.0, b.expires_at - b.issued_at)
+            await asyncio.sleep(max(0.5, due - time.time()))
+            try:
+                fresh = await cache.get(None)
+            except ExchangeError as e:
+                self.last_error = str(e)
+                await asyncio.sleep(5.0)
+                continue
+            if fresh.token != b.token:
+                self.bearer = fresh
+                self.renewals += 1
+
+
+_RENEWERS: "weakref.WeakKeyDictionary[NATS, _BearerRenewer]" = weakref.WeakKeyDictionary()
+
+
+def bearer_renewals(nc: NATS) -> int:
+    """How many times a standing user-mode connection's bearer was re-exchanged (0 elsewhere)."""
+    r = _RENEWERS.get(nc)
+    return r.renewals if r is not None else 0
+
+
+def exchanged_of(nc: NATS) -> Any:
+    """The exchanged bearer a connection was made with (``meshview.exchange.Bearer``), or None."""
+    t = _TARGETS.get(nc)
+    return t.exchanged if t is not None else None
+
+
+async def _issue(target: ConnectTarget) -> None:
+    """§13.15 on a static mesh: this process holds the signer, so it is the issuer of the control
+    instrument it minted, and writes the instrument's accepted row (over a one-shot ``issuer``
+    connection) before the instrument connects and reads it back."""
+    import nats
+
+    from meshview import auth
+    from meshview.issuance import IssuanceError, issue_instrument
+
+    try:
+        seed = auth.load_root_seed(target.root, target.space)
+    except auth.AuthError as e:
+        raise ConnectError(f"{e}.") from None
+    issuer = _replace(target, credential=auth.mint_issuer(seed, target.space), name="cotal-issuer")
+
+    async def open_issuer():
+        opts = connect_options(issuer)
+        opts.update(allow_reconnect=False, max_reconnect_attempts=0)
+        return await asyncio.wait_for(nats.connect(**opts), timeout=target.timeout + 0.5)
+
+    try:
+        await issue_instrument(open_issuer, target.credential)
+    except IssuanceError as e:
+        raise ConnectError(f"{e}.") from None
+    except Exception as e:  # noqa: BLE001 - every failure becomes one sentence
+        raise ConnectError(f"the control instrument's accepted row could not be written at {_where(target)}: "
+                           f"{_reason(e, target)}.") from None
 
 
 def _caller_for(target: ConnectTarget) -> tuple[str, str, str] | None:

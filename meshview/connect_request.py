@@ -17,7 +17,9 @@ DEFAULT_TIMEOUT = 5.0
 class ConnectRequest:
     """``servers``: the ``--server`` values as given (URLs, comma lists, ``cotal://`` links);
     ``space`` None: the registry's current mesh; ``bearer_file``/``sentinel_creds``: a
-    per-user-auth mesh's material (paths, read at resolution)."""
+    per-user-auth mesh's material (paths, read at resolution); ``idp_token_file`` and
+    ``exchange_url``: the IdP token and the auth service's exchange a user mesh's views are
+    exchanged for (the registry entry's ``idpTokenFile``/``exchange`` when not given)."""
 
     servers: tuple[str, ...] = ()
     space: str | None = None
@@ -26,4 +28,6 @@ class ConnectRequest:
     tls_ca: str | None = None
     bearer_file: str | None = None
     sentinel_creds: str | None = None
+    idp_token_file: str | None = None
+    exchange_url: str | None = None
     timeout: float = DEFAULT_TIMEOUT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 
@@ -37,7 +38,8 @@ async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     from cotal_tui.cli.connection import target_from_args
     from attach.passthrough import run_passthrough
 
-    target = session_target(target_from_args(args))
+    # on a user-auth mesh --on is the exchange's managerInstanceId pin (ignored elsewhere)
+    target = dataclasses.replace(session_target(target_from_args(args)), manager_instance=args.on)
     problem = await _preflight(target)
     if problem:
         print(problem, file=sys.stderr)

@@ -2,7 +2,8 @@
 
 This module imports no NATS client, so ``cotal <command> --help`` and argument errors cost no
 broker-library import; :mod:`meshview.connect` is loaded only when a target is resolved.
-Flags win over their environment variables (``COTAL_BEARER_FILE``, ``COTAL_SENTINEL_CREDS``).
+Flags win over their environment variables (``COTAL_BEARER_FILE``, ``COTAL_SENTINEL_CREDS``,
+``COTAL_IDP_TOKEN_FILE``, ``COTAL_EXCHANGE_URL``), which win over a user mesh's registry entry.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
                    help="user-auth mesh: a file holding your Cotal bearer (also COTAL_BEARER_FILE)")
     g.add_argument("--sentinel-creds", metavar="FILE",
                    help="user-auth mesh: the deny-all sentinel creds (also COTAL_SENTINEL_CREDS)")
+    g.add_argument("--idp-token-file", metavar="FILE",
+                   help="user-auth mesh: a file holding your IdP token, exchanged for each verb's "
+                        "bearer (also COTAL_IDP_TOKEN_FILE; default: the registry entry's)")
+    g.add_argument("--exchange-url", metavar="URL",
+                   help="user-auth mesh: the auth service's exchange, http://HOST:PORT "
+                        "(also COTAL_EXCHANGE_URL; default: the registry entry's)")
     g.add_argument("--connect-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SEC",
                    help=f"give up the first connect after this long (default {DEFAULT_TIMEOUT:g})")
 
@@ -47,6 +54,8 @@ def connect_request(args: argparse.Namespace) -> ConnectRequest:
         tls_ca=getattr(args, "tls_ca", None),
         bearer_file=getattr(args, "bearer_file", None) or env.get("COTAL_BEARER_FILE"),
         sentinel_creds=getattr(args, "sentinel_creds", None) or env.get("COTAL_SENTINEL_CREDS"),
+        idp_token_file=getattr(args, "idp_token_file", None) or env.get("COTAL_IDP_TOKEN_FILE"),
+        exchange_url=getattr(args, "exchange_url", None) or env.get("COTAL_EXCHANGE_URL"),
         timeout=float(getattr(args, "connect_timeout", None) or DEFAULT_TIMEOUT),
     )
 

@@ -61,6 +61,9 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"cotal ps: {line}", file=sys.stderr)
         return 0
     render_ps(result, deadline_s, sys.stdout)
+    if getattr(result, "pinned", None):
+        print(f"cotal ps: manager {result.pinned}'s view only (a user-auth mesh pins one manager; "
+              "no scatter)", file=sys.stderr)
     return 0
 
 

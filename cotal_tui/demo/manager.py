@@ -55,6 +55,7 @@ from attach.endpoint import publish_closure
 from attach.host import PtySeat, ServingBridge
 from attach.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
 from cotal_tui.demo.contract import VIOLATIONS, load_contract
+from cotal_tui.demo.runs import RUN_COMMANDS, RunHost
 from cotal_tui.demo.personas import (
     DEFAULT_CONNECTOR,
     PROGRAMS,  # noqa: F401  (re-exported: tests run the demo programs by path)
@@ -68,6 +69,7 @@ from cotal_tui.demo.personas import (
 )
 from meshview.wire.canonical import canonical_bytes
 from meshview.wire.endpoint import (
+    ANY_GENERATION,
     MANAGER,
     Caller,
     ParsedRequest,
@@ -217,8 +219,12 @@ class DemoManager:
                  caller_silence_ms: int = CALLER_SILENCE_MS, personas: dict[str, Persona] | None = None,
                  readiness_ms: int = READINESS_MS, stop_grace_s: float = STOP_GRACE_S,
                  session_connect=None, connectors: dict[str, ConnectorState] | None = None,
-                 personas_dir: str | None = None):
+                 personas_dir: str | None = None, boot_run: str | None = None,
+                 run_mesh: str | None = None, user_mesh: bool = False):
         self.nc = nc
+        # a user-auth mesh (A's registration region): the co-located manager of the signer host,
+        # svc owner ``local`` like the reference's; u_ callers are authorized by the ledger (B)
+        self.user_mesh = user_mesh
         # static auth: grant -> a connection on that session's own serving credential (pub
         # `out`, sub `in`), so only the holder of its session-caller credential reaches it
         self.session_connect = session_connect
@@ -271,6 +277,10 @@ class DemoManager:
         # in cotal_tui.demo.contract.VIOLATIONS, so a test can assert neither ever grows.
         self.contract_violations: list[tuple[str, str]] = []
         self.bad_requests = 0  # requests refused bad-request by the input schemas
+        # the run family (cotal_tui/demo/runs.py); ``boot_run`` names a bundled program started at boot
+        self._boot_run = boot_run
+        self._run_mesh = run_mesh  # open | static | user; None: from the mesh this manager serves
+        self.run_host: RunHost | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -292,17 +302,19 @@ class DemoManager:
         for spec in self.seat_specs:
             self._spawn(spec)
         cb = self._on_request
-        if self.class_spawn:
-            self._subs.append(await self.nc.subscribe(serve_filter(self.space, "one", MANAGER), queue="manager", cb=cb))
-        else:  # every connector unavailable: unpinned spawn/launch stay for a sibling that can launch
-            base = serve_filter(self.space, "one", MANAGER)[:-1]
-            for name in self.contract.commands:
-                if name not in ACTION_COMMANDS:
-                    self._subs.append(await self.nc.subscribe(base + name + ".>", queue="manager", cb=cb))
-            self._subs.append(await self.nc.subscribe(base + "describe.>", queue="manager", cb=cb))
-        self._subs.append(await self.nc.subscribe(serve_filter(self.space, "all", MANAGER), cb=cb))
-        self._subs.append(await self.nc.subscribe(
-            serve_filter(self.space, "inst", MANAGER, self.instance_id), cb=cb))
+        for gen in (None, ANY_GENERATION):  # §13.2: an endpoint serves the legacy and the ep.v1 rail
+            if self.class_spawn:
+                self._subs.append(await self.nc.subscribe(serve_filter(self.space, "one", MANAGER, generation=gen),
+                                                          queue="manager", cb=cb))
+            else:  # every connector unavailable: unpinned spawn/launch stay for a sibling that can launch
+                base = serve_filter(self.space, "one", MANAGER, generation=gen)[:-1]
+                for name in self.contract.commands:
+                    if name not in ACTION_COMMANDS:
+                        self._subs.append(await self.nc.subscribe(base + name + ".>", queue="manager", cb=cb))
+                self._subs.append(await self.nc.subscribe(base + "describe.>", queue="manager", cb=cb))
+            self._subs.append(await self.nc.subscribe(serve_filter(self.space, "all", MANAGER, generation=gen), cb=cb))
+            self._subs.append(await self.nc.subscribe(
+                serve_filter(self.space, "inst", MANAGER, self.instance_id, generation=gen), cb=cb))
         await self.nc.flush()
         await self._register()
         await self._renew_lease()
@@ -310,6 +322,7 @@ class DemoManager:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._every(HEARTBEAT_S, self._heartbeat)))
         self._tasks.append(loop.create_task(self._every(LEASE_TTL_MS / 4000, self._renew_lease)))
+        await self._start_runs(boot_run=self._boot_run)
 
     def _seed_personas(self) -> None:
         """The configured personas become files of the catalogue (an existing file is the
@@ -382,6 +395,8 @@ class DemoManager:
         if self._stopping:
             return
         self._stopping = True
+        if self.run_host is not None:
+            await self.run_host.stop()
         for sub in self._subs:
             try:
                 await sub.unsubscribe()
@@ -606,6 +621,67 @@ class DemoManager:
             self._goals.pop(next(iter(self._goals)))
         self._later(self._progress(goal, body))
 
+    # ---- the versioned rail ep.v1 (§13.15; C's region) ----------------------------------------
+    # This manager stands in for the issuing host's check: a versioned request's generation must be
+    # one an issuer recorded in the space's accepted-row store for exactly this caller triple (rows
+    # are write-once, so a row read once stays known), and on a user-auth mesh the actor-ledger row
+    # it was issued against must still hold that lifecycle uid. Unknown or dead: permission-denied.
+
+    _issued_refs: set | None = None  # (owner, actor, uid, generation) of every accepted row read
+    _issued_keys: set | None = None  # the store keys already read (rows are write-once)
+
+    async def _check_issued(self, parsed: ParsedRequest) -> None:
+        gen = parsed.generation
+        if gen is None:
+            return
+        c = parsed.caller
+        key = (c.owner, c.actor, c.uid, gen)
+        if key not in self._issued_known():
+            await self._load_issued()
+        if key not in self._issued_known():
+            raise _fail("permission-denied", f"no issued evidence for generation {gen}; an unrecorded generation "
+                        "authorizes nothing (SPEC 13.15)")
+        if self.user_mesh:
+            from cotal_tui.demo.userauth.ledger import LedgerError, read_actor
+
+            try:
+                row = await read_actor(self.nc, self.space, c.owner, c.actor)
+            except LedgerError:
+                row = None
+            if row is None or row.lifecycle_uid != c.uid:
+                raise _fail("permission-denied", f"generation {gen} depends on cotal_actors_{self.space}/actor."
+                            f"{c.owner}.{c.actor}.{c.uid}, which is no longer live (SPEC 13.15)")
+
+    def _issued_known(self) -> set:
+        if self._issued_refs is None:
+            self._issued_refs, self._issued_keys = set(), set()
+        return self._issued_refs
+
+    async def _load_issued(self) -> None:
+        """Read the accepted-row store's rows not read yet (a missing store holds none)."""
+        from meshview.wire.issued import IssuedRowError, accepted_bucket, parse_row
+
+        known = self._issued_known()
+        seen = self._issued_keys
+        try:
+            kv = await self.nc.jetstream().key_value(accepted_bucket(self.space))
+            keys = await kv.keys()
+        except Exception:  # noqa: BLE001 - no store, or no keys: nothing issued
+            return
+        for k in keys:
+            if k in seen:
+                continue
+            try:
+                entry = await kv.get(k)
+                ref = parse_row(entry.value or b"", space=self.space)
+            except IssuedRowError:  # a malformed or foreign row authorizes nothing
+                seen.add(k)
+                continue
+            except Exception:  # noqa: BLE001 - an unreadable row is tried again next time
+                continue
+            seen.add(k)
+            known.add((ref.owner, ref.actor, ref.uid, ref.generation))
+
     # ---- requests -------------------------------------------------------------------------
 
     async def _on_request(self, msg) -> None:
@@ -620,12 +696,14 @@ class DemoManager:
         if parsed.route == "inst" and parsed.instance_id != self.instance_id:
             return
         try:
-            reply_to = reply_subject(self.space, MANAGER, self.instance_id, self.epoch, parsed.caller, parsed.nonce)
+            reply_to = reply_subject(self.space, MANAGER, self.instance_id, self.epoch, parsed.caller, parsed.nonce,
+                                     generation=parsed.generation)  # the rail it arrived on (§13.2)
         except ValueError:
             return
         env: dict | None = None
         try:
             env = validate_request(parsed, msg.data)
+            await self._check_issued(parsed)
             data = await self._dispatch(parsed, env)
             if not env["replyExpected"]:
                 return  # a cast is never answered (§13.5)
@@ -674,7 +752,7 @@ class DemoManager:
             raise _fail("bad-request", why)
         if self._stopping:
             raise _fail("unavailable", "the manager is stopping")
-        if cmd not in SERVED:
+        if cmd not in SERVED and cmd not in RUN_COMMANDS:
             raise _fail("unimplemented", f"the demo manager does not serve {cmd}: a contract command this "
                         "stand-in leaves unimplemented")
         data = await getattr(self, "_cmd_" + cmd.replace("-", "_"))(parsed, env, args or {})
@@ -684,6 +762,36 @@ class DemoManager:
             VIOLATIONS.append((cmd, why))
             raise EndpointError("internal", why)
         return data
+
+    # ---- the run family (D1's region): delegated to cotal_tui/demo/runs.py -------------------
+
+    async def _start_runs(self, *, boot_run: str | None = None) -> None:
+        mesh = self._run_mesh or ("user" if self.user_mesh else
+                                  ("static" if self.session_connect is not None else "open"))
+        self.run_host = RunHost(self.nc, self.space, endpoint=MANAGER, instance_id=self.instance_id, mesh=mesh)
+        await self.run_host.start()
+        if boot_run is not None and self.run_host.hosts_runs:
+            await self.run_host.start_bundled(boot_run)
+
+    async def _run_command(self, parsed: ParsedRequest, args: dict) -> object:
+        if self.run_host is None:
+            raise _fail("unavailable", "the manager is still starting its run host; retry shortly")
+        return await self.run_host.handle(parsed.command, parsed.caller, args, generation=parsed.generation)
+
+    async def _cmd_run_start(self, parsed, env, args) -> dict:
+        return await self._run_command(parsed, args)
+
+    async def _cmd_run_resume(self, parsed, env, args) -> dict:
+        return await self._run_command(parsed, args)
+
+    async def _cmd_run_answer(self, parsed, env, args) -> dict:
+        return await self._run_command(parsed, args)
+
+    async def _cmd_run_status(self, parsed, env, args) -> dict:
+        return await self._run_command(parsed, args)
+
+    async def _cmd_run_ps(self, parsed, env, args) -> list:
+        return await self._run_command(parsed, args)
 
     def _describe(self) -> dict:
         return {"public": True, "descriptor": {
@@ -707,15 +815,74 @@ class DemoManager:
             outcome="not-executed",
         )
 
+    # ---- request authorization on a per-user-auth mesh (B's region) -------------------------
+    # A user-auth mesh's manager (``user_mesh`` set by its constructor) admits ``owner`` mode only;
+    # the caller's *current* ledger row decides, read fresh per request as the reference handler
+    # does: a target under the caller's own owner needs scope ``spawn``, under another owner
+    # ``admin``; ``input`` is operator reach (``admin``) whatever the owner.
+    user_mesh = False
+    USER_OWN_SCOPE = "spawn"
+    USER_OTHER_SCOPE = "admin"
+    USER_OPERATOR_SCOPE = "admin"
+
+    async def _authorized_seat(self, parsed: ParsedRequest, env: dict) -> _Seat:
+        seat = self._target_seat(parsed, env)
+        if self.user_mesh:
+            await self._authorize_user(parsed, seat)
+        return seat
+
+    async def _authorize_user(self, parsed: ParsedRequest, seat: _Seat) -> None:
+        from cotal_tui.demo.userauth.ledger import LedgerError, read_actor
+
+        c = parsed.caller
+        if parsed.target is None or parsed.target.mode != "owner":
+            raise _fail("permission-denied", f"a user-auth mesh admits {parsed.command} in owner mode only")
+        try:
+            row = await read_actor(self.nc, self.space, c.owner, c.actor)
+        except LedgerError as e:
+            raise _fail("permission-denied", f"{e}") from None
+        if row is None or row.lifecycle_uid != c.uid:
+            raise _fail("permission-denied", f"{c.owner}.{c.actor} holds no current ledger grant "
+                        "(revoked or re-granted); re-exchange for a fresh bearer")
+        if parsed.command == "input":
+            need = self.USER_OPERATOR_SCOPE
+            why = "input is operator reach"
+        elif seat.owner == c.owner:
+            need, why = self.USER_OWN_SCOPE, f"a seat under your own owner needs it for {parsed.command}"
+        else:
+            need, why = self.USER_OTHER_SCOPE, f"{seat.spec.name} is under another owner"
+        if need not in row.scopes:
+            raise _fail("permission-denied", f"{c.owner}.{c.actor} lacks ledger scope {need!r} ({why})")
+
+    async def _user_scopes(self, parsed: ParsedRequest) -> frozenset[str]:
+        """The caller's current ledger scopes (empty without a current row)."""
+        from cotal_tui.demo.userauth.ledger import LedgerError, read_actor
+
+        c = parsed.caller
+        try:
+            row = await read_actor(self.nc, self.space, c.owner, c.actor)
+        except LedgerError:
+            return frozenset()
+        return row.scopes if row is not None and row.lifecycle_uid == c.uid else frozenset()
+
+    async def _authorize_user_spawn(self, parsed: ParsedRequest) -> None:
+        if self.USER_OWN_SCOPE not in await self._user_scopes(parsed):
+            c = parsed.caller
+            raise _fail("permission-denied", f"{c.owner}.{c.actor} lacks ledger scope {self.USER_OWN_SCOPE!r} "
+                        "(spawning a seat under your own owner needs it)")
+
     def _target_seat(self, parsed: ParsedRequest, env: dict) -> _Seat:
         """The live seat the body target names, authorized for the request's form: ``any`` is
-        operator reach, ``owner`` reaches only the caller's own children."""
+        operator reach, ``owner`` reaches only the caller's own children (on a user-auth mesh
+        the ledger decides instead, :meth:`_authorize_user`)."""
         t = env["target"]
         seat = next((s for s in self.seats.values() if s.owner == t["owner"] and s.actor == t["actor"]
                      and s.lifecycle_uid == t["lifecycleUid"]), None)
         if seat is None:
             raise _fail("expired", f"target {t['owner']}.{t['actor']} (lifecycle {t['lifecycleUid']}) is not a live "
                         "managed agent of this manager")
+        if self.user_mesh:
+            return seat
         if parsed.target is not None and parsed.target.mode == "owner" and seat.spawner != parsed.caller.principal:
             raise _fail("permission-denied", f"{seat.spec.name} is not a seat this caller spawned; an owner-mode "
                         f"{parsed.command} reaches only the caller's own children")
@@ -731,7 +898,10 @@ class DemoManager:
                 "staticReconciliation": {"state": "idle", "failures": []}}
 
     async def _cmd_ps(self, parsed, env, args) -> list:
-        return [await self._row(s) for s in list(self.seats.values())]
+        seats = list(self.seats.values())
+        if self.user_mesh and self.USER_OTHER_SCOPE not in await self._user_scopes(parsed):
+            seats = [s for s in seats if s.owner == parsed.caller.owner]  # the caller's owner only
+        return [await self._row(s) for s in seats]
 
     async def _cmd_inspect(self, parsed, env, args) -> dict:
         name = str(args["name"]).strip()
@@ -795,7 +965,7 @@ class DemoManager:
         return purged if isinstance(purged, int) and purged >= 0 else 0
 
     async def _cmd_despawn(self, parsed, env, args) -> dict:
-        seat = self._target_seat(parsed, env)
+        seat = await self._authorized_seat(parsed, env)
         if seat.stopping:
             raise _fail("conflict", f"seat {seat.spec.name} is already stopping")
         out = await self.despawn(seat.spec.name, graceful=args.get("graceful", True) is not False)
@@ -804,7 +974,7 @@ class DemoManager:
         return out
 
     async def _cmd_input(self, parsed, env, args) -> dict:
-        seat = self._target_seat(parsed, env)
+        seat = await self._authorized_seat(parsed, env)
         if not seat.pty.running:
             raise _fail("failed-precondition", f"seat {seat.spec.name} is not running (exited)")
         data = args["text"].encode("utf-8", "replace") + (b"\r" if args.get("enter", True) else b"")
@@ -812,7 +982,7 @@ class DemoManager:
         return {"name": seat.spec.name, "bytes": len(data)}
 
     async def _cmd_attach(self, parsed, env, args) -> dict:
-        return await self._attach(parsed, env, self._target_seat(parsed, env))
+        return await self._attach(parsed, env, await self._authorized_seat(parsed, env))
 
     async def _cmd_goal_result(self, parsed, env, args) -> dict:
         """The caller's own settled goal (by principal, so it stays readable from a replaced
@@ -830,6 +1000,8 @@ class DemoManager:
         # file loaded instead, ``identity`` the seat-name override (the CLI's ``--name``); without
         # it the seat presents under the persona file's own name, auto-numbered on collision.
         ref = args["name"].strip()
+        if self.user_mesh:
+            await self._authorize_user_spawn(parsed)
         try:
             if args.get("config"):
                 persona: PersonaFile | None = self.persona_store.resolve(args["config"], Path(self.root))
@@ -880,7 +1052,8 @@ class DemoManager:
         if len(self.seats) >= MAX_AGENTS:
             raise _fail("resource-exhausted", f"this manager already runs {MAX_AGENTS} seats")
         actor = secrets.token_hex(12)  # a fresh principal per incarnation, like an nkey on open meshes
-        spec = SeatSpec(name=name, principal_id=f"local.{actor}", argv=argv, presence=True, agent=agent,
+        owner = parsed.caller.owner if self.user_mesh else "local"  # a user mesh: under the caller's owner
+        spec = SeatSpec(name=name, principal_id=f"{owner}.{actor}", argv=argv, presence=True, agent=agent,
                         role=args.get("role") or (persona.role if persona else None),
                         persona=persona.name if persona else None,
                         model=args.get("model") or (persona.model if persona else None),
@@ -979,7 +1152,10 @@ class DemoManager:
         }
         grant["sig"] = self._sign(grant)
         ledger = self._kv["sessions"]
-        row = {"state": "issuing", "holder": grant["holder"], "serving": grant["serving"],
+        # the row the identity plane's redemption reads on a user mesh (grantSig, endpoint, the
+        # holder's principal), as the reference's session ledger carries them
+        row = {"state": "issuing", "endpoint": MANAGER, "grantSig": grant["sig"],
+               "holder": {**grant["holder"], "principal": parsed.caller.principal}, "serving": grant["serving"],
                "target": {"name": seat.spec.name, "lifecycleUid": seat.lifecycle_uid}, "exp": grant["exp"]}
         await ledger.create(f"session.{sid}", json.dumps(row).encode())
         holder: dict = {}
