@@ -28,6 +28,7 @@ from cotal_tui.screens.control import (
     CONTROL_VERBS, Controls, control_hit, control_rows, stop_from_roster,
 )
 from cotal_tui.screens.lenses import LENSES
+from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_names
 from cotal_tui.seats import SeatSessions
@@ -35,6 +36,7 @@ from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
 from cotal_tui.themes import COTAL_THEMES, DEFAULT_THEME, theme_names
 from widgets.presentation import css_variables, look_from_theme
+from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import ESC_DOUBLE_S
@@ -90,6 +92,8 @@ class MeshCommands(Provider):
                 *[(lens.name, lens.palette, lambda n=lens.name: screen.action_lens(n))
                   for lens in LENSES],
                 ("needs-you", "agents blocked on input or approval", screen.action_needs_you),
+                ("runs", "workflow runs the managers report: Enter journal, r answer a checkpoint",
+                 app.open_runs),
                 ("search", "filter the feed", screen.action_search),
                 ("lifecycle", "show or hide lifecycle rows in the feed",
                  lambda: screen.query_one("#feed").action_toggle_lifecycle()),
@@ -208,7 +212,9 @@ class CotalApp(App[int]):
     BINDINGS = [
         Binding("ctrl+c", "interrupt", "quit", show=False, priority=True, id="app.quit"),
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, id="app.quit-alt"),
+        Binding("R", "runs", "runs lens: workflow runs and their checkpoints", id="app.runs"),
     ]
+    RUNS_TICK_S = 1.0  # the runs note on the console's status bar, and run alerts
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
     _sticky_bar: StatusBar | None = None  # holds a notice until the next key
 
@@ -235,6 +241,8 @@ class CotalApp(App[int]):
         self._first_notice = notice
         self.sessions: list[ConsoleSession] = []  # every session this app opened (closed on exit)
         self.controls = Controls(self)  # the control verbs (screens/control.py)
+        self.runs = RunsDesk()  # workflow runs: a poller per session, the answer call
+        self._run_alerts: dict[int, Any] = {}  # session -> its runs' waiting episodes (--notify)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """``$cotal-working``… for CSS under every theme (a Cotal theme's own win)."""
@@ -243,7 +251,9 @@ class CotalApp(App[int]):
     def on_mount(self) -> None:
         if self._user_keymap:
             self.set_keymap(self._user_keymap)
+        self.set_interval(self.RUNS_TICK_S, self._runs_tick, name="runs")
         if self.session is not None:
+            self.runs.ensure(self.session)
             self.push_screen(ConsoleScreen(self.session, can_go_back=False))
         elif self.list_spaces is not None:
             self.push_screen(SpacePickerScreen())
@@ -296,6 +306,7 @@ class CotalApp(App[int]):
             self.notify_line(f"could not open {space}: {e}", error=True)
             return
         self.sessions.append(session)
+        self.runs.ensure(session)
         self.push_screen(ConsoleScreen(session, can_go_back=True))
 
     @work(exclusive=False, group="start-session", exit_on_error=False)
@@ -367,6 +378,80 @@ class CotalApp(App[int]):
         target, creds included); ``None`` without a console or a mesh behind it."""
         screen = self.console_screen()
         return screen.session.seat_sessions if screen is not None else None
+
+    # -- workflow runs (screens/runs.py): the lens, the journal, answers, the rail's run cards ---
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "runs":  # R only over a space console (a terminal pane keeps its keys)
+            return isinstance(self.screen, ConsoleScreen)
+        return True
+
+    def action_runs(self) -> None:
+        self.open_runs()
+
+    def open_runs(self) -> bool:
+        """``R`` / ``:runs``: the runs lens over the open console."""
+        screen = self.console_screen()
+        if screen is None:
+            self.notify_line("runs: open a space first")
+            return False
+        if isinstance(self.screen, RunsScreen):
+            return True
+        self.push_screen(RunsScreen(screen.session, self.runs))
+        return True
+
+    def _run_of(self, run_id: str, instance_id: str):
+        screen = self.console_screen()
+        if screen is None:
+            return None, None
+        view = screen.session.model.runs_view()
+        run = next((r for r in view.runs if r.key == (instance_id, run_id)), None)
+        return screen.session, run
+
+    def on_needs_you_rail_answer_run(self, event: NeedsYouRail.AnswerRun) -> None:
+        """``r`` on a run's NEEDS-YOU card: the answer composer for that step."""
+        event.stop()
+        session, run = self._run_of(event.run_id, event.instance_id)
+        if session is None or run is None:
+            self.notify_line("that run is no longer reported by its manager")
+            return
+        open_answer(self, session, self.runs, run, event.step_key)
+
+    def on_needs_you_rail_open_run(self, event: NeedsYouRail.OpenRun) -> None:
+        """Enter on a run's NEEDS-YOU card: its journal."""
+        from cotal_tui.screens.runs import JournalScreen
+
+        event.stop()
+        session, run = self._run_of(event.run_id, event.instance_id)
+        if session is None or run is None:
+            self.notify_line("that run is no longer reported by its manager")
+            return
+        self.push_screen(JournalScreen(session, self.runs, run.run_id, run.instance_id))
+
+    def _runs_tick(self) -> None:
+        """Once a second: the console's status bar says when runs are stale or a manager did not
+        answer, and ``--notify`` alerts on a run pause opening as on an agent that starts waiting."""
+        screen = self.console_screen()
+        if screen is None or not screen.is_mounted:
+            return
+        session = screen.session
+        view = session.model.runs_view()
+        bars = screen.query(StatusBar)
+        if bars:
+            bars.first().set_runs(runs_note(view))
+        n = session.notifier
+        if n is None:
+            return
+        from meshview.notify import WaitingEpisodes
+        from meshview.runs_state import as_needs_you
+
+        episodes = self._run_alerts.get(id(session))
+        if episodes is None:
+            episodes = self._run_alerts[id(session)] = WaitingEpisodes(session.space, session.model.status.server)
+        alerts = episodes.update([as_needs_you(x) for x in view.needs])
+        if n.enabled:
+            for a in alerts:
+                n.deliver(a)
 
     def on_roster_stop_seat(self, event: Roster.StopSeat) -> None:
         """Roster ``D``: the red stop overlay for a managed seat (screens/control.py)."""

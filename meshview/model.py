@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 from meshview.feedring import FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle
 from meshview.roster import RosterReducer
+from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.snapshot import (
     STATUS_ORDER,
     STATUSES,
@@ -93,7 +94,7 @@ _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
 # INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count",
+    "replay_floor", "rejection_count", "runs_view",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 
@@ -116,7 +117,7 @@ class _Burst:
     thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
 
 
-class MeshModel(RosterReducer):
+class MeshModel(RunsReducer, RosterReducer):
     """The MeshView state machine. Single-threaded: call from one event loop.
 
     ``feed_cap`` bounds the feed ring (and the dedupe set with it); ``ttl_ms`` is the
@@ -190,6 +191,9 @@ class MeshModel(RosterReducer):
         self._membership_read = False  # a read has completed
         self._membership_unreadable: str | None = None
         self._managers: dict[str, ManagerLease] = {}
+        # workflow runs, as the managers' run-ps/run-status last said (meshview/runs_state.py)
+        self._runs = RunsState()
+        self._runs_snap: RunsSnapshot | None = None
 
         # connection
         self._status = ConnectionStatus(

@@ -242,6 +242,8 @@ STATE: tuple[StateField, ...] = (
     StateField("membership_unreadable", "_membership_unreadable"),
     StateField("managers", "_managers"),
     StateField("status", "_status"),
+    # workflow runs as the managers last reported them (meshview/runs_state.py)
+    StateField("runs", "_runs"),
 )
 
 _DERIVED = ("_agents", "_endpoints")  # the last sort's rows: a fresh model's until it re-sorts
@@ -289,6 +291,7 @@ def restore(model: MeshModel, state: dict[str, Any]) -> None:
     model.version = max(prev_version, model.version) + 1
     model.dirty = True
     model._snap = None
+    model._runs_snap = None
     model._events.clear()
 
 

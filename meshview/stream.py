@@ -19,7 +19,7 @@ import os
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Awaitable, Callable, Iterable, TextIO
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -38,6 +38,7 @@ from meshview.snapshot import (
     StateEvent,
 )
 from meshview.observer import Observer, ObserverOptions
+from meshview.runs_state import RunEvent
 from meshview.sanitize import elide_id
 from meshview.timefmt import age
 
@@ -282,6 +283,10 @@ class StreamWriter:
             if js:
                 return json.dumps(json_presence(ev), ensure_ascii=False)
             return self.text.presence(ev)
+        if isinstance(ev, RunEvent):  # a run's state changed, a pause opened or settled
+            if js:
+                return json.dumps(ev.as_json(), ensure_ascii=False)
+            return f"{self.text._c('2', TextRenderer._time(ev.ts))} {sanitize.inline(ev.plain(), 600)}"
         if isinstance(ev, Rejected):
             if js:
                 return json.dumps({"type": "rejected", "reason": ev.reason,
@@ -371,7 +376,8 @@ class StreamOptions:
 
 async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
                        out: TextIO | LineSink, err: TextIO | LineSink, stop: asyncio.Event, *,
-                       alert_write: Callable[[str], None] | None = None) -> int:
+                       alert_write: Callable[[str], None] | None = None,
+                       runs_poll: Callable[[MeshModel], Callable[[], Awaitable[None]]] | None = None) -> int:
     """Observe ``target.space`` on the open connection ``nc`` and write it as lines on ``out``
     (diagnostics on ``err``) until ``stop`` is set or the reader of ``out`` goes away; then the
     last lines within :data:`STOP_BUDGET`, and ``nc`` is closed. A :class:`LineSink` ``out``
@@ -399,6 +405,7 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
             broken.set()
 
     obs.add_listener(drain)
+    stop_runs = runs_poll(model) if runs_poll is not None else None  # run lines (cli/watch_stream.py)
     from meshview.record_notify import RecordAndNotify
 
     beside = RecordAndNotify(model, obs, target.space, target.display, record=options.record,
@@ -433,6 +440,11 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
             except Exception:
                 pass
         await beside.close()
+        if stop_runs is not None:
+            try:
+                await asyncio.wait_for(stop_runs(), STOP_BUDGET / 4)
+            except (Exception, asyncio.CancelledError):
+                pass
         closing = asyncio.create_task(nc.close())
         await _finish(writer, out_sink, sinks, deadline, loop)
         try:

@@ -1,47 +1,126 @@
-"""NEEDS YOU: agents blocked on input, approval or a peer, ordered by name.
+"""NEEDS YOU: workflow runs waiting at a checkpoint or an ask (by deadline), then agents
+blocked on input, approval or a peer (by name).
 
 Cards say what the wire says: the condition code and message, how long the condition and the
-status have held (only when stamped), the heartbeat age, and the activity.
+status have held (only when stamped), the heartbeat age, and the activity. A run's card is its
+open pause: the prompt, the step key, who it escalates to and the deadline; ``r`` answers it and
+Enter opens the run's journal. A run row leaves when the step settles, the deadline passes or
+the run is revoked (meshview/runs_state.py decides; this only shows it).
 """
 
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
 from rich.text import Text
 from textual.binding import Binding
+from textual.message import Message
 
+from meshview.model import MeshModel
+from meshview.runs_state import RunNeed, RunsSnapshot
 from meshview.snapshot import NeedsYou, Snapshot
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.roster import Roster
 from widgets.presentation import age, join_wrapped, look_of, safe, set_title, who, wrap_offsets
+from widgets.runs import need_lines
+
+
+@runtime_checkable
+class HoldsModel(Protocol):
+    """The screen a rail sits on, when it holds the model (the console screen)."""
+
+    @property
+    def model(self) -> MeshModel: ...
+
+
+@runtime_checkable
+class OverConsole(Protocol):
+    """An overlay over the console screen (the narrow terminal's NEEDS-YOU overlay)."""
+
+    console: Any
 
 
 class NeedsYouRail(LazyLineList):
     """Blocked agents are the ones an operator steps into: ``a``/``p`` work here as on the
-    roster (the console screen opens the seat)."""
+    roster (the console screen opens the seat); on a run's card ``r`` answers and Enter opens
+    its journal (the App handles :class:`AnswerRun` / :class:`OpenRun`)."""
 
     BINDINGS = [
         Binding("a", "attach", "attach", id="needs.attach"),
         Binding("p", "peek", "peek", id="needs.peek"),
+        Binding("r", "answer_run", "answer the run's checkpoint", id="needs.answer-run"),
     ]
     empty_text = "nothing waiting - all clear ✓"
+
+    class AnswerRun(Message):
+        """``r`` on a run's card: open the answer composer for that step."""
+
+        def __init__(self, run_id: str, instance_id: str, step_key: str) -> None:
+            super().__init__()
+            self.run_id, self.instance_id, self.step_key = run_id, instance_id, step_key
+
+    class OpenRun(Message):
+        """Enter on a run's card: open its journal."""
+
+        def __init__(self, run_id: str, instance_id: str) -> None:
+            super().__init__()
+            self.run_id, self.instance_id = run_id, instance_id
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.snap: Snapshot | None = None
+        self.runs: RunsSnapshot | None = None
         self._key: object = None
 
-    def update_snapshot(self, snap: Snapshot) -> None:
+    def update_snapshot(self, snap: Snapshot, runs: RunsSnapshot | None = None) -> None:
         self.snap = snap
-        n = len(snap.signals.needs_you)
+        if runs is None:
+            screen = self.screen if self.is_attached else None
+            if isinstance(screen, OverConsole) and isinstance(screen.console, HoldsModel):
+                screen = screen.console
+            if isinstance(screen, HoldsModel):
+                runs = screen.model.runs_view()
+        self.runs = runs
+        needs = runs.needs if runs is not None else ()
+        n = len(snap.signals.needs_you) + len(needs)
         set_title(self, f"NEEDS YOU · {n}" if n else "NEEDS YOU")
-        key = (snap.signals.needs_you, int(snap.now // 1000))
+        key = (snap.signals.needs_you, needs, int(snap.now // 1000))
         if key != self._key:
             self._key = key
             self.rebuild()
 
-    def source(self) -> list[tuple[str, NeedsYou]]:
-        return [] if self.snap is None else [(n.id, n) for n in self.snap.signals.needs_you]
+    def source(self) -> list[tuple[Any, NeedsYou | RunNeed]]:
+        out: list[tuple[Any, NeedsYou | RunNeed]] = []
+        if self.runs is not None:
+            out += [(r.key, r) for r in self.runs.needs]
+        if self.snap is not None:
+            out += [(n.id, n) for n in self.snap.signals.needs_you]
+        return out
+
+    def run_need(self) -> RunNeed | None:
+        """The run card under the cursor, if the cursor is on one."""
+        k = self.cursor_key
+        if self.runs is None or not (isinstance(k, tuple) and k and k[0] == "run"):
+            return None
+        return next((r for r in self.runs.needs if r.key == k), None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "answer_run":
+            return self.run_need() is not None  # on an agent, r is the console's reply
+        return True
+
+    def action_answer_run(self) -> None:
+        r = self.run_need()
+        if r is not None:
+            self.post_message(self.AnswerRun(r.run_id, r.instance_id, r.pause.step_key))
+
+    def action_select(self) -> None:
+        r = self.run_need()
+        if r is not None:
+            self.post_message(self.OpenRun(r.run_id, r.instance_id))
+            return
+        super().action_select()
 
     @staticmethod
     def _facts(n: NeedsYou) -> list[str]:
@@ -53,16 +132,20 @@ class NeedsYouRail(LazyLineList):
             facts.append(f"waiting {age(n.status_age_ms)}")
         return facts
 
-    def measure(self, n: NeedsYou, width: int) -> int:
+    def measure(self, n: NeedsYou | RunNeed, width: int) -> int:
         """``len(lines_of(n, width))`` without building any ``Text``."""
+        if isinstance(n, RunNeed):
+            return len(need_lines(n, width, look_of(self)))  # a handful of short lines
         w = max(8, width - 2)
         rows = 2 + len(join_wrapped(self._facts(n), w))
         if n.condition_message:
             rows += len(wrap_offsets(safe(n.condition_message, 400), w, w)[:5])
         return rows
 
-    def lines_of(self, n: NeedsYou, width: int) -> list[Text]:
+    def lines_of(self, n: NeedsYou | RunNeed, width: int) -> list[Text]:
         look = look_of(self)
+        if isinstance(n, RunNeed):
+            return need_lines(n, width, look)
         head = Text()
         head.append("◐ ", style=look.waiting)
         head.append_text(who(n.name, n.role, look))
@@ -88,7 +171,7 @@ class NeedsYouRail(LazyLineList):
 
     def _open(self, *, peek: bool) -> None:
         n = None
-        if self.snap is not None and self.cursor_key is not None:
+        if self.snap is not None and self.cursor_key is not None and not isinstance(self.cursor_key, tuple):
             n = next((x for x in self.snap.signals.needs_you if x.id == self.cursor_key), None)
         if n is None:
             say_line(self, f"{'peek' if peek else 'attach'}: nobody waiting under the cursor")

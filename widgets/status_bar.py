@@ -61,6 +61,7 @@ class StatusBar(Widget):
         self._key: object = None
         self.link: tuple[str, str, str] | None = None  # (connection, where, extra) sans model
         self.recording: int | None = None  # bytes recorded so far, while a recording runs
+        self.runs: str | None = None  # runs stale, or a manager did not answer (screens/runs.py)
 
     def on_mount(self) -> None:
         follow_theme(self)  # the link, errors and notices wear the theme's hues
@@ -88,6 +89,12 @@ class StatusBar(Widget):
             self.refresh()
         else:
             self.recording = size
+
+    def set_runs(self, note: str | None) -> None:
+        """The runs view is stale or a manager did not answer ``run-ps`` (None: all answered)."""
+        if note != self.runs:
+            self.runs = note
+            self.refresh()
 
     def set_link(self, connection: str, where: str = "", extra: str = "") -> None:
         """The link state of a screen without a model (``connected``, ``reconnecting``…)."""
@@ -169,6 +176,8 @@ class StatusBar(Widget):
             n = st.listener_errors
             said = f"⚠ {n} internal" if compact else f"⚠ {n} internal error{'s' if n != 1 else ''}"
             out.append(("internal", [(" · ", "dim"), (said, "bold " + look.error)]))
+        if self.runs:  # runs shown are not what the managers say now: never dropped
+            out.append((None, [(" · ", "dim"), ("⚠ " + self.runs, look.waiting)]))
         if self.recording is not None:  # never dropped: the operator must know it runs
             out.append((None, [(" · ", "dim"), ("● rec " + human_size(self.recording), "bold " + look.error)]))
         if st.lagging or st.dropped:  # the mesh outran us: say so, with what was shed

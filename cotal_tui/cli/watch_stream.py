@@ -88,7 +88,17 @@ async def _stream(args: argparse.Namespace, mode: str) -> int:
                 f"! {gap} diagnostic lines dropped (stderr was not being read)") or sys.stderr
     out = _sink(sys.stdout) or sys.stdout
     return await stream_space(nc, target, options, out, err, stop,
-                              alert_write=_terminal_write if _isatty(sys.stderr) else None)
+                              alert_write=_terminal_write if _isatty(sys.stderr) else None,
+                              runs_poll=lambda model: _runs_poll(target, model))
+
+
+def _runs_poll(target, model):
+    """``run`` lines: the managers' runs polled beside the observer (never on its connection)."""
+    from attach.runs_poll import RunsPoller, target_client
+
+    poller = RunsPoller(target_client(target, target.space), model)
+    poller.start()
+    return poller.stop
 
 
 def _sink(f: TextIO, gap_line: Callable[[int, int], str | None] | None = None) -> LineSink | None:
