@@ -10,13 +10,13 @@ overlap. No Textual or Rich here, and no wording: the roster and the detail card
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from meshview.wire.names import bucket_names
+
+from .poller import RoundLoop
 
 PERIOD_S = 10.0
 DEADLINE_MS = 3000
@@ -161,8 +161,10 @@ async def registered_instances(nc, space: str) -> set[str]:
         return set()
 
 
-class PsPoller:
+class PsPoller(RoundLoop):
     """``ps`` on every registered manager every ``period`` seconds, never two rounds at once."""
+
+    task_name = "ps-poller"
 
     def __init__(self, nc, space: str, fold: ManagedFold | None = None, *, period: float = PERIOD_S,
                  deadline_ms: int = DEADLINE_MS, on_update: Callable[[ManagedFold], Any] | None = None) -> None:
@@ -176,9 +178,7 @@ class PsPoller:
         self.unreadable = False  # the credential cannot read the registries: the poll has stopped
         self.in_flight = 0
         self.max_in_flight = 0
-        self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
-        self._stopped = False
+        self._init_loop()
 
     async def poll_once(self) -> None:
         from meshview.connect import denial_mark, events_of
@@ -224,37 +224,5 @@ class PsPoller:
         if self.on_update is not None:
             self.on_update(self.fold)
 
-    async def run(self) -> None:
-        while not self._stopped:
-            try:
-                await self.poll_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # a failed round is reported and retried next period
-                self.last_error = f"{type(e).__name__}: {e}"
-            if self.unreadable:
-                return
-            self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.period)
-
-    def start(self) -> None:
-        if self._task is None:
-            self._stopped = False
-            self._task = asyncio.get_running_loop().create_task(self.run(), name="ps-poller")
-
-    def poke(self) -> None:
-        """Ask now (after the current round, if one is running)."""
-        self._wake.set()
-
-    async def stop(self) -> None:
-        """End the poll. A cancel can be lost on 3.11 (``wait_for`` returns the inner result
-        when both land together, and a library may swallow it mid-connect), so the loop also
-        checks a flag and the cancel is repeated until the task is done: never a hang."""
-        self._stopped = True
-        task, self._task = self._task, None
-        while task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
-        if task is not None and not task.cancelled():
-            task.exception()  # retrieved: a failed last round is not an unhandled-task warning
+    def finished(self) -> bool:
+        return self._stopped or self.unreadable

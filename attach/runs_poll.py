@@ -24,6 +24,8 @@ from typing import Any, Awaitable, Callable, Protocol
 from meshview.runs_state import JournalRow, Pause, RunView, clip, pause_kind
 from meshview.wire.runs import RUNNING, RunRow, RunStatus, Step
 
+from .poller import RoundLoop
+
 PERIOD_S = 5.0
 MAX_PERIOD_S = 60.0
 CALL_S = 8.0  # one call's bound (connect + describe + the command), on top of its own deadline
@@ -177,7 +179,7 @@ class _Manager:
 
 
 @dataclass
-class RunsPoller:
+class RunsPoller(RoundLoop):
     client: RunsClient
     model: RunsInput
     period: float = PERIOD_S
@@ -268,25 +270,11 @@ class RunsPoller:
         if self.on_round is not None:
             self.on_round()
 
-    async def run(self) -> None:
-        while not self._stopped:
-            try:
-                await self.poll_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a failed round is counted and retried
-                self.failed_rounds += 1
-                self.last_error = _sentence(e)
-            if self._stopped:
-                return
-            self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.period)
+    task_name = "runs-poller"
 
-    def start(self) -> None:
-        if self._task is None:
-            self._stopped = False
-            self._task = asyncio.get_running_loop().create_task(self.run(), name="runs-poller")
+    def round_failed(self, e: Exception) -> None:
+        self.failed_rounds += 1
+        self.last_error = _sentence(e)
 
     def poke(self) -> None:
         """Ask now (after the round in flight, if any): after an answer, or ``F5``."""
@@ -299,20 +287,6 @@ class RunsPoller:
         on it), and ask now."""
         self._wanted.add((instance_id, run_id))
         self.poke()
-
-    def close(self) -> None:
-        """Stop asking (synchronous: a session's stop hook)."""
-        self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def stop(self) -> None:
-        self._stopped = True
-        task, self._task = self._task, None
-        while task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
 
 
 def _sentence(e: BaseException) -> str:
