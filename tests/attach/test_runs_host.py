@@ -18,6 +18,7 @@ from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.runs import PROGRAMS
 from meshview.connect import ConnectTarget
 from meshview.wire.names import bucket_names
+from support.runhost import host  # noqa: F401 - the shared run-host fixture
 from meshview.wire.runs import (
     admission_bucket,
     admission_key,
@@ -31,17 +32,6 @@ from meshview.wire.runs import (
 
 def target(broker, space: str) -> ConnectTarget:
     return ConnectTarget((broker.url,), space, timeout=3, role="control")
-
-
-@pytest.fixture
-async def host(broker, space, tmp_path):
-    c = await nats.connect(broker.url)
-    m = DemoManager(c, space, [SeatSpec("near", "local.near")], root=str(tmp_path / "m"), run_mesh="static",
-                    boot_run="release-checklist")
-    await m.start()
-    yield m
-    await m.stop()
-    await c.close()
 
 
 async def _only_run(t) -> str:

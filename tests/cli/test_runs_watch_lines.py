@@ -13,20 +13,9 @@ import pytest
 from attach import runs as client
 from conftest import until
 from cotal_tui.cli.watch_stream import _runs_poll
-from cotal_tui.demo.manager import DemoManager, SeatSpec
 from meshview.connect import ConnectTarget
 from meshview.stream import StreamOptions, stream_space
-
-
-@pytest.fixture
-async def host(broker, space, tmp_path):
-    c = await nats.connect(broker.url)
-    m = DemoManager(c, space, [SeatSpec("near", "local.near")], root=str(tmp_path / "m"), run_mesh="static",
-                    boot_run="release-checklist")
-    await m.start()
-    yield m
-    await m.stop()
-    await c.close()
+from support.runhost import host  # noqa: F401 - the shared run-host fixture
 
 
 @pytest.mark.parametrize("mode", ["json", "plain"])

@@ -22,19 +22,9 @@ from meshview.runs_state import RunView
 from support.console import StaticSession
 from widgets.needs_you import NeedsYouRail
 from widgets.runs import JournalView, RunsList
+from support.runhost import host  # noqa: F401 - the shared run-host fixture
 
 STEP = "/checkpoint:approve#0"
-
-
-@pytest.fixture
-async def host(broker, space, tmp_path):
-    c = await nats.connect(broker.url)
-    m = DemoManager(c, space, [SeatSpec("near", "local.near")], root=str(tmp_path / "m"), run_mesh="static",
-                    boot_run="release-checklist")
-    await m.start()
-    yield m
-    await m.stop()
-    await c.close()
 
 
 def console(broker, space: str) -> tuple[CotalApp, StaticSession]:
