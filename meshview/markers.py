@@ -2,8 +2,8 @@
 
 Automatic markers are derived from what the recording holds, by replaying it once
 (:func:`auto_markers`): an agent starting to wait (NEEDS-YOU), a crash (heartbeat lapsed), a new
-incarnation, a manager going up or down, a burst of rejected input (a forged or malformed
-message; one marker per burst). Hand markers are ``mark`` lines the operator wrote with ``m``
+incarnation, a manager going up or down, a run's pause opening or settling, a burst of rejected
+input (a forged or malformed message; one marker per burst). Hand markers are ``mark`` lines the operator wrote with ``m``
 (``{"type": "mark", "t", "label"}``): :meth:`meshview.record.Recorder.mark` while recording, and
 :func:`append_mark` on a finished recording (a new gzip member at its end, which every gzip
 reader, ours included, reads as the same stream).
@@ -29,7 +29,7 @@ REJECT_BURST_MS = 5_000  # rejections closer than this are one marker
 @dataclass(frozen=True, order=True)
 class Marker:
     t: float  # the recording's clock (epoch ms)
-    kind: str  # mark | waiting | crash | incarnation | manager | rejected
+    kind: str  # mark | waiting | crash | incarnation | manager | run | rejected
     label: str  # printable, one line
 
 
@@ -68,6 +68,7 @@ def append_mark(path: str, t: float, label: str) -> Marker:
 def auto_markers(rec: Any) -> list[Marker]:
     """The automatic markers of ``rec`` (a :class:`meshview.replay.Recording`), in time order."""
     from meshview.replay import Replay
+    from meshview.runs_state import RunEvent
     from meshview.snapshot import FeedEntry, PresenceEvent
 
     replay = Replay(rec, record_events=True)
@@ -97,6 +98,11 @@ def auto_markers(rec: Any) -> list[Marker]:
                     waiting.discard(p.id)
                 if ev.event == "incarnation":
                     out.append(Marker(e.t, "incarnation", f"{name}: a new incarnation"))
+            elif isinstance(ev, RunEvent) and ev.kind in ("pause-open", "pause-settled"):
+                run = sanitize.inline(ev.run_id)[:12]
+                step = sanitize.inline(ev.step_key or "")
+                what = "waits at" if ev.kind == "pause-open" else "settled"
+                out.append(Marker(e.t, "run", f"{run}… {what} {step}"))
             elif isinstance(ev, FeedEntry) and ev.kind == "lifecycle":
                 name = sanitize.inline(ev.from_name or "")
                 if ev.lifecycle == "crash":

@@ -105,3 +105,28 @@ async def test_m_in_the_live_console_marks_the_running_recording(tmp_path):
         rec.close()
     marks = load_recording(path).marks
     assert [m.label for m in marks] == ["rollout"]
+
+
+def test_a_run_pause_opening_and_settling_are_markers(tmp_path):
+    from test_runs_replay import IID, JOURNAL, RID, Clock, pause, row
+
+    from meshview.model import MeshModel
+    from meshview.record import Recorder
+
+    c = Clock()
+    m = MeshModel("demo", clock=c)
+    path = str(tmp_path / "runs.jsonl.gz")
+    rec = Recorder(m, path)
+    c.t += 100
+    m.apply_run_rows(IID, (row(),))
+    c.t += 100
+    m.apply_run_status(IID, RID, JOURNAL, (pause(),))
+    opened = c.t
+    c.t += 5_000
+    m.apply_run_status(IID, RID, JOURNAL, ())
+    settled = c.t
+    rec.close()
+    marks = [mk for mk in auto_markers(load_recording(path)) if mk.kind == "run"]
+    assert [(mk.t, "waits at" in mk.label, "settled" in mk.label) for mk in marks] == [
+        (opened, True, False), (settled, False, True)]
+    assert all("/checkpoint:approve#0" in mk.label for mk in marks)
