@@ -413,6 +413,8 @@ class ReplaySession:
         self._auto: list[Marker] = []
         self.markers_ready = False  # the automatic markers are derived (a worker sets them)
         self.markers: list[Marker] = sorted(self._hand)
+        self.find_query = ""  # the replay's ``/``: the text last found, and its matches
+        self.find_matches: list | None = None
 
     # -- markers (meshview/markers.py) --------------------------------------------------------
 

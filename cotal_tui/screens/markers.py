@@ -30,8 +30,22 @@ class MarkerLabel(ModalScreen["str | None"]):
     def on_mount(self) -> None:
         self.query_one(Input).focus()
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
+    def on_input_submitted(self, event: Input.Submitted) -> None:  # noqa: D401 - both boxes
         self.dismiss(event.value)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
+
+
+class FindBox(MarkerLabel):
+    """``/`` in a replay: a text to find in the recording (messages, presence, seat output)."""
+
+    def __init__(self, last: str = "") -> None:
+        super().__init__("")
+        self.last = last
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(" find in the recording · Enter go (the same text again: the next match) · Esc cancel",
+                         markup=False)
+            yield Input(value=self.last, placeholder="text", max_length=200, id="find-text")

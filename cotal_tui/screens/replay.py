@@ -29,15 +29,16 @@ from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from cotal_tui.screens.console import ConsoleScreen
-from cotal_tui.screens.markers import MarkerLabel
+from cotal_tui.screens.markers import FindBox, MarkerLabel
 from meshview.markers import Marker, auto_markers
+from meshview.recordtools import grep
 from meshview.replay import ReplaySession
 from meshview.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
 
 REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute", "replay_marker", "replay_markers",
-                  "replay_mark")
+                  "replay_mark", "replay_find")
 
 
 def clock(ms: float) -> str:
@@ -116,6 +117,7 @@ REPLAY_BINDINGS = [
             id="replay.marker-forward"),
     Binding("M", "replay_markers", "list the markers", priority=True, id="replay.markers"),
     Binding("m", "replay_mark", "add a marker here", priority=True, id="replay.mark"),
+    Binding("slash", "replay_find", "find text in the recording", priority=True, id="replay.find"),
 ]
 
 
@@ -152,6 +154,48 @@ class ReplaySeek:
     def _picked(self, m: Marker | None) -> None:
         if m is not None:
             self.seek_marker(m)
+
+    def action_replay_find(self) -> None:
+        self.app.push_screen(FindBox(self.session.find_query), self._find)
+
+    def _find(self, text: str | None) -> None:
+        if not text:
+            return
+        s = self.session
+        if text == s.find_query and s.find_matches is not None:
+            self._next_match()
+            return
+        s.find_query, s.find_matches = text, None
+        self.app.notify_line(f"finding {text!r}…")
+        self.run_worker(lambda: self._grep(text), thread=True, exclusive=True, group="find")
+
+    def _grep(self, text: str) -> None:
+        """Thread worker: the whole recording searched off the event loop."""
+        found = list(grep(self.session.recording, text))
+        self.app.call_from_thread(self._found, text, found)
+
+    def _found(self, text: str, found: list) -> None:
+        s = self.session
+        if text != s.find_query:
+            return  # a newer search replaced this one
+        s.find_matches = found
+        if not found:
+            self.app.notify_line(f"{text!r}: not in this recording", True)
+            return
+        self._next_match()
+
+    def _next_match(self) -> None:
+        s = self.session
+        found = s.find_matches or []
+        if not found:
+            self.app.notify_line(f"{s.find_query!r}: not in this recording", True)
+            return
+        now = s.replay.now
+        i = next((k for k, m in enumerate(found) if m.t > now + 1), 0)  # after here, else wrap
+        m = found[i]
+        s.replay.seek(m.t)
+        self._moved()
+        self.app.notify_line(f"match {i + 1}/{len(found)} at {clock(m.offset)}: {m.line[:100]}")
 
     def action_replay_mark(self) -> None:
         self.app.push_screen(MarkerLabel(clock(self.session.replay.now - self.session.replay.start)),
@@ -233,8 +277,8 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
         super().on_mount()
         seats = "  a seat's terminal" if self.session.recording.seat_lines else ""
         self.query_one(StatusBar).set_hints(
-            f"replay: space pause  ←/→ event  [/] minute  {{/}} marker  M markers  m mark{seats}  "
-            "? help  / search  q quit")
+            f"replay: space pause  ←/→ event  [/] minute  {{/}} marker  M markers  m mark  / find{seats}  "
+            "? help  q quit")
         if not self.session.markers_ready:
             self.run_worker(self._find_markers, thread=True, exclusive=True, group="markers")
         damage = self.session.replay.damage

@@ -130,3 +130,32 @@ def test_a_run_pause_opening_and_settling_are_markers(tmp_path):
     assert [(mk.t, "waits at" in mk.label, "settled" in mk.label) for mk in marks] == [
         (opened, True, False), (settled, False, True)]
     assert all("/checkpoint:approve#0" in mk.label for mk in marks)
+
+
+async def test_slash_in_a_replay_finds_text_and_jumps_to_its_time(recorded, tmp_path):  # noqa: F811
+    from cotal_tui.replay_app import ReplayApp
+    from cotal_tui.screens.markers import FindBox
+    from meshview.recordtools import grep
+
+    rec = load_recording(recorded.path)
+    want = [m.t for m in grep(rec, "heartbeat lapsed")]
+    assert want
+    session = ReplaySession(rec, speed=0.0001)
+    app = ReplayApp(session=session)
+    async with app.run_test(size=(140, 40)) as pilot:
+        session.player.toggle_pause()
+        session.replay.seek(session.replay.start)
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FindBox), 5.0, "the find box")
+        await pilot.press(*"heartbeat lapsed", "enter")
+        await until(pilot, lambda: session.replay.now == want[0], 20.0, "the jump to the first match")
+        # / again with the same text (prefilled): the next match, wrapping to the first
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FindBox), 5.0, "the find box again")
+        await pilot.press("enter")
+        nxt = want[1] if len(want) > 1 else want[0]
+        await until(pilot, lambda: session.replay.now == nxt, 10.0, "the next match")
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FindBox), 5.0, "the find box a third time")
+        await pilot.press(*"-no-such-text-4711", "enter")
+        await until(pilot, lambda: session.find_matches == [], 20.0, "the empty search")
