@@ -40,6 +40,16 @@ PANEL_NAMES = {
 }
 
 
+# the panes own every key while attached, so their keys are not bindings: listed here
+TERMINAL_ROWS = [
+    ("Ctrl-] / Esc Esc", "detach (COTAL_DETACH_KEY picks another key)"),
+    ("Ctrl-] [", "copy mode in an attached pane (tmux's prefix [)"),
+    ("PgUp / wheel", "copy mode in a peek (the wheel on a shell when attached)"),
+    ("copy mode", "j k PgUp PgDn g G move · / ? n N search · v ^v select · y yank to a file · "
+                  "Y and the clipboard · q back"),
+]
+
+
 class HelpBody(LineList):
     show_cursor = False
 
@@ -65,6 +75,7 @@ class HelpBody(LineList):
             lines.append(Text(""))
         section(f"{self.panel} keys", self.panel_rows)
         section("global keys", self.global_rows)
+        section("terminal panes (attach, peek, tile)", TERMINAL_ROWS)
         lines.append(Text("keys are remappable: keymap.toml in $COTAL_HOME or ~/.cotal "
                           "(binding id = \"key\")", style="dim italic"))
         lines.append(Text(version_line(), style="dim"))  # which cotal this is (`cotal --version`)
