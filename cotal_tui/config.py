@@ -27,6 +27,7 @@ from typing import Callable, TypeVar
 
 from meshview.home import HOME_ENV, cotal_home
 from meshview.notify import SETTLE_S, STYLES, NotifySettings
+from meshview.stalled import DEFAULT_STALL_MINUTES
 from meshview.roster import ROSTER_SORTS
 
 SOURCES = ("flag", "environment", "config.toml", "default")
@@ -79,6 +80,14 @@ KEYS: dict[str, dict[str, Key]] = {
         "settle": Key("a number of seconds, 0 or more",
                       lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
                       "seconds an agent may leave waiting and still be in the same episode"),
+        "stalled": Key("true or false", lambda v: isinstance(v, bool),
+                       "also alert when a working agent looks stalled (nothing observed for "
+                       "stalled_minutes)"),
+        "stalled_minutes": Key("a number of minutes, more than 0",
+                               lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                               and 0 < v < 1e7,
+                               "minutes without any observed activity before working reads "
+                               "stalled?"),
     },
     "ui": {
         "theme": Key("a theme name (a non-empty string)", _text, "the console's theme"),
@@ -274,8 +283,9 @@ def notify_settings(args: argparse.Namespace | None = None,
     warning = f"notifications: {problems[0]}" if problems else None
     env = os.environ
     sources: dict[str, str] = {}
-    enabled, command, escape, settle = (_good(cfg, "notify", k)
-                                        for k in ("enabled", "command", "escape", "settle"))
+    enabled, command, escape, settle, stalled, minutes = (
+        _good(cfg, "notify", k)
+        for k in ("enabled", "command", "escape", "settle", "stalled", "stalled_minutes"))
     terminal, sources["terminal"] = pick(
         False,
         ("flag", True if getattr(args, "notify", False) else None),
@@ -294,8 +304,20 @@ def notify_settings(args: argparse.Namespace | None = None,
         ("config.toml", escape))
     settle_s, sources["settle_s"] = pick(
         SETTLE_S, ("config.toml", float(settle) if settle is not None else None))
+    stall_src: dict[str, str] = {}  # kept apart: ``sources`` is the waiting alerts' own
+    alert_stalled, stall_src["stalled"] = pick(
+        False, ("flag", True if getattr(args, "notify_stalled", False) else None),
+        ("config.toml", stalled))
+    flag_minutes = getattr(args, "stalled_minutes", None)
+    stalled_minutes, stall_src["stalled_minutes"] = pick(
+        DEFAULT_STALL_MINUTES,
+        ("flag", float(flag_minutes) if flag_minutes is not None else None),
+        ("config.toml", float(minutes) if minutes is not None else None))
+    if alert_stalled and not terminal and not cmd:
+        terminal, sources["terminal"] = True, stall_src["stalled"]  # --notify-stalled implies --notify
     return NotifySettings(terminal=terminal, command=cmd, style=style, settle_s=settle_s,
-                          warning=warning, sources=sources)
+                          warning=warning, sources=sources, stalled=alert_stalled,
+                          stalled_minutes=stalled_minutes, stalled_sources=stall_src)
 
 
 def _style(v: object) -> str | None:
@@ -389,8 +411,11 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
             ("notify.enabled", "terminal", "terminal", "--notify", "COTAL_NOTIFY"),
             ("notify.command", "command", "command", "--notify-cmd", "COTAL_NOTIFY_CMD"),
             ("notify.escape", "style", "style", "--notify-escape", "COTAL_NOTIFY_ESCAPE"),
-            ("notify.settle", "settle_s", "settle_s", None, None)):
-        src = n.sources[source_key]
+            ("notify.settle", "settle_s", "settle_s", None, None),
+            ("notify.stalled", "stalled", "stalled", "--notify-stalled", None),
+            ("notify.stalled_minutes", "stalled_minutes", "stalled_minutes", "--stalled-minutes",
+             None)):
+        src = n.sources.get(source_key) or n.stalled_sources[source_key]
         table_key = key.split(".")[1]
         origin = {"flag": flag, "environment": var,
                   "config.toml": cfg.where("notify", table_key)}.get(src)

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from cotal_tui.actionlog import action_log, send_target
 from meshview.connect import ConnectError, ConnectTarget, prepare
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class Operator:
         self.roster = roster
         self._participant: Any = None
         self._pending: dict[str, _Pending] = {}
+        self.log = action_log("console")  # every send, as cotal_tui/actionlog.py keeps them
 
     def refusal(self) -> str | None:
         """Why nothing can be sent now (read-only, or our principal held by a live peer on
@@ -146,11 +148,18 @@ class Operator:
                 pend.message = msg
                 pend.texts.add(send.text)
                 pend.in_flight = True
+            aid = self.log.record("send", send_target(send.kind, send.target), "sent",
+                                  message_id=msg.id)
             try:
                 sent = await p.send_message(msg)
+            except BaseException as e:
+                self.log.settle(aid, "failed", detail=str(e) or "the broker did not acknowledge it")
+                raise
             finally:
                 if pend is not None:
                     pend.in_flight = False
+            self.log.settle(aid, "acknowledged", message_id=msg.id,
+                            detail="a duplicate: the broker had it already" if sent.duplicate else None)
         except IdentityTaken as e:
             self.identity_taken = str(e)
             raise SendRefused(str(e)) from None

@@ -39,6 +39,7 @@ from meshview.feedring import FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle
 from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
+from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
 from meshview.snapshot import (
     STATUS_ORDER,
     STATUSES,
@@ -94,7 +95,7 @@ _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
 # INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count", "runs_view",
+    "replay_floor", "rejection_count", "runs_view", "stalled",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 
@@ -136,6 +137,7 @@ class MeshModel(RunsReducer, RosterReducer):
         record_events: bool = False,
         dm_log_cap: int = DM_LOG_CAP,
         server: str = "",
+        stall_ms: float = DEFAULT_STALL_MINUTES * 60_000.0,
     ) -> None:
         self.space = space
         self.clock: Clock = clock or (lambda: time.time() * 1000.0)
@@ -203,6 +205,13 @@ class MeshModel(RunsReducer, RosterReducer):
 
         self._events: deque[ModelEvent] = deque(maxlen=EVENT_QUEUE_CAP)
         self.events_dropped = 0
+
+        # the stalled verdict's facts (meshview/stalled.py); not checkpointed: a replay that
+        # seeks rebuilds them from the inputs after the checkpoint
+        self.stall_ms = float(stall_ms)
+        self._stall = StallTracker()
+        self._stalled_ids: frozenset[str] = frozenset()
+        self._stall_checked = 0.0
 
         self.input_tap: InputTap | None = None  # sees every outermost input call (a recorder)
         self._in_input = False  # a tapped input call is running (inner inputs are part of it)
@@ -331,6 +340,7 @@ class MeshModel(RunsReducer, RosterReducer):
             self._names[from_id] = from_name
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
+            self._stall.message(now, kind, from_id, to, to_service)
         parts_t = tuple(parts)
         thread = self._thread(reply_to, wire_context_id, mentions)
         if kind == "dm":
@@ -701,6 +711,43 @@ class MeshModel(RunsReducer, RosterReducer):
             self._touch()
         if self._snap is not None and now - self._snap.now >= 1000.0:
             self._touch()
+        if now - self._stall_checked >= 1000.0:
+            self._stall_transitions(now)
+
+    @model_input("seat")
+    def seat_activity(self, pid: str, *, session_open: bool, output_at: float | None = None,
+                      active_at: float | None = None, received: float | None = None) -> None:
+        """What the console sees of a managed seat: a session open on it, its last terminal
+        output (receipt time), the manager's seat row's ``activeAt``: facts for the verdict."""
+        now = self.clock() if received is None else received
+        self._stall.seat(pid, now, session_open=session_open, output_at=output_at)
+        self._stall.active_at(pid, now, active_at)
+
+    def stalled(self, pid: str | None = None, now: float | None = None) -> dict[str, Stalled]:
+        """The stalled verdicts at ``now`` (the model clock): agent id -> :class:`Stalled`, for
+        every agent claiming ``working`` whose facts have not moved for ``stall_ms``."""
+        now = self.clock() if now is None else now
+        peers = [self._peers[pid]] if pid is not None and pid in self._peers else (
+            [] if pid is not None else self._peers.values())
+        out: dict[str, Stalled] = {}
+        for p in peers:
+            if p.status == "working" and p.kind == "agent":
+                v = verdict(p.status, self._stall.facts(p.id, p.first_seen), now, self.stall_ms)
+                if v is not None:
+                    out[p.id] = v
+        return out
+
+    def _stall_transitions(self, now: float) -> None:
+        """Once a second: an agent that became stalled gets a presence line (``reason``
+        ``stalled``); any change of the set marks the model dirty."""
+        self._stall_checked = now
+        ids = frozenset(self.stalled(now=now))
+        if ids == self._stalled_ids:
+            return
+        for pid in sorted(ids - self._stalled_ids):
+            self._presence_event("update", self._peers[pid], now, "stalled")
+        self._stalled_ids = ids
+        self._touch()
 
     # ------------------------------------------------------------------ snapshot
 

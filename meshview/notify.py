@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from meshview.stalled import DEFAULT_STALL_MINUTES
+
 if TYPE_CHECKING:  # annotations only: `cotal watch --help` reads STYLES without the model
     from meshview.snapshot import NeedsYou
 
@@ -54,9 +56,14 @@ class Alert:
     space: str
     server: str
     more: int = 0  # alerts held back by the rate limit since the last one delivered
+    event: str = "waiting"  # or "stalled" (``--notify-stalled``: meshview/stalled.py)
 
     def text(self) -> str:
-        """``ada needs you: approval - wants approval to run migrations``."""
+        """``ada needs you: approval - wants approval to run migrations``; a stalled one:
+        ``ada may be stalled - stalled? 14m (no output, no messages)``."""
+        if self.event == "stalled":
+            s = f"{clean(self.name, 64)} may be stalled - {clean(self.message, 160)}"
+            return s + (f" (+{self.more} more held back)" if self.more else "")
         s = f"{clean(self.name, 64)} needs you"
         if self.condition:
             s += f": {clean(self.condition, 32)}"
@@ -69,7 +76,7 @@ class Alert:
     def env(self) -> dict[str, str]:
         """What ``--notify-cmd`` receives (added to the console's environment)."""
         return {
-            "COTAL_EVENT": "waiting",
+            "COTAL_EVENT": self.event,
             "COTAL_AGENT": clean(self.name, 128),
             "COTAL_AGENT_ID": clean(self.agent_id, 256),
             "COTAL_ROLE": clean(self.role, 64),
@@ -100,7 +107,7 @@ class WaitingEpisodes:
         self.held_total = 0
         self.episodes = 0
 
-    def update(self, needs: Iterable[NeedsYou]) -> list[Alert]:
+    def update(self, needs: Iterable[NeedsYou], event: str = "waiting") -> list[Alert]:
         now = self.clock()
         current = {n.id: n for n in needs}
         for pid in self._waiting - current.keys():
@@ -130,7 +137,7 @@ class WaitingEpisodes:
                 self.held_total += 1
                 continue
             out.append(Alert(n.id, n.name, n.role, n.condition_code, n.condition_message,
-                             self.space, self.server, more=self.held))
+                             self.space, self.server, more=self.held, event=event))
             self.held = 0
         return out
 
@@ -239,12 +246,32 @@ class NotifySettings:
     command: str | None = None
     style: str = "osc9"
     settle_s: float = SETTLE_S
+    stalled: bool = False  # also alert when an agent looks stalled (--notify-stalled)
+    stalled_minutes: float = DEFAULT_STALL_MINUTES  # the verdict's quiet time (meshview/stalled.py)
+    stalled_sources: dict[str, str] = field(default_factory=dict)  # where those two came from
     warning: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
         return self.terminal or bool(self.command)
+
+
+def stalled_needs(model: Any, now: float) -> list[NeedsYou]:
+    """The model's stalled agents as NEEDS-YOU rows (condition ``stalled``, the verdict's label
+    as the message), for their own episodes."""
+    from meshview.snapshot import NeedsYou
+
+    out = []
+    for pid, v in model.stalled(now=now).items():
+        p = model.peer(pid)
+        if p is None:
+            continue
+        out.append(NeedsYou(id=pid, name=p.name, role=p.role, condition_code="stalled",
+                            condition_message=v.label(), condition_age_ms=v.for_ms,
+                            status_age_ms=None, heartbeat_age_ms=max(0.0, now - p.ts),
+                            activity=p.activity))
+    return out
 
 
 class Notifier:
@@ -257,9 +284,13 @@ class Notifier:
                  terminal: bool = True, command: str | None = None, style: str = "osc9",
                  on_alert: Callable[[Alert], Any] | None = None, enabled: bool = True,
                  ignore: Callable[[], Iterable[str]] = lambda: (), settle_s: float = SETTLE_S,
-                 episodes: WaitingEpisodes | None = None) -> None:
+                 episodes: WaitingEpisodes | None = None, stalled: bool = False) -> None:
         self.episodes = episodes or WaitingEpisodes(space, server, ignore=ignore,
                                                     settle_s=settle_s)
+        # stalled agents (``--notify-stalled``): episodes of their own, looked at once a second
+        self.stalled = stalled
+        self.stall_episodes = WaitingEpisodes(space, server, ignore=ignore, settle_s=settle_s)
+        self._stall_looked = float("-inf")
         self.write = write
         self.terminal = terminal  # the bell and escape (else only the command and on_alert)
         self.runner = CommandRunner(command) if command else None
@@ -270,8 +301,22 @@ class Notifier:
         self.last_error: str | None = None
 
     def on_model(self, model: Any) -> None:
-        """An observer listener: look at NEEDS-YOU after each batch."""
+        """An observer listener: look at NEEDS-YOU after each batch (and, with ``stalled``,
+        at the model's stalled verdicts once a second of its clock)."""
         self.update(model.snapshot().signals.needs_you)
+        if self.stalled:
+            now = model.clock()
+            if now - self._stall_looked >= 1000.0:
+                self._stall_looked = now
+                self.update_stalled(stalled_needs(model, now))
+
+    def update_stalled(self, needs: Iterable[NeedsYou]) -> list[Alert]:
+        alerts = self.stall_episodes.update(needs, "stalled")
+        if not self.enabled:
+            return []
+        for a in alerts:
+            self.deliver(a)
+        return alerts
 
     def update(self, needs: Iterable[NeedsYou]) -> list[Alert]:
         alerts = self.episodes.update(needs)

@@ -36,7 +36,7 @@ class RecordAndNotify:
         if notify.enabled:
             self.notifier = Notifier(space, server, write=write, terminal=notify.terminal,
                                      command=notify.command, style=notify.style,
-                                     settle_s=notify.settle_s)
+                                     settle_s=notify.settle_s, stalled=notify.stalled)
             obs.add_listener(self.notifier.on_model)
 
     async def close(self) -> None:

@@ -32,6 +32,7 @@ from meshview.wire import (
 
 if TYPE_CHECKING:
     from meshview.snapshot import FeedEntry
+    from meshview.stalled import StallTracker
 
 
 def as_presence(p: Peer) -> Presence:
@@ -89,6 +90,8 @@ class RosterReducer:
     input_tap: InputTap | None
 
     if TYPE_CHECKING:
+        _stall: StallTracker
+
         def _touch(self) -> None: ...
         def _emit(self, ev: ModelEvent) -> None: ...
         def _emit_state(self, detail: str | None = None) -> None: ...
@@ -133,6 +136,11 @@ class RosterReducer:
             return  # known: keep last-known, the sweep decides (with the deaf guard)
         if prev is not None and rec.ts < prev.ts and prev.status != "offline":
             return  # an older record than the one we hold (rebind replay)
+        c = rec.condition  # the stalled verdict's presence fact: what a heartbeat never moves
+        self._stall.presence(rec.id, now, (rec.status, rec.activity, rec.activity_since,
+                                           rec.status_since, c.code if c else None,
+                                           c.message if c else None, c.since if c else None),
+                             rec.active_at, rec.role)
         status: Status = rec.status if rec.status in STATUS_ORDER else "idle"  # type: ignore
         new = self._make_peer(rec, now, prev, status, None)
         if prev is None or prev.status == "offline":
@@ -181,6 +189,7 @@ class RosterReducer:
                 or is_stale(ts, now, self.ttl_ms)):
             return False
         self.watch_delivered(now)
+        self._stall.active_at(pid, now, active_at)
         self._peers[pid] = replace(
             prev, ts=ts, seen_at=prev.seen_at if ts == prev.ts else now,
             activity_since=activity_since, status_since=status_since, active_at=active_at)

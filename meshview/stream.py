@@ -39,6 +39,7 @@ from meshview.snapshot import (
 )
 from meshview.observer import Observer, ObserverOptions
 from meshview.runs_state import RunEvent
+from meshview.stalled import Stalled
 from meshview.sanitize import elide_id
 from meshview.timefmt import age
 
@@ -100,13 +101,15 @@ class TextRenderer:
             s += " (gone before this watch started)"
         return self._c(code, s)
 
-    def presence(self, ev: PresenceEvent) -> str:
+    def presence(self, ev: PresenceEvent, stalled: Stalled | None = None) -> str:
         p = ev.peer
         label = {"join": "join", "update": "update", "offline": "offline",
                  "incarnation": "join"}[ev.event]
         line = (f"{self._c('2', self._time(ev.received))} "
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
                 f"{self._name(p.name, p.role)} {self.badge(p, ev.received)}")
+        if stalled is not None:
+            line += self._c("33", f" · {stalled.label()}")
         if ev.event == "incarnation":
             uid = sanitize.inline(p.lifecycle_uid or "", 32)
             line += self._c("35", f" · new incarnation {uid[:8]}")
@@ -200,7 +203,9 @@ def json_message(e: FeedEntry) -> dict[str, Any]:
     return o
 
 
-def json_presence(ev: PresenceEvent) -> dict[str, Any]:
+def json_presence(ev: PresenceEvent, stalled: Stalled | None = None) -> dict[str, Any]:
+    """A presence line; ``stalled`` (meshview/stalled.py) adds ``"stalled": {"for": s, "signals":
+    [...]}`` to a ``working`` agent's line."""
     p = ev.peer
     c = p.condition
     return {
@@ -212,6 +217,7 @@ def json_presence(ev: PresenceEvent) -> dict[str, Any]:
         ) if v is not None},
         "lifecycleUid": p.lifecycle_uid, "ts": _ms(p.ts),
         **({"reason": ev.reason} if ev.reason else {}),
+        **({"stalled": stalled.as_json()} if stalled is not None else {}),
     }
 
 
@@ -236,6 +242,8 @@ class StreamWriter:
         self._rej_last: dict[str, float] = {}
         self._rej_quiet: dict[str, int] = {}
         self.shed_messages = 0  # message lines among the lines the stdout sink shed
+        # the stalled verdict of a peer at a time (the stream sets the model's read here)
+        self.stalled_of: Callable[[str, float], Stalled | None] | None = None
 
     def count_shed(self, lines: list[bytes]) -> None:
         """The sink shed these lines: count the messages among them, so the gap line can tell
@@ -280,9 +288,11 @@ class StreamWriter:
                 return json.dumps(json_message(ev), ensure_ascii=False)
             return self.text.message(ev)
         if isinstance(ev, PresenceEvent):
+            stalled = (self.stalled_of(ev.peer.id, ev.received)
+                       if self.stalled_of is not None and ev.peer.status == "working" else None)
             if js:
-                return json.dumps(json_presence(ev), ensure_ascii=False)
-            return self.text.presence(ev)
+                return json.dumps(json_presence(ev, stalled), ensure_ascii=False)
+            return self.text.presence(ev, stalled)
         if isinstance(ev, RunEvent):  # a run's state changed, a pause opened or settled
             if js:
                 return json.dumps(ev.as_json(), ensure_ascii=False)
@@ -372,6 +382,7 @@ class StreamOptions:
     record: str | None = None
     max_size: int | None = None
     notify: NotifySettings = field(default_factory=NotifySettings)
+    stall_ms: float | None = None  # the stalled verdict's quiet time (None: notify's minutes)
 
 
 async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
@@ -385,12 +396,15 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
     a sink ``err``); ``alert_write`` takes ``--notify``'s terminal escapes. Returns 0."""
     loop = asyncio.get_running_loop()
     model = MeshModel(target.space, record_events=True,
-                      burst_ms=0 if options.mode == "json" else 400, server=target.display)
+                      burst_ms=0 if options.mode == "json" else 400, server=target.display,
+                      stall_ms=options.stall_ms if options.stall_ms is not None
+                      else options.notify.stalled_minutes * 60_000.0)
     obs = Observer(nc, target.space, model, has_credential=target.has_credential,
                    options=ObserverOptions(dms=options.dms, backfill=options.backfill,
                                            dm_backfill=min(options.backfill, 1000)))
     broken = asyncio.Event()
     writer = StreamWriter(options.mode, out, err)
+    writer.stalled_of = lambda pid, now: model.stalled(pid, now).get(pid)
     out_sink = out if isinstance(out, LineSink) else None
     sinks = [s for s in (out, err) if isinstance(s, LineSink)]
     if out_sink is not None:

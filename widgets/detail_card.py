@@ -7,6 +7,7 @@ import json
 from rich.text import Text
 
 from meshview.snapshot import FeedEntry, Peer, Snapshot
+from meshview.stalled import Stalled
 from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
@@ -129,9 +130,11 @@ def _thread_lines(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Text]
 
 
 def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
-               managed: list[tuple[str, str]] | None = None) -> list[Item]:
+               managed: list[tuple[str, str]] | None = None, *, stalled: Stalled | None = None,
+               viewers: str | None = None) -> list[Item]:
     """``managed``: the label/value lines of the seat a manager hosts for this agent
-    (``widgets.seat_text.detail_lines``), shown as their own section."""
+    (``widgets.seat_text.detail_lines``), shown as their own section. ``stalled``: the model's
+    verdict (``MeshModel.stalled()``); ``viewers``: ``attach.viewers.viewers_label`` of its seat."""
     now = snap.now
     look = drawing_look()
     glyph, style = status_glyph(p.status, look)
@@ -147,6 +150,10 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
     status = Text(glyph + " ", style=style)
     status.append(" · ".join(facts))
     lines += _field("status", status, width)
+    if stalled is not None and p.status == "working":
+        lines += _field("stalled", Text(f"working · {stalled.label()}", style="bold yellow"), width)
+    if viewers:
+        lines += _field("viewers", safe(viewers, 300), width)
     if p.condition and p.condition.message:
         lines += _field("condition", f"{safe(p.condition.code, 24)}: {safe(p.condition.message, 400)}",
                         width)

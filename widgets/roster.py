@@ -10,7 +10,7 @@ it, ``p`` peeks read-only, ``D`` asks to stop it (a confirmation the console own
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from rich.text import Text
 from textual.binding import Binding
@@ -19,6 +19,7 @@ from textual.message import Message
 from attach.managed import ManagedFold
 from meshview.roster import ROSTER_SORTS, sort_peers
 from meshview.snapshot import Peer, Snapshot
+from meshview.stalled import Stalled
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.presentation import (
@@ -50,6 +51,23 @@ class Roster(LazyLineList):
         self.sort_by = "status"
         self._sorted: tuple[str, ...] = ()  # the keys in ``sort_by`` order (one object while equal)
         self._sorted_from: object = None
+        self.stalled: Mapping[str, Stalled] = {}  # agent id -> verdict (meshview/stalled.py)
+        self._stalled_key: tuple = ()
+
+    def set_stalled(self, verdicts: Mapping[str, Stalled]) -> None:
+        """The model's stalled verdicts (``MeshModel.stalled()``, once a second): a flagged row
+        gets ``working · stalled? 14m (no output, no messages)``; rebuilt only on a change."""
+        key = tuple(sorted((k, v.label()) for k, v in verdicts.items()))
+        if key == self._stalled_key:
+            return
+        self.stalled, self._stalled_key = dict(verdicts), key
+        if self.snap is not None:
+            self._key = None
+            self.update_snapshot(self.snap)
+
+    def _stall_line(self, p: Peer) -> str | None:
+        v = self.stalled.get(p.id) if p.status == "working" else None
+        return f"working · {v.label()}" if v is not None else None
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
@@ -177,7 +195,7 @@ class Roster(LazyLineList):
         return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
-        return (self._now, self.wide, self._managed_version)
+        return (self._now, self.wide, self._managed_version, self._stalled_key)
 
     def _seat(self, p: Peer) -> Any:
         by_id = self._seat_by_id
@@ -193,6 +211,8 @@ class Roster(LazyLineList):
         seat = self._seat(p)
         n = 1 + len(join_wrapped(peer_facts(p, self._now), max(8, width - 4)))
         if p.activity:
+            n += 1
+        if self.stalled and self._stall_line(p) is not None:
             n += 1
         if seat is not None:
             head = self._head(p)
@@ -218,6 +238,9 @@ class Roster(LazyLineList):
                     lines.append(Text("   ").append_text(mark))
             for f in join_wrapped(facts, max(8, width - 4)):
                 lines.append(Text("   " + f, style="dim" if dim else ""))
+            stall = self._stall_line(p) if self.stalled else None
+            if stall:
+                lines.append(Text("   " + stall, style="bold yellow"))
             if act:
                 lines.append(Text("   " + act, style="italic dim"))
         else:
@@ -226,6 +249,9 @@ class Roster(LazyLineList):
                 line.append(" ")
                 line.append_text(mark)
             line.append("  " + facts[0], style="dim" if dim else "")
+            stall = self._stall_line(p) if self.stalled else None
+            if stall:
+                line.append(" · " + stall.removeprefix("working · "), style="bold yellow")
             if act:
                 line.append(" · " + act, style="italic dim")
             lines = [line]

@@ -541,6 +541,7 @@ class Chat:
                 raise ParticipantError("nothing to reply to yet: no DM or @mention for you "
                                        "has arrived in this session.")
             sent = await p.send(s, Original.of_entry(entry))
+            _log_send(s, sent.message)
             if sent.message.channel is not None:
                 return
         else:
@@ -548,10 +549,15 @@ class Chat:
             msg = prior if prior is not None else p.prepare(s)
             try:
                 sent = await p.send_message(msg)
-            except ParticipantError:
+            except ParticipantError as e:
                 if line:
                     self.unsent[line] = msg
+                from cotal_tui.actionlog import action_log, send_target
+
+                action_log("chat").record("send", send_target(s.kind, s.target), "failed",
+                                          message_id=msg.id, detail=str(e))
                 raise
+            _log_send(s, sent.message)
             if s.kind == "channel":
                 return
         if not self.obs.dm_visible:  # the stream will not show it: say it went
@@ -576,3 +582,12 @@ def history_path() -> Path | None:
     except OSError:
         return None
     return path
+
+
+def _log_send(s: Send, m) -> None:
+    """One acknowledged send in the action log (cotal_tui/actionlog.py): its id, never its text."""
+    from cotal_tui.actionlog import action_log, send_target
+
+    where = (f"#{m.channel}" if m.channel else f"@{m.to}" if m.to else
+             send_target(s.kind, s.target))
+    action_log("chat").record("send", where, "acknowledged", message_id=m.id)

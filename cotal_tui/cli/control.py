@@ -25,9 +25,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import sys
 from typing import Any, Awaitable, Callable
+
+# the verbs that change something, as the action log names them (cotal_tui/actionlog.py)
+LOGGED_VERBS = {"spawn": "spawn", "stop": "stop", "input": "input",
+                "deregister-instance": "deregister"}
+# what a verb's act says its outcome was (spawn: joined / failed / uncertain), for the log
+_OUTCOME: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
+    "cotal_verb_outcome", default=None)
+
+
+def _log_target(verb: str, args: argparse.Namespace) -> str:
+    for attr in ("name", "persona", "instance"):
+        v = getattr(args, attr, None)
+        if isinstance(v, str) and v:
+            return v
+    return verb
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -116,7 +132,26 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
             except ConnectError as e:
                 print(f"cotal {verb}: {e}", file=sys.stderr)
                 return 1
-            return await act(target)
+            what = LOGGED_VERBS.get(verb)
+            if what is None:
+                return await act(target)
+            from cotal_tui.actionlog import action_log
+
+            log = action_log("cli")
+            aid = log.record(what, _log_target(verb, args), "requested")
+            try:
+                rc = await act(target)
+            except control.ControlError as e:
+                log.settle(aid, "refused" if e.code in ("read-only", "bad-request", "permission-denied")
+                           else "failed", detail=e.message)
+                raise
+            except BaseException:
+                log.settle(aid, "uncertain", detail="interrupted before the manager answered")
+                raise
+            said = _OUTCOME.get()
+            outcome, detail = said if said is not None else ("done" if rc == 0 else "failed", None)
+            log.settle(aid, outcome, detail=detail)
+            return rc
         except control.ControlError as e:
             print(f"cotal {verb}: {e.message}", file=sys.stderr)
             return 2 if e.code == "bad-request" else 1
@@ -152,6 +187,8 @@ def run_spawn(args: argparse.Namespace) -> int:
                                 progress=lambda line: print(line, flush=True), options=launch_options(args))
         where = f"manager {r.instance_id}"
         seat = clean(r.name, 64)  # the manager's
+        _OUTCOME.set(({"joined": "joined", "exited": "failed", "cancelled": "failed"}.get(
+            r.outcome, "uncertain"), f"{r.name} on manager {r.instance_id} ({r.state})"))
         if r.outcome == "joined":
             print(f"spawned {seat} ({clean(r.persona)}) on {where}: joined the mesh after {r.elapsed_s:.1f} s")
             return 0
@@ -190,6 +227,7 @@ def run_input(args: argparse.Namespace) -> int:
         r = await control.input_text(target, args.name, text, enter=not args.no_enter, on=args.on,
                                      read_only=read_only)
         tail = "" if args.no_enter else " and Enter"
+        _OUTCOME.set(("done", f"{r.bytes} bytes{tail}"))  # how many, never which
         print(f"typed {r.bytes} bytes{tail} into {r.name} (manager {r.instance_id})")
         return 0
 

@@ -163,9 +163,13 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
     # the operator profile posts but reads no history: a --reply-to lookup on a static mesh goes
     # through the mesh's read view (what watch mints), on a connection of its own
     reader = resolved if target.credential is not None and target.credential is not resolved.credential else None
+    from cotal_tui.actionlog import action_log, send_target
+
     try:
         sent = await _deliver(part, args, p, reader)
     except ParticipantError as e:
+        action_log("send").record("send", send_target(p.kind, p.target), "failed",
+                                  detail=_one_line(str(e)))
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
         return 1
     finally:
@@ -173,6 +177,8 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
             await part.close()
         except Exception:  # noqa: BLE001
             pass
+    action_log("send").record("send", send_target(p.kind, p.target), "acknowledged",
+                              message_id=sent.message.id)
     if args.json:
         sys.stdout.write(sent.payload.decode("utf-8") + "\n")
     else:

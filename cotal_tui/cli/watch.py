@@ -13,6 +13,16 @@ import argparse
 import sys
 
 
+def _minutes(v: str) -> float:
+    """``--stalled-minutes``: a positive number of minutes, else one sentence (exit 2)."""
+    from meshview.stalled import stall_ms
+
+    try:
+        return stall_ms(v) / 60_000.0
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from cotal_tui.cli.connection import add_connection_arguments
 
@@ -64,6 +74,13 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
                         "COTAL_CONDITION, COTAL_SPACE... in its environment")
     g.add_argument("--notify-escape", choices=STYLES, default=None,
                    help="which notification escape: osc9 (default), osc777, both, bell")
+    g.add_argument("--notify-stalled", action="store_true", dest="notify_stalled",
+                   help="also alert when a working agent looks stalled: nothing observed from it "
+                        "for --stalled-minutes (implies --notify; [notify] stalled in config.toml)")
+    g.add_argument("--stalled-minutes", type=_minutes, default=None, metavar="N", dest="stalled_minutes",
+                   help="minutes without presence change, message, activeAt or terminal output "
+                        "before a working agent is flagged stalled? (default 10; "
+                        "[notify] stalled_minutes)")
     g.add_argument("--record", metavar="FILE",
                    help="record the session to FILE (gzip JSON Lines; cotal replay FILE)")
     g.add_argument("--record-seats", action="store_true", dest="record_seats",

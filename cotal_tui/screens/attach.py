@@ -5,16 +5,19 @@ console opens this screen (roster ``a``/``p``, ``:attach <name>``) is the App's 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 from typing import Callable
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
 from attach.passthrough import key_label
+from meshview import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
 
@@ -49,6 +52,38 @@ class AttachScreen(Screen[None]):
         if size is not None:
             sessions.sizes.setdefault(name, size)
         self._leaving = False
+        self.viewers = ""  # ``2 viewers: you, alice (read-only)`` (attach/viewers.py), when known
+
+    VIEWERS_S = 3.0  # how often the session ledger is read for who else is here
+
+    def set_viewers(self, label: str) -> None:
+        """Who else is on this seat, in the title (``viewers_label``; empty: nobody known)."""
+        if label != self.viewers:
+            self.viewers = label
+            self._status(self.link.status)
+
+    @work(exclusive=True, group="attach-viewers", exit_on_error=False)
+    async def _watch_viewers(self) -> None:
+        """The session ledger, read every :attr:`VIEWERS_S` on one connection of the screen's
+        own (closed with it); nothing readable: the title says nothing about viewers."""
+        from attach.viewers import read_viewers, viewers_label
+
+        try:
+            nc = await self.sessions.connect()
+        except Exception:  # noqa: BLE001 - no viewers shown, the pane is unaffected
+            return
+        try:
+            while not self._leaving:
+                s = self.link.session
+                mine = [s.caller.principal] if s is not None else []
+                if s is not None and s.is_open:
+                    seen = await read_viewers(nc, self.sessions.space, self.seat, mine=mine)
+                    # only when someone else is here: alone, the title stays as it was
+                    self.set_viewers(viewers_label(seen) if any(not v.you for v in seen) else "")
+                await asyncio.sleep(self.VIEWERS_S)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     def compose(self) -> ComposeResult:
         yield Static(self._title(), id="attach-title", markup=False)
@@ -66,7 +101,8 @@ class AttachScreen(Screen[None]):
             how = "ended · PgUp scroll back · esc back"
         else:
             how = "peek · read-only · PgUp scroll back · a attach · esc back"
-        return f" {self.seat} · {cols}×{rows} · {how}"
+        who = f" · {sanitize.inline(self.viewers, 120)}" if self.viewers else ""
+        return f" {self.seat} · {cols}×{rows} · {how}{who}"
 
     def on_mount(self) -> None:
         self.pane.focus()
@@ -74,6 +110,7 @@ class AttachScreen(Screen[None]):
 
     def start_session(self) -> None:
         self.link.start()
+        self._watch_viewers()
 
     def _status(self, text: str) -> None:
         try:

@@ -283,16 +283,35 @@ class Controls:
             return None
         return session, target
 
-    def _run(self, verb: str, work: Callable[[], Any]) -> None:
+    def _run(self, verb: str, work: Callable[[], Any], *, logged: str | None = None) -> None:
+        """Run ``work`` as the verb's worker; ``logged``: the target the action log names (the
+        verb changes something: cotal_tui/actionlog.py), and ``work`` may return its outcome."""
+        from cotal_tui.actionlog import action_log
+
+        log = action_log("console")
+        what = {"deregister-instance": "deregister"}.get(verb, verb)
+        aid = log.record(what, logged, "requested") if logged is not None else None
+
+        def settle(outcome: str, detail: str | None = None) -> None:
+            if aid is not None:
+                log.settle(aid, outcome, detail=detail)
+
         async def guarded() -> None:
             try:
-                await work()
+                got = await work()
+                settle(got if isinstance(got, str) else "done")
             except control.ControlError as e:
+                settle("refused" if e.code in ("read-only", "bad-request", "permission-denied")
+                       else "failed", e.message)
                 self.say(f"{verb}: {e.message}", True)
             except Exception as e:  # noqa: BLE001 - a verb never takes the console down
                 from meshview.sanitize import inline as clean
 
+                settle("failed", str(e))
                 self.say(f"{verb}: {type(e).__name__}: {clean(str(e), 300)}", True)
+            except BaseException:
+                settle("uncertain", "the console stopped before the answer")
+                raise
 
         self.app.run_worker(guarded(), group=f"control-{verb}", exit_on_error=False)
 
@@ -331,7 +350,7 @@ class Controls:
             else:
                 self.say(f"stopped {name} (it outlived the grace and was killed)")
 
-        self._run("stop", work)
+        self._run("stop", work, logged=name)
 
     # -- spawn, status, input, ps --
 
@@ -341,7 +360,7 @@ class Controls:
             return
         session, target = ready
 
-        async def work() -> None:
+        async def work() -> str:
             self.say(f"spawning {persona}… (the manager answers on join, exit, or its readiness deadline)")
             r = await control.spawn(target, persona, name=name, read_only=read_only_reason(session),
                                     progress=lambda line: self.say(line))
@@ -355,7 +374,8 @@ class Controls:
                 else:
                     self.say(f"spawn: {r.name} did not join within {r.readiness_ms / 1000:g} s; "
                              "it may still come up - see ps", True)
-                return
+                    return "uncertain"
+                return "failed"
             _poke(session)
             model = session.model
             loop = asyncio.get_running_loop()
@@ -363,11 +383,12 @@ class Controls:
             while loop.time() < end:
                 if any(p.id == r.principal and p.status != "offline" for p in model.snapshot().agents):
                     self.say(f"spawned {r.name}")
-                    return
+                    return "joined"
                 await asyncio.sleep(0.1)
             self.say(f"spawned {r.name} (joined the mesh; not on this roster yet)")
+            return "joined"
 
-        self._run("spawn", work)
+        self._run("spawn", work, logged=name or persona)
 
     def status(self, name: str) -> None:
         ready = self._ready("status")
@@ -393,7 +414,7 @@ class Controls:
             r = await control.input_text(target, name, text, read_only=read_only_reason(session))
             self.say(f"typed {r.bytes} bytes into {r.name}")  # the name the user typed
 
-        self._run("input", work)
+        self._run("input", work, logged=name)  # the log names the seat, never the text
 
     def ps(self) -> None:
         ready = self._ready("ps")
@@ -471,7 +492,7 @@ class Controls:
                 _poke(session)
                 self.say(f"deregistered manager {instance_id} (spec revision {rep.removed_spec_revision})")
 
-            self._run("deregister-instance", work)
+            self._run("deregister-instance", work, logged=instance_id)
 
         self.app.push_screen(TypedConfirm(
             f"deregister manager {instance_id}?",
@@ -508,7 +529,7 @@ class Controls:
                 self.leave_tabs([c.name for c in session.model.snapshot().channels])
                 self.say(f"purged {space} · {n} messages")
 
-            self._run("purge", work)
+            self._run("purge", work, logged=space)
 
         self.app.push_screen(TypedConfirm(
             f"purge the chat history of space {space}?",
@@ -536,7 +557,7 @@ class Controls:
                 self.leave_tabs([ch])
                 self.say(f"deleted #{ch} · {n} messages purged")
 
-            self._run("delchan", work)
+            self._run("delchan", work, logged=f"#{ch}")
 
         self.app.push_screen(TypedConfirm(
             f"delete #{ch}?", f"its retained messages and its registry entry in {target.space}",

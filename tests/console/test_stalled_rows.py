@@ -1,0 +1,40 @@
+"""The stalled verdict and the viewers on the roster row and the agent card (widgets/roster.py
+``set_stalled``, widgets/detail_card.py ``agent_card(stalled=, viewers=)``); nothing changes for
+an agent without a verdict."""
+
+from __future__ import annotations
+
+from support.console import make_app, pid
+
+from meshview.stalled import Stalled
+from widgets.detail_card import agent_card
+
+WIDE = (120, 40)
+V = Stalled(14 * 60_000.0, ("output", "presence", "messages", "activeAt"), unanswered=2)
+
+
+async def test_the_row_and_the_card_say_stalled_and_who_else_is_here():
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        roster = app.screen.query_one("#roster")
+        snap = roster.snap
+        ada = next(p for p in snap.agents if p.id == pid("ada"))
+        assert ada.status == "working"
+        before = [t.plain for t in roster.lines_of(ada, 60)]
+        assert not any("stalled?" in x for x in before)
+        roster.set_stalled({ada.id: V})
+        after = [t.plain for t in roster.lines_of(ada, 80)]
+        assert "   working · stalled? 14m (no output, no messages, 2 unanswered)" in after
+        assert roster.measure(ada, 80) == len(after)
+        roster.set_stalled({})
+        assert [t.plain for t in roster.lines_of(ada, 60)] == before
+
+        card = [t.plain for _, lines in agent_card(ada, snap, 100, stalled=V,
+                                                    viewers="2 viewers: you, alice (read-only)")
+                for t in lines]
+        assert any(x.strip() == "stalled  working · stalled? 14m (no output, no messages, 2 unanswered)"
+                   for x in card)
+        assert any(x.strip() == "viewers  2 viewers: you, alice (read-only)" for x in card)
+        plain = [t.plain for _, lines in agent_card(ada, snap, 100) for t in lines]
+        assert not any("stalled" in x or "viewers" in x for x in plain)
