@@ -172,7 +172,8 @@ def read_actions(path: Path | None = None, limit: int = READ_CAP) -> list[Action
         a.message_id = row.get("messageId") or a.message_id
         a.goal_id = row.get("goalId") or a.goal_id
         a.detail = row.get("detail") or a.detail
-    return sorted(acts.values(), key=lambda a: a.at, reverse=True)
+    # newest first; actions of the same millisecond by file order, the later one first
+    return sorted(reversed(list(acts.values())), key=lambda a: a.at, reverse=True)
 
 
 _DEFAULT: ActionLog | None = None

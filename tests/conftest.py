@@ -130,6 +130,8 @@ CONTRACT_TAP_EXEMPT: dict[str, str] = {}
 
 
 def pytest_configure(config):
+    # the suite never writes the operator's own action log (tests of the log point it elsewhere)
+    os.environ.setdefault("COTAL_ACTION_LOG", "off")
     config.addinivalue_line(
         "markers", "contract_tap_off(reason): this test sends contract-breaking manager calls on purpose; "
         "the autouse contract tap does not judge it")
