@@ -6,12 +6,23 @@
                             vs reading the same program's pty directly; ROUNDS rounds, A/B
                             alternating (local, mesh, local, ...), medians and per-round ratios
   snapshot serialization  - Mirror.snapshot() of a busy 120x32 screen
+  per-hop rates           - each hop of the byte path alone, on the same flood cut the way the pty
+                            hands it out: pty read (the raw figure), host framing (the bridge's
+                            coalesce into CHUNK frames), base64/JSON (data_json + the rail frame),
+                            NATS publish -> broker -> subscriber (a bare nats-py pair), client
+                            decode (rail parse + base64 decode), stdout write (into a pty that a
+                            reader drains, like a terminal); then where each process's time goes
 
 The serving side runs as in real use: a manager process of its own (this file with ``--serve``:
 a broker-connected DemoManager with a `cat` seat, plus the flood seat on request), while the
 client (AttachSession) runs in this process, like `cotal attach`.
 
-Run: .venv/bin/python bench/attach.py
+The mesh clock starts at the first byte of the program's flood, the local one at the first pty
+read: the attach repaint arrives ~0.5 s earlier (the flood seat's program sleeps first), and
+counting from it measured that sleep (the 0.29x of issue 26 was mostly that).
+
+Run: .venv/bin/python bench/attach.py   (ROUNDS=5 by default; ATTACH_PROFILE=/tmp/mgr.prof
+also writes the manager process's cProfile top rows there)
 """
 
 from __future__ import annotations
@@ -37,12 +48,40 @@ from cotal_tui.demo.programs.dashboard import frame  # noqa: E402
 from cotal_tui.demo.provision import provision_space  # noqa: E402
 
 N_KEYS = 300
+FLOOD_MARK = b"0123456789abcdef"
 FLOOD_BYTES = 8 * 1024 * 1024
 ROUNDS = int(os.environ.get("ROUNDS", "5"))
 FLOOD = [sys.executable, "-c",
          "import sys\nline=(b'0123456789abcdef'*6)[:95]+b'\\n'\nn=%d//len(line)\n"
          "w=sys.stdout.buffer\nfor i in range(n): w.write(line)\nw.write(b'FLOOD-END\\n'); w.flush()\n"
          "import time; time.sleep(60)" % FLOOD_BYTES]
+
+
+def cpu_s(pid: int) -> float:
+    """utime + stime of one process, in seconds (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+PIDS: dict[str, int] = {}  # broker pid, set by main
+CPU: list[dict[str, float]] = []  # per mesh round: share of a core per process over the flood
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -69,21 +108,172 @@ def local_echo_latency() -> list[float]:
     return out
 
 
-def local_throughput() -> float:
+def local_throughput(chunks: list[bytes] | None = None) -> float:
     master, slave = pty.openpty()
     p = subprocess.Popen(FLOOD, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
     got = 0
     tail = b""
+    first = os.read(master, 65536)  # the clock starts at the first byte, as on the mesh side
     t0 = time.perf_counter()
+    got, tail = len(first), first[-32:]
+    if chunks is not None:
+        chunks.append(first)
     while b"FLOOD-END" not in tail:
         b = os.read(master, 65536)
         got += len(b)
         tail = (tail + b)[-32:]
+        if chunks is not None:
+            chunks.append(b)
     dt = time.perf_counter() - t0
     p.kill()
     os.close(master)
     return got / dt
+
+
+# ---- the byte path, hop by hop ----------------------------------------------------------------
+
+def _rate(nbytes: int, fn, reps: int = 1) -> float:
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return nbytes * reps / (time.perf_counter() - t0)
+
+
+def hop_framing(chunks: list[bytes]) -> tuple[float, list[bytes]]:
+    """The ServingBridge's own queue + coalesce (its real method) into <= CHUNK pieces."""
+    from collections import deque
+
+    from attach.host import CHUNK, ServingBridge
+    b = ServingBridge.__new__(ServingBridge)
+    pieces: list[bytes] = []
+
+    def run() -> None:
+        pieces.clear()
+        b._out = deque(("data", c) for c in chunks)
+        while b._out:
+            data = b._out[0][1]
+            if len(data) < CHUNK and len(b._out) > 1 and b._out[1][0] == "data":
+                data = b._coalesce()
+            piece, rest = data[:CHUNK], data[CHUNK:]
+            pieces.append(piece)
+            if rest:
+                b._out[0] = ("data", rest)
+            else:
+                b._out.popleft()
+    return _rate(sum(map(len, chunks)), run, 3), pieces
+
+
+def hop_encode(pieces: list[bytes]) -> tuple[float, list[bytes]]:
+    """tf.data_json + Rail._send's frame wrap (a real Rail, publish into a list)."""
+    from attach.rail import Rail
+    from meshview.wire import frames as tf
+    out: list[bytes] = []
+
+    async def pub(_s: str, raw: bytes) -> None:
+        out.append(raw)
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        for _ in range(3):
+            out.clear()
+            r = Rail(egress="o", ingress="i", publish=pub, on_data=lambda d, s: None,
+                     window=1024, idle_credit_ms=0, stall_timeout_ms=0)
+            for p in pieces:
+                await r.send_json(tf.data_json(p))
+                r.acked_through = r.seq
+        return sum(map(len, pieces)) * 3 / (time.perf_counter() - t0)
+    return asyncio.run(run()), list(out)
+
+
+def hop_decode(frames: list[bytes]) -> float:
+    """A receiving Rail's feed (JSON parse, seq) + the caller's tf.decode (base64)."""
+    from attach.rail import Rail
+    from meshview.wire import frames as tf
+    n = {"b": 0}
+
+    async def pub(_s: str, _raw: bytes) -> None:
+        return None
+
+    def on_data(d, _seq) -> None:
+        n["b"] += len(tf.decode(d, lenient=True).payload)
+
+    async def run() -> float:
+        t0 = time.perf_counter()
+        for _ in range(3):
+            r = Rail(egress="o", ingress="i", publish=pub, on_data=on_data,
+                     window=1024, idle_credit_ms=0, stall_timeout_ms=0)
+            for f in frames:
+                await r.feed(f)
+            await r.idle()
+        return n["b"] / (time.perf_counter() - t0)
+    return asyncio.run(run())
+
+
+async def hop_nats(url: str, frames: list[bytes]) -> float:
+    """Bare nats-py: publish every frame, a second connection receives them all."""
+    pc, sc = await nats.connect(url), await nats.connect(url)
+    total = sum(map(len, frames))
+    got = {"n": 0}
+    done = asyncio.Event()
+
+    async def cb(msg) -> None:
+        got["n"] += 1
+        if got["n"] == len(frames):
+            done.set()
+    await sc.subscribe("bench.hop", cb=cb)
+    await sc.flush()
+    t0 = time.perf_counter()
+    for f in frames:
+        await pc.publish("bench.hop", f)
+    await pc.flush()
+    await asyncio.wait_for(done.wait(), 60)
+    dt = time.perf_counter() - t0
+    await pc.close()
+    await sc.close()
+    return total / dt
+
+
+def hop_stdout(pieces: list[bytes]) -> float:
+    """os.write of each frame's bytes into a pty slave while a thread drains the master."""
+    import threading
+    master, slave = pty.openpty()
+    import tty
+    tty.setraw(slave)
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set():
+            try:
+                os.read(master, 65536)
+            except OSError:
+                return
+    th = threading.Thread(target=drain, daemon=True)
+    th.start()
+
+    def run() -> None:
+        for p in pieces:
+            view = memoryview(p)
+            while view:
+                view = view[os.write(slave, view):]
+    r = _rate(sum(map(len, pieces)), run)
+    stop.set()
+    os.close(slave)
+    os.close(master)
+    return r
+
+
+def hop_figures(url: str) -> dict:
+    chunks: list[bytes] = []
+    raw = local_throughput(chunks)
+    framing, pieces = hop_framing(chunks)
+    encode, frames = hop_encode(pieces)
+    return {"pty read (raw)": raw, "host framing": framing, "base64/JSON + rail frame": encode,
+            "NATS publish->broker->sub": asyncio.run(hop_nats(url, frames)),
+            "client decode (rail+base64)": hop_decode(frames),
+            "stdout write (into a pty)": hop_stdout(pieces),
+            "_reads": len(chunks), "_read_median": statistics.median(map(len, chunks)),
+            "_frames": len(frames), "_frame_bytes": statistics.median(map(len, frames))}
 
 
 def flood_spec(name: str) -> SeatSpec:
@@ -182,12 +372,21 @@ async def _mesh_throughput(ncc, mgr: asyncio.subprocess.Process, name: str) -> t
     mgr.stdin.write(b"flood %s\n" % name.encode())
     await _line(mgr, b"spawned")
     counter = {"n": 0, "t0": 0.0, "t1": 0.0}
+    procs: dict[str, list[int]] = {}
+    c0: dict[str, float] = {}
     tail = bytearray()
     done = asyncio.Event()
 
     def on_flood(b: bytes) -> None:
+        # the clock starts at the first byte of the program's flood, not at the attach repaint
+        # (the screen snapshot arrives ~0.5 s before: the program sleeps first, so the repaint
+        # counted in would measure the sleep, not the byte path)
         if not counter["t0"]:
+            if FLOOD_MARK not in b:
+                return
             counter["t0"] = time.perf_counter()
+            c0.update({k: sum(cpu_s(p) for p in v) for k, v in procs.items()})
+            c0["client (this process)"] = time.process_time()
         counter["n"] += len(b)
         tail.extend(b)
         found = b"FLOOD-END" in tail  # (in a repaint it sits mid-chunk: look before trimming)
@@ -199,10 +398,27 @@ async def _mesh_throughput(ncc, mgr: asyncio.subprocess.Process, name: str) -> t
     s2 = AttachSession("bench", name, nc=ncc, on_output=on_flood)
     await s2.open()
     r2 = asyncio.create_task(s2.run())
+    kids = children(mgr.pid)  # the seat programs and the mirror worker
+    def label(pid: int) -> str:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            return "gone"
+        return "flood program" if b"FLOOD-END" in cmd else "mirror worker" if b"mirror" in cmd else "other child"
+    by: dict[str, list[int]] = {}
+    for k in kids:
+        by.setdefault(label(k), []).append(k)
+    procs.update({"manager": [mgr.pid], **{f"manager child: {k}": v for k, v in sorted(by.items())},
+             "broker": [PIDS.get("broker", 0)]})
     try:
         await asyncio.wait_for(done.wait(), 120)
     except asyncio.TimeoutError:
         raise RuntimeError(f"{name}: no FLOOD-END after {counter['n']} bytes; tail {bytes(tail)!r}") from None
+    wall = counter["t1"] - counter["t0"]
+    cpu = {k: (sum(cpu_s(p) for p in procs[k]) - c0[k]) / wall for k in procs}
+    cpu["client (this process)"] = (time.process_time() - c0["client (this process)"]) / wall
+    CPU.append(cpu)
     await s2.close()
     await r2
     return counter["n"] / (counter["t1"] - counter["t0"]), s2.bytes_dropped, counter["n"]
@@ -224,12 +440,23 @@ def snapshot_time() -> float:
 
 def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
+        if os.environ.get("ATTACH_PROFILE"):  # where the manager's time goes: cProfile, top rows
+            import cProfile
+            import pstats
+            prof = cProfile.Profile()
+            prof.runcall(asyncio.run, serve(sys.argv[2]))
+            with open(os.environ["ATTACH_PROFILE"], "w") as f:
+                pstats.Stats(prof, stream=f).sort_stats("tottime").print_stats(18)
+            return
         asyncio.run(serve(sys.argv[2]))
         return
     load0 = os.getloadavg()
     b = Broker(name="cotal-bench").start()
+    assert b.proc is not None
+    PIDS["broker"] = b.proc.pid
     try:
         mesh = asyncio.run(mesh_figures(b.url))
+        hops = hop_figures(b.url)
     finally:
         b.stop()
     local = local_echo_latency()
@@ -246,6 +473,15 @@ def main() -> None:
           f"{mesh_tp / local_tp:15.2f}x   goal >= 0.5x   (rounds: {ratios})")
     print(f"{'  bytes received / dropped':34}{mesh['flood_bytes']:14d}{mesh['dropped']:14d}")
     print(f"{'snapshot 120x32 (ms/snapshot)':34}{snap:14.3f}")
+    print("share of a core per process during the mesh flood (median over rounds):")
+    for k in CPU[0]:
+        print(f"  {k:40}{statistics.median(c.get(k, 0.0) for c in CPU) * 100:8.1f} %")
+    print(f"per hop, alone (MB/s; x = hop / raw pty read; {hops['_reads']} pty reads of median "
+          f"{hops['_read_median']:.0f} B -> {hops['_frames']} frames of {hops['_frame_bytes']:.0f} B):")
+    raw = hops["pty read (raw)"]
+    for k, v in hops.items():
+        if not k.startswith("_"):
+            print(f"  {k:32}{v / 1e6:14.2f}{v / raw:13.2f}x")
     load1 = os.getloadavg()
     print(f"(n={N_KEYS} keystrokes, {ROUNDS} x flood {FLOOD_BYTES // (1024 * 1024)} MiB, window 64, loopback, "
           f"{os.cpu_count()} cpus, manager in its own process; load avg 1/5/15 min "
