@@ -44,6 +44,7 @@ class SessionOptions:
     dms: bool = True  # observe DMs too (``--no-dms`` turns it off)
     as_name: str | None = None  # the operator's name when it sends (``--as``)
     read_only: str | None = None  # why this console may not send, or None
+    stall_ms: float | None = None  # the stalled verdict's quiet time (None: the model's default)
 
 
 @runtime_checkable
@@ -139,7 +140,8 @@ class LiveSession:
         backfill = options.backfill
         self.space = space
         self.target = target
-        self.model = MeshModel(space, server=target.display)
+        self.model = MeshModel(space, server=target.display,
+                               **({"stall_ms": options.stall_ms} if options.stall_ms else {}))
         self.observer = ConsoleObserver(
             nc, space, self.model, has_credential=target.has_credential,
             options=ObserverOptions(dms=options.dms, backfill=backfill,

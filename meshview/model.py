@@ -723,6 +723,11 @@ class MeshModel(RunsReducer, RosterReducer):
         self._stall.seat(pid, now, session_open=session_open, output_at=output_at)
         self._stall.active_at(pid, now, active_at)
 
+    @property
+    def stalled_ids(self) -> frozenset[str]:
+        """The agents the last once-a-second check found stalled (cheap: no verdict is made)."""
+        return self._stalled_ids
+
     def stalled(self, pid: str | None = None, now: float | None = None) -> dict[str, Stalled]:
         """The stalled verdicts at ``now`` (the model clock): agent id -> :class:`Stalled`, for
         every agent claiming ``working`` whose facts have not moved for ``stall_ms``."""

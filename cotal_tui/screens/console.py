@@ -129,6 +129,18 @@ class ConsoleScreen(ComposeKeys):
         self.set_interval(1 / DRAIN_HZ, self.drain, name="drain")
         self._recording_tick()
         self.set_interval(1 / REC_HZ, self._recording_tick, name="recording")
+        self._stalled_shown = False
+        self.set_interval(1.0, self._stalled_tick, name="stalled")
+
+    def _stalled_tick(self) -> None:
+        """Once a second: the roster's ``stalled?`` lines (meshview/stalled.py), only while some
+        agent is (or was just) flagged, so a quiet mesh costs nothing here."""
+        model = self.model
+        if not model.stalled_ids and not self._stalled_shown:
+            return
+        verdicts = model.stalled() if model.stalled_ids else {}
+        self._stalled_shown = bool(verdicts)
+        self.query_one(Roster).set_stalled(verdicts)
 
     def _recording_tick(self) -> None:
         """``--record``/``:record`` running: the status bar says so, with the size so far."""
@@ -290,7 +302,8 @@ class ConsoleScreen(ComposeKeys):
             s = self.snap or snap
             p = next((q for q in s.peers if q.id == pid), peer)
             seat = fold.for_peer(p.id, p.name) if fold is not None else None
-            return agent_card(p, s, width, skills, detail_lines(seat, p.status) if seat else None)
+            return agent_card(p, s, width, skills, detail_lines(seat, p.status) if seat else None,
+                              stalled=self.model.stalled(p.id).get(p.id))
 
         keys = {}
         if fold is not None and fold.for_peer(peer.id, peer.name) is not None:

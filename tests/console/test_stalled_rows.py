@@ -38,3 +38,25 @@ async def test_the_row_and_the_card_say_stalled_and_who_else_is_here():
         assert any(x.strip() == "viewers  2 viewers: you, alice (read-only)" for x in card)
         plain = [t.plain for _, lines in agent_card(ada, snap, 100) for t in lines]
         assert not any("stalled" in x or "viewers" in x for x in plain)
+
+
+async def test_the_console_flags_a_working_agent_that_went_quiet():
+    """The model's once-a-second check (tick) finds the stall; the console's roster follows."""
+    from conftest import until
+
+    app = make_app()
+    model, clk = app.session.model, app.clock
+    model.stall_ms = 60_000.0
+    async with app.run_test(size=WIDE) as pilot:
+        roster = app.screen.query_one("#roster")
+        await until(pilot, lambda: roster.snap is not None, 5.0, "the roster")
+        ada = next(p for p in roster.snap.agents if p.id == pid("ada"))
+
+        def row() -> str:
+            return "\n".join(t.plain for t in roster.lines_of(ada, 80))
+
+        assert "stalled?" not in row()
+        clk.t += 30 * 60_000  # half an hour with nothing from anyone
+        model.tick(clk.t)
+        assert pid("ada") in model.stalled_ids
+        await until(pilot, lambda: "stalled? 30m" in row(), 5.0, "the stalled line")
