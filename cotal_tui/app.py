@@ -31,6 +31,7 @@ from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_names
+from cotal_tui.screens.triage import TriageScreen
 from cotal_tui.seats import SeatSessions
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
@@ -71,6 +72,11 @@ class MeshCommands(Provider):
         snap = screen.snap
         return [p.name for p in (snap.agents if snap is not None else ())], False
 
+    def _open_log(self) -> None:
+        from cotal_tui.screens.actionlog import ActionLogScreen
+
+        self.app.push_screen(ActionLogScreen())
+
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
         app = self.shell
         screen = self._console()
@@ -87,6 +93,8 @@ class MeshCommands(Provider):
                  "(their output, never your keys)", lambda: toggle_recording(app, seats=True)),
                 ("notify", "bell + desktop notification when an agent starts waiting (on/off)",
                  lambda: toggle_notify(app)),
+                ("log", "the action log: what this console did, newest first, outcomes as they settle",
+                 self._open_log),
             ]
             cmds[:0] = [
                 *[(lens.name, lens.palette, lambda n=lens.name: screen.action_lens(n))
@@ -94,6 +102,8 @@ class MeshCommands(Provider):
                 ("needs-you", "agents blocked on input or approval", screen.action_needs_you),
                 ("runs", "workflow runs the managers report: Enter journal, r answer a checkpoint",
                  app.open_runs),
+                ("triage", "every waiting agent and run step: its prompt, its terminal, answer in place",
+                 lambda: self.app.open_triage() if isinstance(self.app, CotalApp) else None),
                 ("search", "filter the feed", screen.action_search),
                 ("lifecycle", "show or hide lifecycle rows in the feed",
                  lambda: screen.query_one("#feed").action_toggle_lifecycle()),
@@ -213,6 +223,7 @@ class CotalApp(App[int]):
         Binding("ctrl+c", "interrupt", "quit", show=False, priority=True, id="app.quit"),
         Binding("ctrl+q", "quit", "quit", show=False, priority=True, id="app.quit-alt"),
         Binding("R", "runs", "runs lens: workflow runs and their checkpoints", id="app.runs"),
+        Binding("T", "triage", "triage: who is waiting, why, and answer in place", id="app.triage"),
     ]
     RUNS_TICK_S = 1.0  # the runs note on the console's status bar, and run alerts
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
@@ -382,9 +393,29 @@ class CotalApp(App[int]):
     # -- workflow runs (screens/runs.py): the lens, the journal, answers, the rail's run cards ---
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "runs":  # R only over a space console (a terminal pane keeps its keys)
+        if action in ("runs", "triage"):  # R, T only over a space console (a pane keeps its keys)
             return isinstance(self.screen, ConsoleScreen)
         return True
+
+    def action_triage(self) -> None:
+        self.open_triage()
+
+    def open_triage(self, focus_id: str | None = None) -> bool:
+        """``T`` / ``:triage`` / Enter on a NEEDS-YOU agent: the triage screen over the console."""
+        if self.console_screen() is None:
+            self.notify_line("triage: open a space first")
+            return False
+        if isinstance(self.screen, TriageScreen):
+            if focus_id is not None:
+                self.screen.focus_on(focus_id)
+            return True
+        self.push_screen(TriageScreen(focus_id=focus_id))
+        return True
+
+    def on_needs_you_rail_open_triage(self, event: NeedsYouRail.OpenTriage) -> None:
+        """Enter on an agent's NEEDS-YOU card: triage, on that agent."""
+        event.stop()
+        self.open_triage(event.peer_id)
 
     def action_runs(self) -> None:
         self.open_runs()

@@ -44,7 +44,8 @@ class OverConsole(Protocol):
 class NeedsYouRail(LazyLineList):
     """Blocked agents are the ones an operator steps into: ``a``/``p`` work here as on the
     roster (the console screen opens the seat); on a run's card ``r`` answers and Enter opens
-    its journal (the App handles :class:`AnswerRun` / :class:`OpenRun`)."""
+    its journal; Enter on an agent opens triage on it (the App handles :class:`AnswerRun` /
+    :class:`OpenRun` / :class:`OpenTriage`)."""
 
     BINDINGS = [
         Binding("a", "attach", "attach", id="needs.attach"),
@@ -59,6 +60,13 @@ class NeedsYouRail(LazyLineList):
         def __init__(self, run_id: str, instance_id: str, step_key: str) -> None:
             super().__init__()
             self.run_id, self.instance_id, self.step_key = run_id, instance_id, step_key
+
+    class OpenTriage(Message):
+        """Enter on an agent's card: the triage screen, on that agent."""
+
+        def __init__(self, peer_id: str) -> None:
+            super().__init__()
+            self.peer_id = peer_id
 
     class OpenRun(Message):
         """Enter on a run's card: open its journal."""
@@ -119,6 +127,10 @@ class NeedsYouRail(LazyLineList):
         r = self.run_need()
         if r is not None:
             self.post_message(self.OpenRun(r.run_id, r.instance_id))
+            return
+        k = self.cursor_key
+        if k is not None and not isinstance(k, tuple):
+            self.post_message(self.OpenTriage(str(k)))
             return
         super().action_select()
 

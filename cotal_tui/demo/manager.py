@@ -153,6 +153,9 @@ class SeatSpec:
     cwd: str | None = None
     prompt: str | None = None  # typed into the pty once the program is up (spawn's initial prompt)
     description: str | None = None
+    # a file the program writes its condition to while it waits (``COTAL_SEAT_CONDITION``; see
+    # programs/migrate_ask.py): present, the seat heartbeats ``waiting`` with that condition
+    condition_file: str | None = None
 
     @property
     def connector(self) -> str:
@@ -182,6 +185,7 @@ class _Seat:
     sessions: set = field(default_factory=set)
     joined_at: float | None = None
     last_output: float = 0.0
+    waiting: bool = False  # the condition file was there at the last presence put
     spawner: str | None = None
     goal: _Goal | None = None
     stopping: bool = False
@@ -191,6 +195,26 @@ def argv_for(spec: SeatSpec) -> list[str]:
     if spec.argv:
         return list(spec.argv)
     return connector_argv(spec.connector, spec.name, None)
+
+
+def _read_condition(path: str | None) -> dict | None:
+    """The condition a waiting program wrote (code, message, since), bounded; None when absent
+    or unreadable."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("code"), str):
+        return None
+    since = raw.get("since")
+    cond = {"code": raw["code"][:64], "source": "terminal",
+            "since": int(since) if isinstance(since, (int, float)) else int(time.time() * 1000)}
+    if isinstance(raw.get("message"), str):
+        cond["message"] = raw["message"][:1024]
+    return cond
 
 
 def _fail(code: str, message: str, **kw) -> EndpointError:
@@ -519,7 +543,12 @@ class DemoManager:
 
     async def _put_seat_presence(self, seat: _Seat) -> None:
         busy = time.time() - seat.last_output < WORKING_S
-        rec = self._seat_presence(seat, "working" if busy else "idle")
+        cond = _read_condition(seat.spec.condition_file)
+        seat.waiting = cond is not None
+        rec = self._seat_presence(seat, "waiting" if cond else "working" if busy else "idle")
+        if cond is not None:
+            rec["condition"] = cond
+            rec["statusSince"] = cond["since"]
         await self._kv["presence"].put(f"{seat.owner}.{seat.actor}", json.dumps(rec).encode())
 
     async def _offline(self, seat: _Seat) -> None:
@@ -545,7 +574,12 @@ class DemoManager:
         owner, _, actor = spec.principal_id.partition(".")
         if not actor:
             owner, actor = "local", spec.principal_id
-        pty = PtySeat(argv_for(spec), cols=spec.cols, rows=spec.rows, cwd=spec.cwd or self.root)
+        env = None
+        if spec.condition_file:
+            from attach.host import _default_env
+
+            env = {**_default_env(), "COTAL_SEAT_CONDITION": spec.condition_file}
+        pty = PtySeat(argv_for(spec), cols=spec.cols, rows=spec.rows, cwd=spec.cwd or self.root, env=env)
         seat = _Seat(spec, owner, actor, mint_lifecycle_uid(), pty, time.time())
         pty.exit_listeners.append(lambda rc, s=seat: self._on_exit(s, rc))
         pty.listeners.append(lambda data, s=seat: self._on_output(s))
@@ -569,6 +603,10 @@ class DemoManager:
         if seat.spec.presence and seat.joined_at is None and not seat.stopping:
             seat.joined_at = seat.last_output  # the program is up: it joins the mesh
             self._later(self._join(seat))
+        elif (seat.spec.condition_file and seat.joined_at is not None and not seat.stopping
+              and os.path.exists(seat.spec.condition_file) != seat.waiting):
+            seat.waiting = not seat.waiting  # it began or stopped waiting: say so now, not next beat
+            self._later(self._put_seat_presence(seat))
 
     async def _join(self, seat: _Seat) -> None:
         try:

@@ -92,6 +92,7 @@ class DemoMesh:
         self.broker = Broker(port=self.port, name="cotal-demo", extra_config=extra)
         self.team: Team | None = None
         self.mgr = None
+        self._asking_dir = None  # the asking seat's condition file lives here (tempfile)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -155,6 +156,8 @@ class DemoMesh:
         await self._stop.wait()
         if self.mgr is not None:
             await self.mgr.stop()
+        if self._asking_dir is not None:
+            self._asking_dir.cleanup()
         await self.team.stop()
         await nc.drain()
 
@@ -168,6 +171,13 @@ class DemoMesh:
         for i, a in enumerate(self.team.members):
             kind = "shell" if self.shell else ("fullscreen" if i % 3 == 2 else "line")
             seats.append(SeatSpec(name=a.name, principal_id=a.id, kind=kind))
+        if self.plane is None and not self.shell:  # one seat that really asks (triage, T)
+            import tempfile
+
+            from cotal_tui.demo.asking import asking_seat
+
+            self._asking_dir = tempfile.TemporaryDirectory(prefix="cotal-asking-")
+            seats.append(asking_seat(self._asking_dir.name))
         mgr = DemoManager(nc, self.space, seats,
                           session_connect=self._serving_connect if self._signer is not None else None,
                           user_mesh=self.plane is not None,

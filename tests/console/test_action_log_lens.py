@@ -32,3 +32,21 @@ async def test_the_lens_shows_newest_first_and_follows_outcomes(tmp_path):
                     timeout=5, what="the settled outcomes")
         await pilot.press("escape")
         await until(lambda: not isinstance(app.screen, ActionLogScreen), timeout=3)
+
+
+async def test_the_palette_opens_the_log(tmp_path, monkeypatch):
+    from support.console import make_app, screen_text
+
+    path = tmp_path / "actions.jsonl"
+    monkeypatch.setenv("COTAL_ACTION_LOG", str(path))
+    ActionLog(path).record("stop", "ada", "done")
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("colon")
+        await until(pilot, lambda: type(app.screen).__name__ == "MeshPalette", 5.0, "the palette")
+        await pilot.press(*"log")
+        await until(pilot, lambda: "the action log" in screen_text(app), 5.0, "the log hit")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ActionLogScreen), 5.0, "the log")
+        await until(lambda: [a.target for a in app.screen.query_one(ActionLogBody).actions] == ["ada"], 5.0)

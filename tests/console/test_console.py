@@ -292,8 +292,8 @@ async def test_needs_you_rail_toggles_and_opens_cards():
         await pilot.press("n")
         assert rail.display and scr.focused is rail
         assert [k for k, _ in rail.items] == [pid("bram"), pid("dax")]  # by name
-        await pilot.press("j", "enter")
-        await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen")
+        await pilot.press("j", "enter")  # Enter on an agent: triage, on that agent
+        await until(pilot, lambda: type(app.screen).__name__ == "TriageScreen")
         assert "which branch should the hotfix target?" in shown(app)
 
 
@@ -306,9 +306,8 @@ async def test_needs_you_is_an_overlay_on_narrow_terminals():
         text = shown(app)
         assert "NEEDS YOU · 2" in text and "bram/backend" in text and "dax/reviewer" in text
         await pilot.press("enter")
-        await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen")
-        await pilot.press("space")
-        await pilot.press("n")
+        await until(pilot, lambda: type(app.screen).__name__ == "TriageScreen")
+        await pilot.press("escape")  # back to the overlay triage was opened from
         await until(pilot, lambda: type(app.screen).__name__ == "NeedsYouScreen")
         await pilot.press("escape")
         await until(pilot, lambda: type(app.screen).__name__ == "ConsoleScreen")
