@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from typing import Any, Awaitable, Callable
 
 from attach.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
@@ -70,6 +71,10 @@ class SeatSessions:
         self.sizes = dict(sizes or {})  # name → the size this console set the seat's pty to
         # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
         self.tap: Callable[[Any, str, bytes], None] | None = None
+        # seat name -> when its open session last showed output (monotonic), and how many panes
+        # have a session open on it: facts for the stalled verdict (meshview/stalled.py)
+        self.output_seen: dict[str, float] = {}
+        self.open_on: dict[str, int] = {}
 
     def session(self, name: str, *, on_output, on_notice, instance_id: str | None = None,
                 consumer_credit: bool = False) -> AttachSession:
@@ -136,6 +141,7 @@ class PaneLink:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self.sessions.open_on[self.name] = self.sessions.open_on.get(self.name, 0) + 1
         self._task = loop.create_task(self._run(), name=f"pane-link-{self.name}")
         self._sender = loop.create_task(self._send_loop(), name=f"pane-keys-{self.name}")
 
@@ -198,6 +204,7 @@ class PaneLink:
             self._expect_drop = False
             self._repaint()
         self._tap("out", data)
+        self.sessions.output_seen[self.name] = time.monotonic()
         self.pane.queue(data)
         if self.pane.pending_bytes > self.pane.pending_max:
             self._skipping = True
@@ -338,6 +345,11 @@ class PaneLink:
         if self._closing:
             return
         self._closing = True
+        n = self.sessions.open_on.get(self.name, 0) - 1
+        if n > 0:
+            self.sessions.open_on[self.name] = n
+        else:
+            self.sessions.open_on.pop(self.name, None)
         self.pane.interactive = False
         self._tap("end")
         if self.fitted_from is not None or self._resizing.locked():

@@ -96,6 +96,7 @@ class ConsoleScreen(ComposeKeys):
         self.rail_open: bool | None = None  # decided on the first layout
         self._last_panel: dict[str, Any] = {}  # lens -> the panel focused last in it
         self._prev_panel: dict[str, Any] = {}  # lens -> the one focused before that
+        self._seat_fact_last: dict[str, tuple[bool, float]] = {}  # seat -> (open, output at)
 
     # -- composition ---------------------------------------------------------------------
 
@@ -133,9 +134,11 @@ class ConsoleScreen(ComposeKeys):
         self.set_interval(1.0, self._stalled_tick, name="stalled")
 
     def _stalled_tick(self) -> None:
-        """Once a second: the roster's ``stalled?`` lines (meshview/stalled.py), only while some
-        agent is (or was just) flagged, so a quiet mesh costs nothing here."""
+        """Once a second: the open seat sessions' output as facts for the stalled verdict, then
+        the roster's ``stalled?`` lines (meshview/stalled.py), only while some agent is (or was
+        just) flagged, so a quiet mesh costs nothing here."""
         model = self.model
+        self._seat_facts()
         if not model.stalled_ids and not self._stalled_shown:
             return
         verdicts = model.stalled() if model.stalled_ids else {}
@@ -146,6 +149,33 @@ class ConsoleScreen(ComposeKeys):
         """``--record``/``:record`` running: the status bar says so, with the size so far."""
         rec = active_recorder(self.session.model)
         self.query_one(StatusBar).set_recording(rec.size if rec is not None else None)
+
+    def _seat_facts(self) -> None:
+        """A seat with a session open in this console: whether its terminal showed output since
+        the last tick (one model input per seat whose facts moved, at most once a second)."""
+        sessions, fold = self.session.seat_sessions, self.managed
+        if sessions is None or fold is None:
+            return
+        now_m = monotonic()
+        opened = set(getattr(sessions, "open_on", {}))
+        seen = getattr(sessions, "output_seen", {})
+        last = self._seat_fact_last
+        for name in opened | set(last):
+            is_open = name in opened
+            out_at = seen.get(name, 0.0)
+            if last.get(name) == (is_open, out_at):
+                continue
+            if not is_open:
+                last.pop(name, None)
+            else:
+                last[name] = (is_open, out_at)
+            seat = next((x for x in fold.seats() if x.name == name), None)
+            if seat is None:
+                continue
+            ago = now_m - out_at if out_at else None
+            clock = self.model.clock()
+            self.model.seat_activity(seat.principal, session_open=is_open,
+                                     output_at=clock - ago * 1000 if ago is not None else None)
 
     @property
     def model(self) -> MeshModel:

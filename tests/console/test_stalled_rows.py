@@ -60,3 +60,38 @@ async def test_the_console_flags_a_working_agent_that_went_quiet():
         model.tick(clk.t)
         assert pid("ada") in model.stalled_ids
         await until(pilot, lambda: "stalled? 30m" in row(), 5.0, "the stalled line")
+
+
+async def test_an_open_seat_session_feeds_its_output_to_the_verdict():
+    """The console's tick turns the seat sessions' output into the model's facts: a working
+    agent whose open terminal keeps printing is not stalled; once the output stops it is, with
+    ``output`` among the signals."""
+    import time
+    from types import SimpleNamespace
+
+    from conftest import until
+
+    from attach.managed import ManagedFold
+
+    app = make_app()
+    model, clk = app.session.model, app.clock
+    model.stall_ms = 60_000.0
+    fold = ManagedFold()
+    fold.apply({"i" * 26}, {"i" * 26: [{"name": "ada", "id": pid("ada").split(".", 1)[1],
+                                         "mode": "pty", "process": "running"}]})
+    seats = SimpleNamespace(open_on={"ada": 1}, output_seen={"ada": time.monotonic()})
+    app.session.seat_sessions = seats
+    app.session.managed = SimpleNamespace(fold=fold)
+    async with app.run_test(size=WIDE) as pilot:
+        screen = app.screen
+        clk.t += 30 * 60_000
+        seats.output_seen["ada"] = time.monotonic()  # it printed just now
+        screen._seat_facts()
+        model.tick(clk.t)
+        assert pid("ada") not in model.stalled_ids  # output moved: busy, not stalled
+        clk.t += 2 * 60_000  # then two quiet minutes (nothing new from the pane)
+        screen._seat_facts()
+        model.tick(clk.t)
+        v = model.stalled(pid("ada")).get(pid("ada"))
+        assert v is not None and "output" in v.signals
+        await pilot.pause()
