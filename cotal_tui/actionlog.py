@@ -119,6 +119,11 @@ class ActionLog:
                                "source": self.source}
         self._ids(row, message_id, goal_id, detail)
         self._write(row)
+        for fn in list(LISTENERS):  # a recording's markers (cotal_tui/recording.py)
+            try:
+                fn(what, row["target"])
+            except Exception:  # noqa: BLE001 - a listener never stops the action
+                pass
         return aid
 
     def settle(self, action_id: str, outcome: str, *, message_id: str | None = None,
@@ -177,6 +182,7 @@ def read_actions(path: Path | None = None, limit: int = READ_CAP) -> list[Action
 
 
 _DEFAULT: ActionLog | None = None
+LISTENERS: list = []  # (what, target) callbacks for every action recorded in this process
 
 
 def action_log(source: str | None = None) -> ActionLog:

@@ -180,9 +180,18 @@ def start_recording(session: ConsoleSession, path: str | None = None, *,
     if seats and not rec.closed and session.seat_sessions is not None:
         session.seat_sessions.tap = SeatTap(rec)
 
+    from cotal_tui.actionlog import LISTENERS
+
+    def action(what: str, target: str) -> None:  # an operator action: a marker in the recording
+        rec.mark(f"{what} {target}", kind="action")
+
+    LISTENERS.append(action)
+
     def end() -> None:  # the session stopped: this recording ends with it
         rec.close()
         _untap(session)
+        if action in LISTENERS:
+            LISTENERS.remove(action)
 
     session.on_stop.append(end)
     return rec

@@ -4,7 +4,8 @@ Automatic markers are derived from what the recording holds, by replaying it onc
 (:func:`auto_markers`): an agent starting to wait (NEEDS-YOU), a crash (heartbeat lapsed), a new
 incarnation, a manager going up or down, a run's pause opening or settling, a burst of rejected
 input (a forged or malformed message; one marker per burst). Hand markers are ``mark`` lines the operator wrote with ``m``
-(``{"type": "mark", "t", "label"}``): :meth:`meshview.record.Recorder.mark` while recording, and
+(``{"type": "mark", "t", "label"}``; ``"kind": "action"`` for an operator action the console's
+action log saw): :meth:`meshview.record.Recorder.mark` while recording, and
 :func:`append_mark` on a finished recording (a new gzip member at its end, which every gzip
 reader, ours included, reads as the same stream).
 
@@ -29,7 +30,7 @@ REJECT_BURST_MS = 5_000  # rejections closer than this are one marker
 @dataclass(frozen=True, order=True)
 class Marker:
     t: float  # the recording's clock (epoch ms)
-    kind: str  # mark | waiting | crash | incarnation | manager | run | rejected
+    kind: str  # mark | action | waiting | crash | incarnation | manager | run | rejected
     label: str  # printable, one line
 
 
@@ -39,8 +40,14 @@ def clean_label(text: str) -> str:
     return s[:LABEL_CELLS] or "mark"
 
 
-def mark_line(t: float, label: str) -> dict[str, Any]:
-    return {"type": "mark", "t": float(t), "label": clean_label(label)}
+MARK_KINDS = ("mark", "action")  # a hand marker; an operator action (the action log)
+
+
+def mark_line(t: float, label: str, *, kind: str = "mark") -> dict[str, Any]:
+    line: dict[str, Any] = {"type": "mark", "t": float(t), "label": clean_label(label)}
+    if kind != "mark":
+        line["kind"] = kind if kind in MARK_KINDS else "mark"
+    return line
 
 
 def parse_mark(obj: dict) -> Marker:
@@ -49,7 +56,8 @@ def parse_mark(obj: dict) -> Marker:
     label = obj.get("label")
     if not isinstance(label, str):
         raise ValueError("a mark's label is text")
-    return Marker(t, "mark", clean_label(label))
+    kind = obj.get("kind", "mark")
+    return Marker(t, kind if kind in MARK_KINDS else "mark", clean_label(label))
 
 
 def append_mark(path: str, t: float, label: str) -> Marker:

@@ -198,14 +198,14 @@ class Recorder:
         self.inputs += 1
         self._seg_inputs += 1
 
-    def mark(self, label: str) -> dict | None:
-        """A hand marker (the operator's ``m``) at the model's clock; the line written, or None
-        when not recording."""
+    def mark(self, label: str, *, kind: str = "mark") -> dict | None:
+        """A marker at the model's clock: a hand one (the operator's ``m``) or ``action`` (an
+        operator action from the action log); the line written, or None when not recording."""
         if self.closed:
             return None
         from meshview.markers import mark_line
 
-        line = mark_line(self.model.clock(), label)
+        line = mark_line(self.model.clock(), label, kind=kind)
         try:
             self._write(line)
             self.flush()

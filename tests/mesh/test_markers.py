@@ -159,3 +159,26 @@ async def test_slash_in_a_replay_finds_text_and_jumps_to_its_time(recorded, tmp_
         await until(pilot, lambda: isinstance(app.screen, FindBox), 5.0, "the find box a third time")
         await pilot.press(*"-no-such-text-4711", "enter")
         await until(pilot, lambda: session.find_matches == [], 20.0, "the empty search")
+
+
+async def test_an_operator_action_is_a_marker_of_the_running_recording(tmp_path, monkeypatch):
+    """What the action log records while the console records becomes an ``action`` marker."""
+    from support.console import StaticSession
+
+    from cotal_tui.actionlog import LISTENERS, ActionLog
+    from cotal_tui.recording import start_recording
+    from meshview.model import MeshModel
+
+    monkeypatch.setenv("COTAL_ACTION_LOG", str(tmp_path / "actions.jsonl"))
+    session = StaticSession(MeshModel("demo"))
+    path = str(tmp_path / "live.jsonl.gz")
+    before = len(LISTENERS)
+    rec = start_recording(session, path)
+    assert rec.error is None and len(LISTENERS) == before + 1
+    ActionLog().record("stop", "ada", "requested")
+    await session.stop()  # the recording ends with the session, and stops listening
+    assert len(LISTENERS) == before
+    marks = load_recording(path).marks
+    assert [(m.kind, m.label) for m in marks] == [("action", "stop ada")]
+    ActionLog().record("stop", "bram", "requested")  # after the end: not in the file
+    assert [m.label for m in load_recording(path).marks] == ["stop ada"]
