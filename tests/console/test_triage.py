@@ -74,6 +74,15 @@ def test_excerpt_ends_at_the_cursor_row():
     assert excerpt_of(lines, None) == ["a", "b", "Proceed? [y/N]"]
 
 
+
+async def open_when_waiting(pilot, app, session, name: str) -> None:
+    """The seat waits and a ps round has answered (the card can be managed): open triage."""
+    await until(pilot, lambda: session.started and waiting(session) == [name], what="seat waiting",
+                timeout=20)
+    await until(pilot, lambda: app.console_screen().managed is not None
+                and app.console_screen().managed.rounds, what="ps answered")
+    app.open_triage()
+
 async def test_triage_answers_a_seat_in_place(asking, nc):
     mgr, broker, space = asking
     session = make_session(nc, broker, space)
@@ -118,11 +127,7 @@ async def test_escape_cancels_and_nothing_is_sent(asking, nc):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: session.started and waiting(session) == [NAME], what="seat waiting",
-                        timeout=20)
-            await until(pilot, lambda: app.console_screen().managed is not None
-                        and app.console_screen().managed.rounds, what="ps answered")
-            app.open_triage()
+            await open_when_waiting(pilot, app, session, NAME)
             await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
             await pilot.press("n")
             assert app.screen.pending is not None
@@ -140,11 +145,7 @@ async def test_read_only_lists_every_action_unavailable(asking, nc):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: session.started and waiting(session) == [NAME], what="seat waiting",
-                        timeout=20)
-            await until(pilot, lambda: app.console_screen().managed is not None
-                        and app.console_screen().managed.rounds, what="ps answered")
-            app.open_triage()
+            await open_when_waiting(pilot, app, session, NAME)
             await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
             scr = app.screen
             card = scr.query_one(TriageList).selected()
@@ -171,11 +172,7 @@ async def test_an_answer_that_does_not_unblock_says_so(asking, nc, monkeypatch):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: session.started and waiting(session) == [NAME], what="seat waiting",
-                        timeout=20)
-            await until(pilot, lambda: app.console_screen().managed is not None
-                        and app.console_screen().managed.rounds, what="ps answered")
-            app.open_triage()
+            await open_when_waiting(pilot, app, session, NAME)
             await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
             scr = app.screen
             for _ in range(3):  # Tab to the Esc action: y, n, Enter, Esc
@@ -226,11 +223,7 @@ async def test_a_flooding_seat_does_not_slow_the_screen(broker, nc, space, tmp_p
     late: list[float] = []
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: session.started and waiting(session) == ["flood"], what="seat waiting",
-                        timeout=20)
-            await until(pilot, lambda: app.console_screen().managed is not None
-                        and app.console_screen().managed.rounds, what="ps answered")
-            app.open_triage()
+            await open_when_waiting(pilot, app, session, "flood")
             await until(pilot, lambda: "│ flood line" in cards_text(app), what="the flood on the card", timeout=15)
             stop = asyncio.Event()
 
@@ -287,11 +280,7 @@ async def test_dont_ask_again_for_y_n_holds_for_the_session(broker, nc, space, t
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: session.started and waiting(session) == [NAME], what="seat waiting",
-                        timeout=20)
-            await until(pilot, lambda: app.console_screen().managed is not None
-                        and app.console_screen().managed.rounds, what="ps answered")
-            app.open_triage()
+            await open_when_waiting(pilot, app, session, NAME)
             await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
             await pilot.press("y")
             assert app.screen.pending is not None
@@ -338,11 +327,7 @@ async def test_peek_full_screen_from_a_card_and_back(asking, nc):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: session.started and waiting(session) == [NAME], what="seat waiting",
-                        timeout=20)
-            await until(pilot, lambda: app.console_screen().managed is not None
-                        and app.console_screen().managed.rounds, what="ps answered")
-            app.open_triage()
+            await open_when_waiting(pilot, app, session, NAME)
             await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
             scr = app.screen
             await pilot.press("p")
