@@ -51,6 +51,7 @@ class AgentCard:
     excerpt: list[str] | None = None  # the bottom / cursor lines of its screen (plain text)
     excerpt_note: str = ""  # "opening peek…", "peek ended", "not shown: …"
     answer_note: str = ""  # "answered 3s ago by you — waiting for the agent to leave waiting"
+    viewers: str = ""  # "2 viewers: you, alice" when someone else is on the seat (the ledger)
 
     @property
     def key(self) -> Hashable:
@@ -188,6 +189,8 @@ class TriageList(LineList, inherit_bindings=False):
                 lines.append(Text("  │ " + safe(row, width)))
         elif c.excerpt_note:
             lines.append(Text(f"  terminal: {c.excerpt_note}", style="dim"))
+        if c.viewers:  # someone else is on this seat: they may answer it too
+            lines.append(Text("  also here: " + safe(c.viewers, width), style="bold yellow"))
         if c.answer_note:
             lines.append(Text("  " + c.answer_note, style="bold"))
         return lines

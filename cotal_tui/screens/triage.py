@@ -14,12 +14,15 @@ run answer composer. Every tick reads the model; nothing here grows without boun
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Static
@@ -120,6 +123,9 @@ class TriageScreen(ShellScreen):
         self._said: dict[str, tuple[str, float]] = {}
         self._said_at = -1
         self._typing_for: str | None = None
+        self.viewers: dict[str, str] = {}  # seat name -> "2 viewers: you, alice" (someone else there)
+        self._shown_with_viewers: dict[str, AgentCard] = {}  # cards that named other viewers
+        self._closing = False
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -141,6 +147,40 @@ class TriageScreen(ShellScreen):
         if self.focus_id is not None:
             self.query_one(TriageList).select_key(("agent", self.focus_id))
         self.set_interval(TICK_S, self.refresh_cards, name="triage-tick")
+        self._watch_viewers()
+
+    VIEWERS_S = 3.0  # how often the session ledger is read for who else is on the open seats
+
+    @work(exclusive=True, group="triage-viewers", exit_on_error=False)
+    async def _watch_viewers(self) -> None:
+        """Who else is on the seats whose excerpt is open, from the session ledger, every
+        :attr:`VIEWERS_S` on one connection of the screen's own (so two operators do not answer
+        the same prompt unknowingly). Nothing readable: the cards say nothing about viewers."""
+        from attach.viewers import read_viewers, viewers_label
+
+        console = self.shell.console_screen()
+        sessions = console.session.seat_sessions if console is not None else None
+        if sessions is None:
+            return
+        try:
+            nc = await sessions.connect()
+        except Exception:  # noqa: BLE001 - no viewers shown; the cards are unaffected
+            return
+        try:
+            while not self._closing:
+                seen: dict[str, str] = {}
+                for name, peek in list(self.peeks.items()):
+                    s = peek.link.session
+                    if s is None or not s.is_open:
+                        continue
+                    vs = await read_viewers(nc, sessions.space, name, mine=[s.caller.principal])
+                    if any(not v.you for v in vs):
+                        seen[name] = viewers_label(vs)
+                self.viewers = seen
+                await asyncio.sleep(self.VIEWERS_S)
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     def focus_on(self, peer_id: str) -> None:
         """Put the cursor on ``peer_id``'s card (when it is waiting)."""
@@ -181,6 +221,7 @@ class TriageScreen(ShellScreen):
             if seat is not None and ("agent", n.id) in visible and len(want) < MAX_PEEKS:
                 want[n.name] = seat.instance_id
             self._answer_note(card, n, now)
+            card.viewers = self.viewers.get(n.name, "")
             cards.append(card)
         self._sync_peeks(want)
         for c in cards:
@@ -190,6 +231,12 @@ class TriageScreen(ShellScreen):
                 else:
                     c.excerpt_note = "none - not a managed seat; it waits on the mesh (r: a DM reply)"
         live = {n.id for n in waiting}
+        for card in self._shown_with_viewers.values():
+            if card.peer_id not in live and card.peer_id not in self.answers:
+                # it left waiting while someone else was on its seat, and not on our answer
+                self.say(f"{safe(card.name, 40)} stopped waiting - answered elsewhere "
+                         f"({safe(card.viewers, 80)} were on the seat)")
+        self._shown_with_viewers = {c.peer_id: c for c in cards if isinstance(c, AgentCard) and c.viewers}
         for pid in [p for p in self.answers if p not in live]:
             del self.answers[pid]  # it left waiting: the card has gone with it
         self.cards = cards
@@ -528,6 +575,7 @@ class TriageScreen(ShellScreen):
         self.shell.notify_line(text, error)
 
     async def on_unmount(self) -> None:
+        self._closing = True
         for name in list(self.peeks):
             peek = self.peeks.pop(name)
             await peek.link.close()

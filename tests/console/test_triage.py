@@ -24,6 +24,7 @@ from cotal_tui.screens.triage import MAX_PEEKS, TriageScreen, key_label, shown_b
 from cotal_tui.session import LiveSession
 from widgets.triage import TriageList, excerpt_of
 from conftest import until
+from support.console import screen_text
 from support.runhost import host  # noqa: F401 - the shared run-host fixture
 
 SIZE = (120, 44)
@@ -340,3 +341,44 @@ async def test_peek_full_screen_from_a_card_and_back(asking, nc):
             assert "read:" not in seat_text(mgr)  # a peek never types
     finally:
         await session.stop()
+
+
+async def test_another_operator_on_the_seat_shows_on_its_card(asking, nc, monkeypatch):
+    """A second console's session on the waiting seat (from the manager's session ledger) is
+    named on the card, so two operators do not answer the same prompt unknowingly; it leaves
+    when that session closes."""
+    import nats as _nats
+
+    from attach.client import AttachSession
+    from cotal_tui.screens.triage import TriageScreen as _T
+    from meshview.wire.endpoint import Caller
+
+    monkeypatch.setattr(_T, "VIEWERS_S", 0.3)
+    mgr, broker, space = asking
+    session = make_session(nc, broker, space)
+    app = CotalApp(session=session)
+    nc_b = await _nats.connect(broker.url)
+    other = AttachSession(space, NAME, nc=nc_b, caller=Caller("local", "ops2", Caller.fresh().uid),
+                          reconnect=False)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await open_when_waiting(pilot, app, session, NAME)
+            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            assert "also here" not in cards_text(app)  # alone on it: nothing said
+            await other.open()
+            await until(pilot, lambda: "also here: 2 viewers: you, ops2" in cards_text(app),
+                        what="the other viewer", timeout=15)
+            await other.close()
+            await until(pilot, lambda: "also here" not in cards_text(app), what="the viewer gone", timeout=15)
+            # back on, and this time the other operator answers: the card goes, and says why
+            other = AttachSession(space, NAME, nc=nc_b, caller=Caller("local", "ops2", Caller.fresh().uid),
+                                  reconnect=False)
+            await other.open()
+            await until(pilot, lambda: "also here" in cards_text(app), what="the other viewer again", timeout=15)
+            await other.send_keys(b"y\r")
+            await until(pilot, lambda: "read: 'y'" in seat_text(mgr), what="their answer", timeout=15)
+            await until(pilot, lambda: "answered elsewhere" in screen_text(app), what="the notice", timeout=15)
+            await other.close()
+    finally:
+        await session.stop()
+        await nc_b.close()
