@@ -100,8 +100,17 @@ class RunsDesk:
             from attach.runs import run_answer as fn  # noqa: N813
         from attach.runs_poll import call_target
 
+        from cotal_tui.actionlog import action_log
+
         target = call_target(session.target, session.space, run.instance_id)
-        data = await fn(target, run.run_id, step_key, value, amend=amend, on=run.instance_id)
+        log = action_log()  # the step answered, never the value (it may be anything)
+        aid = log.record("run-amend" if amend else "run-answer", f"{run.run_id} {step_key}", "requested")
+        try:
+            data = await fn(target, run.run_id, step_key, value, amend=amend, on=run.instance_id)
+        except Exception as e:
+            log.settle(aid, "failed", detail=getattr(e, "code", None) or type(e).__name__)
+            raise
+        log.settle(aid, "done")
         p = self.poller(session)
         if p is not None:
             p.want_status(run.instance_id, run.run_id)

@@ -171,12 +171,23 @@ class TileScreen(Screen[None]):
                             exit_on_error=False)
 
     async def _fit(self, pane: TilePane) -> None:
+        from cotal_tui.actionlog import action_log
+
+        cols, rows = pane.size
+        aid = action_log().record("fit", pane.seat, "requested", detail=f"{cols}x{rows}")
         if not await self.links[pane].fit(*pane.size):
             pane.fitted_from = None  # the session went away meanwhile
+            action_log().settle(aid, "failed", detail="the session went away")
+        else:
+            action_log().settle(aid, "done")
         pane.update_mark()
 
     async def _unfit(self, pane: TilePane) -> None:
+        from cotal_tui.actionlog import action_log
+
+        aid = action_log().record("unfit", pane.seat, "requested")
         await self.links[pane].unfit()
+        action_log().settle(aid, "done")
         pane.update_mark()
 
     @on(TilePane.Reshaped)

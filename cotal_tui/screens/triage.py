@@ -449,16 +449,23 @@ class TriageScreen(ShellScreen):
         since = (time.time() * 1000 - n.condition_age_ms) if n is not None and n.condition_age_ms is not None else None
 
         async def work() -> None:
+            from cotal_tui.actionlog import action_log
+
+            log = action_log()  # what was answered, never the bytes typed (they may be secret)
+            aid = log.record("answer", p.name, "requested", detail=f"{len(p.data)} bytes from triage")
             try:
                 r = await control.input_text(target, p.name, p.text, enter=p.enter,
                                              on=seat.instance_id if seat is not None else None,
                                              read_only=read_only_reason(session))
             except control.ControlError as e:
+                log.settle(aid, "failed", detail=e.code)
                 self.say(f"answer to {p.name}: {e.message}", True)
                 return
             except Exception as e:  # noqa: BLE001 - an answer never takes the console down
+                log.settle(aid, "failed", detail=type(e).__name__)
                 self.say(f"answer to {p.name}: {type(e).__name__}: {safe(str(e), 200)}", True)
                 return
+            log.settle(aid, "done")
             self.answers[p.peer_id] = _Answer(time.time(), since, key_label(p.data))
             self.say(f"sent {key_label(p.data)} ({r.bytes} bytes) to {p.name}")
             self.refresh_cards()

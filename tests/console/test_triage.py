@@ -84,7 +84,11 @@ async def open_when_waiting(pilot, app, session, name: str) -> None:
                 and app.console_screen().managed.rounds, what="ps answered")
     app.open_triage()
 
-async def test_triage_answers_a_seat_in_place(asking, nc):
+async def test_triage_answers_a_seat_in_place(asking, nc, tmp_path, monkeypatch):
+    from cotal_tui.actionlog import read_actions
+
+    log = tmp_path / "actions.jsonl"
+    monkeypatch.setenv("COTAL_ACTION_LOG", str(log))
     mgr, broker, space = asking
     session = make_session(nc, broker, space)
     app = CotalApp(session=session)
@@ -112,6 +116,10 @@ async def test_triage_answers_a_seat_in_place(asking, nc):
             await pilot.press("enter")
             await until(pilot, lambda: "read: 'y'" in seat_text(mgr), what="the program read y", timeout=10)
             assert "migration applied" in seat_text(mgr)
+            # the action log holds the answer and its outcome, never the bytes typed
+            await until(lambda: [(a.what, a.target, a.outcome) for a in read_actions(log)]
+                        == [("answer", NAME, "done")], 10, "the logged answer")
+            assert '"y' not in log.read_text()
             # the agent leaves waiting, and its card leaves
             await until(pilot, lambda: waiting(session) == [], what="left waiting", timeout=10)
             await until(pilot, lambda: NAME not in cards_text(app), what="card gone")
