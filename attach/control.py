@@ -199,6 +199,7 @@ class SpawnResult:
     elapsed_s: float
     readiness_ms: int
     data: dict = field(default_factory=dict)
+    goal_id: str = ""  # the spawn's goal (its progress and result were read by this id)
 
     @property
     def joined(self) -> bool:
@@ -813,7 +814,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
                 name=seat, persona=persona, instance_id=r.instance_id, outcome=_OUTCOMES.get(state, "deadline"),
                 state=state, principal=f"{acc.get('owner', 'local')}.{acc.get('actor', '?')}",
                 lifecycle_uid=str(acc.get("uid") or ""), elapsed_s=loop.time() - t0, readiness_ms=ready_ms,
-                data=data if isinstance(data, dict) else {})
+                data=data if isinstance(data, dict) else {}, goal_id=goal_id)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

@@ -34,8 +34,8 @@ from typing import Any, Awaitable, Callable
 LOGGED_VERBS = {"spawn": "spawn", "stop": "stop", "input": "input",
                 "deregister-instance": "deregister"}
 # what a verb's act says its outcome was (spawn: joined / failed / uncertain), for the log
-_OUTCOME: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
-    "cotal_verb_outcome", default=None)
+_OUTCOME: contextvars.ContextVar[tuple[str, str | None, str | None] | None] = contextvars.ContextVar(
+    "cotal_verb_outcome", default=None)  # (outcome, detail, goal id)
 
 
 def _log_target(verb: str, args: argparse.Namespace) -> str:
@@ -149,8 +149,8 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
                 log.settle(aid, "uncertain", detail="interrupted before the manager answered")
                 raise
             said = _OUTCOME.get()
-            outcome, detail = said if said is not None else ("done" if rc == 0 else "failed", None)
-            log.settle(aid, outcome, detail=detail)
+            outcome, detail, goal = said if said is not None else ("done" if rc == 0 else "failed", None, None)
+            log.settle(aid, outcome, detail=detail, goal_id=goal)
             return rc
         except control.ControlError as e:
             print(f"cotal {verb}: {e.message}", file=sys.stderr)
@@ -188,7 +188,7 @@ def run_spawn(args: argparse.Namespace) -> int:
         where = f"manager {r.instance_id}"
         seat = clean(r.name, 64)  # the manager's
         _OUTCOME.set(({"joined": "joined", "exited": "failed", "cancelled": "failed"}.get(
-            r.outcome, "uncertain"), f"{r.name} on manager {r.instance_id} ({r.state})"))
+            r.outcome, "uncertain"), f"{r.name} on manager {r.instance_id} ({r.state})", r.goal_id or None))
         if r.outcome == "joined":
             print(f"spawned {seat} ({clean(r.persona)}) on {where}: joined the mesh after {r.elapsed_s:.1f} s")
             return 0
@@ -227,7 +227,7 @@ def run_input(args: argparse.Namespace) -> int:
         r = await control.input_text(target, args.name, text, enter=not args.no_enter, on=args.on,
                                      read_only=read_only)
         tail = "" if args.no_enter else " and Enter"
-        _OUTCOME.set(("done", f"{r.bytes} bytes{tail}"))  # how many, never which
+        _OUTCOME.set(("done", f"{r.bytes} bytes{tail}", None))  # how many, never which
         print(f"typed {r.bytes} bytes{tail} into {r.name} (manager {r.instance_id})")
         return 0
 

@@ -72,6 +72,7 @@ async def test_the_log_holds_exactly_the_actions_done_with_outcomes(broker, spac
     assert acts[-1].message_id == sent_id
     spawn = acts[3]
     assert spawn.history == ["requested", "joined"] and m.instance_id in (spawn.detail or "")
+    assert spawn.goal_id and len(spawn.goal_id) >= 16  # the goal the spawn was followed by
     assert (acts[2].detail or "").endswith(" bytes and Enter")  # how many, never which
     assert acts[0].detail  # the manager's one sentence
 
