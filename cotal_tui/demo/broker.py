@@ -21,6 +21,7 @@ import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 MIN_VERSION = (2, 12, 0)
@@ -295,6 +296,12 @@ class Cluster:
     size: int = 3
     nodes: list[Broker] = field(default_factory=list)
     base_dir: str | None = None
+    # what each node is: its class, name prefix, the cluster's name, and extra config per node
+    # index (a test's hub adds a leaf listener, say)
+    node_cls: type = Broker
+    prefix: str = "n"
+    cluster_name: str = "cotal-test"
+    extra_config: Callable[[int], str] | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -304,16 +311,17 @@ class Cluster:
         self.base_dir = tempfile.mkdtemp(prefix="cotal-cluster-")
         cports = [free_port() for _ in range(self.size)]
         for i in range(self.size):
-            store = os.path.join(self.base_dir, f"n{i}", "store")
+            store = os.path.join(self.base_dir, f"{self.prefix}{i}", "store")
             os.makedirs(store)
             self.nodes.append(
-                Broker(
+                self.node_cls(
                     port=free_port(),
                     store_dir=store,
-                    name=f"cotal-n{i}",
-                    cluster_name="cotal-test",
+                    name=f"cotal-{self.prefix}{i}",
+                    cluster_name=self.cluster_name,
                     cluster_port=cports[i],
                     routes=[p for j, p in enumerate(cports) if j != i],
+                    extra_config=self.extra_config(i) if self.extra_config is not None else "",
                 )
             )
         # start all without waiting for health (the meta leader needs a quorum), then wait

@@ -13,20 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import urllib.request
 from dataclasses import dataclass, field
 
-from cotal_tui.demo.broker import (
-    _LIVE,
-    Broker,
-    _die_with_parent,
-    check_version,
-    find_server_binary,
-    free_port,
-    server_version,
-)
+from cotal_tui.demo.broker import Broker, Cluster, free_port
 
 
 HUB_DOMAIN = "hub"
@@ -88,45 +79,29 @@ class HubAndLeaf:
     """Three routed hub nodes (JetStream, leaf listeners) and one leaf soliciting all three."""
 
     size: int = 3
-    nodes: list[Broker] = field(default_factory=list)
+    hub: Cluster | None = None
     leaf: LeafBroker | None = None
-    base_dir: str | None = None
     leaf_ports: list[int] = field(default_factory=list)
+    base_dir: str | None = None
+
+    @property
+    def nodes(self) -> list[Broker]:
+        return self.hub.nodes if self.hub is not None else []
 
     @property
     def hub_urls(self) -> list[str]:
         return [n.url for n in self.nodes]
 
     def start(self, timeout: float = 30.0) -> "HubAndLeaf":
-        self.base_dir = tempfile.mkdtemp(prefix="cotal-hub-")
-        cports = [free_port() for _ in range(self.size)]
         self.leaf_ports = [free_port() for _ in range(self.size)]
+        ports = self.leaf_ports
+        self.hub = Cluster(self.size, node_cls=HubBroker, prefix="h", cluster_name="cotal-hub",
+                           extra_config=lambda i: f"leafnodes {{\n  listen: 127.0.0.1:{ports[i]}\n}}")
+        self.base_dir = tempfile.mkdtemp(prefix="cotal-leaf-")
         ok = False
         try:
-            for i in range(self.size):
-                store = os.path.join(self.base_dir, f"h{i}", "store")
-                os.makedirs(store)
-                n = HubBroker(port=free_port(), store_dir=store, name=f"cotal-h{i}",
-                           cluster_name="cotal-hub", cluster_port=cports[i],
-                           routes=[p for j, p in enumerate(cports) if j != i],
-                           extra_config=f"leafnodes {{\n  listen: 127.0.0.1:{self.leaf_ports[i]}\n}}")
-                n.binary = find_server_binary()
-                n.version = server_version(n.binary)
-                check_version(n.version, n.binary)
-                n.monitor_port = free_port()
-                self.nodes.append(n)
-            # all nodes up before any health wait: the JetStream meta leader needs a quorum
-            for n in self.nodes:
-                n._conf_path = n._write_config()
-                n._log_path = n._conf_path[:-5] + ".log"
-                with open(n._log_path, "ab") as log:
-                    n.proc = subprocess.Popen([n.binary, "-c", n._conf_path], stdout=log,
-                                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True, preexec_fn=_die_with_parent)
-                    _LIVE.add(n.proc)
-            for n in self.nodes:
-                n._wait_ready(timeout)
-            store = os.path.join(self.base_dir, "leaf", "store")
+            self.hub.start(timeout)
+            store = os.path.join(self.base_dir, "store")
             os.makedirs(store)
             self.leaf = LeafBroker(self.leaf_ports, store_dir=store, name="cotal-leaf").start(timeout)
             ok = True
@@ -138,8 +113,8 @@ class HubAndLeaf:
     def stop(self) -> None:
         if self.leaf is not None:
             self.leaf._kill_proc(15)
-        for n in self.nodes:
-            n._kill_proc(15)
+        if self.hub is not None:
+            self.hub.stop()
         if self.base_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None
