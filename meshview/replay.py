@@ -25,7 +25,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from meshview.markers import Marker, parse_mark
+from meshview.markers import Marker, append_mark, clean_label, parse_mark
 from meshview.model import MeshModel
 from meshview.record import EVENT_KINDS, FORMAT, VERSION
 from meshview.seatreplay import SeatLine, SeatStream, _seat_line
@@ -434,19 +434,18 @@ class ReplaySession:
     def add_mark(self, label: str) -> tuple[Marker, str | None]:
         """A hand marker at the replay's time, stored at the end of the newest recording file;
         (the marker, why it could not be stored or None)."""
-        from meshview.markers import Marker as _M, append_mark, clean_label
-
         problem = None
         path = self.recording.paths[-1] if self.recording.paths else None
+        m = Marker(self.replay.now, "mark", clean_label(label))  # kept here whatever the file says
         if self.recording.damage:
-            m, problem = _M(self.replay.now, "mark", clean_label(label)), "the recording is damaged"
+            problem = "the recording is damaged"
         elif path is None:
-            m, problem = _M(self.replay.now, "mark", clean_label(label)), "no recording file"
+            problem = "no recording file"
         else:
             try:
                 m = append_mark(path, self.replay.now, label)
             except OSError as e:
-                m, problem = _M(self.replay.now, "mark", clean_label(label)), f"cannot write {path}: {e.strerror or e}"
+                problem = f"cannot write {path}: {e.strerror or e}"
         self._hand.append(m)
         self.markers = sorted(self._hand + self._auto)
         return m, problem

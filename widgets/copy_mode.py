@@ -17,6 +17,7 @@ and the pane yields to the event loop between calls.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 SEARCH_SLICE = 2000  # lines scanned per call before the pane yields to the loop
@@ -204,27 +205,21 @@ class CopyMode:
             return
         self._jump(self.forward != reverse)
 
-    def match_at(self, row: int, x: int) -> int:
-        """0 none, 1 a match covers (row, x), 2 the current match does."""
+    def match_kinds(self, row: int, width: int) -> list[int]:
+        """Per column of ``row`` (up to ``width``): 0 no match, 1 a match, 2 the current match.
+        One pass over the row's matches (found by bisection), not one per column."""
+        kinds = [0] * width
         if not self.matches or not self.query:
-            return 0
+            return kinds
         n = len(self.query)
-        if 0 <= self.match_i < len(self.matches):
-            r, c = self.matches[self.match_i]
-            if r == row and c <= x < c + n:
-                return 2
-        return 1 if any(r == row and c <= x < c + n for r, c in self._row_matches(row)) else 0
-
-    def _row_matches(self, row: int) -> list[tuple[int, int]]:
-        import bisect
-
         m = self.matches
         i = bisect.bisect_left(m, (row, -1))
-        out = []
         while i < len(m) and m[i][0] == row:
-            out.append(m[i])
+            kind = 2 if i == self.match_i else 1
+            for x in range(m[i][1], min(width, m[i][1] + n)):
+                kinds[x] = max(kinds[x], kind)
             i += 1
-        return out
+        return kinds
 
     def status(self) -> str:
         if self.prompt is not None:

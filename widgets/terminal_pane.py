@@ -852,15 +852,21 @@ class TerminalPane(Widget, can_focus=True):
         if not marked:
             return Strip([Segment(cells, base)], width)
         segs: list[Segment] = []
+        kinds = cm.match_kinds(i, width)
+        cursor_x = min(cm.col, width - 1) if i == cm.row else -1
+        styles: dict[tuple[int, bool, bool], Style] = {}  # the few combinations on this row
         for x, c in enumerate(cells):
-            st = base
-            kind = cm.match_at(i, x)
-            if kind:
-                st = st + COPY_STYLES["current" if kind == 2 else "match"]
-            if cm.in_selection(i, x):
-                st = st + COPY_STYLES["sel"]
-            if i == cm.row and x == min(cm.col, width - 1):
-                st = st + COPY_STYLES["cursor"]
+            key = (kinds[x], cm.in_selection(i, x), x == cursor_x)
+            st = styles.get(key)
+            if st is None:
+                st = base
+                if key[0]:
+                    st = st + COPY_STYLES["current" if key[0] == 2 else "match"]
+                if key[1]:
+                    st = st + COPY_STYLES["sel"]
+                if key[2]:
+                    st = st + COPY_STYLES["cursor"]
+                styles[key] = st
             if segs and segs[-1].style == st:
                 segs[-1] = Segment(segs[-1].text + c, st)
             else:

@@ -13,7 +13,7 @@ from textual import events
 from attach.scrollback import Scrollback
 from test_terminal_pane import PaneApp
 from widgets.copy_mode import CopyMode
-from widgets.terminal_pane import COPY_STYLES, PREFIX_S, TerminalPane
+from widgets.terminal_pane import COPY_STYLES, PREFIX_S, WHEEL_LINES, TerminalPane
 from conftest import until
 
 NEEDLE = "NEEDLE-4711"
@@ -143,9 +143,10 @@ async def test_wheel_on_an_alternate_screen_sends_arrows_and_on_a_shell_scrolls_
         assert app.sent[-1].startswith(b"\x1b[<64;")
         pane.feed(b"\x1b[?1000l\x1b[?1049l")  # back on the shell: the wheel scrolls back
         n = len(app.sent)
+        at = len(pane.history.lines) + pane.mirror.cursor[1]  # the cursor's line in copy mode
         _wheel(pane, up=True)
         assert pane.copy is not None and len(app.sent) == n
-        assert pane.copy.top == len(pane.copy.lines) - pane.copy.height - 3 or pane.copy.row < len(pane.copy.lines) - 1
+        assert pane.copy.row == at - WHEEL_LINES  # one notch: three lines up from the cursor
 
 
 async def test_copy_mode_on_an_alternate_screen_says_there_is_no_scrollback():

@@ -76,13 +76,16 @@ def test_excerpt_ends_at_the_cursor_row():
 
 
 
-async def open_when_waiting(pilot, app, session, name: str) -> None:
-    """The seat waits and a ps round has answered (the card can be managed): open triage."""
+async def open_when_waiting(pilot, app, session, name: str, prompt: str | None = None) -> None:
+    """The seat waits and a ps round has answered (the card can be managed): open triage, and
+    with ``prompt`` wait until the card's terminal excerpt shows it."""
     await until(pilot, lambda: session.started and waiting(session) == [name], what="seat waiting",
                 timeout=20)
     await until(pilot, lambda: app.console_screen().managed is not None
                 and app.console_screen().managed.rounds, what="ps answered")
     app.open_triage()
+    if prompt is not None:
+        await until(pilot, lambda: f"│ {prompt}" in cards_text(app), what="prompt", timeout=15)
 
 async def test_triage_answers_a_seat_in_place(asking, nc, tmp_path, monkeypatch):
     from cotal_tui.actionlog import read_actions
@@ -136,8 +139,7 @@ async def test_escape_cancels_and_nothing_is_sent(asking, nc):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await open_when_waiting(pilot, app, session, NAME)
-            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            await open_when_waiting(pilot, app, session, NAME, prompt="Proceed? [y/N]")
             await pilot.press("n")
             assert app.screen.pending is not None
             await pilot.press("escape")
@@ -154,8 +156,7 @@ async def test_read_only_lists_every_action_unavailable(asking, nc):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await open_when_waiting(pilot, app, session, NAME)
-            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            await open_when_waiting(pilot, app, session, NAME, prompt="Proceed? [y/N]")
             scr = app.screen
             card = scr.query_one(TriageList).selected()
             acts = scr.actions_for(card)
@@ -181,8 +182,7 @@ async def test_an_answer_that_does_not_unblock_says_so(asking, nc, monkeypatch):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await open_when_waiting(pilot, app, session, NAME)
-            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            await open_when_waiting(pilot, app, session, NAME, prompt="Proceed? [y/N]")
             scr = app.screen
             for _ in range(3):  # Tab to the Esc action: y, n, Enter, Esc
                 await pilot.press("tab")
@@ -290,8 +290,7 @@ async def test_dont_ask_again_for_y_n_holds_for_the_session(broker, nc, space, t
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await open_when_waiting(pilot, app, session, NAME)
-            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            await open_when_waiting(pilot, app, session, NAME, prompt="Proceed? [y/N]")
             await pilot.press("y")
             assert app.screen.pending is not None
             await pilot.press("exclamation_mark")  # send, and stop asking for y/n
@@ -337,8 +336,7 @@ async def test_peek_full_screen_from_a_card_and_back(asking, nc):
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await open_when_waiting(pilot, app, session, NAME)
-            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            await open_when_waiting(pilot, app, session, NAME, prompt="Proceed? [y/N]")
             scr = app.screen
             await pilot.press("p")
             await until(pilot, lambda: isinstance(app.screen, AttachScreen) and app.screen.peek, what="peek")
@@ -370,8 +368,7 @@ async def test_another_operator_on_the_seat_shows_on_its_card(asking, nc, monkey
                           reconnect=False)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await open_when_waiting(pilot, app, session, NAME)
-            await until(pilot, lambda: "│ Proceed? [y/N]" in cards_text(app), what="prompt", timeout=15)
+            await open_when_waiting(pilot, app, session, NAME, prompt="Proceed? [y/N]")
             assert "also here" not in cards_text(app)  # alone on it: nothing said
             await other.open()
             await until(pilot, lambda: "also here: 2 viewers: you, ops2" in cards_text(app),
