@@ -83,7 +83,7 @@ def _uint(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-async def _kv_keys(js: Any, bucket: str, prefix: str) -> list[str]:
+async def kv_keys(js: Any, bucket: str, prefix: str = "") -> list[str]:
     """The keys under ``prefix`` that the bucket's stream holds a subject for (tombstones
     included: a read of one then says deleted), from one ``STREAM.INFO`` with a subject filter —
     the read the reference's freeze makes. nats-py's ``kv.keys()`` is not used: its watch can
@@ -119,7 +119,7 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
     b = bucket_names(space)
     try:
         records = await js.key_value(b.records)
-        keys = await _kv_keys(js, b.records, "svc.manager.")
+        keys = await kv_keys(js, b.records, "svc.manager.")
     except Exception as e:  # noqa: BLE001 - absent bucket, or a denied read
         raise RegistryUnreadable(str(e)) from None
     ids: set[str] = set()
@@ -147,7 +147,7 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
         out[iid] = Registration(iid, spec_rev, state, epoch, observed, status_rev)
     with contextlib.suppress(Exception):  # the leases are a display hint only
         leases = await js.key_value(b.manager)
-        for k in await _kv_keys(js, b.manager, "lease."):
+        for k in await kv_keys(js, b.manager, "lease."):
             iid = k[len("lease."):]
             if is_lifecycle_token(iid) and await _get(leases, k) is not None:
                 r = out.get(iid, Registration(iid))

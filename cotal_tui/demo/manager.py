@@ -701,9 +701,12 @@ class DemoManager:
 
         known = self._issued_known()
         seen = self._issued_keys
+        from attach.registry import kv_keys
+
         try:
-            kv = await self.nc.jetstream().key_value(accepted_bucket(self.space))
-            keys = await kv.keys()
+            js = self.nc.jetstream()
+            kv = await js.key_value(accepted_bucket(self.space))
+            keys = await kv_keys(js, accepted_bucket(self.space), "accepted.")  # never a racy kv.keys()
         except Exception:  # noqa: BLE001 - no store, or no keys: nothing issued
             return
         for k in keys:

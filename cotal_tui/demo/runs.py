@@ -38,7 +38,6 @@ from nats.js.errors import (
     BucketNotFoundError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
-    NoKeysError,
     NotFoundError,
 )
 
@@ -697,12 +696,11 @@ class RunHost:
                 self.log(f"! run {run_id} could not be taken back: {type(e).__name__}")
 
     async def _run_keys(self) -> list[str]:
-        """Every ``run.<endpoint>.<runId>.<part>`` key of the records bucket (a consumer-free
-        filter would be nicer; nats-py's filtered listing misses keys on some servers)."""
-        try:
-            keys = await self._records.keys()
-        except NoKeysError:
-            return []
+        """Every ``run.<endpoint>.<runId>.<part>`` key of the records bucket, from one filtered
+        ``STREAM.INFO`` (nats-py's ``kv.keys()`` can end before its first key on a busy loop)."""
+        from attach.registry import kv_keys
+
+        keys = await kv_keys(self.nc.jetstream(), f"cotal_records_{self.space}", "run.")
         return [k for k in keys if parse_run_key(k) is not None]
 
     @staticmethod
