@@ -240,7 +240,10 @@ class TriageScreen(ShellScreen):
         for pid in [p for p in self.answers if p not in live]:
             del self.answers[pid]  # it left waiting: the card has gone with it
         self.cards = cards
-        sel = lst.selected()
+        # the selection among the cards about to be shown (on the first refresh the list still
+        # holds none, and its cursor lands on the first card): the actions are drawn at once
+        key = lst.cursor_key
+        sel = next((c for c in cards if c.key == key), cards[0] if cards and key is None else None)
         acts = self.actions_for(sel)
         self.action_index = min(self.action_index, max(0, len(acts) - 1))
         lst.show(TriageState(cards, acts, self.action_index))
