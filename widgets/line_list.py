@@ -116,6 +116,15 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
         return [t.plain for t, _ in self._lines]
 
     def on_resize(self) -> None:
+        self._rewrap()
+
+    def watch_show_vertical_scrollbar(self, _old: bool, _new: bool) -> None:
+        # The scrollbar came or went without a resize: the lines were wrapped and cut for the
+        # other width, so wrap them again once the layout settles (one rebuild; the new width
+        # cannot bring the scrollbar back: narrower only adds lines, wider only removes them).
+        self.call_after_refresh(self._rewrap)
+
+    def _rewrap(self) -> None:
         if self.content_width != self._built_width:
             self.rebuild()
 
