@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -168,7 +169,41 @@ def make_server(host: str, port: int, token: str | None, title: str) -> Any:
 
             logging.basicConfig(level=logging.WARNING, format="cotal web: %(message)s")
 
+    _close_sessions_on_stop()
     return ConsoleServer(command, host=host, port=port, title=title)
+
+
+def _close_sessions_on_stop() -> None:
+    """textual-serve's session stop reads the console process to its end but never reaps it or
+    closes its pipes, so the transport is closed by the garbage collector - after the loop has
+    gone when the server exits, which prints an "Event loop is closed" traceback on the
+    operator's terminal. The sessions here end by waiting for the process (killing it after
+    5 s) and closing its transport while the loop still runs."""
+    from textual_serve import app_service, server
+
+    if getattr(server.AppService, "cotal_reaps", False):
+        return
+
+    class ReapingAppService(app_service.AppService):
+        cotal_reaps = True
+
+        async def stop(self) -> None:
+            await super().stop()
+            process, self._process = self._process, None
+            if process is None:
+                return
+            if process.returncode is None:
+                try:
+                    await asyncio.wait_for(process.wait(), 5.0)
+                except asyncio.TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+                    await process.wait()
+            transport = getattr(process, "_transport", None)  # asyncio keeps it private
+            if transport is not None:
+                transport.close()
+
+    server.AppService = ReapingAppService  # the name textual-serve's websocket handler builds
 
 
 def serve(args: argparse.Namespace) -> int:
