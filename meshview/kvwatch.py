@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
+import msgspec
 from nats.js import api
 from nats.js.errors import BucketNotFoundError
 
@@ -25,16 +25,15 @@ from meshview.tasks import reap
 
 IDLE_HEARTBEAT_S = 5.0
 SILENCE_S = 3 * IDLE_HEARTBEAT_S
-MAX_QUEUED = 100_000
-YIELD_EVERY = 64  # entries taken from a non-empty queue before the watch yields to the loop
+MAX_QUEUED = 100_000  # deliveries a callback subscription may hold before it drops (a gap)
+YIELD_EVERY = 64  # deliveries handled in a row before the watch yields to the loop
 
 
 class WatchBroken(RuntimeError):
     """The watch lost continuity (gap, silence, consumer gone); rebind from current state."""
 
 
-@dataclass(frozen=True, slots=True)
-class KvEntry:
+class KvEntry(msgspec.Struct, frozen=True, gc=False):
     key: str
     value: bytes
     operation: str  # PUT | DEL | PURGE
@@ -43,90 +42,143 @@ class KvEntry:
 
 def _ack_meta(reply: str) -> tuple[int, int, int] | None:
     """(stream seq, consumer seq, pending) from a JetStream ack subject, or None."""
-    tok = reply.split(".")
     # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens), or the
     # v2 form with domain and account hash in front (12+ tokens): count from the end.
-    if len(tok) < 9 or tok[0] != "$JS" or tok[1] != "ACK":
+    if not reply.startswith("$JS.ACK."):
+        return None
+    tok = reply.rsplit(".", 4)
+    if len(tok) < 5 or tok[0].count(".") < 4:
         return None
     try:
-        return int(tok[-4]), int(tok[-3]), int(tok[-1])
+        return int(tok[1]), int(tok[2]), int(tok[4])
     except ValueError:
         return None
 
 
-async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
-    """Yield the bucket's current entries (last per key), then ``None`` once the initial state
-    is delivered, then live updates. Raises :class:`WatchBroken` on any loss of continuity."""
+class _Feed:
+    """One watch's consumer state: raw deliveries in, :class:`KvEntry` (and one ``None`` when
+    the initial state is in) out through ``emit``, in delivery order. Synchronous, so the
+    connection can hand it each delivery as it parses it (:meth:`LenientClient.direct`):
+    no message object, no queue, no task between the socket and the model. A break in
+    continuity (a gap, a failing ``emit``) is kept in ``broken`` and ends the watch."""
+
+    __slots__ = ("bucket", "prefix", "emit", "expect", "initial", "held", "seen", "broken",
+                 "done")
+
+    def __init__(self, bucket: str, emit: Callable[[KvEntry | None], None]) -> None:
+        self.bucket, self.prefix, self.emit = bucket, f"$KV.{bucket}.", emit
+        self.expect = 1
+        self.initial = True
+        self.held: list[tuple[str, str, bytes, Any]] | None = []  # until the consumer is made
+        self.seen = 0  # deliveries of any kind (the silence check reads it)
+        self.broken: BaseException | None = None
+        self.done = asyncio.Event()
+
+    def start(self, pending: int) -> None:
+        """The consumer exists and has ``pending`` entries for us: emit what came first."""
+        held, self.held = self.held or [], None
+        self.initial = pending > 0
+        if not self.initial:
+            self._emit(None)
+        for d in held:
+            self.feed(*d)
+
+    def _emit(self, e: KvEntry | None) -> None:
+        try:
+            self.emit(e)
+        except Exception as err:  # noqa: BLE001 - the caller rebinds and reports it
+            self._break(err)
+
+    def _break(self, err: BaseException) -> None:
+        if self.broken is None:
+            self.broken = err
+            self.done.set()
+
+    def feed(self, subject: str, reply: str, data: bytes, hdrs: Any) -> str | None:
+        """One delivery; returns the subject a flow-control request wants answered."""
+        self.seen += 1
+        if self.broken is not None:
+            return None
+        if hdrs and hdrs.get("Status") == "100" and not data:
+            return reply or None  # flow control (answered on receipt) or an idle heartbeat
+        if self.held is not None:
+            self.held.append((subject, reply, data, hdrs))
+            return None
+        meta = _ack_meta(reply)
+        if meta is None:
+            return None  # not a stream delivery
+        sseq, cseq, pending = meta
+        if cseq != self.expect:
+            self._break(WatchBroken(
+                f"gap in the {self.bucket} watch (expected {self.expect}, got {cseq})"))
+            return None
+        self.expect = cseq + 1
+        if subject.startswith(self.prefix):
+            op = hdrs.get("KV-Operation", "PUT") if hdrs else "PUT"
+            self._emit(KvEntry(subject[len(self.prefix):], data or b"", op, sseq))
+        if self.initial and pending == 0:
+            self.initial = False
+            self._emit(None)
+        return None
+
+
+async def run_watch(nc: Any, bucket: str, emit: Callable[[KvEntry | None], None]) -> None:
+    """Watch the bucket: ``emit`` gets its current entries (last per key), then ``None`` once
+    the initial state is delivered, then live updates, synchronously and in order. Runs until
+    cancelled; raises :class:`WatchBroken` on any loss of continuity (a gap, silence past
+    ``SILENCE_S``), or what ``emit`` raised.
+
+    On our own connection (:class:`~meshview.connect.LenientClient`) the watch's inbox is
+    read directly from the parser; on any other it is an ordinary callback subscription."""
     js = nc.jetstream()
     stream = f"KV_{bucket}"
-    prefix = f"$KV.{bucket}."
+    f = _Feed(bucket, emit)
     inbox = nc.new_inbox()
-    queue: asyncio.Queue = asyncio.Queue()
-    overflow = False
+    direct = getattr(nc, "direct", None)
+    if direct is not None:
+        sub = await nc.subscribe(inbox)
+        direct(sub, f.feed)
+    else:
+        run = 0
 
-    async def cb(msg: Any) -> None:
-        nonlocal overflow
-        if msg.reply and not msg.data and (msg.headers or {}).get("Status") == "100":
-            # a flow-control request, answered on receipt: answered from the queue's head, it
-            # held delivery back until everything before it was applied, and a busy loop (the
-            # console at 10k agents) then read the watch in stalls, slower than it was written.
-            # The queue stays bounded by MAX_QUEUED (past it the watch rebinds).
-            await nc.publish(msg.reply, b"")
-            return
-        if queue.qsize() >= MAX_QUEUED:
-            overflow = True  # we cannot keep up: rebind from current state instead
-            return
-        queue.put_nowait(msg)
+        async def cb(msg: Any) -> None:
+            nonlocal run
+            fc = f.feed(msg.subject, msg.reply or "", msg.data, msg.headers)
+            if fc:
+                await nc.publish(fc, b"")
+            run += 1
+            if run >= YIELD_EVERY:  # a backlog never holds the loop for long
+                run = 0
+                await asyncio.sleep(0)
 
-    sub = await nc.subscribe(inbox, cb=cb)
+        # a slow reader's excess is dropped here, which the watch sees as a gap and rebinds
+        sub = await nc.subscribe(inbox, cb=cb, pending_msgs_limit=MAX_QUEUED)
     name = f"cotal_watch_{secrets.token_hex(8)}"
     created = False
     try:
         info = await js.add_consumer(stream, api.ConsumerConfig(
-            name=name, deliver_subject=inbox, filter_subject=f"{prefix}>",
+            name=name, deliver_subject=inbox, filter_subject=f"{f.prefix}>",
             deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT, ack_policy=api.AckPolicy.NONE,
             flow_control=True, idle_heartbeat=IDLE_HEARTBEAT_S, mem_storage=True,
             inactive_threshold=30.0, num_replicas=1))
         created = True
-        initial = info.num_pending > 0
-        if not initial:
-            yield None
-        expect = 1
-        run = 0
-        while True:
-            if overflow:
-                raise WatchBroken(f"the {bucket} watch fell too far behind")
-            if queue.empty():  # only an idle watch pays for a timer (wait_for is a task)
-                try:
-                    msg = await asyncio.wait_for(queue.get(), SILENCE_S)
-                except asyncio.TimeoutError:
-                    raise WatchBroken(f"no heartbeat from the {bucket} watch for {SILENCE_S:g}s")
-            else:
-                msg = queue.get_nowait()
-                run += 1
-                if run >= YIELD_EVERY:  # a backlog never holds the loop for long
-                    run = 0
-                    await asyncio.sleep(0)
-            hdrs = msg.headers or {}
-            if hdrs.get("Status") == "100" and not msg.data:
-                if msg.reply:  # a flow-control request: answer it or delivery stalls
-                    await nc.publish(msg.reply, b"")
-                continue
-            meta = _ack_meta(msg.reply or "")
-            if meta is None:
-                continue  # not a stream delivery
-            sseq, cseq, pending = meta
-            if cseq != expect:
-                raise WatchBroken(f"gap in the {bucket} watch (expected {expect}, got {cseq})")
-            expect = cseq + 1
-            if not msg.subject.startswith(prefix):
-                continue
-            op = hdrs.get("KV-Operation", "PUT")
-            yield KvEntry(msg.subject[len(prefix):], msg.data or b"", op, sseq)
-            if initial and pending == 0:
-                initial = False
-                yield None
+        f.start(info.num_pending)
+        loop = asyncio.get_running_loop()
+        seen, heard = f.seen, loop.time()
+        while f.broken is None:
+            try:  # the silence check wakes a few times per window, not per delivery
+                await asyncio.wait_for(f.done.wait(), SILENCE_S / 3)
+            except asyncio.TimeoutError:
+                now = loop.time()
+                if f.seen != seen:
+                    seen, heard = f.seen, now
+                elif now - heard >= SILENCE_S:
+                    raise WatchBroken(
+                        f"no heartbeat from the {bucket} watch for {SILENCE_S:g}s") from None
+        raise f.broken
     finally:
+        if direct is not None:
+            nc.undirect(sub)
         try:
             await sub.unsubscribe()
         except Exception:
@@ -136,6 +188,23 @@ async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
                 await asyncio.wait_for(js.delete_consumer(stream, name), 1.0)
             except Exception:
                 pass  # the inactive threshold reaps it
+
+
+async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
+    """:func:`run_watch` as an iterator (for one-shot reads such as the roster of a sender):
+    the bucket's entries, ``None`` once the initial state is in, then live updates."""
+    queue: asyncio.Queue = asyncio.Queue()
+    task = asyncio.create_task(run_watch(nc, bucket, queue.put_nowait), name=f"read:{bucket}")
+    task.add_done_callback(lambda t: queue.put_nowait(t))
+    try:
+        while True:
+            e = await queue.get()
+            if isinstance(e, asyncio.Task):
+                e.result()  # raises what ended the watch
+                return
+            yield e
+    finally:
+        await reap([task])
 
 
 class KvWatch:
@@ -186,19 +255,23 @@ class KvWatch:
                 self.missing = False
                 keys: set[str] = set()
                 initial = True
-                async for e in watch(self.nc, self.bucket):
+
+                def emit(e: KvEntry | None) -> None:
+                    nonlocal initial
                     if e is None:
                         if initial:
                             initial = False
                             self.on_ready(keys)
                             self.ready.set()
-                        continue
+                        return
                     if initial:
                         if e.operation in (None, "PUT"):
                             keys.add(e.key)
                         else:
                             keys.discard(e.key)
                     self.on_entry(e, initial)
+
+                await run_watch(self.nc, self.bucket, emit)
                 return  # stopped
             except asyncio.CancelledError:
                 raise

@@ -29,6 +29,7 @@ Contract for the console (names are stable):
 from __future__ import annotations
 
 import time
+from bisect import bisect_left, insort
 from collections import deque
 from itertools import chain
 from operator import attrgetter
@@ -118,6 +119,11 @@ class _Burst:
     thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
 
 
+
+def _order_key(p: Peer) -> tuple:
+    """A row's place in the roster: agents first, then by status block, name, id."""
+    return (p.kind != "agent", STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)
+
 class MeshModel(RunsReducer, RosterReducer):
     """The MeshView state machine. Single-threaded: call from one event loop.
 
@@ -162,6 +168,13 @@ class MeshModel(RunsReducer, RosterReducer):
         self._endpoint_ids: tuple[str, ...] = ()
         self._peer_ids: tuple[str, ...] = ()  # the snapshot's ``order``
         self._spans: dict[str, tuple[int, int]] = {}  # status -> [lo, hi) in ``_agents``
+        # the sorted order kept between sorts: each row's key, the keys in order (None: sort
+        # everything next time), and the rows whose key may have moved since
+        self._sort_keys: dict[str, tuple] = {}
+        self._sorted: list[tuple] | None = None
+        self._resort: set[str] = set()
+        # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
+        self._live_seen: dict[str, float] | None = None
         self._names: dict[str, str] = {}
         self._watch_last: float | None = None  # receipt time of the last watch delivery
         self._initial_load = True
@@ -212,6 +225,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._stall = StallTracker()
         self._stalled_ids: frozenset[str] = frozenset()
         self._stall_checked = 0.0
+        self._stall_due = 0.0  # no agent can newly stall before this (model clock)
 
         self.input_tap: InputTap | None = None  # sees every outermost input call (a recorder)
         self._in_input = False  # a tapped input call is running (inner inputs are part of it)
@@ -374,7 +388,6 @@ class MeshModel(RunsReducer, RosterReducer):
                         self._retained[channel] = 0  # a new channel: its arrivals count
                         self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
                     self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
-                    self._roster_changed = True  # channel list changes
                 last = self._chan_last.get(channel)
                 if last is None or ts > last:
                     self._chan_last[channel] = ts
@@ -496,7 +509,6 @@ class MeshModel(RunsReducer, RosterReducer):
                           for k, v in configs.items()}
         if defaults is not None:
             self._defaults = defaults.defaults() if isinstance(defaults, ChannelSettings) else defaults
-        self._roster_changed = True
         self._touch()
 
     @model_input("channels")
@@ -505,7 +517,6 @@ class MeshModel(RunsReducer, RosterReducer):
         Rebuilt on every poll, so deleted channels disappear."""
         self._retained = dict(counts)
         self._arrivals_at_poll = dict(self._arrivals)
-        self._roster_changed = True
         self._touch()
 
     @model_input("channels")
@@ -516,7 +527,6 @@ class MeshModel(RunsReducer, RosterReducer):
         for ch in names:
             for d in (self._retained, self._arrivals, self._arrivals_at_poll, self._chan_last):
                 d.pop(ch, None)
-        self._roster_changed = True
         self._touch()
 
     def effective(self, channel: str) -> ChannelSettings:
@@ -735,18 +745,36 @@ class MeshModel(RunsReducer, RosterReducer):
         peers = [self._peers[pid]] if pid is not None and pid in self._peers else (
             [] if pid is not None else self._peers.values())
         out: dict[str, Stalled] = {}
+        quiet_from, threshold = self._stall.last_moved, self.stall_ms
         for p in peers:
-            if p.status == "working" and p.kind == "agent":
+            if (p.status == "working" and p.kind == "agent"
+                    and now - quiet_from(p.id, p.first_seen) >= threshold):
                 v = verdict(p.status, self._stall.facts(p.id, p.first_seen), now, self.stall_ms)
                 if v is not None:
                     out[p.id] = v
         return out
 
+    def _next_stall(self, now: float, stalled: frozenset[str]) -> float:
+        """The earliest time an agent not in ``stalled`` could be judged stalled: facts only
+        move forward, and a status change moves the presence fact, so until then only the
+        stalled ones can change and the once-a-second check need not walk 10k rows."""
+        quiet_from, due = self._stall.last_moved, now + self.stall_ms
+        for p in self._peers.values():
+            if p.status == "working" and p.kind == "agent" and p.id not in stalled:
+                t = quiet_from(p.id, p.first_seen) + self.stall_ms
+                if t < due:
+                    due = t
+        return due
+
     def _stall_transitions(self, now: float) -> None:
         """Once a second: an agent that became stalled gets a presence line (``reason``
         ``stalled``); any change of the set marks the model dirty."""
-        self._stall_checked = now
-        ids = frozenset(self.stalled(now=now))
+        prev, self._stall_checked = self._stall_checked, now
+        if prev <= now < self._stall_due:  # nobody can have newly stalled: re-judge the stalled ones
+            ids = frozenset(pid for pid in self._stalled_ids if self.stalled(pid, now))
+        else:
+            ids = frozenset(self.stalled(now=now))
+            self._stall_due = self._next_stall(now, ids)
         if ids == self._stalled_ids:
             return
         for pid in sorted(ids - self._stalled_ids):
@@ -757,22 +785,38 @@ class MeshModel(RunsReducer, RosterReducer):
     # ------------------------------------------------------------------ snapshot
 
     def _roster(self) -> None:
+        """Bring the roster order up to date: agents then endpoints, each by status block
+        (working, waiting, idle, offline), name and id. Only rows whose key moved are taken out
+        and put back (a status change among 10k rows costs a bisection, not a sort); a status
+        changes only through ``_set_peer``, so the blocks hold until the next call."""
         if not self._roster_changed:
             return
-        order = STATUS_ORDER.get
-        peers = [t[3] for t in sorted([(order(p.status, 9), p.name.lower(), p.id, p)
-                                       for p in self._peers.values()])]
-        self._agents = tuple(p for p in peers if p.kind == "agent")
-        self._endpoints = tuple(p for p in peers if p.kind != "agent")
-        self._agent_ids = tuple(p.id for p in self._agents)
-        self._endpoint_ids = tuple(p.id for p in self._endpoints)
-        self._peer_ids = self._agent_ids + self._endpoint_ids
-        # agents come in status blocks (working, waiting, idle, offline); a status changes only
-        # through ``_set_peer``, which re-sorts, so the blocks hold until the next sort
+        keys, srt, peers = self._sort_keys, self._sorted, self._peers
+        if srt is None or len(self._resort) > len(srt) // 8:
+            keys = self._sort_keys = {pid: _order_key(p) for pid, p in peers.items()}
+            srt = self._sorted = sorted(keys.values())
+        else:
+            for pid in self._resort:
+                new, old = _order_key(peers[pid]), keys.get(pid)
+                if new == old:
+                    continue
+                if old is not None:
+                    del srt[bisect_left(srt, old)]
+                insort(srt, new)
+                keys[pid] = new
+        self._resort.clear()
+        ids = [k[3] for k in srt]
+        n = bisect_left(srt, (True,))  # the first endpoint
+        self._agent_ids, self._endpoint_ids = tuple(ids[:n]), tuple(ids[n:])
+        self._peer_ids = tuple(ids)
+        get = peers.__getitem__
+        self._agents = tuple(map(get, self._agent_ids))
+        self._endpoints = tuple(map(get, self._endpoint_ids))
         spans: dict[str, tuple[int, int]] = {}
-        for i, p in enumerate(self._agents):
-            lo, _ = spans.get(p.status, (i, i))
-            spans[p.status] = (lo, i + 1)
+        for status, o in STATUS_ORDER.items():  # in block order
+            lo, hi = bisect_left(srt, (False, o)), bisect_left(srt, (False, o + 1))
+            if hi > lo:
+                spans[status] = (lo, hi)
         self._spans = spans
         self._roster_changed = False
 

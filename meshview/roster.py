@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from msgspec.structs import replace as restruct  # a Peer is a Struct: built in C, ~40x faster
+
 from meshview.inputs import InputTap, model_input
 from meshview.snapshot import (
     STATUS_ORDER,
@@ -82,6 +84,8 @@ class RosterReducer:
     _peers: dict[str, Peer]
     _names: dict[str, str]
     _roster_changed: bool
+    _resort: set[str]
+    _live_seen: dict[str, float] | None
     _watch_last: float | None
     _initial_load: bool
     _status: ConnectionStatus
@@ -105,7 +109,9 @@ class RosterReducer:
     @model_input("presence")
     def watch_delivered(self, received: float | None = None) -> None:
         """The presence watch delivered something (any key, incl. ignored ones)."""
-        now = self.clock() if received is None else received
+        self._delivered(self.clock() if received is None else received)
+
+    def _delivered(self, now: float) -> None:
         self._watch_last = now
         if self._status.presence_view != "live":
             self._status = replace(self._status, presence_view="live")
@@ -149,7 +155,7 @@ class RosterReducer:
                 and prev.lifecycle_uid is not None and rec.lifecycle_uid != prev.lifecycle_uid
             )
             if incarnation:
-                new = replace(new, incarnations=prev.incarnations + 1)
+                new = restruct(new, incarnations=prev.incarnations + 1)
             self._set_peer(new)
             if incarnation:  # back from offline as a new instance: one event, not two
                 self._presence_event("incarnation", new, now)
@@ -159,14 +165,14 @@ class RosterReducer:
                 self._lifecycle("join", new, now, "joined")
             return
         if rec.lifecycle_uid and prev.lifecycle_uid and rec.lifecycle_uid != prev.lifecycle_uid:
-            new = replace(new, incarnations=prev.incarnations + 1)
+            new = restruct(new, incarnations=prev.incarnations + 1)
             self._set_peer(new)
             self._presence_event("incarnation", new, now)
             self._lifecycle("incarnation", new, now, "new incarnation")
             return
         if is_heartbeat_only(as_presence(prev), as_presence(new)):
             # ts/ages move; no event. Keep the roster order cache (status unchanged).
-            self._peers[rec.id] = new
+            self._put_peer(new)
             self._touch()
             return
         self._set_peer(new)
@@ -188,11 +194,12 @@ class RosterReducer:
         if (prev is None or prev.status == "offline" or ts < prev.ts
                 or is_stale(ts, now, self.ttl_ms)):
             return False
-        self.watch_delivered(now)
-        self._stall.active_at(pid, now, active_at)
-        self._peers[pid] = replace(
+        self._delivered(now)
+        if active_at is not None:
+            self._stall.active_at(pid, now, active_at)
+        self._put_peer(restruct(
             prev, ts=ts, seen_at=prev.seen_at if ts == prev.ts else now,
-            activity_since=activity_since, status_since=status_since, active_at=active_at)
+            activity_since=activity_since, status_since=status_since, active_at=active_at))
         self._touch()
         return True
 
@@ -240,7 +247,7 @@ class RosterReducer:
         now = self.clock() if now is None else now
         for pid, p in self._peers.items():
             if p.status != "offline" and p.seen_at < now:
-                self._peers[pid] = replace(p, seen_at=now)
+                self._put_peer(restruct(p, seen_at=now))
 
     @model_input("presence")
     def end_initial_load(self) -> None:
@@ -269,9 +276,22 @@ class RosterReducer:
             incarnations=prev.incarnations if prev else 1,
         )
 
-    def _set_peer(self, p: Peer) -> None:
+    def _put_peer(self, p: Peer) -> None:
+        """Every roster row is written here (``_set_peer`` when its place may move)."""
         self._peers[p.id] = p
-        self._roster_changed = True
+        live = self._live_seen
+        if live is not None:
+            if p.status != "offline":
+                live[p.id] = p.seen_at
+            else:
+                live.pop(p.id, None)
+
+    def _set_peer(self, p: Peer) -> None:
+        prev = self._peers.get(p.id)
+        self._put_peer(p)
+        if prev is None or prev.status != p.status or prev.name != p.name or prev.kind != p.kind:
+            self._resort.add(p.id)  # its place in the roster may move
+            self._roster_changed = True
         self._touch()
 
     def _mark_offline(
@@ -281,7 +301,7 @@ class RosterReducer:
         if rec is not None:
             p = self._make_peer(rec, now, prev, "offline", reason)
         elif prev is not None:
-            p = replace(
+            p = restruct(
                 prev, status="offline", offline_since=now, offline_reason=reason,
                 attention=None, channel_modes=(),
             )
@@ -289,8 +309,8 @@ class RosterReducer:
             return  # a delete for a key we never saw: nothing to show
         if prev is not None and prev.status == "offline":
             if rec is not None:
-                self._peers[pid] = replace(p, offline_since=prev.offline_since,
-                                           offline_reason=prev.offline_reason)
+                self._put_peer(restruct(p, offline_since=prev.offline_since,
+                                        offline_reason=prev.offline_reason))
             return
         if prev is None:
             self._set_peer(p)  # first sighting already offline: quiet
@@ -322,13 +342,19 @@ class RosterReducer:
         now = self.clock() if now is None else now
         wl = self._watch_last
         if wl is not None:
-            # the deaf guard first: one subtraction rules out every peer heard from lately,
-            # so a sweep over 10k live peers stays a fraction of a millisecond
-            ttl = self.ttl_ms
-            gone = [pid for pid, p in self._peers.items()
-                    if wl - p.seen_at >= ttl and p.status != "offline" and is_stale(p.ts, now, ttl)]
-            for pid in gone:
-                self._mark_offline(pid, "stale", now)
+            # the deaf guard first: a peer heard from within a ttl of the watch's last delivery
+            # is not stale. The live rows' receipt times are kept apart, so with everyone heard
+            # lately (the common case) a sweep over 10k peers is one ``min`` in C
+            ttl, peers, live = self.ttl_ms, self._peers, self._live_seen
+            if live is None:
+                live = self._live_seen = {pid: p.seen_at for pid, p in peers.items()
+                                          if p.status != "offline"}
+            if live and wl - min(live.values()) >= ttl:  # someone may be: look (rows' order)
+                gone = [pid for pid, p in peers.items()
+                        if wl - p.seen_at >= ttl and p.status != "offline"
+                        and is_stale(p.ts, now, ttl)]
+                for pid in gone:
+                    self._mark_offline(pid, "stale", now)
         if wl is not None and now - wl > self.ttl_ms and self._status.presence_view != "stale":
             self._status = replace(self._status, presence_view="stale")
             self._emit_state()

@@ -32,8 +32,7 @@ STATUSES: tuple[Status, ...] = ("working", "waiting", "idle", "offline")
 # --------------------------------------------------------------------------- inputs
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(msgspec.Struct, frozen=True, gc=False):
     """``Presence.condition``: why a seat is blocked, as the harness reported it."""
 
     code: str
@@ -42,8 +41,7 @@ class Condition:
     since: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PresenceRecord:
+class PresenceRecord(msgspec.Struct, frozen=True, gc=False):
     """One decoded, validated presence record (the observer converts wire structs to this)."""
 
     id: str
@@ -119,8 +117,7 @@ class ChannelSettings:
 # --------------------------------------------------------------------------- outputs
 
 
-@dataclass(frozen=True, slots=True)
-class Peer:
+class Peer(msgspec.Struct, frozen=True, gc=False):
     """A roster row. ``status`` is the derived status (offline when stale/deleted)."""
 
     id: str
@@ -198,8 +195,7 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     reply_excerpt: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PresenceEvent:
+class PresenceEvent(msgspec.Struct, frozen=True, gc=False):
     """A presence transition for the line stream: join / update / offline / incarnation.
 
     Heartbeat-only rewrites never produce one. ``reason`` explains an offline

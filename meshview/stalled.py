@@ -83,17 +83,22 @@ def verdict(status: str, facts: StallFacts, now: float, threshold_ms: float) -> 
     watched it that long)."""
     if status != "working":
         return None
-    moved = [facts.since, facts.presence, facts.message, facts.active_at]
-    signals = [PRESENCE, MESSAGES, ACTIVE_AT]
-    if facts.session:
-        moved.append(facts.output)
-        signals.insert(0, OUTPUT)
-    last = max(t for t in moved if t is not None)
-    quiet = now - last
+    quiet = now - last_moved(facts)
     if quiet < threshold_ms:
         return None
+    signals = (OUTPUT, PRESENCE, MESSAGES, ACTIVE_AT) if facts.session else (
+        PRESENCE, MESSAGES, ACTIVE_AT)
     old = sum(1 for t in facts.pending if now - t >= threshold_ms)
-    return Stalled(for_ms=quiet, signals=tuple(signals), unanswered=old)
+    return Stalled(for_ms=quiet, signals=signals, unanswered=old)
+
+
+def last_moved(f: StallFacts | _Marks) -> float:
+    """When the newest of a peer's facts moved (the verdict's quiet time counts from it): the
+    start of observation, presence, messages, ``activeAt``, and terminal output when a
+    session is open. Takes the tracker's own marks too, so a check over every peer need not
+    build a :class:`StallFacts` for each."""
+    return max(f.since, f.presence or 0.0, f.message or 0.0, f.active_at or 0.0,
+               (f.output or 0.0) if f.session else 0.0)  # receipt times: all positive
 
 
 @dataclass(slots=True)
@@ -172,6 +177,11 @@ class StallTracker:
     def forget(self, pids: Iterable[str]) -> None:
         for pid in pids:
             self._m.pop(pid, None)
+
+    def last_moved(self, pid: str, first_seen: float = 0.0) -> float:
+        """:func:`last_moved` of ``facts(pid, first_seen)``, without building them."""
+        m = self._m.get(pid)
+        return first_seen if m is None else last_moved(m)
 
     def facts(self, pid: str, first_seen: float = 0.0) -> StallFacts:
         m = self._m.get(pid)

@@ -7,8 +7,8 @@ is silent (no DEL reaches watchers).
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
 
 import msgspec
 
@@ -33,8 +33,7 @@ MALFORMED_RECORD = "malformed-record"
 UNKNOWN_OPERATION = "unknown-operation"
 
 
-@dataclass(frozen=True, slots=True)
-class PresenceDecision:
+class PresenceDecision(msgspec.Struct, frozen=True, gc=False):
     """``apply`` the record (shown as ``derived_status``), ``mark-offline`` the key, ``drop``
     a bad record (diagnostic), or ``ignore`` a maintenance key silently."""
 
@@ -47,6 +46,8 @@ class PresenceDecision:
 
 
 _DECODER = msgspec.json.Decoder(Presence)
+# a key's verdict never changes and a watch sees each key every heartbeat: judged once (bounded)
+_is_principal_key = functools.lru_cache(maxsize=1 << 16)(is_principal_id)
 _GENERIC = msgspec.json.Decoder()
 
 
@@ -96,7 +97,7 @@ def decode_presence(key: str, operation: str, value: bytes | None, now_ms: int,
 
     if p.card.id != key:
         return _drop(KEY_MISMATCH)
-    if not is_principal_id(key):
+    if not _is_principal_key(key):
         return _drop(NON_PRINCIPAL_OWNER)
     if p.status not in PRESENCE_STATUSES:
         return _drop(INVALID_STATUS)
