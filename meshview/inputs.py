@@ -48,8 +48,9 @@ def settle(v: Any) -> Any:
 
 
 def model_input(category: str) -> Callable[[F], F]:
-    """Register a model method as an input of ``category``. Untapped, a call costs one
-    attribute test; tapped, it goes through ``MeshModel._tapped_input``."""
+    """Register a model method as an input of ``category``. Tapped, a call goes through
+    ``MeshModel._tapped_input``; untapped, it costs nothing: :func:`untapped` binds the
+    method's own function on the instance, so the wrapper is not even called."""
 
     def register(fn: F) -> F:
         name = fn.__name__
@@ -59,10 +60,29 @@ def model_input(category: str) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def call(self: Any, *args: Any, **kw: Any) -> Any:
-            if self.input_tap is None:
+            if self._input_tap is None:
                 return fn(self, *args, **kw)
             return self._tapped_input(name, fn, args, kw)
 
         return cast(F, call)
 
     return register
+
+
+def untapped(obj: Any, tapped: bool) -> None:
+    """Make ``obj``'s inputs tapped (every call goes through its wrapper) or untapped (the
+    instance holds each input's own function, bound: a hot input such as a heartbeat's
+    ``refresh_clocks`` then costs one call, not two and an argument repack). The model
+    calls it whenever its ``input_tap`` is set; nothing else does."""
+    d = obj.__dict__
+    for name in INPUTS:
+        wrapper = getattr(type(obj), name, None)
+        fn = getattr(wrapper, "__wrapped__", None)
+        if fn is None:
+            continue
+        held = d.get(name)
+        if tapped:
+            if held is not None and getattr(held, "__func__", None) is fn:
+                del d[name]
+        elif held is None:
+            d[name] = fn.__get__(obj)

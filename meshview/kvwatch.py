@@ -40,52 +40,41 @@ class KvEntry(msgspec.Struct, frozen=True, gc=False):
     revision: int
 
 
-def _ack_meta(reply: str) -> tuple[int, int, int] | None:
-    """(stream seq, consumer seq, pending) from a JetStream ack subject, or None."""
-    # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending> (9 tokens), or the
-    # v2 form with domain and account hash in front (12+ tokens): count from the end.
-    if not reply.startswith("$JS.ACK."):
-        return None
-    tok = reply.rsplit(".", 4)
-    if len(tok) < 5 or tok[0].count(".") < 4:
-        return None
-    try:
-        return int(tok[1]), int(tok[2]), int(tok[4])
-    except ValueError:
-        return None
-
-
 class _Feed:
-    """One watch's consumer state: raw deliveries in, :class:`KvEntry` (and one ``None`` when
-    the initial state is in) out through ``emit``, in delivery order. Synchronous, so the
-    connection can hand it each delivery as it parses it (:meth:`LenientClient.direct`):
-    no message object, no queue, no task between the socket and the model. A break in
-    continuity (a gap, a failing ``emit``) is kept in ``broken`` and ends the watch."""
+    """One watch's consumer state: raw deliveries in, ``on_entry(entry, initial)`` out in
+    delivery order, and ``on_ready(keys)`` once the initial state is in (the keys it holds).
+    Synchronous, so the connection can hand it each delivery as it parses it
+    (:meth:`LenientClient.direct`): no message object, no queue, no task between the socket
+    and the model. A break in continuity (a gap, a failing callback) is kept in ``broken``
+    and ends the watch."""
 
-    __slots__ = ("bucket", "prefix", "emit", "expect", "initial", "held", "seen", "broken",
-                 "done")
+    __slots__ = ("bucket", "prefix", "on_entry", "on_ready", "expect", "initial", "keys",
+                 "held", "seen", "broken", "done")
 
-    def __init__(self, bucket: str, emit: Callable[[KvEntry | None], None]) -> None:
-        self.bucket, self.prefix, self.emit = bucket, f"$KV.{bucket}.", emit
+    def __init__(self, bucket: str, on_entry: Callable[[KvEntry, bool], None],
+                 on_ready: Callable[[set[str]], None]) -> None:
+        self.bucket, self.prefix = bucket, f"$KV.{bucket}."
+        self.on_entry, self.on_ready = on_entry, on_ready
         self.expect = 1
         self.initial = True
+        self.keys: set[str] = set()  # present in the initial state so far
         self.held: list[tuple[str, str, bytes, Any]] | None = []  # until the consumer is made
         self.seen = 0  # deliveries of any kind (the silence check reads it)
         self.broken: BaseException | None = None
         self.done = asyncio.Event()
 
     def start(self, pending: int) -> None:
-        """The consumer exists and has ``pending`` entries for us: emit what came first."""
+        """The consumer exists and has ``pending`` entries for us: deliver what came first."""
         held, self.held = self.held or [], None
-        self.initial = pending > 0
-        if not self.initial:
-            self._emit(None)
+        if pending <= 0:
+            self._ready()
         for d in held:
             self.feed(*d)
 
-    def _emit(self, e: KvEntry | None) -> None:
+    def _ready(self) -> None:
+        self.initial = False
         try:
-            self.emit(e)
+            self.on_ready(self.keys)
         except Exception as err:  # noqa: BLE001 - the caller rebinds and reports it
             self._break(err)
 
@@ -104,35 +93,54 @@ class _Feed:
         if self.held is not None:
             self.held.append((subject, reply, data, hdrs))
             return None
-        meta = _ack_meta(reply)
-        if meta is None:
+        # the ack subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        # (9 tokens), or the v2 form with domain and account hash in front: count from the end
+        if not reply.startswith("$JS.ACK."):
             return None  # not a stream delivery
-        sseq, cseq, pending = meta
+        tok = reply.rsplit(".", 4)
+        if len(tok) < 5 or tok[0].count(".") < 4:
+            return None
+        try:
+            sseq, cseq, pending = int(tok[1]), int(tok[2]), int(tok[4])
+        except ValueError:
+            return None
         if cseq != self.expect:
             self._break(WatchBroken(
                 f"gap in the {self.bucket} watch (expected {self.expect}, got {cseq})"))
             return None
         self.expect = cseq + 1
         if subject.startswith(self.prefix):
+            key = subject[len(self.prefix):]
             op = hdrs.get("KV-Operation", "PUT") if hdrs else "PUT"
-            self._emit(KvEntry(subject[len(self.prefix):], data or b"", op, sseq))
+            initial = self.initial
+            if initial:
+                if op == "PUT":
+                    self.keys.add(key)
+                else:
+                    self.keys.discard(key)
+            try:
+                self.on_entry(KvEntry(key, data or b"", op, sseq), initial)
+            except Exception as err:  # noqa: BLE001 - the caller rebinds and reports it
+                self._break(err)
+                return None
         if self.initial and pending == 0:
-            self.initial = False
-            self._emit(None)
+            self._ready()
         return None
 
 
-async def run_watch(nc: Any, bucket: str, emit: Callable[[KvEntry | None], None]) -> None:
-    """Watch the bucket: ``emit`` gets its current entries (last per key), then ``None`` once
-    the initial state is delivered, then live updates, synchronously and in order. Runs until
-    cancelled; raises :class:`WatchBroken` on any loss of continuity (a gap, silence past
-    ``SILENCE_S``), or what ``emit`` raised.
+async def run_watch(nc: Any, bucket: str, on_entry: Callable[[KvEntry, bool], None],
+                    on_ready: Callable[[set[str]], None]) -> None:
+    """Watch the bucket: ``on_entry(entry, initial)`` gets its current entries (last per key,
+    ``initial`` True), ``on_ready(keys)`` the keys present once they are in, then
+    ``on_entry`` every live update; synchronously and in order. Runs until cancelled; raises
+    :class:`WatchBroken` on any loss of continuity (a gap, silence past ``SILENCE_S``), or
+    what a callback raised.
 
     On our own connection (:class:`~meshview.connect.LenientClient`) the watch's inbox is
     read directly from the parser; on any other it is an ordinary callback subscription."""
     js = nc.jetstream()
     stream = f"KV_{bucket}"
-    f = _Feed(bucket, emit)
+    f = _Feed(bucket, on_entry, on_ready)
     inbox = nc.new_inbox()
     direct = getattr(nc, "direct", None)
     if direct is not None:
@@ -194,7 +202,9 @@ async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
     """:func:`run_watch` as an iterator (for one-shot reads such as the roster of a sender):
     the bucket's entries, ``None`` once the initial state is in, then live updates."""
     queue: asyncio.Queue = asyncio.Queue()
-    task = asyncio.create_task(run_watch(nc, bucket, queue.put_nowait), name=f"read:{bucket}")
+    task = asyncio.create_task(
+        run_watch(nc, bucket, lambda e, initial: queue.put_nowait(e),
+                  lambda keys: queue.put_nowait(None)), name=f"read:{bucket}")
     task.add_done_callback(lambda t: queue.put_nowait(t))
     try:
         while True:
@@ -253,25 +263,12 @@ class KvWatch:
             try:
                 await self.js.key_value(self.bucket)  # BucketNotFoundError if absent
                 self.missing = False
-                keys: set[str] = set()
-                initial = True
 
-                def emit(e: KvEntry | None) -> None:
-                    nonlocal initial
-                    if e is None:
-                        if initial:
-                            initial = False
-                            self.on_ready(keys)
-                            self.ready.set()
-                        return
-                    if initial:
-                        if e.operation in (None, "PUT"):
-                            keys.add(e.key)
-                        else:
-                            keys.discard(e.key)
-                    self.on_entry(e, initial)
+                def ready(keys: set[str]) -> None:
+                    self.on_ready(keys)
+                    self.ready.set()
 
-                await run_watch(self.nc, self.bucket, emit)
+                await run_watch(self.nc, self.bucket, self.on_entry, ready)
                 return  # stopped
             except asyncio.CancelledError:
                 raise

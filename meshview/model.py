@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from meshview.feedring import FeedRing
-from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle
+from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
 from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
@@ -175,6 +175,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._resort: set[str] = set()
         # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
         self._live_seen: dict[str, float] | None = None
+        self._live_floor = float("inf")  # <= every value in ``_live_seen``
         self._names: dict[str, str] = {}
         self._watch_last: float | None = None  # receipt time of the last watch delivery
         self._initial_load = True
@@ -227,8 +228,18 @@ class MeshModel(RunsReducer, RosterReducer):
         self._stall_checked = 0.0
         self._stall_due = 0.0  # no agent can newly stall before this (model clock)
 
-        self.input_tap: InputTap | None = None  # sees every outermost input call (a recorder)
+        self._input_tap: InputTap | None = None
+        self.input_tap = None  # sees every outermost input call (a recorder)
         self._in_input = False  # a tapped input call is running (inner inputs are part of it)
+
+    @property
+    def input_tap(self) -> InputTap | None:
+        return self._input_tap
+
+    @input_tap.setter
+    def input_tap(self, tap: InputTap | None) -> None:
+        self._input_tap = tap
+        untapped(self, tap is not None)
 
     # ------------------------------------------------------------------ inputs
 
@@ -237,7 +248,7 @@ class MeshModel(RunsReducer, RosterReducer):
         """An input call while ``input_tap`` is set. Only the outermost call reaches the tap (a
         reducer calling another is one input), and the clock reads the call's receipt time
         throughout it, so the same call replays identically. A call that raises is not tapped."""
-        tap = self.input_tap
+        tap = self._input_tap
         if self._in_input or tap is None:
             return fn(self, *args, **kw)
         if args:

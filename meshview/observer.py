@@ -131,6 +131,7 @@ class Observer:
         self._last_publish = 0.0
         self._last_rebind = 0.0
         self._rebinding = False
+        self._said_stale = False  # we set the connection ``stale``: a delivery clears it
         self.registry = RegistryFold(self.model, self.buckets.channels)
         self.membership = MembershipFold(self.model, lambda: self.nc.is_connected)
         self.managers = ManagerLeases(self.model, self.buckets.manager)
@@ -440,6 +441,7 @@ class Observer:
                 pass
             if self.model.presence_view == "stale" and self.nc.is_connected:
                 self.model.set_connection("stale", detail="presence watch not answering")
+                self._said_stale = True
         finally:
             self._rebinding = False
 
@@ -477,8 +479,10 @@ class Observer:
                     lp[e.key] = p
                 else:
                     lp.pop(e.key, None)
-        if m.status.connection == "stale":
-            m.set_connection("connected")
+        if self._said_stale:  # (a flag: this runs 5k times a second at 10k agents)
+            self._said_stale = False
+            if m.status.connection == "stale":
+                m.set_connection("connected")
 
     def _on_presence_ready(self, keys: set[str]) -> None:
         m = self.model

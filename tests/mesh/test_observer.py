@@ -284,3 +284,40 @@ async def test_broker_restart_recovers_without_duplicates(fresh_broker):
         await hb.stop()
         await close(obs)
         await pub.close()
+
+
+async def test_presence_watch_is_read_from_the_parser_on_our_connection(broker, nc, space):
+    """On our own connection the presence watch takes each delivery straight from the parser
+    (no message object, queue or task per heartbeat); on any other connection it is an
+    ordinary callback subscription. Both read the same entries, deletes included, in order."""
+    from meshview import kvwatch
+    from meshview.wire import bucket_names
+
+    for i in range(30):
+        await put_presence(nc, space, presence(f"w{i:02d}", "working"))
+    kv = await nc.jetstream().key_value(bucket_names(space).presence)
+    await kv.delete("local.w07")
+    obs, model = await start_observer(broker.url, space, backfill=0)
+    try:
+        assert obs.nc._direct and len(obs.nc._direct) >= 1  # the watch's inbox is direct
+        await until(lambda: len(model.snapshot().agents) == 29)
+        assert model.peer("local.w07") is None  # deleted before we looked: never shown
+
+        async def read(conn) -> list:
+            out: list = []
+            agen = kvwatch.watch(conn, bucket_names(space).presence)
+            async for e in agen:
+                if e is None:
+                    break
+                out.append((e.key, e.operation))
+            await agen.aclose()
+            return out
+
+        direct, plain = await read(obs.nc), await read(nc)
+        assert type(nc).__name__ == "Client" and not hasattr(nc, "direct")  # the fallback
+        assert direct == plain and len(plain) == 30 and ("local.w07", "DEL") in plain
+        await put_presence(nc, space, presence("w07", "idle"))  # a live update, direct
+        await until(lambda: model.peer("local.w07").status == "idle")
+    finally:
+        await close(obs)
+    assert not obs.nc._direct  # every direct inbox was handed back
