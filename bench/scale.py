@@ -219,6 +219,27 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
             await asyncio.sleep(0.05)
         return time.monotonic() - t0
 
+    stalls: list[tuple[float, str]] = []  # (ms, callback) of every loop step over 20 ms
+    watching = False  # from the first key press on
+    if os.environ.get("SCALE_STALLS"):
+        import asyncio.events as aev
+
+        run = aev.Handle._run
+
+        def timed(h):  # the loop's one entry into a callback: time it
+            t = time.perf_counter()
+            try:
+                return run(h)
+            finally:
+                ms = (time.perf_counter() - t) * 1000
+                if ms > 20 and watching:
+                    owner = getattr(h._callback, "__self__", None)
+                    what = (getattr(owner.get_coro(), "__qualname__", "?")
+                            if isinstance(owner, asyncio.Task) else repr(h)[:120])
+                    stalls.append((ms, what))
+
+        aev.Handle._run = timed  # type: ignore[method-assign]
+
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
         roster = screen.query_one(Roster)
@@ -230,6 +251,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
             await asyncio.sleep(0.1)
         roster.focus()
         await pilot.pause()
+        watching = True
         lat: list[float] = []
         driver = app._driver
         from textual import events
@@ -257,6 +279,11 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
             if os.environ.get("SCALE_DEBUG"):
                 say(key, before, roster.cursor_index, lat[-1], app.focused)
         out["key_ms"] = lat
+        watching = False
+        if stalls:
+            for ms, what in sorted(stalls, reverse=True)[:12]:
+                say(f"stall {ms:.0f} ms: {what}")
+            say(f"{len(stalls)} loop steps over 20 ms during the presses and before")
         # NEEDS-YOU against the generator's truth
         open(os.path.join(tmp, "freeze"), "w").close()
         truth_path = os.path.join(tmp, "truth")

@@ -108,9 +108,13 @@ class ConsoleObserver(Observer):
         self.skills: Skills = {}
 
     def _on_presence(self, e: Any, initial: bool) -> None:
+        prev = self._last_presence.get(e.key)
         super()._on_presence(e, initial)
         if (e.operation or "PUT") != "PUT" or not e.value:
             return
+        cur = self._last_presence.get(e.key)
+        if prev is not None and cur is not None and cur.card == prev.card and e.key in self.skills:
+            return  # a heartbeat: the card, and so its skills, did not change
         try:
             rec = msgspec.json.decode(e.value)
             skills = rec.get("card", {}).get("skills") or []

@@ -310,8 +310,7 @@ class DmConversation:
     last_text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(msgspec.Struct, frozen=True, gc=False):
     """One hop-log edge: sender -> target traffic. ``target`` is ``#channel``,
     a peer id (dm) or ``@role`` (anycast)."""
 

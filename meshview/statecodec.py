@@ -153,6 +153,9 @@ def decode(v: Any) -> Any:
                         object.__setattr__(obj, f.name, f.default)
                     elif f.default_factory is not dataclasses.MISSING:
                         object.__setattr__(obj, f.name, f.default_factory())
+        after = getattr(obj, "_after_restore", None)
+        if after is not None:  # an object that derives working state from what was written
+            after()
         return obj
     # a plain dict whose first key happens to start with "$" is always written as "$d"
     raise ValueError(f"unknown tag {next(iter(v))!r}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Callable
 
 from meshview.feedring import keep_text
@@ -17,6 +18,7 @@ DM_LOG_CAP = 1000
 DM_CONV_CAP = 4096
 TOPO_RECENT_CAP = 2000
 TOPO_EDGE_CAP = 4096
+_COUNT = attrgetter("count")
 
 
 @dataclass(slots=True)
@@ -88,14 +90,28 @@ class HopLog:
     def __init__(self) -> None:
         self._edges: OrderedDict[tuple[str, str, str], list] = OrderedDict()
         self._hops: deque[Hop] = deque(maxlen=TOPO_RECENT_CAP)
+        # what :meth:`topology` handed out, kept: each edge's row, the edges moved since, and
+        # the last answer (None: something moved). A snapshot is taken 30 times a second and
+        # 4096 edges were 4096 new rows in each
+        self._after_restore()
+
+    def _after_restore(self) -> None:
+        """The kept rows start again from the edges (also after a checkpoint's restore)."""
+        self._rows: dict[tuple[str, str, str], Edge] = {}
+        self._moved: set[tuple[str, str, str]] = set(self._edges)
+        self._topo: Topology | None = None
 
     def hop(self, ts: float, f: str, to: str, kind: FeedKind, historical: bool) -> None:
         key = (f, to, kind)
         e = self._edges.get(key)
+        self._moved.add(key)
+        self._topo = None
         if e is None:
             self._edges[key] = [1, ts]
             if len(self._edges) > TOPO_EDGE_CAP:
-                self._edges.popitem(last=False)
+                gone, _ = self._edges.popitem(last=False)
+                self._rows.pop(gone, None)
+                self._moved.discard(gone)
         else:
             e[0] += 1
             if ts > e[1]:
@@ -115,11 +131,19 @@ class HopLog:
         log = cls()
         log._edges = OrderedDict(((f, t, k), [n, ts]) for f, t, k, n, ts in state["edges"])
         log._hops.extend(state["hops"])
+        log._after_restore()
         return log
 
     def topology(self) -> Topology:
-        edges = tuple(sorted(
-            (Edge(f, t, k, v[0], v[1]) for (f, t, k), v in self._edges.items()),  # type: ignore[arg-type]
-            key=lambda e: -e.count,
-        ))
-        return Topology(edges, tuple(self._hops))
+        """Edges by count, most first (equal counts least recently used first), and the
+        recent hops. Only the edges moved since the last call get a new row."""
+        if self._topo is None:
+            rows, edges = self._rows, self._edges
+            for key in self._moved:
+                n, ts = edges[key]
+                rows[key] = Edge(key[0], key[1], key[2], n, ts)  # type: ignore[arg-type]
+            self._moved.clear()
+            self._topo = Topology(
+                tuple(sorted(map(rows.__getitem__, edges), key=_COUNT, reverse=True)),
+                tuple(self._hops))
+        return self._topo

@@ -11,9 +11,11 @@ cursor, paging, scrolling and the Strip cache work unchanged.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate, compress
 from operator import is_not
+from time import perf_counter
 from typing import Any, Hashable
 
 from rich.style import Style
@@ -25,6 +27,8 @@ from widgets.line_list import LineList
 
 
 STRIP_MEMO = 2048
+SLICE_S = 0.004  # a slice of the ages' re-measure holds the loop at most this long
+SLICE_GAP_S = 0.01  # ... and the loop runs at least this long between slices
 
 
 class _Items(Sequence):
@@ -77,8 +81,13 @@ class LazyLineList(LineList):
         self._keys: list[Hashable] = []
         self._data: list[Any] = []
         self._built: dict[int, list[Text]] = {}
-        self._measured: dict[Hashable, tuple[Any, int]] = {}
+        self._mdata: dict[Hashable, Any] = {}  # the data object each key was last measured for
+        self._mh: dict[Hashable, int] = {}  # ... and the height it measured
+        self._index: dict[Hashable, int] = {}  # key -> item index in the current order
         self._epoch: Any = None
+        self._ages: Any = None
+        self._stale: deque[Hashable] = deque()  # keys measured before the ages last moved
+        self._slicing = False
         self._order: tuple | None = None
         self._strips: dict[tuple, Strip] = {}  # rendered lines by content (see _strip)
         self._heights: list[int] = []
@@ -89,6 +98,12 @@ class LazyLineList(LineList):
         return ()
 
     def epoch(self) -> Any:
+        return None
+
+    def ages(self) -> Any:
+        """A value that moves when the clock the items' text reads moves (the second ages are
+        stamped at). Every item may read differently then, but its height rarely changes: the
+        shown items are measured again at once, the rest in slices (see ``_measure_slice``)."""
         return None
 
     def prepare(self) -> None:
@@ -117,30 +132,46 @@ class LazyLineList(LineList):
     # -- the lazy rebuild ----------------------------------------------------------------
 
     def rebuild(self) -> None:
+        """Take the subclass's items. Only items whose data object changed are measured (the
+        walk over 10k items is done by ``map`` in C); a new :meth:`epoch` or width measures
+        every item; new :meth:`ages` alone measure the shown items now and the rest in
+        slices, keeping their last height until then."""
         width = self.content_width
         epoch = (self.epoch(), width)
+        ages = self.ages()
         order = self.order()
         if order is not None and order is self._order and epoch == self._epoch:
+            if ages != self._ages:
+                self._ages_moved(ages, width)
             self._refresh_changed(width)
             return
         self._order = order
         self._built_width = width
+        self.prepare()
         if order is not None:
-            self.prepare()
             keys, data = list(order), list(self.data())
         else:
-            self.prepare()
             src = self.source()
             keys, data = [k for k, _ in src], [d for _, d in src]
-        old = self._measured if epoch == self._epoch else {}
+        if epoch != self._epoch:  # everything may measure differently: measure everything
+            self._mdata, self._mh = {}, {}
+            self._stale.clear()
+            self._ages = ages
+        elif ages != self._ages:
+            self._ages = ages
+            self._stale = deque(keys)  # measured again in slices; the shown ones below
         self._epoch = epoch
-        get = old.get
+        mdata, mh = self._mdata, self._mh
+        heights = list(map(mh.get, keys))
         measure = self.measure
-        heights = [m[1] if (m := get(k)) is not None and m[0] is d else max(1, measure(d, width))
-                   for k, d in zip(keys, data)]
-        measured = dict(zip(keys, zip(data, heights)))
-        self._measured = measured
+        for i in compress(range(len(keys)), map(is_not, data, map(mdata.get, keys))):
+            d, k = data[i], keys[i]
+            h = heights[i] = max(1, measure(d, width))
+            mdata[k], mh[k] = d, h
+        if len(mdata) > 2 * len(keys) + 64:  # keys that left, forgotten (bounded)
+            self._mdata, self._mh = dict(zip(keys, data)), dict(zip(keys, heights))
         self._keys, self._data, self._heights = keys, data, heights
+        self._index = dict(zip(keys, range(len(keys))))
         self._built = {}
         self._starts = [0, *accumulate(heights)][:-1] if heights else []
         total = sum(heights)
@@ -152,17 +183,98 @@ class LazyLineList(LineList):
             self._lines = _Lines(self, total)  # type: ignore[assignment]
         self._cache.clear()
         moved = False
-        if self.cursor_key in measured:
-            if not (self._cursor < len(keys) and keys[self._cursor] == self.cursor_key):
-                self._cursor = keys.index(self.cursor_key)
+        at = self._index.get(self.cursor_key)
+        if at is not None:
+            if at != self._cursor:
+                self._cursor = at
                 moved = True  # re-sorted under the cursor: it stays on its item
         else:
             self._cursor = min(self._cursor, max(0, len(keys) - 1))
             self.cursor_key = keys[self._cursor] if keys else None
         self.virtual_size = Size(width, total)
+        if self._stale:
+            self._remeasure(self._shown(), width)
+            self._start_slices()
         if moved:
             self.scroll_to_cursor()
         self.refresh()
+
+    def _shown(self) -> list[int]:
+        """The items on screen now (and the cursor's), by the current heights."""
+        if not self._starts:
+            return []
+        top = self.scroll_offset.y
+        rows = self.scrollable_content_region.height or self.size.height or 1
+        lo = max(0, bisect_right(self._starts, top) - 1)
+        hi = bisect_right(self._starts, top + rows)
+        out = list(range(lo, min(hi, len(self._starts))))
+        if 0 <= self._cursor < len(self._starts) and self._cursor not in out:
+            out.append(self._cursor)
+        return out
+
+    def _ages_moved(self, ages: Any, width: int) -> None:
+        """Same items, same order, the ages' second moved: every item reads differently, so
+        no built line or cached row holds; the shown items are measured again now, the rest
+        in slices."""
+        self._ages = ages
+        self._built = {}
+        self._cache.clear()
+        self._stale = deque(self._keys)
+        self._remeasure(self._shown(), width)
+        self._start_slices()
+        self.refresh()
+
+    def _remeasure(self, items: Sequence[int], width: int) -> bool:
+        """Measure these items again; a changed height moves every row below (True)."""
+        keys, data, heights, mh, mdata = self._keys, self._data, self._heights, self._mh, self._mdata
+        moved = False
+        for i in items:
+            d, k = data[i], keys[i]
+            h = max(1, self.measure(d, width))
+            mdata[k], mh[k] = d, h
+            if h != heights[i]:
+                heights[i] = h
+                self._built.pop(i, None)
+                moved = True
+        if moved:
+            self._relayout(width)
+        return moved
+
+    def _relayout(self, width: int) -> None:
+        heights = self._heights
+        self._starts = [0, *accumulate(heights)][:-1] if heights else []
+        total = sum(heights)
+        self._lines = _Lines(self, total)  # type: ignore[assignment]
+        self._cache.clear()
+        self.virtual_size = Size(width, total)
+        self.refresh()
+
+    def _start_slices(self) -> None:
+        if not self._slicing and self._stale:
+            self._slicing = True
+            self.set_timer(SLICE_GAP_S, self._measure_slice)
+
+    def _measure_slice(self) -> None:
+        """Measure stale items for at most ``SLICE_S``, then give the loop back: the ages'
+        re-measure of a 10k roster is a few ms at a time, never one long stall."""
+        self._slicing = False
+        stale, index = self._stale, self._index
+        if not stale or not self.is_mounted:
+            return
+        end = perf_counter() + SLICE_S
+        batch: list[int] = []
+        while stale:
+            i = index.get(stale.popleft())
+            if i is not None:
+                batch.append(i)
+            if len(batch) >= 64:
+                self._remeasure(batch, self._built_width)
+                batch = []
+                if perf_counter() > end:
+                    break
+        if batch:
+            self._remeasure(batch, self._built_width)
+        self._start_slices()
 
     def _refresh_changed(self, width: int) -> None:
         """Same items in the same order: measure again only the items whose data object was
@@ -178,23 +290,18 @@ class LazyLineList(LineList):
         if not changed:
             return
         self._data = data = list(data)
-        keys, heights, measured, built = self._keys, self._heights, self._measured, self._built
+        keys, heights, mh, mdata, built = self._keys, self._heights, self._mh, self._mdata, self._built
         moved = False
         for i in changed:
             d = data[i]
             h = max(1, self.measure(d, width))
-            measured[keys[i]] = (d, h)
+            mdata[keys[i]], mh[keys[i]] = d, h
             built.pop(i, None)
             if h != heights[i]:
                 heights[i] = h
                 moved = True
         if moved:
-            self._starts = [0, *accumulate(heights)][:-1]
-            total = sum(heights)
-            self._lines = _Lines(self, total)  # type: ignore[assignment]
-            self._cache.clear()
-            self.virtual_size = Size(width, total)
-            self.refresh()
+            self._relayout(width)
             return
         top = self.scroll_offset.y
         bottom = top + (self.scrollable_content_region.height or self.size.height or 1)

@@ -195,7 +195,10 @@ class Roster(LazyLineList):
         return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
-        return (self._now, self.wide, self._managed_version, self._stalled_key)
+        return (self.wide, self._managed_version, self._stalled_key)
+
+    def ages(self) -> object:
+        return self._now
 
     def _seat(self, p: Peer) -> Any:
         by_id = self._seat_by_id

@@ -220,7 +220,7 @@ class TriageScreen(ShellScreen):
             card = self._agent_card(n, snap, said.get(n.id), seat is not None)
             if seat is not None and ("agent", n.id) in visible and len(want) < MAX_PEEKS:
                 want[n.name] = seat.instance_id
-            self._answer_note(card, n, now)
+            self._answer_note(card, n, now, snap.now)
             card.viewers = self.viewers.get(n.name, "")
             cards.append(card)
         self._sync_peeks(want)
@@ -278,12 +278,12 @@ class TriageScreen(ShellScreen):
                 self._said = {k: v for k, v in self._said.items() if k in ids}
         return {i: self._said[i] for i in ids if i in self._said}
 
-    def _answer_note(self, card: AgentCard, n: NeedsYou, now: float) -> None:
+    def _answer_note(self, card: AgentCard, n: NeedsYou, now: float, snap_now: float) -> None:
         a = self.answers.get(n.id)
         if a is None:
             return
-        since = n.condition_age_ms
-        if a.since is not None and since is not None and (now * 1000 - since) > a.since + 500:
+        age = n.condition_age_ms
+        if a.since is not None and age is not None and (snap_now - age) > a.since + 500:
             del self.answers[n.id]  # waiting on a new question since: a fresh card
             return
         ago = now - a.at
@@ -449,7 +449,10 @@ class TriageScreen(ShellScreen):
         console = self.shell.console_screen()
         snap = console.snap if console is not None else None
         n = next((x for x in snap.signals.needs_you if x.id == p.peer_id), None) if snap else None
-        since = (time.time() * 1000 - n.condition_age_ms) if n is not None and n.condition_age_ms is not None else None
+        # the condition's own stamp, on the snapshot's clock (not ours: a snapshot is up to a
+        # drain or a second old, which the age alone does not say)
+        since = (snap.now - n.condition_age_ms
+                 if snap is not None and n is not None and n.condition_age_ms is not None else None)
 
         async def work() -> None:
             from cotal_tui.actionlog import action_log
