@@ -236,6 +236,10 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
                     owner = getattr(h._callback, "__self__", None)
                     what = (getattr(owner.get_coro(), "__qualname__", "?")
                             if isinstance(owner, asyncio.Task) else repr(h)[:120])
+                    frame = getattr(getattr(owner, "get_coro", lambda: None)(), "cr_frame", None)
+                    timer = frame.f_locals.get("self") if frame is not None else None
+                    if timer is not None and hasattr(timer, "_callback"):  # a Textual timer
+                        what += f" {getattr(timer, 'name', '')} {getattr(timer._callback, '__qualname__', '')}"
                     stalls.append((ms, what))
 
         aev.Handle._run = timed  # type: ignore[method-assign]

@@ -113,7 +113,7 @@ class ConsoleObserver(Observer):
         if (e.operation or "PUT") != "PUT" or not e.value:
             return
         cur = self._last_presence.get(e.key)
-        if prev is not None and cur is not None and cur.card == prev.card and e.key in self.skills:
+        if prev is not None and cur is not None and cur.card == prev.card:
             return  # a heartbeat: the card, and so its skills, did not change
         try:
             rec = msgspec.json.decode(e.value)
@@ -124,6 +124,9 @@ class ConsoleObserver(Observer):
                     out.append((str(s.get("name") or s.get("id") or "?")[:64],
                                 str(s.get("description") or "")[:200]))  # bounded
         except Exception:  # noqa: BLE001 - the observer already judged the record
+            return
+        if not out:  # most cards list none: nothing kept, so the cap holds those that do
+            self.skills.pop(e.key, None)
             return
         if len(self.skills) >= SKILLS_CAP and e.key not in self.skills:
             self.skills.pop(next(iter(self.skills)))

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate, compress
-from operator import is_not
+from operator import is_not, ne
 from time import perf_counter
 from typing import Any, Hashable
 
@@ -224,30 +224,41 @@ class LazyLineList(LineList):
         self._start_slices()
         self.refresh()
 
-    def _remeasure(self, items: Sequence[int], width: int) -> bool:
-        """Measure these items again; a changed height moves every row below (True)."""
+    def _remeasure(self, items: Sequence[int], width: int) -> None:
+        """Measure these items again and lay the rows out again if a height changed (rows
+        above the screen that moved scroll the view by as much: what is shown stays put)."""
         keys, data, heights, mh, mdata = self._keys, self._data, self._heights, self._mh, self._mdata
-        moved = False
+        shown = self._shown()
+        top = min(shown) if shown else 0
+        shift, moved = 0, False
         for i in items:
             d, k = data[i], keys[i]
             h = max(1, self.measure(d, width))
             mdata[k], mh[k] = d, h
             if h != heights[i]:
+                if i < top:
+                    shift += h - heights[i]
                 heights[i] = h
                 self._built.pop(i, None)
                 moved = True
         if moved:
-            self._relayout(width)
-        return moved
+            self._relayout(width, shift, everything=True)
 
-    def _relayout(self, width: int) -> None:
+    def _relayout(self, width: int, shift: int = 0, *, everything: bool = False) -> None:
+        """Lay the rows out again from the heights. Rows above the screen that grew or shrank
+        by ``shift`` scroll the view by as much, so what is on screen stays put; unless
+        ``everything`` (shown items changed), rows on screen keep their cached lines."""
         heights = self._heights
         self._starts = [0, *accumulate(heights)][:-1] if heights else []
         total = sum(heights)
         self._lines = _Lines(self, total)  # type: ignore[assignment]
-        self._cache.clear()
+        if everything or shift:
+            self._cache.clear()
         self.virtual_size = Size(width, total)
-        self.refresh()
+        if shift:
+            self.scroll_to(y=max(0, self.scroll_offset.y + shift), animate=False, force=True)
+        if everything or shift:
+            self.refresh()
 
     def _start_slices(self) -> None:
         if not self._slicing and self._stale:
@@ -256,24 +267,43 @@ class LazyLineList(LineList):
 
     def _measure_slice(self) -> None:
         """Measure stale items for at most ``SLICE_S``, then give the loop back: the ages'
-        re-measure of a 10k roster is a few ms at a time, never one long stall."""
+        re-measure of a 10k roster is a few ms at a time, never one long stall. A height that
+        changed off screen waits in ``_mh`` and all of them are laid out once, when the queue
+        is done (or by the next full rebuild): one layout a second, not one per slice."""
         self._slicing = False
         stale, index = self._stale, self._index
         if not stale or not self.is_mounted:
             return
         end = perf_counter() + SLICE_S
-        batch: list[int] = []
+        width = self._built_width
+        keys, data, heights, mh, mdata = self._keys, self._data, self._heights, self._mh, self._mdata
+        measure = self.measure
+        shown = set(self._shown())
+        on_screen: list[int] = []
+        n = 0
         while stale:
             i = index.get(stale.popleft())
-            if i is not None:
-                batch.append(i)
-            if len(batch) >= 64:
-                self._remeasure(batch, self._built_width)
-                batch = []
-                if perf_counter() > end:
-                    break
-        if batch:
-            self._remeasure(batch, self._built_width)
+            if i is None:
+                continue
+            d, k = data[i], keys[i]
+            h = mh[k] = max(1, measure(d, width))
+            mdata[k] = d
+            if h != heights[i] and i in shown:
+                on_screen.append(i)
+            n += 1
+            if n % 32 == 0 and perf_counter() > end:
+                break
+        if on_screen:
+            self._remeasure(on_screen, width)  # shown rows exact at once (rare)
+        if not stale:
+            new = list(map(mh.get, keys))
+            if new != heights:
+                top = min(shown) if shown else 0
+                shift = sum(new[:top]) - sum(heights[:top])
+                self._heights = new
+                for i in compress(range(len(new)), map(ne, new, heights)):
+                    self._built.pop(i, None)
+                self._relayout(width, shift)
         self._start_slices()
 
     def _refresh_changed(self, width: int) -> None:
@@ -301,7 +331,7 @@ class LazyLineList(LineList):
                 heights[i] = h
                 moved = True
         if moved:
-            self._relayout(width)
+            self._relayout(width, everything=True)
             return
         top = self.scroll_offset.y
         bottom = top + (self.scrollable_content_region.height or self.size.height or 1)
