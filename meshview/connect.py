@@ -64,6 +64,7 @@ PING_INTERVAL = 10
 MAX_OUTSTANDING_PINGS = 2
 BACKOFF_BASE = 0.25
 BACKOFF_CAP = 5.0
+YIELD_EVERY = 64  # deliveries handed on in a row before a direct or callback read yields
 
 
 class LenientClient(NATS):
@@ -114,7 +115,7 @@ class LenientClient(NATS):
         if fc:
             await self.publish(fc, b"")
         self._direct_run += 1
-        if self._direct_run >= 64:  # one socket read can hold hundreds: let the loop breathe
+        if self._direct_run >= YIELD_EVERY:  # one socket read holds hundreds: let the loop run
             self._direct_run = 0
             await asyncio.sleep(0)
 

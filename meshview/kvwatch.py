@@ -20,13 +20,12 @@ import msgspec
 from nats.js import api
 from nats.js.errors import BucketNotFoundError
 
-from meshview.connect import events_of, short_error
+from meshview.connect import YIELD_EVERY, events_of, short_error
 from meshview.tasks import reap
 
 IDLE_HEARTBEAT_S = 5.0
 SILENCE_S = 3 * IDLE_HEARTBEAT_S
 MAX_QUEUED = 100_000  # deliveries a callback subscription may hold before it drops (a gap)
-YIELD_EVERY = 64  # deliveries handled in a row before the watch yields to the loop
 
 
 class WatchBroken(RuntimeError):

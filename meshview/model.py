@@ -119,10 +119,10 @@ class _Burst:
     thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
 
 
-
 def _order_key(p: Peer) -> tuple:
     """A row's place in the roster: agents first, then by status block, name, id."""
     return (p.kind != "agent", STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)
+
 
 class MeshModel(RunsReducer, RosterReducer):
     """The MeshView state machine. Single-threaded: call from one event loop.

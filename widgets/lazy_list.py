@@ -224,9 +224,10 @@ class LazyLineList(LineList):
         self._start_slices()
         self.refresh()
 
-    def _remeasure(self, items: Sequence[int], width: int) -> None:
-        """Measure these items again and lay the rows out again if a height changed (rows
-        above the screen that moved scroll the view by as much: what is shown stays put)."""
+    def _remeasure(self, items: Sequence[int], width: int) -> bool:
+        """Measure these items again (their built lines go) and lay the rows out again if a
+        height changed (True; rows above the screen that moved scroll the view by as much:
+        what is shown stays put)."""
         keys, data, heights, mh, mdata = self._keys, self._data, self._heights, self._mh, self._mdata
         shown = self._shown()
         top = min(shown) if shown else 0
@@ -235,14 +236,15 @@ class LazyLineList(LineList):
             d, k = data[i], keys[i]
             h = max(1, self.measure(d, width))
             mdata[k], mh[k] = d, h
+            self._built.pop(i, None)
             if h != heights[i]:
                 if i < top:
                     shift += h - heights[i]
                 heights[i] = h
-                self._built.pop(i, None)
                 moved = True
         if moved:
             self._relayout(width, shift, everything=True)
+        return moved
 
     def _relayout(self, width: int, shift: int = 0, *, everything: bool = False) -> None:
         """Lay the rows out again from the heights. Rows above the screen that grew or shrank
@@ -285,16 +287,16 @@ class LazyLineList(LineList):
             i = index.get(stale.popleft())
             if i is None:
                 continue
+            if i in shown:
+                on_screen.append(i)  # measured below, laid out at once if it moved
+                continue
             d, k = data[i], keys[i]
-            h = mh[k] = max(1, measure(d, width))
-            mdata[k] = d
-            if h != heights[i] and i in shown:
-                on_screen.append(i)
+            mh[k], mdata[k] = max(1, measure(d, width)), d
             n += 1
             if n % 32 == 0 and perf_counter() > end:
                 break
         if on_screen:
-            self._remeasure(on_screen, width)  # shown rows exact at once (rare)
+            self._remeasure(on_screen, width)  # shown rows are exact at once
         if not stale:
             new = list(map(mh.get, keys))
             if new != heights:
@@ -319,20 +321,10 @@ class LazyLineList(LineList):
         changed = list(compress(range(len(data)), map(is_not, data, old)))
         if not changed:
             return
-        self._data = data = list(data)
-        keys, heights, mh, mdata, built = self._keys, self._heights, self._mh, self._mdata, self._built
-        moved = False
-        for i in changed:
-            d = data[i]
-            h = max(1, self.measure(d, width))
-            mdata[keys[i]], mh[keys[i]] = d, h
-            built.pop(i, None)
-            if h != heights[i]:
-                heights[i] = h
-                moved = True
-        if moved:
-            self._relayout(width, everything=True)
+        self._data = list(data)
+        if self._remeasure(changed, width):
             return
+        heights = self._heights
         top = self.scroll_offset.y
         bottom = top + (self.scrollable_content_region.height or self.size.height or 1)
         starts, cache = self._starts, self._cache
