@@ -317,7 +317,8 @@ async def test_presence_watch_is_read_from_the_parser_on_our_connection(broker, 
         assert type(nc).__name__ == "Client" and not hasattr(nc, "direct")  # the fallback
         assert direct == plain and len(plain) == 30 and ("local.w07", "DEL") in plain
         await put_presence(nc, space, presence("w07", "idle"))  # a live update, direct
-        await until(lambda: model.peer("local.w07").status == "idle")
+        await until(lambda: getattr(model.peer("local.w07"), "status", None) == "idle",
+                    what="w07 back, live")
     finally:
         await close(obs)
     assert not obs.nc._direct  # every direct inbox was handed back
