@@ -87,30 +87,33 @@ class LenientClient(NATS):
             return
         await super()._process_err(err_msg)
 
-    _direct: dict[int, Callable[[str, str, bytes, Any], str | None]] | None = None
+    _direct: dict[int, tuple[Callable[[str, str, bytes, Any], str | None], bool]] | None = None
     _direct_run = 0
 
-    def direct(self, sub: Any, feed: Callable[[str, str, bytes, Any], str | None]) -> None:
+    def direct(self, sub: Any, feed: Callable[[str, str, bytes, Any], str | None],
+               headers: bool = True) -> None:
         """Hand ``sub``'s deliveries to ``feed(subject, reply, data, headers)`` as the parser
         reads them, skipping the message object, the subscription's queue and its task (a
-        presence watch at 10k agents takes 5k deliveries a second). ``feed`` is synchronous,
-        must not raise, and returns a subject to publish an empty reply to (flow control) or
-        None. Headers are nats-py's parsed dict, or None."""
+        presence watch at 10k agents takes 5k deliveries a second, a channel flood far more).
+        ``feed`` is synchronous, must not raise, and returns a subject to publish an empty
+        reply to (flow control) or None. Headers are nats-py's parsed dict, or None; with
+        ``headers=False`` they are not parsed at all (a reader that never looks at them)."""
         if self._direct is None:
             self._direct = {}
-        self._direct[sub._id] = feed
+        self._direct[sub._id] = (feed, headers)
 
     def undirect(self, sub: Any) -> None:
         if self._direct:
             self._direct.pop(sub._id, None)
 
     async def _process_msg(self, sid, subject, reply, data, headers):  # noqa: D401 - override
-        feed = self._direct.get(sid) if self._direct else None
-        if feed is None or sid not in self._subs:
+        route = self._direct.get(sid) if self._direct else None
+        if route is None or sid not in self._subs:
             return await super()._process_msg(sid, subject, reply, data, headers)
+        feed, parse = route
         self.stats["in_msgs"] += 1
         self.stats["in_bytes"] += len(data)
-        hdr = await self._process_headers(headers) if headers else None
+        hdr = await self._process_headers(headers) if headers and parse else None
         fc = feed(subject.decode("utf-8", "replace"), reply.decode("utf-8", "replace"), data, hdr)
         if fc:
             await self.publish(fc, b"")

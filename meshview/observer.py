@@ -238,10 +238,7 @@ class Observer:
         for w in self._watches:
             await w.stop()
         for s in list(self._subs.values()):
-            try:
-                await s.unsubscribe()
-            except Exception:
-                pass
+            await self._unsub(s)
         self._subs.clear()
         self._apply_pending()
         self.model.flush_bursts()
@@ -270,10 +267,22 @@ class Observer:
     async def _sub(self, subj: str) -> None:
         if subj in self._subs:
             return
-        self._subs[subj] = await self.nc.subscribe(
+        sub = self._subs[subj] = await self.nc.subscribe(
             subj, cb=self._on_tap, pending_msgs_limit=1_000_000,
             pending_bytes_limit=512 * 1024 * 1024,
         )
+        direct = getattr(self.nc, "direct", None)
+        if direct is not None:  # our client: frames go from its parser straight to the queue
+            direct(sub, self._tap_frame, headers=False)
+
+    async def _unsub(self, sub: Any) -> None:
+        undirect = getattr(self.nc, "undirect", None)
+        if undirect is not None:
+            undirect(sub)
+        try:
+            await sub.unsubscribe()
+        except Exception:
+            pass
 
     def _publish_tap(self) -> None:
         live = [s for s in self._subs if s not in self._denied]
@@ -292,11 +301,7 @@ class Observer:
         if subj not in self._subs or subj in self._denied:
             return
         self._denied.add(subj)
-        sub = self._subs.pop(subj)
-        try:
-            await sub.unsubscribe()
-        except Exception:
-            pass
+        await self._unsub(self._subs.pop(subj))
         if subj == space_pattern(self.space):
             # the whole-space tap is denied under auth: fall back to the admin taps
             for t in tap_subjects(self.space, admin=self.opts.dms):
@@ -304,23 +309,26 @@ class Observer:
         self._publish_tap()
 
     async def _on_tap(self, msg: Any) -> None:
-        # The transport callback: one bounded append. Decoding happens in the drain's slices,
-        # so a backlog is raw bytes (few GC-tracked objects) and an overflow wastes no work.
-        q = self._q
-        data = msg.data
-        self._q_bytes += len(data)
-        while q and (len(q) >= self.opts.queue_cap or self._q_bytes > self.opts.queue_bytes):
-            # the oldest frame goes: the view stays current, the gap is counted
-            self._q_bytes -= len(q.popleft()[1])
-            self.queue_dropped += 1
-        q.append((msg.subject, data))
-        if not self._wake.is_set():
-            self._wake.set()
+        # The callback of a client that cannot hand frames over directly (``_tap_frame``)
+        self._tap_frame(msg.subject, "", msg.data, None)
         # nats-py runs this callback for every queued frame without yielding; bound that run
         self._tap_run += 1
         if self._tap_run >= TAP_YIELD:
             self._tap_run = 0
             await asyncio.sleep(0)
+
+    def _tap_frame(self, subject: str, reply: str, data: bytes, headers: Any) -> None:
+        # One tap frame: one bounded append. Decoding happens in the drain's slices, so a
+        # backlog is raw bytes (few GC-tracked objects) and an overflow wastes no work.
+        q = self._q
+        self._q_bytes += len(data)
+        while q and (len(q) >= self.opts.queue_cap or self._q_bytes > self.opts.queue_bytes):
+            # the oldest frame goes: the view stays current, the gap is counted
+            self._q_bytes -= len(q.popleft()[1])
+            self.queue_dropped += 1
+        q.append((subject, data))
+        if not self._wake.is_set():
+            self._wake.set()
 
     async def _drain(self) -> None:
         while True:

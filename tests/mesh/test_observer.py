@@ -322,3 +322,37 @@ async def test_presence_watch_is_read_from_the_parser_on_our_connection(broker, 
     finally:
         await close(obs)
     assert not obs.nc._direct  # every direct inbox was handed back
+
+
+async def test_tap_frames_are_read_from_the_parser_on_our_connection(broker, nc, space):
+    """On our own connection the live taps hand each frame from the parser to the observer's
+    queue (no message object or task per frame); on any other connection the same taps are
+    callback subscriptions. Both land the same rows in the same order, headers or none, and a
+    stopped observer hands every direct route back."""
+    obs, model = await start_observer(broker.url, space, backfill=0)
+    plain_model = MeshModel(space)
+    plain = Observer(nc, space, plain_model, options=ObserverOptions(backfill=0))
+    await plain.start()
+    try:
+        taps = {s._id for s in obs._subs.values()}
+        assert taps and taps <= set(obs.nc._direct)  # every tap is direct on our client
+        assert not hasattr(nc, "direct")  # the plain client: the callback path
+        sent = []
+        for i in range(300):
+            m = await post(nc, space, "ada", "general", f"tap {i}", js=i % 2 == 0)
+            sent.append(m["id"])
+        sent.append((await dm(nc, space, "bram", "ada", "a dm"))["id"])
+        sent.append((await anycast(nc, space, "bram", "review", "anyone?"))["id"])
+
+        def ids(mdl):
+            return [e.id for e in mdl.snapshot().feed if e.id in set(sent)]
+
+        await until(lambda: len(ids(model)) == len(sent) and len(ids(plain_model)) == len(sent),
+                    timeout=15, what="every frame on both")
+        assert ids(model) == ids(plain_model)  # the DM lands when its burst window closes
+        assert ids(model)[:300] == sent[:300] and sorted(ids(model)) == sorted(sent)
+        assert [e.text for e in model.snapshot().feed if e.id == sent[5]] == ["tap 5"]
+    finally:
+        await plain.stop()
+        await close(obs)
+    assert not obs.nc._direct  # every direct route (taps and watches) was handed back
