@@ -252,7 +252,8 @@ def main() -> None:
         ro = json.loads(obs.communicate(timeout=120)[0].strip().splitlines()[-1])
         rate_b = rb["count"] / max(rb["seconds"], 1e-9)
         rate_o = ro["count"] / max(ro["seconds"], 1e-9)
-        print(f"ingest ({n} channel messages, same flood, separate processes)")
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"ingest ({n} channel messages, same flood, separate processes; load {load})")
         print(f"  bare nats-py subscriber : {rb['count']:>8} msgs  {rate_b:>10,.0f} msg/s")
         print(f"  observer (decode+model) : {ro['count']:>8} msgs  {rate_o:>10,.0f} msg/s"
               f"  (feed ring {ro['feed']}, rejections {ro['rejections'] or 0})")
