@@ -316,12 +316,9 @@ class MeshModel(RunsReducer, RosterReducer):
         return self._land(FeedEntry(index=self._ring.end, **kw))
 
     def _land(self, e: FeedEntry) -> FeedEntry:
-        if self.record_events:
-            self._emit(e)  # the line stream gets the row as it came (exact text)
+        self._emit(e)  # the line stream gets the row as it came (exact text)
         e = self._ring.push(e)
-        self.version += 1  # _touch, written out
-        self.dirty = True
-        self._snap = None
+        self._touch()
         return e
 
     def seen(self, message_id: str) -> bool:

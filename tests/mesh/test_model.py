@@ -347,3 +347,29 @@ def test_meshview_imports_no_ui():
             "('textual','rich')]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("kind", ["channel", "anycast"])
+def test_a_landed_row_holds_every_field_it_was_given(m, clock, kind):
+    """The channel/anycast row is built positionally (the hot path): each field lands in its
+    own slot, threaded or not, equal to the same row built by keyword."""
+    from meshview.snapshot import FeedEntry
+
+    m.apply_message(kind="channel", id="orig", ts=1.0, from_id="local.a", from_name="a",
+                    text="the original\nsecond line", channel="general")
+    route = {"channel": "ops"} if kind == "channel" else {"to_service": "review"}
+    for mid, thread in (("plain", {}), ("threaded", {
+            "reply_to": "orig", "wire_context_id": "ctx-1", "mentions": ["bram", "cy"]})):
+        assert m.apply_message(kind=kind, id=mid, ts=2.0, from_id="local.ada", from_name="ada",
+                               from_role="lead", text="hello", parts=[{"kind": "text"}],
+                               received=5.0, context_id="ctx-9", **route, **thread)
+        row = m.snapshot().feed[-1]
+        want = FeedEntry(
+            index=row.index, id=mid, ts=2.0, received=5.0, kind=kind, from_id="local.ada",
+            from_name="ada", from_role="lead", text="hello", parts=({"kind": "text"},),
+            ids=(mid,), context_id="ctx-9", channel=route.get("channel"),
+            to_service=route.get("to_service"), reply_to=thread.get("reply_to"),
+            wire_context_id=thread.get("wire_context_id"),
+            mentions=tuple(thread.get("mentions", ())),
+            reply_excerpt="the original" if thread else None)
+        assert row == want
