@@ -43,6 +43,7 @@ from meshview.wire.names import bucket_names, space_token
 from .broker import server_version, too_old
 from .endpoint import EndpointClient, Reply
 from .rail import PEER_SILENT, Rail, RailError, check_window, open_rail
+from .registry import RegistryUnreadable, read_leases
 
 BACKOFF_S = (1, 2, 5, 10, 30)
 MAX_REBIND = 16
@@ -110,18 +111,15 @@ def drop_text(n: int) -> str:
 
 
 async def live_instances(nc, space: str) -> set[str]:
-    """Manager instances holding a live lease in ``cotal_manager_<space>``."""
-    from nats.js.errors import BucketNotFoundError
-
-    try:  # no lease bucket: no manager was ever set up here (not a traceback)
-        kv = await nc.jetstream().key_value(bucket_names(space).manager)
-    except BucketNotFoundError:
-        return set()
+    """Manager instances holding a live lease in ``cotal_manager_<space>``: none when there is
+    no lease bucket; a lease read that fails is ``unavailable`` (never "no manager")."""
     try:
-        keys = await kv.keys()
-    except Exception:  # nats raises NoKeysError on an empty bucket
-        return set()
-    return {k[len("lease."):] for k in keys if k.startswith("lease.")}
+        return await read_leases(nc.jetstream(), space)
+    except RegistryUnreadable as e:
+        if e.absent:
+            return set()
+        raise EndpointError("unavailable", f"could not read the manager leases of space {space} ({e})",
+                            outcome="not-executed") from None
 
 
 @dataclass

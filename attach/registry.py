@@ -146,13 +146,32 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
             observed = _uint(rec.get("observedSpecRevision"))
         out[iid] = Registration(iid, spec_rev, state, epoch, observed, status_rev)
     with contextlib.suppress(Exception):  # the leases are a display hint only
-        leases = await js.key_value(b.manager)
-        for k in await kv_keys(js, b.manager, "lease."):
-            iid = k[len("lease."):]
-            if is_lifecycle_token(iid) and await _get(leases, k) is not None:
-                r = out.get(iid, Registration(iid))
-                out[iid] = Registration(r.instance_id, r.spec_revision, r.state, r.epoch,
-                                        r.observed_spec_revision, r.status_revision, lease=True)
+        for iid in await read_leases(js, space):
+            r = out.get(iid, Registration(iid))
+            out[iid] = Registration(r.instance_id, r.spec_revision, r.state, r.epoch,
+                                    r.observed_spec_revision, r.status_revision, lease=True)
+    return out
+
+
+async def read_leases(js: Any, space: str) -> set[str]:
+    """The manager instances holding a live lease in ``cotal_manager_<space>`` (a deleted or
+    expired lease is not live). Raises :class:`RegistryUnreadable`: ``absent`` when there is no
+    lease bucket, otherwise a read that failed — never an empty set for a slow server."""
+    from nats.js.errors import BucketNotFoundError, NotFoundError
+
+    bucket = bucket_names(space).manager
+    try:
+        leases = await js.key_value(bucket)
+        keys = await kv_keys(js, bucket, "lease.")
+    except (BucketNotFoundError, NotFoundError):
+        raise RegistryUnreadable(f"no lease bucket {bucket}") from None
+    except Exception as e:  # noqa: BLE001 - a timeout or a refusal
+        raise RegistryUnreadable(f"reading {bucket}: {type(e).__name__}", absent=False) from None
+    out: set[str] = set()
+    for k in keys:
+        iid = k[len("lease."):]
+        if is_lifecycle_token(iid) and await _get(leases, k) is not None:
+            out.add(iid)
     return out
 
 

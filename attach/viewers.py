@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from .registry import kv_keys
+
 LIVE_STATES = frozenset({"issuing", "active"})
 MAX_ROWS = 4096  # ledger rows looked at per read (maxSessions is 64; a flood stops here)
 
@@ -99,8 +101,9 @@ async def read_viewers(nc: Any, space: str, seat: str, **kw: Any) -> list[Viewer
     credential that cannot read it: nobody is known, an empty list). ``kw`` as
     :func:`viewers_of`."""
     try:
-        kv = await nc.jetstream().key_value(sessions_bucket(space))
-        keys = await kv.keys()
+        js = nc.jetstream()
+        kv = await js.key_value(sessions_bucket(space))
+        keys = await kv_keys(js, sessions_bucket(space), "session.")  # never a racy kv.keys()
     except Exception:  # noqa: BLE001 - no bucket (no manager ever attached) or no read: nobody
         return []
     rows: list[tuple[str, Any]] = []

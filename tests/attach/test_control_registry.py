@@ -165,3 +165,27 @@ async def test_the_gather_classifies_every_reply_it_did_not_expect(broker, nc, s
     strays = sorted((s.kind, s.reply.instance_id) for s in got.strays)
     assert strays == sorted([("unexpected", stranger), ("duplicate", stranger), ("churn", moved)])
     assert got.churned == {moved} and got.missing(frozen) == []
+
+
+async def test_the_attach_locate_reads_live_leases_only_and_never_a_failed_read_as_none(broker, nc, space):
+    """``locate``'s expected set: a live lease counts, a deleted one does not, no bucket is
+    nobody, and a read that fails is ``unavailable`` — never "no manager is serving" (nats-py's
+    ``kv.keys()`` watch could report no keys before the first arrived on a busy loop)."""
+    from attach.client import live_instances
+    from meshview.wire.envelope import EndpointError
+
+    assert await live_instances(nc, space) == set()  # no lease bucket yet: nobody
+    m = DemoManager(nc, space, [SeatSpec("alice", "local.alice")])
+    await m.start()
+    try:
+        gone = await register(nc, space, state="ready", lease=True)
+        await (await nc.jetstream().key_value(bucket_names(space).manager)).delete(f"lease.{gone}")
+        assert await live_instances(nc, space) == {m.instance_id}
+        closed = await nats.connect(broker.url)
+        await closed.close()
+        with pytest.raises(EndpointError) as e:
+            await live_instances(closed, space)
+        assert e.value.code == "unavailable" and "could not read the manager leases" in e.value.message
+    finally:
+        await m.stop()
+    assert await live_instances(nc, space) == set()  # a stopped manager deletes its lease

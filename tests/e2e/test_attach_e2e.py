@@ -228,9 +228,12 @@ async def test_manager_restart_is_final_and_the_successor_serves_a_new_epoch(man
 
 
 async def test_window_2_forces_a_drop_notice_then_a_repaint(managers, nc2, space):
-    # frames coalesce pty reads up to 48 KiB, so the flood (~7 MB) must far outrun 2 frames
+    # frames coalesce pty reads up to 48 KiB, so the flood (~7 MB) must far outrun 2 frames; it
+    # starts on our word, once we are attached (a flood that began with the seat could be over
+    # before a slow machine attaches: a snapshot, no backlog, no drop)
     flood = [sys.executable, "-c",
-             "import sys,time\nfor i in range(4000):\n sys.stdout.write(('%05d ' % i) * 300 + '\\n'); sys.stdout.flush()\n"
+             "import sys,time\nprint('go?', flush=True); sys.stdin.readline()\n"
+             "for i in range(4000):\n sys.stdout.write(('%05d ' % i) * 300 + '\\n'); sys.stdout.flush()\n"
              "print('DONE'); time.sleep(30)"]
     m = await managers([SeatSpec("flood", "local.flood", argv=flood)], window=2)
 
@@ -243,6 +246,8 @@ async def test_window_2_forces_a_drop_notice_then_a_repaint(managers, nc2, space
 
     c.s.on_output = slow
     await c.open()
+    await c.wait_text("go?")
+    await c.s.send_keys(b"\r")
     await until(lambda: any(k == "drop" for k, _ in c.events), timeout=20, what="a drop notice")
     drop_at = next(i for i, (k, _) in enumerate(c.events) if k == "drop")
     n = c.events[drop_at][1]
