@@ -17,6 +17,7 @@ import jsonschema
 import nats
 import pytest
 
+from attach.registry import kv_keys
 from conftest import VECTORS, until
 from cotal_tui.demo.broker import Broker, BrokerError, check_version
 from cotal_tui.demo.provision import provision_space
@@ -260,8 +261,7 @@ def test_demo_headless_runs_and_stops_clean():
                 got.set()
             await nc.subscribe("cotal.main.chat.>", cb=cb)
             await asyncio.wait_for(got.wait(), 20)
-            kv = await nc.jetstream().key_value("cotal_presence_main")
-            keys = await kv.keys()
+            keys = await kv_keys(nc.jetstream(), "cotal_presence_main")  # never a racy kv.keys()
             await nc.close()
             return keys
         keys = asyncio.run(probe())

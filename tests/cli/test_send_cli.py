@@ -9,6 +9,7 @@ import sys
 
 import jsonschema
 
+from attach.registry import kv_keys
 from conftest import VECTORS
 from cotal_tui.demo.broker import free_port
 from support.observer import Heartbeat, dm, post
@@ -59,15 +60,7 @@ async def test_channel_post_exits_0_after_the_ack_and_prints_the_envelope(broker
     [got] = await stored(nc, f"CHAT_{space}")
     assert got == env
     # one-shot: no presence record, not even an offline one
-    kv = await nc.jetstream().key_value(f"cotal_presence_{space}")
-    assert "local.ops" not in (await _keys(kv))
-
-
-async def _keys(kv) -> list[str]:
-    try:
-        return await kv.keys()
-    except Exception:  # no keys at all
-        return []
+    assert "local.ops" not in await kv_keys(nc.jetstream(), f"cotal_presence_{space}")
 
 
 async def test_dm_from_stdin_is_byte_exact(broker, nc, space):
