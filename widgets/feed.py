@@ -341,12 +341,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         start = max(self._end, snap.feed_base)
         width = self._width
         rows, heights, passes, height = self._rows, self._heights, self._passes, self._height
+        had = len(rows)
         for e in snap.feed.since(start):
             if passes(e):
                 rows.append(e.index)
                 heights.append(height(e, width))
         self._end = snap.feed_end
-        if k or start < snap.feed_end:
+        if k or len(rows) != had:  # rows in other channels only: nothing here moved
             self._recount()
             self._after_change(removed_lines)
 

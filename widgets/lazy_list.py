@@ -145,6 +145,10 @@ class LazyLineList(LineList):
                 self._ages_moved(ages, width)
             self._refresh_changed(width)
             return
+        # what each row on screen shows now: after the rebuild only rows that show something
+        # else are painted again (a re-sort off screen, at 10k rows the usual case, paints none)
+        same_look = epoch == self._epoch and ages == self._ages and width == self._built_width
+        before = self._screen_rows() if same_look else None
         self._order = order
         self._built_width = width
         self.prepare()
@@ -181,7 +185,7 @@ class LazyLineList(LineList):
             total = 1
         else:
             self._lines = _Lines(self, total)  # type: ignore[assignment]
-        self._cache.clear()
+        cache, self._cache = self._cache, {}
         moved = False
         at = self._index.get(self.cursor_key)
         if at is not None:
@@ -191,13 +195,75 @@ class LazyLineList(LineList):
         else:
             self._cursor = min(self._cursor, max(0, len(keys) - 1))
             self.cursor_key = keys[self._cursor] if keys else None
-        self.virtual_size = Size(width, total)
+        top = self.scroll_offset.y
+        quiet = self._set_total(width, total, quiet=before is not None)
+        relaid = False
         if self._stale:
-            self._remeasure(self._shown(), width)
+            relaid = self._remeasure(self._shown(), width)  # laid out and painted if it moved
             self._start_slices()
         if moved:
             self.scroll_to_cursor()
-        self.refresh()
+        if quiet and not relaid and self.scroll_offset.y == top:
+            self._repaint_rows(before, cache, top)
+        else:
+            self.refresh()
+
+    def _screen_rows(self) -> list[tuple] | None:
+        """``(key, data, line, cursor?)`` of every row on screen (None: nothing laid out yet)."""
+        if not self.is_mounted or not self._starts or not isinstance(self._lines, _Lines):
+            return None
+        top = self.scroll_offset.y
+        rows = self.scrollable_content_region.height or self.size.height
+        if rows <= 0:
+            return None
+        starts, keys, data, cur = self._starts, self._keys, self._data, self._cursor
+        out: list[tuple] = []
+        i = max(0, bisect_right(starts, top) - 1)
+        for row in range(top, min(top + rows, len(self._lines))):
+            while i + 1 < len(starts) and starts[i + 1] <= row:
+                i += 1
+            out.append((keys[i], data[i], row - starts[i], i == cur))
+        return out
+
+    def _set_total(self, width: int, total: int, *, quiet: bool) -> bool:
+        """The scroll extent is now ``total`` rows. When ``quiet`` may be, without a layout
+        pass (True) if the scrollbar neither comes nor goes: only its thumb moves, and the
+        rows on screen are painted by the caller. A layout would repaint the whole list."""
+        size = Size(width, total)
+        old = self.virtual_size
+        view = self.container_size.height
+        if size == old:
+            return quiet
+        if (not quiet or not view or old.width != width
+                or (old.height > view) != (total > view)):
+            self.virtual_size = size
+            return False
+        self.set_reactive(LazyLineList.virtual_size, size)
+        self._scroll_update(size)
+        return True
+
+    def _repaint_rows(self, before: list[tuple], cache: dict[int, Strip], top: int) -> None:
+        """Paint again only the rows on screen that show another item, data object, line of
+        it or cursor state than before the rebuild; the others keep their rendered lines."""
+        after = self._screen_rows() or []
+        changed: list[int] = []
+        for r in range(max(len(before), len(after))):
+            a = before[r] if r < len(before) else None
+            b = after[r] if r < len(after) else None
+            if (a is None or b is None or a[0] != b[0] or a[1] is not b[1] or a[2] != b[2]
+                    or a[3] != b[3]):
+                changed.append(r)
+            elif (strip := cache.get(top + r)) is not None:
+                self._cache[top + r] = strip
+        if len(changed) > len(after) // 2:
+            self.refresh()  # most of the screen: one full paint
+            return
+        run: list[int] = []
+        for r in changed + [-2]:
+            if run and r != run[-1] + 1:
+                self.refresh_lines(top + run[0], len(run))
+                run = []
+            run.append(r)
 
     def _shown(self) -> list[int]:
         """The items on screen now (and the cursor's), by the current heights."""

@@ -26,6 +26,12 @@ from widgets.presentation import age, join_wrapped, look_of, safe, set_title, wh
 from widgets.runs import need_lines
 
 
+def _shown(n: NeedsYou) -> tuple:
+    """A card's fields but its ages (which read in whole seconds, with the clock)."""
+    return (n.id, n.name, n.role, n.condition_code, n.condition_message, n.activity,
+            n.condition_age_ms is None, n.status_age_ms is None)
+
+
 @runtime_checkable
 class HoldsModel(Protocol):
     """The screen a rail sits on, when it holds the model (the console screen)."""
@@ -93,7 +99,9 @@ class NeedsYouRail(LazyLineList):
         needs = runs.needs if runs is not None else ()
         n = len(snap.signals.needs_you) + len(needs)
         set_title(self, f"NEEDS YOU · {n}" if n else "NEEDS YOU")
-        key = (snap.signals.needs_you, needs, int(snap.now // 1000))
+        # what the cards show: ages at the second, so a snapshot that only moved the clock
+        # (every one, at 10k agents) rebuilds nothing until the second turns
+        key = (tuple(map(_shown, snap.signals.needs_you)), needs, int(snap.now // 1000))
         if key != self._key:
             self._key = key
             self.rebuild()

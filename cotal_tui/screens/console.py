@@ -36,7 +36,7 @@ from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30
-BUSY_HZ = 10  # above BUSY_RATE msgs/s nobody reads rows: repaint the body less often
+BUSY_HZ = 10  # above BUSY_RATE msgs/s (or model changes/s) nobody reads rows: repaint less often
 BUSY_RATE = 300.0
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a
 # drain costs ~10-20 ms, and back to back at 30 Hz it starved keys and the observer it draws.
@@ -126,6 +126,7 @@ class ConsoleScreen(ComposeKeys):
         self.query_one(Roster).set_sort(load_config().roster_sort)
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
+        self._drained_at = 0.0
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self.drain, name="drain")
         self._recording_tick()
@@ -209,8 +210,10 @@ class ConsoleScreen(ComposeKeys):
         if now < self._next_drain:
             return
         snap = model.snapshot()
-        busy = snap.rates.msgs_per_sec > BUSY_RATE
-        self._version = snap.version
+        # busy: a chat flood, or a churning roster (10k agents heartbeating are 5k changes/s)
+        changes = (snap.version - self._version) / max(1e-3, now - self._drained_at)
+        busy = snap.rates.msgs_per_sec > BUSY_RATE or changes > BUSY_RATE
+        self._version, self._drained_at = snap.version, now
         self.apply(snap)
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O

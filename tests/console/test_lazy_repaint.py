@@ -1,0 +1,193 @@
+"""A lazy list's rebuild paints only the rows on screen that show something else: a re-sort or
+a data change off screen paints none, a change on screen paints its rows, and whatever was
+painted is what a fresh paint of the whole screen draws (the rows kept are never stale)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from widgets.lazy_list import LazyLineList
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity, as the list compares data objects
+class Row:
+    text: str
+    height: int = 1
+
+
+class Rows(LazyLineList):
+    def __init__(self, rows: list[tuple[str, Row]]) -> None:
+        super().__init__()
+        self.rows = rows
+        self.painted: list[int] = []  # rows render_line was asked for
+
+    def source(self):
+        return list(self.rows)
+
+    def measure(self, d: Row, width: int) -> int:
+        return d.height
+
+    def lines_of(self, d: Row, width: int) -> list[Text]:
+        return [Text(f"{d.text} {n}") for n in range(d.height)]
+
+    def render_line(self, y: int):
+        self.painted.append(self.scroll_offset.y + y)
+        return super().render_line(y)
+
+
+class One(App):
+    def __init__(self, rows) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        yield Rows(self.rows)
+
+
+def screen_text(app: App) -> list[str]:
+    return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+
+
+async def fresh_text(app: App, w: Rows) -> list[str]:
+    """The screen as a paint from nothing draws it (every cache of the list dropped)."""
+    w._cache.clear()
+    w._strips.clear()
+    w._styles_cache.clear()
+    return screen_text(app)
+
+
+async def test_rebuilds_paint_only_the_rows_that_changed_and_never_leave_one_stale():
+    rows = [(f"k{i}", Row(f"item-{i}", 1 + i % 3)) for i in range(400)]
+    app = One(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(Rows)
+        w.rebuild()
+        await pilot.pause()
+        assert screen_text(app)[0].startswith("item-0 0")
+
+        async def rebuild_and_paint() -> list[int]:
+            w.painted.clear()
+            w.rebuild()
+            await pilot.pause()
+            return sorted(set(w.painted))
+
+        # a re-sort and a data change far below the screen: nothing on screen is painted
+        w.rows[300], w.rows[301] = w.rows[301], w.rows[300]
+        w.rows[350] = ("k350", Row("changed-350", 2))
+        assert await rebuild_and_paint() == []
+        # one item on screen gets a new data object: its rows alone are painted
+        w.rows[2] = ("k2", Row("changed-2", 3))  # item 2 starts at row 1 + 2 = 3
+        assert await rebuild_and_paint() == [3, 4, 5]
+        assert screen_text(app)[3].startswith("changed-2 0")
+        # a taller item above the rest of the screen moves every row below it
+        w.rows[0] = ("k0", Row("grown-0", 3))
+        painted = await rebuild_and_paint()
+        assert 0 in painted and len(painted) >= 9
+        assert screen_text(app) == await fresh_text(app, w)
+
+        # random churn: what is painted always equals a paint from nothing
+        rng = random.Random(5)
+        for step in range(60):
+            op = rng.randrange(4)
+            i = rng.randrange(len(w.rows))
+            if op == 0:  # new data object, maybe another height
+                k, d = w.rows[i]
+                w.rows[i] = (k, Row(f"{d.text}'", 1 + rng.randrange(3)))
+            elif op == 1:  # a re-sort
+                j = rng.randrange(len(w.rows))
+                w.rows[i], w.rows[j] = w.rows[j], w.rows[i]
+            elif op == 2:  # one leaves
+                del w.rows[i]
+            else:  # one arrives
+                w.rows.insert(i, (f"n{step}", Row(f"new-{step}", 1 + rng.randrange(3))))
+            if rng.random() < 0.3:
+                await pilot.press(rng.choice("jk"))
+            w.rebuild()
+            await pilot.pause()
+            assert screen_text(app) == await fresh_text(app, w), f"step {step} (op {op})"
+            w.rebuild()  # the caches dropped by fresh_text are the list's own: lay them out again
+            await pilot.pause()
+
+
+async def test_the_feed_and_the_rail_paint_nothing_when_nothing_they_show_moved():
+    """Rows in another channel leave a channel's feed unpainted; a snapshot that only moved
+    the clock inside the second leaves the NEEDS-YOU cards alone; the second turning, or a card
+    changing, rebuilds them."""
+    from support.console import make_app, pid
+
+    from widgets.feed import FeedView
+    from widgets.needs_you import NeedsYouRail
+
+    app = make_app()
+    m = app.session.model
+    clk = m.clock
+    async with app.run_test(size=(160, 48)) as pilot:
+        feed = app.screen.query_one(FeedView)
+        rail = app.screen.query_one(NeedsYouRail)
+        assert rail.display and rail.items, "the fixed space has somebody waiting"
+        feed.set_filter(tab="general")
+        await pilot.pause()
+        painted: list[str] = []
+        real_feed, real_rail = feed.render_line, rail.rebuild
+        feed.render_line = lambda y: (painted.append("feed"), real_feed(y))[1]  # type: ignore
+        rail.rebuild = lambda: (painted.append("rail"), real_rail())[1]  # type: ignore
+
+        async def drained() -> None:
+            v = m.version
+            await pilot.pause()
+            while app.screen.snap is None or app.screen.snap.version != v:
+                await pilot.pause(0.02)
+            await pilot.pause()
+
+        clk.t = (clk.t // 1000) * 1000 + 100  # early in a second
+        m.apply_message(ts=clk.t, id="x1", kind="channel", channel="releases",
+                        from_id=pid("ada"), from_name="ada", from_role="planner", text="elsewhere")
+        m.tick()
+        await drained()
+        assert painted == [], painted  # another channel's row; the cards' ages read the same
+        clk.advance(300)
+        m.apply_message(ts=clk.t, id="x2", kind="channel", channel="general",
+                        from_id=pid("ada"), from_name="ada", from_role="planner", text="here")
+        m.tick()
+        await drained()
+        assert "feed" in painted and "rail" not in painted
+        assert any("here" in line for line in screen_text(app))
+        painted.clear()
+        clk.advance(1000)  # the second turns: the cards' ages read again
+        m.tick()
+        await drained()
+        assert "rail" in painted
+
+
+async def test_a_churning_roster_is_drawn_at_the_busy_rate():
+    """Thousands of model changes a second (10k agents heartbeating) with no chat at all: the
+    console applies snapshots at BUSY_HZ, not as often as its duty cycle would let it."""
+    from time import monotonic
+
+    from support.console import make_app, rec
+
+    from cotal_tui.screens import console as cs
+
+    app = make_app()
+    m = app.session.model
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        assert m.snapshot().rates.msgs_per_sec < cs.BUSY_RATE  # no chat flood here
+        for quiet in (True, False):
+            screen._next_drain = 0.0
+            t = monotonic()
+            screen._drained_at = t - 1.0
+            for i in range(10 if quiet else 2000):  # 10 or 2,000 changes in the last second
+                m.clock.advance(1)
+                m.apply_presence(rec("ada", "working", m.clock.t))
+            screen.drain()
+            gap = screen._next_drain - t
+            if quiet:
+                assert gap < 1 / cs.BUSY_HZ
+            else:
+                assert gap >= 1 / cs.BUSY_HZ
