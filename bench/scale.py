@@ -195,7 +195,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
     args = argparse.Namespace(server=[url], space=SPACE, backfill=50, no_dms=False)
     session = LiveSession(nc, target, SPACE, session_options(args))
     app = CotalApp(session=session)
-    tune_gc()  # as ``cotal watch`` does on a terminal
+    tune_gc(settle=session.observer.presence_loaded)  # as ``cotal watch`` does on a terminal
     out: dict = {}
     shown: list[tuple[float, object]] = []  # (when, roster cursor key) of every screen update
     real_display = app._display

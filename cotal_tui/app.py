@@ -228,6 +228,7 @@ class CotalApp(App[int]):
     RUNS_TICK_S = 1.0  # the runs note on the console's status bar, and run alerts
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
     _sticky_bar: StatusBar | None = None  # holds a notice until the next key
+    key_at = 0.0  # monotonic time of the operator's last key (the console drains around keys)
 
     def __init__(
         self,
@@ -297,6 +298,8 @@ class CotalApp(App[int]):
             driver.flush()
 
     async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self.key_at = time.monotonic()
         if isinstance(event, events.Key) and self._sticky_bar is not None:
             bar, self._sticky_bar = self._sticky_bar, None  # the next action clears it
             if bar.is_attached:

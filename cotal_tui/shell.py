@@ -51,6 +51,9 @@ class ConsoleShell(Protocol):
 
     def write_to_terminal(self, data: str) -> None: ...  # an escape between frames (alerts)
 
+    @property
+    def key_at(self) -> float: ...  # monotonic time of the operator's last key
+
     def console_screen(self) -> ConsoleScreen | None: ...
 
     def start_session(self, session: ConsoleSession) -> object: ...

@@ -453,6 +453,16 @@ class Observer:
         finally:
             self._rebinding = False
 
+    async def presence_loaded(self) -> None:
+        """Returns once the presence watch has delivered the bucket's current entries (its
+        ``ready`` event is made anew when the watch starts or rebinds: the current one)."""
+        while True:
+            try:
+                await asyncio.wait_for(self._presence.ready.wait(), 0.5)
+                return
+            except asyncio.TimeoutError:
+                continue
+
     # ------------------------------------------------------------------ presence
 
     def _on_presence(self, e: Any, initial: bool) -> None:

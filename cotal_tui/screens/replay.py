@@ -301,7 +301,7 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
 
     def _moved(self) -> None:
         self.session.player.rebase()
-        self.drain()
+        self.drain_now()
         self.query_one(Timeline).refresh()
 
     def action_replay_pause(self) -> None:

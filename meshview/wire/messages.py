@@ -163,14 +163,17 @@ def encode_message(msg: CotalMessage) -> bytes:
 
 
 # ---- identity and presence -----------------------------------------------------------------
+# Untracked by the garbage collector (``gc=False``): decoded JSON holds no cycles, and the
+# observer keeps the last record of every live key (10k at scale, replaced every heartbeat),
+# which a full collection would otherwise walk each time.
 
-class Skill(_Wire):
+class Skill(_Wire, gc=False):
     id: str
     name: str
     description: str | None = None
 
 
-class AgentCard(_Wire):
+class AgentCard(_Wire, gc=False):
     id: str
     name: str
     kind: str
@@ -184,14 +187,14 @@ class AgentCard(_Wire):
     protocolVersion: str | None = None
 
 
-class PresenceCondition(_Wire):
+class PresenceCondition(_Wire, gc=False):
     code: str
     source: str | None = None
     message: str | None = None
     since: Number | None = None
 
 
-class Presence(_Wire):
+class Presence(_Wire, gc=False):
     """A presence KV record (key = ``card.id``).  ``ts`` is the heartbeat, ``activeAt`` work."""
 
     card: AgentCard

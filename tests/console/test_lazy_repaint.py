@@ -191,3 +191,29 @@ async def test_a_churning_roster_is_drawn_at_the_busy_rate():
                 assert gap < 1 / cs.BUSY_HZ
             else:
                 assert gap >= 1 / cs.BUSY_HZ
+
+
+async def test_keys_first_a_drain_waits_while_keys_come_but_not_for_long():
+    """A key under KEYS_FIRST_S ago holds the drain back (the key paints alone), unless the
+    screen was last drawn KEYS_FIRST_MAX_S ago: the mesh keeps moving while the operator
+    walks the roster."""
+    from time import monotonic
+
+    from support.console import make_app, rec
+
+    from cotal_tui.screens import console as cs
+
+    app = make_app()
+    m = app.session.model
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        await pilot.press("j")
+        for waited, applies in ((0.0, False), (cs.KEYS_FIRST_MAX_S, True)):
+            m.clock.advance(1)
+            m.apply_presence(rec("ada", "working", m.clock.t))
+            screen._next_drain = 0.0
+            screen._drained_at = monotonic() - waited
+            app.key_at = monotonic()  # a key just now
+            screen._drain_tick()
+            assert (screen.snap.version == m.version) is applies, waited

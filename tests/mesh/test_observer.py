@@ -356,3 +356,54 @@ async def test_tap_frames_are_read_from_the_parser_on_our_connection(broker, nc,
         await plain.stop()
         await close(obs)
     assert not obs.nc._direct  # every direct route (taps and watches) was handed back
+
+
+async def test_the_console_freezes_its_first_load_once_the_roster_is_in(broker, nc, space, monkeypatch):
+    """``tune_gc(settle=...)``: once the presence watch has delivered the bucket (its ready
+    event is made anew at start: the current one is awaited), one collection, then what the
+    load built is frozen out of later full scans; decoded presence records are never tracked."""
+    import gc
+
+    from cotal_tui.cli import watch_console
+    from meshview.wire import decode_presence
+
+    hb = Heartbeat(nc, space)
+    hb.add("ada")
+    await hb.beat()
+    obs, model = await start_observer(broker.url, space, backfill=0)
+    before = gc.get_threshold()
+    monkeypatch.setattr(watch_console, "SETTLE_S", 0.0)
+    try:
+        await asyncio.wait_for(obs.presence_loaded(), 10)
+        assert [p.name for p in model.snapshot().agents] == ["ada"]
+        full: list[str] = []
+
+        def seen(phase: str, info: dict) -> None:
+            if phase == "stop" and info["generation"] == 2:
+                full.append(phase)
+
+        loaded = asyncio.Event()
+
+        async def loading() -> None:  # the observer, its load still coming in
+            await loaded.wait()
+            await obs.presence_loaded()
+
+        gc.callbacks.append(seen)
+        try:
+            watch_console.tune_gc(settle=loading)
+            n = len(full)  # tune_gc's own collection, at start-up
+            built = [[i] for i in range(5000)]  # what the first load builds, after start-up
+            loaded.set()
+            await until(lambda: not watch_console._SETTLING, what="the settle")
+        finally:
+            gc.callbacks.remove(seen)
+        assert len(full) == n + 1  # one more full collection, once the roster was in ...
+        assert len(gc.get_objects(generation=2)) < 100  # ... and what survived it is frozen
+        assert len(built) == 5000
+        d = decode_presence("local.ada", "PUT", json.dumps(presence("ada")).encode(), now_ms(), None)
+        assert d.presence is not None and not gc.is_tracked(d.presence)
+        assert not gc.is_tracked(d.presence.card)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+        await close(obs)
