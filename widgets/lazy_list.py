@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate, compress
+from math import ceil
 from operator import is_not, ne
 from time import perf_counter
 from typing import Any, Hashable
@@ -21,6 +22,7 @@ from typing import Any, Hashable
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 
 from widgets.line_list import LineList
@@ -29,6 +31,18 @@ from widgets.line_list import LineList
 STRIP_MEMO = 2048
 SLICE_S = 0.004  # a slice of the ages' re-measure holds the loop at most this long
 SLICE_GAP_S = 0.01  # ... and the loop runs at least this long between slices
+
+
+def _thumb(bar: ScrollBar, virtual: int) -> tuple[int, int] | None:
+    """Where ``bar`` draws its thumb over ``virtual`` rows, in eighths of a cell (as
+    :class:`textual.scrollbar.ScrollBarRender` computes it)."""
+    size, window = bar.size.height, bar.window_size
+    if not (size and window and virtual) or window >= virtual or size == virtual:
+        return None
+    thumb = max(1.0, window / (virtual / size))
+    at = (size - thumb) * (bar.position / (virtual - window))
+    start = int(at * 8)
+    return start, start + ceil(thumb * 8)
 
 
 class _Items(Sequence):
@@ -86,7 +100,10 @@ class LazyLineList(LineList):
         self._index: dict[Hashable, int] = {}  # key -> item index in the current order
         self._epoch: Any = None
         self._ages: Any = None
-        self._stale: deque[Hashable] = deque()  # keys measured before the ages last moved
+        # keys whose height is owed: measured before the ages last moved, or whose data object
+        # changed off screen (measured in slices, keeping their last height until then)
+        self._stale: deque[Hashable] = deque()
+        self._owed: set[Hashable] = set()  # ... the same keys, once each
         self._slicing = False
         self._order: tuple | None = None
         self._strips: dict[tuple, Strip] = {}  # rendered lines by content (see _strip)
@@ -133,9 +150,10 @@ class LazyLineList(LineList):
 
     def rebuild(self) -> None:
         """Take the subclass's items. Only items whose data object changed are measured (the
-        walk over 10k items is done by ``map`` in C); a new :meth:`epoch` or width measures
-        every item; new :meth:`ages` alone measure the shown items now and the rest in
-        slices, keeping their last height until then."""
+        walk over 10k items is done by ``map`` in C): new ones now, known ones on screen now
+        and the rest in slices, keeping their last height until then (at 10k agents ~2,000
+        heartbeats land between two drains); a new :meth:`epoch` or width measures every item;
+        new :meth:`ages` alone measure the shown items now and the rest in slices."""
         width = self.content_width
         epoch = (self.epoch(), width)
         ages = self.ages()
@@ -159,17 +177,23 @@ class LazyLineList(LineList):
             keys, data = [k for k, _ in src], [d for _, d in src]
         if epoch != self._epoch:  # everything may measure differently: measure everything
             self._mdata, self._mh = {}, {}
-            self._stale.clear()
+            self._owe(None)
             self._ages = ages
         elif ages != self._ages:
             self._ages = ages
-            self._stale = deque(keys)  # measured again in slices; the shown ones below
+            self._owe(keys)  # measured again in slices; the shown ones below
         self._epoch = epoch
         mdata, mh = self._mdata, self._mh
         heights = list(map(mh.get, keys))
         measure = self.measure
+        owed, stale = self._owed, self._stale
         for i in compress(range(len(keys)), map(is_not, data, map(mdata.get, keys))):
             d, k = data[i], keys[i]
+            if heights[i] is not None:  # known: it keeps that height until a slice measures it
+                if k not in owed:  # (the shown ones are measured below, at once)
+                    owed.add(k)
+                    stale.append(k)
+                continue
             h = heights[i] = max(1, measure(d, width))
             mdata[k], mh[k] = d, h
         if len(mdata) > 2 * len(keys) + 64:  # keys that left, forgotten (bounded)
@@ -239,6 +263,14 @@ class LazyLineList(LineList):
             self.virtual_size = size
             return False
         self.set_reactive(LazyLineList.virtual_size, size)
+        bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
+        if bar is not None and _thumb(bar, old.height) == _thumb(bar, total):
+            # the thumb is drawn the same (at 10k rows a few lines more or less move it by
+            # far less than the eighth of a cell it is drawn in): no paint of the bar, whose
+            # height is the whole list's and so is every row's
+            bar.set_reactive(ScrollBar.window_virtual_size, total)
+            self.scroll_y = self.validate_scroll_y(self.scroll_y)
+            return True
         self._scroll_update(size)
         return True
 
@@ -285,7 +317,7 @@ class LazyLineList(LineList):
         self._ages = ages
         self._built = {}
         self._cache.clear()
-        self._stale = deque(self._keys)
+        self._owe(self._keys)
         self._remeasure(self._shown(), width)
         self._start_slices()
         self.refresh()
@@ -322,11 +354,16 @@ class LazyLineList(LineList):
         self._lines = _Lines(self, total)  # type: ignore[assignment]
         if everything or shift:
             self._cache.clear()
-        self.virtual_size = Size(width, total)
+        self._set_total(width, total, quiet=True)  # what moved on screen is painted below
         if shift:
             self.scroll_to(y=max(0, self.scroll_offset.y + shift), animate=False, force=True)
         if everything or shift:
             self.refresh()
+
+    def _owe(self, keys: Sequence[Hashable] | None) -> None:
+        """Every one of ``keys`` is owed a measure (None: none is)."""
+        self._stale = deque(keys or ())
+        self._owed = set(self._stale)
 
     def _start_slices(self) -> None:
         if not self._slicing and self._stale:
@@ -349,8 +386,11 @@ class LazyLineList(LineList):
         shown = set(self._shown())
         on_screen: list[int] = []
         n = 0
+        owed = self._owed
         while stale:
-            i = index.get(stale.popleft())
+            k = stale.popleft()
+            owed.discard(k)
+            i = index.get(k)
             if i is None:
                 continue
             if i in shown:
@@ -388,6 +428,17 @@ class LazyLineList(LineList):
         if not changed:
             return
         self._data = list(data)
+        shown = set(self._shown())
+        keys, owed, stale = self._keys, self._owed, self._stale
+        built = self._built
+        for i in changed:  # off screen: measured in slices, keeping its height until then
+            if i not in shown:
+                built.pop(i, None)  # its lines are built from the new data when asked for
+                if keys[i] not in owed:
+                    owed.add(keys[i])
+                    stale.append(keys[i])
+        changed = [i for i in changed if i in shown]
+        self._start_slices()
         if self._remeasure(changed, width):
             return
         heights = self._heights

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import App, ComposeResult
 
+from conftest import until
+
 from widgets.lazy_list import LazyLineList
 
 
@@ -111,6 +113,9 @@ async def test_rebuilds_paint_only_the_rows_that_changed_and_never_leave_one_sta
             assert screen_text(app) == await fresh_text(app, w), f"step {step} (op {op})"
             w.rebuild()  # the caches dropped by fresh_text are the list's own: lay them out again
             await pilot.pause()
+        # heights owed to items changed off screen are paid in slices; then it is a full build
+        await until(pilot, lambda: not w._stale, what="the owed measures")
+        assert w.line_texts() == [t.plain for _, lines in w.build(w.content_width) for t in lines]
 
 
 async def test_the_feed_and_the_rail_paint_nothing_when_nothing_they_show_moved():
@@ -217,3 +222,35 @@ async def test_keys_first_a_drain_waits_while_keys_come_but_not_for_long():
             app.key_at = monotonic()  # a key just now
             screen._drain_tick()
             assert (screen.snap.version == m.version) is applies, waited
+
+
+async def test_the_scrollbar_is_painted_only_when_its_thumb_moves():
+    """A few rows more or less in a long list move the thumb by far less than the eighth of a
+    cell it is drawn in: the bar (as tall as the list, so every row) is not painted, yet it
+    knows the new extent; a change it can show paints it."""
+    rows = [(f"k{i}", Row(f"item-{i}")) for i in range(2000)]
+    app = One(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(Rows)
+        w.rebuild()
+        await pilot.pause()
+        w.scroll_to(y=1000, animate=False, immediate=True)  # mid-list: the thumb follows the extent
+        await pilot.pause()
+        bar = w.vertical_scrollbar
+        painted: list[int] = []
+        real = bar.refresh
+        bar.refresh = lambda *a, **k: (painted.append(1), real(*a, **k))[1]  # type: ignore
+
+        async def grow(n: int) -> None:
+            for i in range(1500, 1500 + n):  # below the screen
+                k, d = w.rows[i]
+                w.rows[i] = (k, Row(d.text, d.height + 1))
+            w.rebuild()
+            await until(pilot, lambda: not w._stale, what="the owed measures")
+            await pilot.pause()
+
+        await grow(2)
+        assert painted == [] and bar.window_virtual_size == 2002 == w.virtual_size.height
+        assert w.scroll_y == 1000
+        await grow(400)
+        assert painted and bar.window_virtual_size == 2402 == w.virtual_size.height
