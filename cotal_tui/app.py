@@ -300,10 +300,10 @@ class CotalApp(App[int]):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
             self.key_at = time.monotonic()
-        if isinstance(event, events.Key) and self._sticky_bar is not None:
-            bar, self._sticky_bar = self._sticky_bar, None  # the next action clears it
-            if bar.is_attached:
-                bar.clear_notice()
+            if self._sticky_bar is not None:
+                bar, self._sticky_bar = self._sticky_bar, None  # the next action clears it
+                if bar.is_attached:
+                    bar.clear_notice()
         await super().on_event(event)
 
     # -- spaces --------------------------------------------------------------------------

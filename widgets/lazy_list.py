@@ -186,13 +186,10 @@ class LazyLineList(LineList):
         mdata, mh = self._mdata, self._mh
         heights = list(map(mh.get, keys))
         measure = self.measure
-        owed, stale = self._owed, self._stale
         for i in compress(range(len(keys)), map(is_not, data, map(mdata.get, keys))):
             d, k = data[i], keys[i]
             if heights[i] is not None:  # known: it keeps that height until a slice measures it
-                if k not in owed:  # (the shown ones are measured below, at once)
-                    owed.add(k)
-                    stale.append(k)
+                self._owe_one(k)  # (the shown ones are measured below, at once)
                 continue
             h = heights[i] = max(1, measure(d, width))
             mdata[k], mh[k] = d, h
@@ -365,6 +362,12 @@ class LazyLineList(LineList):
         self._stale = deque(keys or ())
         self._owed = set(self._stale)
 
+    def _owe_one(self, key: Hashable) -> None:
+        """``key`` is owed a measure too (once, however often its data changes meanwhile)."""
+        if key not in self._owed:
+            self._owed.add(key)
+            self._stale.append(key)
+
     def _start_slices(self) -> None:
         if not self._slicing and self._stale:
             self._slicing = True
@@ -429,14 +432,10 @@ class LazyLineList(LineList):
             return
         self._data = list(data)
         shown = set(self._shown())
-        keys, owed, stale = self._keys, self._owed, self._stale
-        built = self._built
         for i in changed:  # off screen: measured in slices, keeping its height until then
             if i not in shown:
-                built.pop(i, None)  # its lines are built from the new data when asked for
-                if keys[i] not in owed:
-                    owed.add(keys[i])
-                    stale.append(keys[i])
+                self._built.pop(i, None)  # its lines are built from the new data when asked for
+                self._owe_one(self._keys[i])
         changed = [i for i in changed if i in shown]
         self._start_slices()
         if self._remeasure(changed, width):
