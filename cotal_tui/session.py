@@ -112,9 +112,8 @@ class ConsoleObserver(Observer):
         super()._on_presence(e, initial)
         if (e.operation or "PUT") != "PUT" or not e.value:
             return
-        cur = self._last_presence.get(e.key)
-        if prev is not None and cur is not None and cur.card == prev.card:
-            return  # a heartbeat: the card, and so its skills, did not change
+        if prev is not None and self._last_presence.get(e.key) is prev:
+            return  # a heartbeat (clocks only) or a record not applied: the skills stand
         try:
             rec = msgspec.json.decode(e.value)
             skills = rec.get("card", {}).get("skills") or []

@@ -46,11 +46,12 @@ from meshview.snapshot import PresenceRecord
 from meshview.tasks import reap
 from meshview.wire import (
     Delivery,
+    clock_template,
     decode_delivery,
     decode_presence,
-    is_heartbeat_only,
     dm_visible,
     is_event_channel,
+    match_clocks,
     parse_subject,
     parts_to_text,
     space_pattern,
@@ -72,7 +73,7 @@ QUEUE_CAP = 50_000  # raw frames (~0.5 KB each, a few seconds of a flood): the m
 QUEUE_BYTES = 16 * 1024 * 1024  # ... and in bytes, so a backlog of near-1 MiB messages is bounded too
 SUBJECT_MEMO_CAP = 200_000  # stored CHAT subjects whose channel the poll remembers (one per
 # sender×channel pair: 10k agents over 100 channels reach tens of thousands)
-LAST_PRESENCE_CAP = 200_000  # presence keys whose last applied record the observer keeps
+LAST_PRESENCE_CAP = 200_000  # presence keys whose last applied record's template is kept
 LAST_PRESENCE_BYTES = 16 * 1024  # ... and only a record this small: a 900 KiB card kept per key
 # held ~130 MB for 150 keys (the fuzz-memory bound); a large record is simply applied in full
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
@@ -137,8 +138,9 @@ class Observer:
         self.managers = ManagerLeases(self.model, self.buckets.manager)
         self.watermark: dict[str, int] = {}
         self._subject_channel: dict[str, str | None] = {}  # poll memo, see SUBJECT_MEMO_CAP
-        # per presence key, the wire record the roster holds (live peers only): a later
-        # record that is heartbeat-only against it just moves the peer's clocks
+        # per presence key, the bytes of the record the roster holds cut around its clocks
+        # (live peers only, wire.clock_template): a later record that is those bytes with
+        # other clock digits just moves the peer's clocks, with no decode
         self._last_presence: dict[str, Any] = {}
         self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
@@ -469,6 +471,15 @@ class Observer:
         m = self.model
         now = m.clock()
         op = e.operation or "PUT"
+        lp = self._last_presence
+        if op == "PUT" and e.key in lp:
+            # the common case at scale: the last applied record again with new clock digits
+            c = match_clocks(lp[e.key], e.value)
+            if c is not None and m.refresh_clocks(e.key, float(c[0]), c[1], c[2], c[3],
+                                                  received=now):
+                if self._said_stale:
+                    self._stale_over()
+                return
         d = decode_presence(e.key, op, e.value, int(now), None, ttl_ms=int(m.ttl_ms))
         if d.action == "ignore":
             m.watch_delivered(now)
@@ -476,31 +487,31 @@ class Observer:
             m.watch_delivered(now)
             m.apply_rejection(f"presence:{d.reason}", f"$KV.{self.buckets.presence}.{e.key}")
         elif d.action == "mark-offline":
-            self._last_presence.pop(e.key, None)
+            lp.pop(e.key, None)
             m.apply_presence_delete(e.key, purge=op == "PURGE", received=now)
         elif d.presence is not None:
             p = d.presence
-            last = self._last_presence.get(e.key)
-            if (last is not None and p.status != "offline" and d.derived_status == p.status
-                    and is_heartbeat_only(last, p)
-                    and m.refresh_clocks(e.key, float(p.ts), p.activitySince, p.statusSince,
-                                         p.activeAt, received=now)):
-                self._last_presence[e.key] = p  # the common case at scale: clocks only
+            m.apply_presence(PresenceRecord.from_wire(p), received=now)
+            held = m.peer(e.key)
+            t = None
+            if (held is not None and held.status != "offline" and held.ts == float(p.ts)
+                    and len(e.value or b"") <= LAST_PRESENCE_BYTES):
+                t = clock_template(e.value, p)
+            if t is None:
+                lp.pop(e.key, None)
             else:
-                m.apply_presence(PresenceRecord.from_wire(p), received=now)
-                held = m.peer(e.key)
-                lp = self._last_presence
-                if (held is not None and held.status != "offline" and held.ts == float(p.ts)
-                        and len(e.value or b"") <= LAST_PRESENCE_BYTES):
-                    if len(lp) >= LAST_PRESENCE_CAP and e.key not in lp:
-                        lp.clear()  # bounded; the next record of each key is applied in full
-                    lp[e.key] = p
-                else:
-                    lp.pop(e.key, None)
-        if self._said_stale:  # (a flag: this runs 5k times a second at 10k agents)
-            self._said_stale = False
-            if m.status.connection == "stale":
-                m.set_connection("connected")
+                if len(lp) >= LAST_PRESENCE_CAP and e.key not in lp:
+                    lp.clear()  # bounded; the next record of each key is applied in full
+                lp[e.key] = t
+        if self._said_stale:
+            self._stale_over()
+
+    def _stale_over(self) -> None:
+        """A presence entry arrived after the watch was said stale: it answers again."""
+        self._said_stale = False
+        if self.model.status.connection == "stale":
+            self.model.set_connection("connected")
+
 
     def _on_presence_ready(self, keys: set[str]) -> None:
         m = self.model

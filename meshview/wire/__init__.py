@@ -49,9 +49,11 @@ from meshview.wire.parts import part_text
 from meshview.wire.presence import (
     PRESENCE_TTL_MS,
     PresenceDecision,
+    clock_template,
     decode_presence,
     is_heartbeat_only,
     is_stale,
+    match_clocks,
     offline_view,
 )
 from meshview.wire.subjects import (
@@ -81,11 +83,11 @@ __all__ = [
     "ChannelDefaults", "ChannelMembership", "CotalMessage", "DataPart", "Delivery",
     "EndpointRef", "ExtensionPart", "ParsedSubject", "Part", "Presence", "PresenceCondition",
     "PresenceDecision", "Rejection", "Skill", "TextPart", "bucket_names", "chat_pattern",
-    "chat_subject", "decode_agent_card", "decode_channel_config", "decode_channel_defaults",
+    "chat_subject", "clock_template", "decode_agent_card", "decode_channel_config", "decode_channel_defaults",
     "decode_delivery", "decode_membership", "decode_presence", "dm_visible", "effective_class",
     "effective_replay", "effective_window", "effective_window_ms", "encode_message",
     "encode_presence", "inst_subject", "is_event_channel", "is_heartbeat_only",
-    "is_principal_id", "is_principal_owner", "is_stale", "kind_pattern", "offline_view",
+    "is_principal_id", "is_principal_owner", "is_stale", "kind_pattern", "match_clocks", "offline_view",
     "parse_replay_window", "parse_subject", "part_text", "parts_to_text", "replay_floor", "sanitize_channel",
     "sanitize_token", "sender_pattern", "space_pattern", "space_token", "split_principal", "subject_matches",
     "svc_subject", "tap_subjects",

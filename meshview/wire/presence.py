@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import msgspec
 
@@ -126,3 +127,75 @@ def is_heartbeat_only(prev: Presence, new: Presence) -> bool:
             and prev.attention == new.attention and prev.channelModes == new.channelModes
             and prev.lifecycleUid == new.lifecycleUid and prev.condition == new.condition
             and prev.card == new.card)
+
+
+#: The clocks a heartbeat-only rewrite may move (``is_heartbeat_only``), in the order
+#: :func:`match_clocks` returns them.
+CLOCK_FIELDS = ("ts", "activitySince", "statusSince", "activeAt")
+_CLOCK_NEEDLES = tuple(b'"%s":' % f.encode() for f in CLOCK_FIELDS)
+_INTEGER = re.compile(rb"[ \t\n\r]*([1-9][0-9]{0,16}|0)[,} \t\n\r]")
+_MAX_DIGITS = 17
+
+ClockTemplate = tuple  # (segments: tuple[bytes, ...], fields: tuple[int, ...], clocks: tuple)
+
+
+def clock_template(raw: bytes, p: Presence) -> ClockTemplate | None:
+    """``raw`` (the bytes ``p`` was decoded from) cut around its integer clocks, for
+    :func:`match_clocks`; None when nothing can be cut safely.
+
+    A clock is cut only where it can be nothing else: its key appears once, the integer
+    after it is the decoded value, and no ``\\u`` escape in the record could spell a key
+    another way. A clock that is a float, repeated or otherwise unusual is not cut: it stays
+    in the fixed bytes, so a change to it is decoded in full."""
+    if b"\\u" in raw:
+        return None
+    cuts = []
+    for k, needle in enumerate(_CLOCK_NEEDLES):
+        value = getattr(p, CLOCK_FIELDS[k])
+        if type(value) is not int or raw.count(needle) != 1:
+            continue
+        m = _INTEGER.match(raw, raw.find(needle) + len(needle))
+        if m is None or int(m.group(1)) != value:
+            continue
+        cuts.append((m.start(1), m.end(1), k))
+    if not cuts:
+        return None
+    clocks = tuple(getattr(p, f) for f in CLOCK_FIELDS)
+    cuts.sort()
+    segments, fields, pos = [], [], 0
+    for start, end, k in cuts:
+        segments.append(raw[pos:start])
+        fields.append(k)
+        pos = end
+    segments.append(raw[pos:])
+    return tuple(segments), tuple(fields), clocks
+
+
+def match_clocks(t: ClockTemplate, raw: bytes) -> list[int | float | None] | None:
+    """The clocks of ``raw`` (in :data:`CLOCK_FIELDS` order: those not cut are the
+    template record's) when ``raw`` is the template's bytes with other integers where it was
+    cut, else None (the caller decodes it in full).
+
+    Every fixed segment after a cut starts with a byte no integer holds, so the first
+    occurrence of it after a run of digits is where that run ends: one decomposition."""
+    segments, fields, base = t
+    if not raw.startswith(segments[0]):
+        return None
+    clocks = list(base)
+    pos = len(segments[0])
+    last = len(fields) - 1
+    for k, field in enumerate(fields):
+        seg = segments[k + 1]
+        if k == last:
+            end = len(raw) - len(seg)
+            if not raw.endswith(seg):
+                return None
+        else:
+            end = raw.find(seg, pos)
+        digits = raw[pos:end]
+        if (end < pos or not digits.isdigit() or len(digits) > _MAX_DIGITS
+                or (digits[0] == 48 and len(digits) > 1)):  # (48: a leading "0")
+            return None
+        clocks[field] = int(digits)
+        pos = end + len(seg)
+    return clocks

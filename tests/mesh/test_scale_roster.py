@@ -2,8 +2,9 @@
 
 * the model: roster size, per-status counts, NEEDS-YOU set and stalest heartbeat equal a
   brute-force reading of every peer, through status churn, heartbeats and a crash;
-* the observer's heartbeat fast path (clocks only, judged by ``is_heartbeat_only`` against the
-  last record applied) leaves the model exactly as applying every record in full does;
+* the observer's heartbeat fast path (the last applied record's bytes with other clock
+  integers, ``wire.match_clocks``) leaves the model exactly as applying every record in full
+  does;
 * the console: the roster and the rail measure every item but build only what is shown; what
   they show equals a full build, before and after heartbeat-only and status changes, and j/k
   walk items.
@@ -125,9 +126,17 @@ def test_refresh_clocks_declines_what_only_the_full_record_may_decide():
 
 
 def wire(i: int, status: str, ts: float, **extra) -> bytes:
+    """Clocks as integers, as producers write them, but every tenth agent writes floats (the
+    fast path cuts only integers: those records are decoded each time) and every seventh a
+    float ``statusSince`` beside integer clocks (it is not cut, so it holds)."""
+    num = float if i % 10 == 0 else int
+    extra = {k: (float if k == "statusSince" and i % 7 == 3 else num)(v)
+             if k in ("activeAt", "statusSince", "activitySince") else v
+             for k, v in extra.items()}
     rec = {"card": {"id": f"local.a{i:05d}", "name": f"a{i:05d}", "kind": "agent",
                     "role": "qa", "meta": {"connector": "bench"}},
-           "status": status, "ts": ts, "lifecycleUid": extra.pop("uid", f"{i:026d}"), **extra}
+           "status": status, "ts": num(ts), "lifecycleUid": extra.pop("uid", f"{i:026d}"),
+           **extra}
     return json.dumps(rec).encode()
 
 

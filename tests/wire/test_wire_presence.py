@@ -212,3 +212,94 @@ def test_registry_and_membership_decoders():
     m = decode_membership(b'{"live":["team.>"],"durable":["team.backend"],"observedAt":5}')
     assert (m.live, m.durable, m.observedAt) == (["team.>"], ["team.backend"], 5)
     assert decode_membership(b'{"live":3}') is None
+
+
+# ---- the heartbeat fast path: clock_template / match_clocks against a full decode ----------
+
+def _base_records() -> list[bytes]:
+    card = {"id": ALICE, "name": "alice", "kind": "agent", "role": "qa"}
+    rec = {"card": card, "status": "working", "ts": NOW, "statusSince": NOW - 5000,
+           "activeAt": NOW - 100, "activity": "tests", "activitySince": NOW - 900}
+    nested = {**{k: v for k, v in rec.items() if k != "activeAt"},
+              "card": {**card, "meta": {"activeAt": 5}}}  # not a clock: stays in a segment
+    return [
+        msgspec.json.encode(rec),                                   # msgspec: no spaces
+        json.dumps(rec).encode(),                                   # json.dumps: '"ts": 1'
+        json.dumps({**rec, "ts": NOW + 0.5}).encode(),              # a float clock
+        json.dumps({**rec, "activitySince": NOW - 0.5}).encode(),   # ... beside integers
+        json.dumps({"card": card, "status": "idle", "ts": NOW}).encode(),  # ts only
+        json.dumps(nested).encode(),                                # a nested key of a clock's name
+        json.dumps({**rec, "activity": 'say "ts":1 and \\"ts\\":2'}).encode(),  # in a string
+        b'{"ts":%d,"card":{"id":"%s","name":"a","kind":"agent"},"status":"idle","ts":%d}'
+        % (NOW, ALICE.encode(), NOW),                               # a repeated key
+        b'{"card":{"id":"%s","name":"a","kind":"agent"},"status":"idle","ts":1.71e12}'
+        % ALICE.encode(),                                           # an exponent
+        b'{"card":{"id":"%s","name":"a","kind":"agent","meta":{"ts":%d}},"status":"idle",'
+        b'"\\u0074s":%d}' % (ALICE.encode(), NOW, NOW),              # an escaped key
+    ]
+
+
+def _mutations(raw: bytes, rng) -> list[bytes]:
+    out = []
+    digits = [i for i, c in enumerate(raw) if chr(c).isdigit()]
+    for _ in range(40):
+        i = rng.choice(digits)
+        out.append(raw[:i] + str(rng.randrange(10)).encode() + raw[i + 1:])  # one digit
+        j = rng.randrange(len(raw))
+        out.append(raw[:j] + rng.choice([b"0", b"9", b"-", b".", b" ", b"e5", b"x", b'"'])
+                   + raw[j:])  # an insertion anywhere
+        out.append(raw[:j] + raw[j + 1:])  # a deletion anywhere
+    for old, new in ((b"%d" % NOW, b"%d" % (NOW + 2000)), (b"%d" % NOW, b"0%d" % NOW),
+                     (b"%d" % NOW, b"%d.25" % NOW), (b"%d" % NOW, b"-%d" % NOW),
+                     (b"%d" % NOW, b"9" * 30), (b"working", b"idle"), (b"qa", b"qb")):
+        out.append(raw.replace(old, new))
+    return out
+
+
+def test_the_clock_fast_path_agrees_with_a_full_decode():
+    """Whatever bytes arrive, a match is a record that decodes, is heartbeat-only against the
+    one the template was cut from, and has exactly the clocks the match read; records whose
+    only change is a clock do match (the fast path is taken, not merely safe)."""
+    import random
+
+    from meshview.wire import clock_template, match_clocks
+    from meshview.wire.presence import CLOCK_FIELDS
+
+    rng = random.Random(5)
+    matched = cut = 0
+    for raw in _base_records():
+        p = msgspec.json.decode(raw, type=Presence)
+        t = clock_template(raw, p)
+        if t is None:
+            continue
+        cut += 1
+        assert match_clocks(t, raw) == [getattr(p, f) for f in CLOCK_FIELDS]
+        for new in _mutations(raw, rng):
+            got = match_clocks(t, new)
+            try:
+                q = msgspec.json.decode(new, type=Presence)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                assert got is None, new
+                continue
+            if got is None:
+                continue
+            matched += 1
+            assert is_heartbeat_only(p, q), new
+            want = [getattr(q, f) for f in CLOCK_FIELDS]
+            assert got == want and [type(v) for v in got] == [type(v) for v in want], new
+    assert cut == 7  # all but the repeated key, the exponent and the escaped key
+    assert matched > 100
+
+
+def test_a_clock_that_cannot_be_cut_safely_gets_no_template():
+    from meshview.wire import clock_template
+
+    recs = _base_records()
+    for raw in (recs[7], recs[8], recs[9]):  # repeated key, exponent, escaped key
+        assert clock_template(raw, msgspec.json.decode(raw, type=Presence)) is None, raw
+    # a float clock, or a value that is not the bytes of the record given, is not cut
+    for raw, p in ((recs[2], msgspec.json.decode(recs[2], type=Presence)),
+                   (recs[0].replace(b"%d" % NOW, b"%d" % (NOW + 1)),
+                    msgspec.json.decode(recs[0], type=Presence))):
+        segments, fields, _ = clock_template(raw, p)
+        assert 0 not in fields and len(segments) == len(fields) + 1
