@@ -136,7 +136,9 @@ _CLOCK_NEEDLES = tuple(b'"%s":' % f.encode() for f in CLOCK_FIELDS)
 _INTEGER = re.compile(rb"[ \t\n\r]*([1-9][0-9]{0,16}|0)[,} \t\n\r]")
 _MAX_DIGITS = 17
 
-ClockTemplate = tuple  # (segments: tuple[bytes, ...], fields: tuple[int, ...], clocks: tuple)
+#: (segments, fields: the clock each cut is, clocks: the record's, rest: when ts is the first
+#: cut, the bytes after it with the other clocks as they are: a plain heartbeat's tail)
+ClockTemplate = tuple
 
 
 def clock_template(raw: bytes, p: Presence) -> ClockTemplate | None:
@@ -168,7 +170,8 @@ def clock_template(raw: bytes, p: Presence) -> ClockTemplate | None:
         fields.append(k)
         pos = end
     segments.append(raw[pos:])
-    return tuple(segments), tuple(fields), clocks
+    rest = raw[cuts[0][1]:] if fields[0] == 0 else None
+    return tuple(segments), tuple(fields), clocks, rest
 
 
 def match_clocks(t: ClockTemplate, raw: bytes) -> list[int | float | None] | None:
@@ -178,9 +181,14 @@ def match_clocks(t: ClockTemplate, raw: bytes) -> list[int | float | None] | Non
 
     Every fixed segment after a cut starts with a byte no integer holds, so the first
     occurrence of it after a run of digits is where that run ends: one decomposition."""
-    segments, fields, base = t
+    segments, fields, base, rest = t
     if not raw.startswith(segments[0]):
         return None
+    if rest is not None and raw.endswith(rest):  # most heartbeats: only ts moved
+        digits = raw[len(segments[0]):len(raw) - len(rest)]
+        if (digits.isdigit() and len(digits) <= _MAX_DIGITS
+                and (digits[0] != 48 or len(digits) == 1)):
+            return [int(digits), base[1], base[2], base[3]]
     clocks = list(base)
     pos = len(segments[0])
     last = len(fields) - 1

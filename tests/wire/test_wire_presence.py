@@ -301,5 +301,6 @@ def test_a_clock_that_cannot_be_cut_safely_gets_no_template():
     for raw, p in ((recs[2], msgspec.json.decode(recs[2], type=Presence)),
                    (recs[0].replace(b"%d" % NOW, b"%d" % (NOW + 1)),
                     msgspec.json.decode(recs[0], type=Presence))):
-        segments, fields, _ = clock_template(raw, p)
+        segments, fields, _, rest = clock_template(raw, p)
+        assert rest is None
         assert 0 not in fields and len(segments) == len(fields) + 1
