@@ -316,7 +316,8 @@ class MeshModel(RunsReducer, RosterReducer):
         return self._land(FeedEntry(index=self._ring.end, **kw))
 
     def _land(self, e: FeedEntry) -> FeedEntry:
-        self._emit(e)  # the line stream gets the row as it came (exact text)
+        if self.record_events:  # (checked here too: a row lands per delivery)
+            self._emit(e)  # the line stream gets the row as it came (exact text)
         e = self._ring.push(e)
         self._touch()
         return e

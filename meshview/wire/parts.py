@@ -74,6 +74,9 @@ def part_text(p: Part) -> str:
 
 def parts_to_text(parts: Iterable[Part]) -> str:
     """A message's parts as one string, space-joined (upstream ``partsToText``)."""
+    if type(parts) in (list, tuple) and len(parts) == 1:  # most messages: one part
+        p = parts[0]
+        return p.text if type(p) is TextPart else part_text(p)
     return " ".join(part_text(p) for p in parts)
 
 
