@@ -854,17 +854,19 @@ class MeshModel(RunsReducer, RosterReducer):
         stalest: Peer | None = min(chain.from_iterable(live), key=_TS, default=None)
         needs: list[NeedsYou] = []
         lo, hi = spans.get("waiting", (0, 0))
+        # the waiting block is in roster order, which within a block is (name.lower(), id):
+        # NEEDS-YOU's order, so no sort (built positionally: 500 of them at 10k agents)
         for p in agents[lo:hi]:
             c = p.condition
+            ca = now - c.since if c and c.since else None
+            sa = now - p.status_since if p.status_since else None
+            ha = now - p.ts
             needs.append(NeedsYou(
-                id=p.id, name=p.name, role=p.role,
-                condition_code=c.code if c else None,
-                condition_message=c.message if c else None,
-                condition_age_ms=max(0.0, now - c.since) if c and c.since else None,
-                status_age_ms=max(0.0, now - p.status_since) if p.status_since else None,
-                heartbeat_age_ms=max(0.0, now - p.ts), activity=p.activity,
+                p.id, p.name, p.role, c.code if c else None, c.message if c else None,
+                None if ca is None else ca if ca > 0.0 else 0.0,
+                None if sa is None else sa if sa > 0.0 else 0.0,
+                ha if ha > 0.0 else 0.0, p.activity,
             ))
-        needs.sort(key=lambda n: (n.name.lower(), n.id))
         signals = Signals(
             counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs),
             stalest_live_ts=stalest.ts if stalest else None,

@@ -155,6 +155,30 @@ def test_needs_you_and_stalest(m, clock):
     assert s.signals.stalest_live_id == "local.x"
 
 
+def test_needs_you_is_in_name_order_through_case_ties_and_renames(m, clock):
+    """NEEDS-YOU is ordered by (name, case-insensitive, then id): the roster's order within
+    its waiting block, which the snapshot reuses instead of sorting again."""
+    names = {"local.b": "bob", "local.a2": "Alice", "local.c": "carol", "local.a1": "alice",
+             "local.z": "Zed"}
+    for pid, name in names.items():
+        m.apply_presence(rec(pid, name, clock, status="waiting"))
+    m.apply_presence(rec("local.y", "aaron", clock, status="working"))  # not waiting
+
+    def order():
+        return [n.id for n in m.snapshot().signals.needs_you]
+
+    def want():
+        return [pid for _, pid in sorted((n.lower(), pid) for pid, n in names.items())]
+
+    assert order() == want() == ["local.a1", "local.a2", "local.b", "local.c", "local.z"]
+    names["local.z"] = "Adam"  # a rename moves it
+    m.apply_presence(rec("local.z", "Adam", clock, status="waiting"))
+    assert order() == want()
+    m.apply_presence(rec("local.y", "aaron", clock, status="waiting"))  # joins the block
+    names["local.y"] = "aaron"
+    assert order() == want() and order()[0] == "local.y"
+
+
 def test_heartbeat_only_is_not_an_event(m, clock):
     m.apply_presence(rec("local.a", "amy", clock, status="working", activity="x", lifecycle_uid="u1" * 13))
     clock.advance(2000)
