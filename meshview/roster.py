@@ -77,6 +77,14 @@ def sort_peers(peers: Iterable[Peer], by: str) -> tuple[Peer, ...]:
     return tuple(rows)
 
 
+def same_but_clocks(old: Peer, new: Peer) -> bool:
+    """``new`` is ``old`` with only the clocks a heartbeat moves (:meth:`RosterReducer.
+    refresh_clocks`) changed: what a view shows of it differs only in ages."""
+    return old is new or (old.id == new.id and restruct(
+        new, ts=old.ts, seen_at=old.seen_at, activity_since=old.activity_since,
+        status_since=old.status_since, active_at=old.active_at) == old)
+
+
 class RosterReducer:
     """Presence reducers of :class:`~meshview.model.MeshModel` (the attributes below are its)."""
 

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from attach.managed import ManagedFold
-from meshview.roster import ROSTER_SORTS, sort_peers
+from meshview.roster import ROSTER_SORTS, same_but_clocks, sort_peers
 from meshview.snapshot import Peer, Snapshot
 from meshview.stalled import Stalled
 from widgets.lazy_list import LazyLineList
@@ -199,6 +199,9 @@ class Roster(LazyLineList):
 
     def ages(self) -> object:
         return self._now
+
+    def clocks_only(self, old: Any, new: Any) -> bool:
+        return same_but_clocks(old, new)
 
     def _seat(self, p: Peer) -> Any:
         by_id = self._seat_by_id

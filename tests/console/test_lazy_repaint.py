@@ -254,3 +254,82 @@ async def test_the_scrollbar_is_painted_only_when_its_thumb_moves():
         assert w.scroll_y == 1000
         await grow(400)
         assert painted and bar.window_virtual_size == 2402 == w.virtual_size.height
+
+
+# ---- clocks-only changes and the ages' re-measure cadence ----------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Clocked:
+    text: str
+    height: int = 1
+    clock: int = 0  # what the ages read: a change of it alone is clocks-only
+
+
+class ClockedRows(Rows):
+    def __init__(self, rows) -> None:
+        super().__init__(rows)
+        self.measured: list[str] = []
+        self.second = 0
+
+    def ages(self):
+        return self.second
+
+    def clocks_only(self, old, new) -> bool:
+        return old.text == new.text and old.height == new.height
+
+    def measure(self, d, width: int) -> int:
+        self.measured.append(d.text)
+        return d.height
+
+
+class ClockedApp(One):
+    def compose(self) -> ComposeResult:
+        yield ClockedRows(self.rows)
+
+
+async def test_clocks_only_changes_off_screen_cost_no_measure_and_ages_remeasure_every_nth():
+    """A heartbeat's data (clocks only) off screen is not measured; on screen it is, at once.
+    An ages move measures the shown items; only every AGES_REMEASURE_EVERY-th owes all of
+    them, after which the list equals a full build."""
+    from widgets.lazy_list import AGES_REMEASURE_EVERY
+
+    rows = [(f"k{i}", Clocked(f"item-{i}")) for i in range(300)]
+    app = ClockedApp(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(ClockedRows)
+        w.rebuild()
+        await pilot.pause()
+        await until(pilot, lambda: not w._stale, what="the first measures")
+
+        # 100 rows far below the screen and row 0 on it get a heartbeat (clocks only)
+        for i in [0, *range(200, 300)]:
+            old = w.rows[i][1]
+            w.rows[i] = (f"k{i}", Clocked(old.text, old.height, old.clock + 1))
+        w.measured.clear()
+        w.rebuild()
+        await pilot.pause()
+        assert "item-0" in w.measured  # shown: measured at once
+        assert not any(t in w.measured for t in (f"item-{i}" for i in range(200, 300)))
+        assert not w._stale  # and nothing owed for them
+
+        # a real change off screen (its height) is owed and measured in slices
+        w.rows[250] = ("k250", Clocked("item-250", 3, 9))
+        w.rebuild()
+        await until(pilot, lambda: not w._stale, what="the owed measure")
+        assert w._heights[250] == 3
+
+        # ages moves: the shown items each time, every item only on the Nth
+        # (a height that changed off screen meanwhile shows once they are all measured)
+        w.rows[280] = ("k280", Clocked("item-280", 1, 0))  # a heartbeat: not measured
+        object.__setattr__(w.rows[280][1], "height", 2)  # ... yet it is taller now
+        for n in range(1, AGES_REMEASURE_EVERY + 1):
+            w.measured.clear()
+            w.second += 1
+            w.rebuild()
+            await pilot.pause()
+            if n < AGES_REMEASURE_EVERY:
+                assert len(w.measured) < 20 and not w._stale  # the shown ones only
+        await until(pilot, lambda: not w._stale, what="every item measured")
+        assert w._heights[280] == 2
+        assert [k for k, _ in w.items] == [k for k, _ in w.build(w.content_width)]
+        assert w.line_texts() == [t.plain for _, ls in w.build(w.content_width) for t in ls]

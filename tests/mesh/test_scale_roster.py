@@ -122,6 +122,31 @@ def test_refresh_clocks_declines_what_only_the_full_record_may_decide():
     assert m.peer("local.a00001").status == "offline"
 
 
+def test_same_but_clocks_is_what_refresh_clocks_moves_and_nothing_else():
+    """The roster's heartbeat test for its views: a peer after ``refresh_clocks`` reads the
+    same but for its clocks; any other change (status, activity, condition) does not."""
+    from meshview.roster import same_but_clocks
+
+    clk = FixedClock(T0)
+    m = MeshModel("scale", clock=clk)
+    m.apply_presence(record(1, "working", clk.t, activity="lint"))
+    a = m.peer("local.a00001")
+    clk.advance(2000)
+    assert m.refresh_clocks("local.a00001", clk.t, clk.t - 10, clk.t - 20, clk.t - 30)
+    b = m.peer("local.a00001")
+    assert b is not a and b.ts != a.ts and same_but_clocks(a, b)
+    for change in (dict(status="idle"), dict(activity="review"), dict(activity=None),
+                   dict(condition=Condition("input", "harness", "which?", clk.t))):
+        clk.advance(2000)
+        m.apply_presence(record(1, change.get("status", "working"), clk.t,
+                                **{k: v for k, v in change.items() if k != "status"}
+                                | ({} if "activity" in change else {"activity": "lint"})))
+        c = m.peer("local.a00001")
+        assert not same_but_clocks(b, c), change
+        b = c
+    assert not same_but_clocks(a, m.peer("local.a00001"))
+
+
 # --------------------------------------------------------------------------- observer
 
 
