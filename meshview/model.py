@@ -163,8 +163,6 @@ class MeshModel(RunsReducer, RosterReducer):
         # roster
         self._peers: dict[str, Peer] = {}
         self._roster_changed = True
-        self._agents: tuple[Peer, ...] = ()
-        self._endpoints: tuple[Peer, ...] = ()
         self._agent_ids: tuple[str, ...] = ()
         self._endpoint_ids: tuple[str, ...] = ()
         self._peer_ids: tuple[str, ...] = ()  # the snapshot's ``order``
@@ -825,9 +823,6 @@ class MeshModel(RunsReducer, RosterReducer):
         n = bisect_left(srt, (True,))  # the first endpoint
         self._agent_ids, self._endpoint_ids = tuple(ids[:n]), tuple(ids[n:])
         self._peer_ids = tuple(ids)
-        get = peers.__getitem__
-        self._agents = tuple(map(get, self._agent_ids))
-        self._endpoints = tuple(map(get, self._endpoint_ids))
         spans: dict[str, tuple[int, int]] = {}
         for status, o in STATUS_ORDER.items():  # in block order
             lo, hi = bisect_left(srt, (False, o)), bisect_left(srt, (False, o + 1))
