@@ -36,12 +36,8 @@ from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30
-BUSY_HZ = 10  # above BUSY_RATE msgs/s nobody reads rows: repaint less often
+BUSY_HZ = 10  # above BUSY_RATE msgs/s (or model changes/s) nobody reads rows: repaint less often
 BUSY_RATE = 300.0
-# ... and a roster churning past BUSY_RATE changes/s with no such chat flood (10k agents
-# heartbeating: 5k changes/s) is drawn at this rate: every frame then recomposites most of the
-# screen, and what moves is ages and heartbeats (keys are drawn at once, whatever the rate)
-CHURN_HZ = 4
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a
 # drain costs ~10-20 ms, and back to back at 30 Hz it starved keys and the observer it draws.
 DRAIN_DUTY = 0.25
@@ -238,13 +234,12 @@ class ConsoleScreen(ComposeKeys):
         snap = model.snapshot()
         # busy: a chat flood, or a churning roster (10k agents heartbeating are 5k changes/s)
         changes = (snap.version - self._version) / max(1e-3, now - self._drained_at)
-        hz = (BUSY_HZ if snap.rates.msgs_per_sec > BUSY_RATE
-              else CHURN_HZ if changes > BUSY_RATE else None)
+        busy = snap.rates.msgs_per_sec > BUSY_RATE or changes > BUSY_RATE
         self._version, self._drained_at = snap.version, now
         self.apply(snap)
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
-        self._next_drain = max(now + (1 / hz if hz else 0.0), now + cost + rest)
+        self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
 
     def apply(self, snap: Snapshot) -> None:
         self.snap = snap
