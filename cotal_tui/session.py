@@ -108,11 +108,11 @@ class ConsoleObserver(Observer):
         self.skills: Skills = {}
 
     def _on_presence(self, e: Any, initial: bool) -> None:
-        prev = self._last_presence.get(e.key)
+        prev = self._clock_templates.get(e.key)
         super()._on_presence(e, initial)
         if (e.operation or "PUT") != "PUT" or not e.value:
             return
-        if prev is not None and self._last_presence.get(e.key) is prev:
+        if prev is not None and self._clock_templates.get(e.key) is prev:
             return  # a heartbeat (clocks only) or a record not applied: the skills stand
         try:
             rec = msgspec.json.decode(e.value)

@@ -141,7 +141,7 @@ class Observer:
         # per presence key, the bytes of the record the roster holds cut around its clocks
         # (live peers only, wire.clock_template): a later record that is those bytes with
         # other clock digits just moves the peer's clocks, with no decode
-        self._last_presence: dict[str, Any] = {}
+        self._clock_templates: dict[str, Any] = {}
         self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
         self.queue_dropped = 0  # dropped since the model was last told
@@ -471,7 +471,7 @@ class Observer:
         m = self.model
         now = m.clock()
         op = e.operation or "PUT"
-        lp = self._last_presence
+        lp = self._clock_templates
         if op == "PUT" and e.key in lp:
             # the common case at scale: the last applied record again with new clock digits
             c = match_clocks(lp[e.key], e.value)
