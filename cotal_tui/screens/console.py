@@ -47,6 +47,10 @@ DRAIN_GAP_MAX = 0.5  # ... but the screen never rests longer than this after an 
 # the mesh is still drawn at least every KEYS_FIRST_MAX_S.
 KEYS_FIRST_S = 0.15
 KEYS_FIRST_MAX_S = 0.5
+# ... and such a drain, while keys come, updates only the focused list (the one the keys move):
+# its paint is that panel's, not the whole screen's. Everything else is drawn by the first
+# drain after the keys stop, and at least every KEYS_FULL_S while they do not.
+KEYS_FULL_S = 1.5
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 FOCUS_MARK = "▶ "  # before the focused panel's title: focus survives NO_COLOR and any theme
@@ -132,6 +136,8 @@ class ConsoleScreen(ComposeKeys):
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self._drained_at = 0.0
+        self._full_at = 0.0  # the last drain that drew everything
+        self._rest_owed = False  # the last drain drew only the focused list
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self._drain_tick, name="drain")
         self._recording_tick()
@@ -226,20 +232,35 @@ class ConsoleScreen(ComposeKeys):
                 self._managed_noticed = True  # said once: the poller has stopped asking
                 self.notify(fold.notice, severity="warning", timeout=12)
         model = self.model
-        if model.version == self._version and self.snap is not None:
+        if model.version == self._version and self.snap is not None and not self._rest_owed:
             return
         now = monotonic()
         if now < self._next_drain:
             return
         snap = model.snapshot()
+        only = (self._focused_list() if now - self.shell.key_at < KEYS_FIRST_S
+                and now - self._full_at < KEYS_FULL_S else None)
         # busy: a chat flood, or a churning roster (10k agents heartbeating are 5k changes/s)
         changes = (snap.version - self._version) / max(1e-3, now - self._drained_at)
         busy = snap.rates.msgs_per_sec > BUSY_RATE or changes > BUSY_RATE
         self._version, self._drained_at = snap.version, now
-        self.apply(snap)
+        if only is not None:
+            self.snap = snap
+            only.update_snapshot(snap)
+        else:
+            self.apply(snap)
+            self._full_at = now
+        self._rest_owed = only is not None
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
         self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
+
+    def _focused_list(self) -> Roster | FeedView | NeedsYouRail | None:
+        """The body's list the keys are moving, when nothing is over the console."""
+        if self.lens != "body" or self.app.screen is not self:
+            return None
+        f = self.focused
+        return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
     def apply(self, snap: Snapshot) -> None:
         self.snap = snap

@@ -333,3 +333,50 @@ async def test_clocks_only_changes_off_screen_cost_no_measure_and_ages_remeasure
         assert w._heights[280] == 2
         assert [k for k, _ in w.items] == [k for k, _ in w.build(w.content_width)]
         assert w.line_texts() == [t.plain for _, ls in w.build(w.content_width) for t in ls]
+
+
+async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_follows():
+    """A drain forced while keys come (KEYS_FIRST_MAX_S) updates only the list the keys move;
+    the status bar, tiles and feed are drawn by the first drain after the keys stop, even
+    with nothing new in the model, and at least every KEYS_FULL_S while they do not."""
+    from time import monotonic
+
+    from support.console import make_app, rec
+
+    from cotal_tui.screens import console as cs
+    from widgets.feed import FeedView
+    from widgets.roster import Roster
+    from widgets.status_tiles import Tiles
+
+    app = make_app()
+    m = app.session.model
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        roster, feed, tiles = [screen.query_one(c) for c in (Roster, FeedView, Tiles)]
+        roster.focus()
+        await pilot.press("j")
+        screen._full_at = monotonic()  # everything was drawn just now
+
+        def drain(keys: bool) -> None:
+            screen._next_drain = 0.0
+            screen._drained_at = monotonic() - cs.KEYS_FIRST_MAX_S  # forced past keys first
+            app.key_at = monotonic() if keys else monotonic() - 1.0
+            screen._drain_tick()
+
+        m.clock.advance(1)
+        m.apply_presence(rec("ada", "working", m.clock.t))
+        tile_snap, feed_snap = tiles._snap, feed._snap
+        drain(keys=True)
+        assert roster.snap is screen.snap and roster.snap.version == m.version  # the keys' list
+        assert tiles._snap is tile_snap and feed._snap is feed_snap  # the rest waits
+        assert screen._rest_owed
+
+        drain(keys=False)  # the keys stopped; the model did not move
+        assert tiles._snap is screen.snap and feed._snap is screen.snap and not screen._rest_owed
+
+        m.clock.advance(1)
+        m.apply_presence(rec("ada", "idle", m.clock.t))
+        screen._full_at = monotonic() - cs.KEYS_FULL_S  # keys for longer than that
+        drain(keys=True)
+        assert tiles._snap is screen.snap and feed._snap is screen.snap  # everything, once
