@@ -199,13 +199,13 @@ class LazyLineList(LineList):
         mdata, mh = self._mdata, self._mh
         heights = list(map(mh.get, keys))
         measure, clocks_only = self.measure, self.clocks_only
-        clocked = False
+        clocked: set[int] = set()
         for i in compress(range(len(keys)), map(is_not, data, map(mdata.get, keys))):
             d, k = data[i], keys[i]
             if heights[i] is not None:  # known: it keeps that height until a slice measures it
                 if clocks_only(mdata[k], d):
                     mdata[k] = d  # as an ages move: off screen its height holds
-                    clocked = True
+                    clocked.add(i)
                 else:
                     self._owe_one(k)  # (the shown ones are measured below, at once)
                 continue
@@ -237,9 +237,11 @@ class LazyLineList(LineList):
         top = self.scroll_offset.y
         quiet = self._set_total(width, total, quiet=before is not None)
         relaid = False
-        if self._stale or clocked:
+        if self._stale:
             relaid = self._remeasure(self._shown(), width)  # laid out and painted if it moved
             self._start_slices()
+        elif clocked:  # only those on screen: measured at once
+            relaid = self._remeasure([i for i in self._shown() if i in clocked], width)
         if moved:
             self.scroll_to_cursor()
         if quiet and not relaid and self.scroll_offset.y == top:

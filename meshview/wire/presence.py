@@ -185,10 +185,9 @@ def match_clocks(t: ClockTemplate, raw: bytes) -> list[int | float | None] | Non
     if not raw.startswith(segments[0]):
         return None
     if rest is not None and raw.endswith(rest):  # most heartbeats: only ts moved
-        digits = raw[len(segments[0]):len(raw) - len(rest)]
-        if (digits.isdigit() and len(digits) <= _MAX_DIGITS
-                and (digits[0] != 48 or len(digits) == 1)):
-            return [int(digits), base[1], base[2], base[3]]
+        ts = _integer(raw[len(segments[0]):len(raw) - len(rest)])
+        if ts is not None:
+            return [ts, base[1], base[2], base[3]]
     clocks = list(base)
     pos = len(segments[0])
     last = len(fields) - 1
@@ -200,10 +199,18 @@ def match_clocks(t: ClockTemplate, raw: bytes) -> list[int | float | None] | Non
                 return None
         else:
             end = raw.find(seg, pos)
-        digits = raw[pos:end]
-        if (end < pos or not digits.isdigit() or len(digits) > _MAX_DIGITS
-                or (digits[0] == 48 and len(digits) > 1)):  # (48: a leading "0")
+        value = _integer(raw[pos:end]) if end >= pos else None
+        if value is None:
             return None
-        clocks[field] = int(digits)
+        clocks[field] = value
         pos = end + len(seg)
     return clocks
+
+
+def _integer(digits: bytes) -> int | None:
+    """``digits`` as a JSON integer a clock may be (no sign, no leading zero, at most
+    ``_MAX_DIGITS``), else None."""
+    if (not digits.isdigit() or len(digits) > _MAX_DIGITS
+            or (digits[0] == 48 and len(digits) > 1)):  # (48: a leading "0")
+        return None
+    return int(digits)

@@ -174,6 +174,9 @@ async def test_heartbeat_fast_path_leaves_the_model_as_full_application_does(nc)
     a = MeshModel("scale", clock=clk_a, record_events=True)
     b = MeshModel("scale", clock=clk_b, record_events=True)
     obs = Observer(nc, "scale", a)  # not started: entries are handed to it as the watch would
+    fast: list[str] = []  # keys the fast path moved (its only way into the model)
+    real_refresh = a.refresh_clocks
+    a.refresh_clocks = lambda pid, *r, **k: (fast.append(pid), real_refresh(pid, *r, **k))[1]
 
     def feed(key: str, value: bytes | None, op: str = "PUT") -> None:
         obs._on_presence(KvEntry(key, value or b"", op, 0), False)
@@ -235,6 +238,7 @@ async def test_heartbeat_fast_path_leaves_the_model_as_full_application_does(nc)
     assert [(r.kind, r.from_id, r.text) for r in sa.feed] == \
         [(r.kind, r.from_id, r.text) for r in sb.feed]
     assert len(obs._clock_templates) > n // 2  # the fast path was taken
+    assert len(fast) > 5 * n  # ... for most heartbeats, over 12 rounds
 
 
 # --------------------------------------------------------------------------- console
