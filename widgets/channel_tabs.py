@@ -83,38 +83,46 @@ class ChannelTabs(Widget):
         i = tabs.index(self.active) if self.active in tabs else 0
         self.select(tabs[(i + delta) % len(tabs)])
 
+    def _label(self, i: int, c: ChannelInfo | None) -> Text:
+        """Tab ``i``'s label (``c`` None: the ``all`` tab)."""
+        n = i + 1
+        num = f"{n}:" if n <= 9 else ""
+        tab = None if c is None else c.name
+        t = Text()
+        if c is None:
+            t.append(f" {num}all ")
+        else:
+            t.append(f" {num}#{safe(c.name, 40)}")
+            count = c.retained if c.retained is not None else c.arrivals
+            t.append(f" {count}", self.get_component_rich_style("tabs--count")
+                     if tab != self.active else None)
+            # never more unread than there are
+            unread = min(max(0, c.arrivals - self._seen.get(c.name, 0)), count)
+            if unread and tab != self.active:
+                t.append(f" +{unread}", self.get_component_rich_style("tabs--unread"))
+            t.append(" ")
+        if tab == self.active:
+            t.stylize(self.get_component_rich_style("tabs--active"))
+        return t
+
     def labels(self) -> list[Text]:
-        out = []
-        for i, tab in enumerate(self.tabs):
-            n = i + 1
-            num = f"{n}:" if n <= 9 else ""
-            t = Text()
-            if tab is None:
-                t.append(f" {num}all ")
-            else:
-                c = next(c for c in self.channels if c.name == tab)
-                t.append(f" {num}#{safe(tab, 40)}")
-                count = c.retained if c.retained is not None else c.arrivals
-                t.append(f" {count}", self.get_component_rich_style("tabs--count")
-                         if tab != self.active else None)
-                unread = min(self.unread(tab), count)  # never more unread than there are
-                if unread and tab != self.active:
-                    t.append(f" +{unread}", self.get_component_rich_style("tabs--unread"))
-                t.append(" ")
-            if tab == self.active:
-                t.stylize(self.get_component_rich_style("tabs--active"))
-            out.append(t)
-        return out
+        return [self._label(i, c) for i, c in enumerate((None, *self.channels))]
 
     def render(self) -> Text:
-        labels = self.labels()
+        """The row: scrolled so the active tab shows, and only the labels that fit are built
+        (at 100 channels the row holds a handful of them)."""
+        entries = (None, *self.channels)
         width = self.size.width or 80
-        active = self.tabs.index(self.active) if self.active in self.tabs else 0
-        lo = 0
-        while lo < active and sum(l.cell_len + 1 for l in labels[lo:active + 1]) > width - 2:
+        active = next((i for i, c in enumerate(entries)
+                       if (None if c is None else c.name) == self.active), 0)
+        head = [self._label(i, c) for i, c in enumerate(entries[:active + 1])]
+        lo, span = 0, sum(l.cell_len + 1 for l in head)
+        while lo < active and span > width - 2:
+            span -= head[lo].cell_len + 1
             lo += 1
         row = Text("‹" if lo else "", style="dim")
-        for t in labels[lo:]:
+        for i in range(lo, len(entries)):
+            t = head[i] if i <= active else self._label(i, entries[i])
             if row.cell_len + t.cell_len > width - 1:
                 row.append("›", style="dim")
                 break

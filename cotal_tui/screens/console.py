@@ -51,6 +51,11 @@ KEYS_FIRST_MAX_S = 0.5
 # its paint is that panel's, not the whole screen's. Everything else is drawn by the first
 # drain after the keys stop, and at least every KEYS_FULL_S while they do not.
 KEYS_FULL_S = 1.5
+# While busy, the bars that span the whole width (channel tabs, tiles, status bar) are drawn at
+# most every BARS_BUSY_S: Textual repaints the box around everything dirty in a frame, so a bar
+# drawn beside the scrolling feed widens that frame to the whole screen. A change of the
+# connection's state (connected, errors, warnings) is drawn at once.
+BARS_BUSY_S = 1.0
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 FOCUS_MARK = "▶ "  # before the focused panel's title: focus survives NO_COLOR and any theme
@@ -137,7 +142,9 @@ class ConsoleScreen(ComposeKeys):
         self._next_drain = 0.0
         self._drained_at = 0.0
         self._full_at = 0.0  # the last drain that drew everything
-        self._rest_owed = False  # the last drain drew only the focused list
+        self._rest_owed = False  # the last drain drew only the focused list (or no bars)
+        self._bars_at = 0.0  # the last drain that drew the bars ...
+        self._bars_status: object = None  # ... and the connection status it drew
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self._drain_tick, name="drain")
         self._recording_tick()
@@ -219,7 +226,7 @@ class ConsoleScreen(ComposeKeys):
 
     def drain_now(self) -> None:
         """A drain asked for (a replay's seek): past the duty gap and the keys."""
-        self._next_drain = 0.0
+        self._next_drain = self._bars_at = 0.0
         self.drain()
 
     def drain(self) -> None:
@@ -247,10 +254,15 @@ class ConsoleScreen(ComposeKeys):
         if only is not None:
             self.snap = snap
             only.update_snapshot(snap)
+            self._rest_owed = True
         else:
-            self.apply(snap)
+            bars = (not busy or now - self._bars_at >= BARS_BUSY_S
+                    or snap.status is not self._bars_status)
+            self.apply(snap, bars=bars)
             self._full_at = now
-        self._rest_owed = only is not None
+            if bars:
+                self._bars_at, self._bars_status = now, snap.status
+            self._rest_owed = not bars  # a later drain draws them, with or without news
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
         self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
@@ -262,13 +274,15 @@ class ConsoleScreen(ComposeKeys):
         f = self.focused
         return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
-    def apply(self, snap: Snapshot) -> None:
+    def apply(self, snap: Snapshot, *, bars: bool = True) -> None:
+        """Draw ``snap``: the body (or the lens) and, when ``bars``, the bars too."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
         with self.app.batch_update():
-            tabs.update_snapshot(snap)
-            self.query_one(Tiles).update_snapshot(snap)
-            self.query_one(StatusBar).update_snapshot(snap, tabs.active)
+            if bars:
+                tabs.update_snapshot(snap)
+                self.query_one(Tiles).update_snapshot(snap)
+                self.query_one(StatusBar).update_snapshot(snap, tabs.active)
             lens = self.lens
             if lens == "body":
                 roster = self.query_one(Roster)

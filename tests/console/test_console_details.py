@@ -184,3 +184,35 @@ async def test_topology_map_spells_out_the_spotlighted_edges():
         await until(pilot, lambda: topo.fold.nodes[topo.spot % len(topo.fold.nodes)] != spotted)
         bram = [ln for ln in screen_text(app).splitlines() if ln.startswith(" bram ")]
         assert bram and "→ #team.backend ×1" in bram[0], bram
+
+
+async def test_channel_tabs_row_scrolls_to_the_active_tab_and_builds_only_what_fits():
+    """60 channels: the row is the labels from the first one that lets the active tab show,
+    cut with ``›`` at the width, ``‹`` when scrolled; only the labels that fit are built."""
+    from meshview.snapshot import ChannelInfo
+
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        tabs = console(app).query_one("#tabs")
+        tabs.channels = tuple(ChannelInfo(f"ch{i:02d}", i, i + 3, True, True, "durable", None)
+                              for i in range(60))
+        built = []
+        real = tabs._label
+        tabs._label = lambda i, c: built.append(i) or real(i, c)
+        for active in (None, "ch00", "ch07", "ch30", "ch59"):
+            tabs.active = active
+            built.clear()
+            row = tabs.render().plain
+            names = [None, *(c.name for c in tabs.channels)]
+            at = names.index(active)
+            assert max(built) < at + 12  # (not all 61 labels built)
+            labels = [t.plain for t in tabs.labels()]
+            assert labels[at] in row  # the active tab shows ...
+            lo = 0 if row.startswith(labels[0]) else next(
+                i for i in range(1, at + 1) if row.startswith("‹" + labels[i]))
+            assert (lo > 0) == row.startswith("‹")
+            assert lo == 0 or sum(len(t) + 1 for t in labels[lo - 1:at + 1]) > 100 - 2
+            assert row.endswith("›") or at == 60  # ... and the rest is cut at the width
+            assert len(row) <= 100
+        assert labels[5].split()[-2:] == ["4", "+4"]  # ch04: 4 of them, all unread

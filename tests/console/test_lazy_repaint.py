@@ -380,3 +380,68 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
         screen._full_at = monotonic() - cs.KEYS_FULL_S  # keys for longer than that
         drain(keys=True)
         assert tiles._snap is screen.snap and feed._snap is screen.snap  # everything, once
+
+
+async def test_while_busy_the_full_width_bars_are_drawn_at_most_every_bars_busy_s(monkeypatch):
+    """Busy (a flood or a churning roster), a drain draws the body every time but the channel
+    tabs, tiles and status bar at most every BARS_BUSY_S; a change of the connection's state
+    is drawn at once; once the load stops they are drawn by the next drain, with no news."""
+    from time import monotonic
+
+    from support.console import make_app, rec
+
+    from cotal_tui.screens import console as cs
+    from widgets.channel_tabs import ChannelTabs
+    from widgets.roster import Roster
+    from widgets.status_bar import StatusBar
+    from widgets.status_tiles import Tiles
+
+    app = make_app()
+    m = app.session.model
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        roster, tiles, bar, tabs = [screen.query_one(c)
+                                    for c in (Roster, Tiles, StatusBar, ChannelTabs)]
+        monkeypatch.setattr(cs, "BUSY_RATE", -1.0)  # every drain is a busy one
+
+        def drain() -> None:
+            screen._next_drain = 0.0
+            app.key_at = monotonic() - 1.0  # no keys
+            screen._drain_tick()
+
+        def bars_drawn() -> bool:
+            return (tiles._snap is screen.snap and bar.snap is screen.snap
+                    and tabs.channels is screen.snap.channels)
+
+        def news(status: str) -> None:
+            m.clock.advance(1)
+            m.apply_presence(rec("ada", status, m.clock.t))
+
+        screen._bars_at = monotonic()  # the bars were drawn just now
+        news("idle")
+        drain()
+        assert roster.snap is screen.snap and roster.snap.version == m.version  # the body
+        assert not bars_drawn() and screen._rest_owed  # the bars wait
+
+        news("working")
+        m.set_warning("slow consumer")  # the connection's state: at once, busy or not
+        drain()
+        assert bars_drawn() and not screen._rest_owed
+        assert bar.snap.status.warning == "slow consumer"
+
+        news("idle")
+        drain()
+        assert not bars_drawn()
+        screen._bars_at = monotonic() - cs.BARS_BUSY_S  # a second since they were drawn
+        news("working")
+        drain()
+        assert bars_drawn()
+
+        news("idle")
+        drain()
+        assert not bars_drawn()
+        monkeypatch.setattr(cs, "BUSY_RATE", 1e9)  # the load stopped; the model did not move
+        drain()
+        assert bars_drawn() and not screen._rest_owed
+        await pilot.pause()
