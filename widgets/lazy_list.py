@@ -176,9 +176,11 @@ class LazyLineList(LineList):
             self._refresh_changed(width)
             return
         # what each row on screen shows now: after the rebuild only rows that show something
-        # else are painted again (a re-sort off screen, at 10k rows the usual case, paints none)
-        same_look = epoch == self._epoch and ages == self._ages and width == self._built_width
+        # else are painted again (a re-sort off screen, at 10k rows the usual case, paints none;
+        # a new second of the ages, only the rows whose text it changed)
+        same_look = epoch == self._epoch and width == self._built_width
         before = self._screen_rows() if same_look else None
+        prior, aged = self._built, ages != self._ages  # the lines they read; a new second?
         self._order = order
         self._built_width = width
         self.prepare()
@@ -245,12 +247,13 @@ class LazyLineList(LineList):
         if moved:
             self.scroll_to_cursor()
         if quiet and not relaid and self.scroll_offset.y == top:
-            self._repaint_rows(before, cache, top)
+            self._repaint_rows(before, prior, aged, cache, top)
         else:
             self.refresh()
 
     def _screen_rows(self) -> list[tuple] | None:
-        """``(key, data, line, cursor?)`` of every row on screen (None: nothing laid out yet)."""
+        """``(key, data, line, cursor?, item)`` of every row on screen (None: nothing laid out
+        yet)."""
         if not self.is_mounted or not self._starts or not isinstance(self._lines, _Lines):
             return None
         top = self.scroll_offset.y
@@ -263,7 +266,7 @@ class LazyLineList(LineList):
         for row in range(top, min(top + rows, len(self._lines))):
             while i + 1 < len(starts) and starts[i + 1] <= row:
                 i += 1
-            out.append((keys[i], data[i], row - starts[i], i == cur))
+            out.append((keys[i], data[i], row - starts[i], i == cur, i))
         return out
 
     def _set_total(self, width: int, total: int, *, quiet: bool) -> bool:
@@ -291,16 +294,19 @@ class LazyLineList(LineList):
         self._scroll_update(size)
         return True
 
-    def _repaint_rows(self, before: list[tuple], cache: dict[int, Strip], top: int) -> None:
-        """Paint again only the rows on screen that show another item, data object, line of
-        it or cursor state than before the rebuild; the others keep their rendered lines."""
+    def _repaint_rows(self, before: list[tuple], prior: dict[int, list[Text]], aged: bool,
+                      cache: dict[int, Strip], top: int) -> None:
+        """Paint again only the rows on screen that show another item, line of it or cursor
+        state than before the rebuild, or another text (a new data object, or a new second of
+        the ages, that reads the same is not painted); the others keep their rendered lines."""
         after = self._screen_rows() or []
         changed: list[int] = []
         for r in range(max(len(before), len(after))):
             a = before[r] if r < len(before) else None
             b = after[r] if r < len(after) else None
-            if (a is None or b is None or a[0] != b[0] or a[1] is not b[1] or a[2] != b[2]
-                    or a[3] != b[3]):
+            if (a is None or b is None or a[0] != b[0] or a[2] != b[2] or a[3] != b[3]
+                    or (aged or a[1] is not b[1])
+                    and not self._reads_the_same(prior.get(a[4]), b[4], a[2])):
                 changed.append(r)
             elif (strip := cache.get(top + r)) is not None:
                 self._cache[top + r] = strip
@@ -328,17 +334,21 @@ class LazyLineList(LineList):
         return out
 
     def _ages_moved(self, ages: Any, width: int) -> None:
-        """Same items, same order, the ages' second moved: every item reads differently, so
-        no built line or cached row holds; the shown items are measured again now, the rest
-        in slices."""
+        """Same items, same order, the ages' second moved: any item may read differently, so
+        no built line holds; the shown items are measured again now, the rest in slices, and
+        only the rows on screen whose text changed are painted again."""
         self._ages = ages
-        self._built = {}
-        self._cache.clear()
+        before, prior, cache = self._screen_rows(), self._built, self._cache
+        self._built, self._cache = {}, {}
         if self._ages_move():
             self._owe(self._keys)
-        self._remeasure(self._shown(), width)
+        top = self.scroll_offset.y
+        relaid = self._remeasure(self._shown(), width)
         self._start_slices()
-        self.refresh()
+        if before is None or relaid or self.scroll_offset.y != top:
+            self.refresh()
+        else:
+            self._repaint_rows(before, prior, True, cache, top)
 
     def _remeasure(self, items: Sequence[int], width: int) -> bool:
         """Measure these items again (their built lines go) and lay the rows out again if a
@@ -469,6 +479,7 @@ class LazyLineList(LineList):
                     self._owe_one(k)
         changed = [i for i in changed if i in shown]
         self._start_slices()
+        prior = {i: self._built.get(i) for i in changed}  # the lines they read
         if self._remeasure(changed, width):
             return
         heights = self._heights
@@ -476,6 +487,8 @@ class LazyLineList(LineList):
         bottom = top + (self.scrollable_content_region.height or self.size.height or 1)
         starts, cache = self._starts, self._cache
         for i in changed:
+            if all(self._reads_the_same(prior[i], i, k) for k in range(heights[i])):
+                continue  # a new data object that reads as the last (a heartbeat): no paint
             a, b = starts[i], starts[i] + heights[i]
             for row in range(a, b):
                 cache.pop(row, None)
@@ -534,6 +547,16 @@ class LazyLineList(LineList):
                 if 0 <= i < len(self._starts):
                     self.refresh_lines(self._starts[i], self._heights[i])
         self.on_cursor_moved()
+
+    def _reads_the_same(self, old: list[Text] | None, i: int, line: int) -> bool:
+        """Line ``line`` of item ``i`` as built now is ``old[line]``, to the cell."""
+        if old is None or line >= len(old):
+            return False
+        new = self._item_lines(i)
+        if line >= len(new):
+            return False
+        a, b = old[line], new[line]
+        return a.plain == b.plain and a.spans == b.spans and a.style == b.style
 
     def _item_lines(self, i: int) -> list[Text]:
         lines = self._built.get(i)

@@ -445,3 +445,82 @@ async def test_while_busy_the_full_width_bars_are_drawn_at_most_every_bars_busy_
         drain()
         assert bars_drawn() and not screen._rest_owed
         await pilot.pause()
+
+
+# ---- rows that read the same are not painted ------------------------------------------------
+
+class Ticking(ClockedRows):
+    """Items whose text starts with ``t`` read the ages (the second); the rest do not. The
+    order is one tuple object while the keys keep their order, as the roster's."""
+
+    def __init__(self, rows) -> None:
+        super().__init__(rows)
+        self._order_token: tuple = ()
+
+    def order(self):
+        keys = tuple(k for k, _ in self.rows)
+        if keys != self._order_token:
+            self._order_token = keys
+        return self._order_token
+
+    def data(self):
+        return [d for _, d in self.rows]
+
+    def lines_of(self, d, width: int) -> list[Text]:
+        tick = f" @{self.second}" if d.text.startswith("t") else ""
+        return [Text(f"{d.text}{tick} {n}") for n in range(d.height)]
+
+
+class TickingApp(One):
+    def compose(self) -> ComposeResult:
+        yield Ticking(self.rows)
+
+
+async def test_a_row_that_reads_as_before_is_not_painted_on_any_rebuild_path():
+    """A new data object that reads as the last one (a heartbeat whose ages read the same), a
+    new second that changes only some rows' text, and a re-sort carrying look-alike objects
+    paint only the rows whose text changed; the screen always equals a paint from nothing."""
+    rows = [(f"k{i}", Clocked(("t" if i % 4 == 0 else "s") + f"-{i}")) for i in range(200)]
+    app = TickingApp(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(Ticking)
+        w.rebuild()
+        await pilot.pause()
+
+        async def painted_after(step) -> list[int]:
+            w.painted.clear()
+            step()
+            w.rebuild()
+            await pilot.pause()
+            painted = sorted(set(w.painted))
+            assert screen_text(app) == await fresh_text(app, w)
+            w.rebuild()  # (fresh_text dropped the list's caches: lay them out again)
+            await pilot.pause()
+            return painted
+
+        def heartbeat(*idx: int) -> None:  # new objects, same text: clocks only
+            for i in idx:
+                k, d = w.rows[i]
+                w.rows[i] = (k, Clocked(d.text, d.height, d.clock + 1))
+
+        # same order: two heartbeats on screen read as before -> nothing painted
+        assert await painted_after(lambda: heartbeat(1, 2)) == []
+        # ... a real change on screen paints its row alone
+        assert await painted_after(lambda: w.rows.__setitem__(3, ("k3", Clocked("s-3!")))) == [3]
+
+        # a new second: only the rows that read it (every fourth) are painted
+        def tick() -> None:
+            w.second += 1
+        assert await painted_after(tick) == [0, 4, 8]
+
+        # a re-sort far below the screen with look-alike objects on screen: nothing painted
+        def resort() -> None:
+            w.rows[150], w.rows[151] = w.rows[151], w.rows[150]
+            heartbeat(5, 6)
+        assert await painted_after(resort) == []
+        # ... and with a new second as well: the ticking rows only
+        def resort_and_tick() -> None:
+            w.rows[160], w.rows[161] = w.rows[161], w.rows[160]
+            heartbeat(7)
+            w.second += 1
+        assert await painted_after(resort_and_tick) == [0, 4, 8]
