@@ -12,7 +12,7 @@ from typing import Any, Hashable
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -142,13 +142,24 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
 
     # -- rendering -----------------------------------------------------------------------
 
+    _paint_base: Style | None = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # one paint reads the widget's style once, not once per line (``rich_style`` walks
+        # every ancestor's styles: at 10k agents a tenth of a roster paint)
+        self._paint_base = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_base = None
+
     def render_line(self, y: int) -> Strip:
         row = self.scroll_offset.y + y
         strip = self._cache.get(row)
         if strip is not None:
             return strip
         width = self.size.width
-        base = self.rich_style
+        base = self._paint_base or self.rich_style
         if row >= len(self._lines):
             return Strip.blank(width, base)
         text, item = self._lines[row]
