@@ -254,9 +254,10 @@ class ChannelInfo:
     last_ts: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NeedsYou:
-    """A waiting agent. Ages are None when the wire does not say (never guessed)."""
+class NeedsYou(msgspec.Struct, frozen=True, gc=False):
+    """A waiting agent. Ages are None when the wire does not say (never guessed). A Struct:
+    every snapshot builds one per waiting agent (500 at 10k agents), ~10x cheaper than a
+    frozen dataclass."""
 
     id: str
     name: str
