@@ -56,6 +56,9 @@ KEYS_FULL_S = 1.5
 # drawn beside the scrolling feed widens that frame to the whole screen. A change of the
 # connection's state (connected, errors, warnings) is drawn at once.
 BARS_BUSY_S = 1.0
+# ... and the feed, scrolling under a flood faster than anyone reads it, at most every
+# FEED_BUSY_S (the lists the operator acts on, roster and NEEDS-YOU, every drain).
+FEED_BUSY_S = 0.25
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 FOCUS_MARK = "▶ "  # before the focused panel's title: focus survives NO_COLOR and any theme
@@ -145,6 +148,7 @@ class ConsoleScreen(ComposeKeys):
         self._rest_owed = False  # the last drain drew only the focused list (or no bars)
         self._bars_at = 0.0  # the last drain that drew the bars ...
         self._bars_status: object = None  # ... and the connection status it drew
+        self._feed_at = 0.0  # the last drain that drew the feed
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self._drain_tick, name="drain")
         self._recording_tick()
@@ -226,7 +230,7 @@ class ConsoleScreen(ComposeKeys):
 
     def drain_now(self) -> None:
         """A drain asked for (a replay's seek): past the duty gap and the keys."""
-        self._next_drain = self._bars_at = 0.0
+        self._next_drain = self._bars_at = self._feed_at = 0.0
         self.drain()
 
     def drain(self) -> None:
@@ -258,11 +262,14 @@ class ConsoleScreen(ComposeKeys):
         else:
             bars = (not busy or now - self._bars_at >= BARS_BUSY_S
                     or snap.status is not self._bars_status)
-            self.apply(snap, bars=bars)
+            feed = not busy or now - self._feed_at >= FEED_BUSY_S
+            self.apply(snap, bars=bars, feed=feed)
             self._full_at = now
             if bars:
                 self._bars_at, self._bars_status = now, snap.status
-            self._rest_owed = not bars  # a later drain draws them, with or without news
+            if feed:
+                self._feed_at = now
+            self._rest_owed = not (bars and feed)  # a later drain draws them, news or not
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
         self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
@@ -274,8 +281,8 @@ class ConsoleScreen(ComposeKeys):
         f = self.focused
         return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
-    def apply(self, snap: Snapshot, *, bars: bool = True) -> None:
-        """Draw ``snap``: the body (or the lens) and, when ``bars``, the bars too."""
+    def apply(self, snap: Snapshot, *, bars: bool = True, feed: bool = True) -> None:
+        """Draw ``snap``: the body (or the lens); the bars and the feed when asked."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
         with self.app.batch_update():
@@ -289,8 +296,8 @@ class ConsoleScreen(ComposeKeys):
                 roster.update_snapshot(snap)
                 if self.has_class("-narrow"):
                     roster.styles.height = max(3, min(8, len(snap.peers) + 1))
-                feed = self.query_one(FeedView)
-                feed.update_snapshot(snap)
+                if feed:
+                    self.query_one(FeedView).update_snapshot(snap)
                 rail = self.query_one(NeedsYouRail)
                 if rail.display:
                     rail.update_snapshot(snap)

@@ -382,16 +382,18 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
         assert tiles._snap is screen.snap and feed._snap is screen.snap  # everything, once
 
 
-async def test_while_busy_the_full_width_bars_are_drawn_at_most_every_bars_busy_s(monkeypatch):
-    """Busy (a flood or a churning roster), a drain draws the body every time but the channel
-    tabs, tiles and status bar at most every BARS_BUSY_S; a change of the connection's state
-    is drawn at once; once the load stops they are drawn by the next drain, with no news."""
+async def test_while_busy_the_bars_and_the_feed_are_drawn_less_often(monkeypatch):
+    """Busy (a flood or a churning roster), a drain draws the roster and the rail every time,
+    the feed at most every FEED_BUSY_S and the channel tabs, tiles and status bar at most
+    every BARS_BUSY_S; a change of the connection's state is drawn at once; once the load
+    stops all of it is drawn by the next drain, with no news."""
     from time import monotonic
 
     from support.console import make_app, rec
 
     from cotal_tui.screens import console as cs
     from widgets.channel_tabs import ChannelTabs
+    from widgets.feed import FeedView
     from widgets.roster import Roster
     from widgets.status_bar import StatusBar
     from widgets.status_tiles import Tiles
@@ -401,8 +403,8 @@ async def test_while_busy_the_full_width_bars_are_drawn_at_most_every_bars_busy_
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
         await pilot.pause()
-        roster, tiles, bar, tabs = [screen.query_one(c)
-                                    for c in (Roster, Tiles, StatusBar, ChannelTabs)]
+        roster, tiles, bar, tabs, feed = [screen.query_one(c) for c in
+                                          (Roster, Tiles, StatusBar, ChannelTabs, FeedView)]
         monkeypatch.setattr(cs, "BUSY_RATE", -1.0)  # every drain is a busy one
 
         def drain() -> None:
@@ -418,16 +420,21 @@ async def test_while_busy_the_full_width_bars_are_drawn_at_most_every_bars_busy_
             m.clock.advance(1)
             m.apply_presence(rec("ada", status, m.clock.t))
 
-        screen._bars_at = monotonic()  # the bars were drawn just now
+        screen._bars_at = screen._feed_at = monotonic()  # the bars and feed drawn just now
         news("idle")
         drain()
         assert roster.snap is screen.snap and roster.snap.version == m.version  # the body
         assert not bars_drawn() and screen._rest_owed  # the bars wait
+        assert feed._snap is not screen.snap  # ... and so does the feed
+        screen._feed_at = monotonic() - cs.FEED_BUSY_S
+        news("working")
+        drain()
+        assert feed._snap is screen.snap and not bars_drawn() and screen._rest_owed
 
         news("working")
         m.set_warning("slow consumer")  # the connection's state: at once, busy or not
         drain()
-        assert bars_drawn() and not screen._rest_owed
+        assert bars_drawn() and screen._rest_owed  # (the feed's turn has not come)
         assert bar.snap.status.warning == "slow consumer"
 
         news("idle")
@@ -441,9 +448,13 @@ async def test_while_busy_the_full_width_bars_are_drawn_at_most_every_bars_busy_
         news("idle")
         drain()
         assert not bars_drawn()
+        screen._feed_at = monotonic()
+        news("working")
+        drain()
+        assert not bars_drawn() and feed._snap is not screen.snap
         monkeypatch.setattr(cs, "BUSY_RATE", 1e9)  # the load stopped; the model did not move
         drain()
-        assert bars_drawn() and not screen._rest_owed
+        assert bars_drawn() and feed._snap is screen.snap and not screen._rest_owed
         await pilot.pause()
 
 
