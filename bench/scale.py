@@ -220,6 +220,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
         return time.monotonic() - t0
 
     stalls: list[tuple[float, str]] = []  # (ms, callback) of every loop step over 20 ms
+    steps: list[tuple[float, float, str]] = []  # (start, ms, what) of steps over 3 ms, and GC
+    pressed: list[tuple[float, float]] = []  # (sent, shown) of every press
     watching = False  # from the first key press on
     if os.environ.get("SCALE_STALLS"):
         import asyncio.events as aev
@@ -232,17 +234,34 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
                 return run(h)
             finally:
                 ms = (time.perf_counter() - t) * 1000
+                if ms > 3 and watching:
+                    steps.append((t, ms, _what(h)))
                 if ms > 20 and watching:
-                    owner = getattr(h._callback, "__self__", None)
-                    what = (getattr(owner.get_coro(), "__qualname__", "?")
-                            if isinstance(owner, asyncio.Task) else repr(h)[:120])
-                    frame = getattr(getattr(owner, "get_coro", lambda: None)(), "cr_frame", None)
-                    timer = frame.f_locals.get("self") if frame is not None else None
-                    if timer is not None and hasattr(timer, "_callback"):  # a Textual timer
-                        what += f" {getattr(timer, 'name', '')} {getattr(timer._callback, '__qualname__', '')}"
-                    stalls.append((ms, what))
+                    stalls.append((ms, _what(h)))
 
         aev.Handle._run = timed  # type: ignore[method-assign]
+
+        def _what(h) -> str:  # a loop step's owner: a task's coroutine, and a timer's name
+            owner = getattr(h._callback, "__self__", None)
+            if not isinstance(owner, asyncio.Task):
+                return repr(h)[:120]
+            what = getattr(owner.get_coro(), "__qualname__", "?")
+            frame = getattr(owner.get_coro(), "cr_frame", None)
+            timer = frame.f_locals.get("self") if frame is not None else None
+            if timer is not None and hasattr(timer, "_callback"):  # a Textual timer
+                what += f" {getattr(timer, 'name', '')} {getattr(timer._callback, '__qualname__', '')}"
+            return what
+
+        import gc
+
+        def on_gc(phase, info, _t=[0.0]):
+            if phase == "start":
+                _t[0] = time.perf_counter()
+            elif watching:
+                steps.append((_t[0], (time.perf_counter() - _t[0]) * 1000,
+                              f"gc gen {info['generation']}"))
+
+        gc.callbacks.append(on_gc)
 
     # what the console spends its steady window on: drains that applied a snapshot, and paints
     from textual.screen import Screen
@@ -300,6 +319,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
                 hit = next((t for t, c in shown[mark:] if c != was), None)
                 if hit is not None:
                     lat.append((hit - t0) * 1000)
+                    pressed.append((t0, hit))
                     break
                 if time.monotonic() > end:
                     lat.append(float("inf"))
@@ -314,6 +334,10 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
             for ms, what in sorted(stalls, reverse=True)[:12]:
                 say(f"stall {ms:.0f} ms: {what}")
             say(f"{len(stalls)} loop steps over 20 ms during the presses and before")
+        if steps:  # the slowest presses: what held the loop between the key and its frame
+            for t0, hit in sorted(pressed, key=lambda p: p[0] - p[1])[:6]:
+                inside = [f"{w} {ms:.0f}" for s, ms, w in steps if s < hit and s + ms / 1000 > t0]
+                say(f"press {1000 * (hit - t0):.0f} ms: " + ", ".join(inside))
         # NEEDS-YOU against the generator's truth
         open(os.path.join(tmp, "freeze"), "w").close()
         truth_path = os.path.join(tmp, "truth")

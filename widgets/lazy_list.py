@@ -38,14 +38,14 @@ SLICE_GAP_S = 0.01  # ... and the loop runs at least this long between slices
 AGES_REMEASURE_EVERY = 10
 
 
-def _thumb(bar: ScrollBar, virtual: int) -> tuple[int, int] | None:
-    """Where ``bar`` draws its thumb over ``virtual`` rows, in eighths of a cell (as
-    :class:`textual.scrollbar.ScrollBarRender` computes it)."""
+def _thumb(bar: ScrollBar, virtual: int, position: float | None = None) -> tuple[int, int] | None:
+    """Where ``bar`` draws its thumb over ``virtual`` rows scrolled to ``position`` (default:
+    its own), in eighths of a cell (as :class:`textual.scrollbar.ScrollBarRender` computes it)."""
     size, window = bar.size.height, bar.window_size
     if not (size and window and virtual) or window >= virtual or size == virtual:
         return None
     thumb = max(1.0, window / (virtual / size))
-    at = (size - thumb) * (bar.position / (virtual - window))
+    at = (size - thumb) * ((bar.position if position is None else position) / (virtual - window))
     start = int(at * 8)
     return start, start + ceil(thumb * 8)
 
@@ -180,6 +180,7 @@ class LazyLineList(LineList):
         # a new second of the ages, only the rows whose text it changed)
         same_look = epoch == self._epoch and width == self._built_width
         before = self._screen_rows() if same_look else None
+        hold = self._hold()
         prior, aged = self._built, ages != self._ages  # the lines they read; a new second?
         self._order = order
         self._built_width = width
@@ -238,18 +239,62 @@ class LazyLineList(LineList):
             self.cursor_key = keys[self._cursor] if keys else None
         top = self.scroll_offset.y
         quiet = self._set_total(width, total, quiet=before is not None)
+        to = self._held_top(hold, top, moved)
+        if to != top:
+            if quiet:
+                self._scroll_quietly(to)  # the rows that show something else are painted below
+            else:
+                self.scroll_to(y=to, animate=False, force=True)
         relaid = False
         if self._stale:
             relaid = self._remeasure(self._shown(), width)  # laid out and painted if it moved
             self._start_slices()
         elif clocked:  # only those on screen: measured at once
             relaid = self._remeasure([i for i in self._shown() if i in clocked], width)
-        if moved:
-            self.scroll_to_cursor()
-        if quiet and not relaid and self.scroll_offset.y == top:
+        if quiet and not relaid and self.scroll_offset.y == to:
             self._repaint_rows(before, prior, aged, cache, top)
         else:
             self.refresh()
+
+    def _hold(self) -> tuple[tuple[Hashable, int] | None, bool]:
+        """What a rebuild holds in place: the item kept on its screen row with its first
+        row's offset from the top of the view — the cursor's when it is on screen, else the
+        top row's (None: not laid out, or the view is at the top, where new rows above show
+        as they come: the rule of a browser's scroll anchoring) — and whether the cursor is on
+        screen (only then does the view follow it when a re-sort moves it away)."""
+        top = self.scroll_offset.y
+        if not self._starts or not self.is_mounted:
+            return None, False
+        rows = self.scrollable_content_region.height or self.size.height or 1
+        cur = self._cursor
+        shown = 0 <= cur < len(self._starts) and top <= self._starts[cur] < top + rows
+        if top <= 0:
+            return None, shown
+        if shown:
+            return (self._keys[cur], self._starts[cur] - top), True
+        i = max(0, bisect_right(self._starts, top) - 1)
+        return (self._keys[i], self._starts[i] - top), False
+
+    def _held_top(self, hold: tuple[tuple[Hashable, int] | None, bool], top: int,
+                  moved: bool) -> int:
+        """Where the view's top goes after a rebuild: where it keeps the held item on its row
+        (rows above the screen that came, went or changed height move it by as much), then,
+        if a re-sort moved the cursor that was on screen, just far enough to show it."""
+        anchor, cursor_shown = hold
+        to = top
+        if anchor is not None and (i := self._index.get(anchor[0])) is not None:
+            to = self._starts[i] - anchor[1]
+        to = max(0, min(to, len(self._lines) - (self.scrollable_content_region.height or 1)))
+        if moved and cursor_shown and self._starts:
+            i = min(self._cursor, len(self._starts) - 1)
+            start = self._starts[i]
+            end = self._starts[i + 1] if i + 1 < len(self._starts) else len(self._lines)
+            height = self.scrollable_content_region.height or 1
+            if start < to:
+                to = start
+            elif end > to + height:
+                to = max(start, end - height)
+        return max(0, to)
 
     def _screen_rows(self) -> list[tuple] | None:
         """``(key, data, line, cursor?, item)`` of every row on screen (None: nothing laid out
@@ -295,10 +340,12 @@ class LazyLineList(LineList):
         return True
 
     def _repaint_rows(self, before: list[tuple], prior: dict[int, list[Text]], aged: bool,
-                      cache: dict[int, Strip], top: int) -> None:
+                      cache: dict[int, Strip], was: int) -> None:
         """Paint again only the rows on screen that show another item, line of it or cursor
-        state than before the rebuild, or another text (a new data object, or a new second of
-        the ages, that reads the same is not painted); the others keep their rendered lines."""
+        state than before the rebuild (when the view's top was ``was``), or another text (a
+        new data object, or a new second of the ages, that reads the same is not painted);
+        the others keep their rendered lines."""
+        top = self.scroll_offset.y
         after = self._screen_rows() or []
         changed: list[int] = []
         for r in range(max(len(before), len(after))):
@@ -308,7 +355,7 @@ class LazyLineList(LineList):
                     or (aged or a[1] is not b[1])
                     and not self._reads_the_same(prior.get(a[4]), b[4], a[2])):
                 changed.append(r)
-            elif (strip := cache.get(top + r)) is not None:
+            elif (strip := cache.get(was + r)) is not None:
                 self._cache[top + r] = strip
         if len(changed) > len(after) // 2:
             self.refresh()  # most of the screen: one full paint
@@ -380,13 +427,41 @@ class LazyLineList(LineList):
         self._starts = [0, *accumulate(heights)][:-1] if heights else []
         total = sum(heights)
         self._lines = _Lines(self, total)  # type: ignore[assignment]
+        self._set_total(width, total, quiet=True)  # what moved on screen is painted below
+        if shift and not everything and self._shift_quietly(shift):
+            return
         if everything or shift:
             self._cache.clear()
-        self._set_total(width, total, quiet=True)  # what moved on screen is painted below
         if shift:
             self.scroll_to(y=max(0, self.scroll_offset.y + shift), animate=False, force=True)
         if everything or shift:
             self.refresh()
+
+    def _shift_quietly(self, shift: int) -> bool:
+        """Scroll by ``shift`` rows with no paint, as rows above the screen grew or shrank by
+        as much: every row on screen shows what it showed, so its rendered line moves with it
+        (a heartbeat-era roster re-lays out off screen about once a second; each of those was a
+        whole panel and its scrollbar painted again). False when the view cannot move by
+        exactly ``shift`` (at an end) or the list is not laid out: the caller scrolls and
+        paints."""
+        y = self.scroll_offset.y + shift
+        if not self.is_mounted or y < 0 or y > self.max_scroll_y:
+            return False
+        self._cache = {row + shift: strip for row, strip in self._cache.items()}
+        self._scroll_quietly(y)
+        return True
+
+    def _scroll_quietly(self, y: int) -> None:
+        """Scroll to ``y`` painting nothing of the list (the caller knows what on screen
+        changed); the bar is painted only if its thumb moved."""
+        self.set_reactive(LazyLineList.scroll_y, float(y))
+        self.set_reactive(LazyLineList.scroll_target_y, float(y))
+        bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
+        if bar is not None:
+            if _thumb(bar, self.virtual_size.height, y) == _thumb(bar, self.virtual_size.height):
+                bar.set_reactive(ScrollBar.position, float(y))
+            else:
+                bar.position = float(y)  # the thumb moved: the bar alone is painted
 
     def _ages_move(self) -> bool:
         """Count an ages move; True when this one owes every item a measure again."""

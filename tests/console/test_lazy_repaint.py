@@ -256,6 +256,123 @@ async def test_the_scrollbar_is_painted_only_when_its_thumb_moves():
         assert painted and bar.window_virtual_size == 2402 == w.virtual_size.height
 
 
+async def test_rows_above_the_screen_that_grow_scroll_the_view_with_no_paint():
+    """Items above the screen change height off screen (owed, measured in slices): the view
+    scrolls by as much so what is shown stays put, and nothing is painted, neither rows nor
+    the bar (when its thumb did not move); the screen still equals a paint from nothing, and
+    a cursor move afterwards paints the right rows. At the top (no room to scroll) it paints."""
+    rows = [(f"k{i}", Row(f"item-{i}")) for i in range(2000)]
+    app = One(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(Rows)
+        w.rebuild()
+        await pilot.pause()
+        w.scroll_to(y=1000, animate=False, immediate=True)
+        w._move_to(1003)
+        await pilot.pause()
+        shown = screen_text(app)
+        bar = w.vertical_scrollbar
+        bar_painted: list[int] = []
+        real = bar.refresh
+        bar.refresh = lambda *a, **k: (bar_painted.append(1), real(*a, **k))[1]  # type: ignore
+
+        async def grow(items: range, by: int) -> None:
+            for i in items:
+                k, d = w.rows[i]
+                w.rows[i] = (k, Row(d.text, d.height + by))
+            w.painted.clear()
+            w.rebuild()
+            await until(pilot, lambda: not w._stale, what="the owed measures")
+            await pilot.pause()
+
+        await grow(range(100, 103), 1)  # three rows more, far above the screen
+        assert w.scroll_y == 1003 and w.virtual_size.height == 2003
+        assert w.painted == [] and bar_painted == []
+        assert screen_text(app) == shown
+        w._styles_cache.clear()  # a whole repaint from the list's own line cache (as a focus
+        w.refresh()              # change makes): the cache moved with its rows
+        await pilot.pause()
+        assert screen_text(app) == shown
+        assert screen_text(app) == await fresh_text(app, w)
+        w.rebuild()
+        await pilot.pause()
+        await grow(range(200, 202), 0)  # new data objects, same heights: no move, no paint
+        assert w.scroll_y == 1003 and w.painted == []
+        w.painted.clear()
+        await pilot.press("j")  # the cache moved with the rows: the cursor's two rows repaint
+        assert sorted(set(w.painted)) == [1006, 1007]
+        assert screen_text(app) == await fresh_text(app, w)
+        w.rebuild()
+        await pilot.pause()
+        await grow(range(0, 600), 1)  # the thumb moves: the bar is painted, the rows are not
+        assert w.scroll_y == 1603 and bar_painted and w.painted == []
+        assert screen_text(app) == await fresh_text(app, w)
+
+        # at the top nothing is above the screen to grow: a change there paints (no shift)
+        w.scroll_to(y=0, animate=False, immediate=True)
+        w._move_to(0)
+        await pilot.pause()
+        await grow(range(1500, 1510), 1)
+        assert w.scroll_y == 0
+        assert screen_text(app) == await fresh_text(app, w)
+
+
+async def test_a_rebuild_holds_the_cursors_item_in_place_unless_the_view_is_at_the_top():
+    """Scroll anchoring, as browsers do it: items that arrive, leave or re-sort above the
+    screen move the view by as many rows, so the cursor's item (or, with the cursor off
+    screen, the top row's) stays on its row and nothing is painted; at the top of the list
+    new rows above show as they come. What is drawn always equals a paint from nothing."""
+    rows = [(f"k{i}", Row(f"item-{i}", 1 + i % 2)) for i in range(1000)]
+    app = One(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(Rows)
+        w.rebuild()
+        await pilot.pause()
+        w.scroll_to(y=750, animate=False, immediate=True)
+        w._move_to(502)  # item 502 starts at row 502 + 251 = 753: on screen, fourth row
+        await pilot.pause()
+        shown = screen_text(app)
+
+        async def rebuild_and_paint() -> list[int]:
+            w.painted.clear()
+            w.rebuild()
+            await pilot.pause()
+            return sorted(set(w.painted))
+
+        w.rows.insert(10, ("new", Row("new", 2)))  # arrives above the screen
+        w.rows[20], w.rows[30] = w.rows[30], w.rows[20]  # a re-sort above it
+        assert await rebuild_and_paint() == []
+        assert w.scroll_y == 752 and w.cursor_key == "k502"
+        assert screen_text(app) == shown
+        w._styles_cache.clear()  # a whole repaint from the list's own line cache: its rows
+        w.refresh()              # moved with the view
+        await pilot.pause()
+        assert screen_text(app) == shown
+        del w.rows[5]  # item 5 (two rows) leaves
+        assert await rebuild_and_paint() == []
+        assert w.scroll_y == 750 and screen_text(app) == shown
+        assert screen_text(app) == await fresh_text(app, w)
+        w.rebuild()
+        await pilot.pause()
+
+        # the cursor moved off screen by hand: the top row's item is the anchor
+        w.scroll_to(y=900, animate=False, immediate=True)
+        await pilot.pause()
+        shown = screen_text(app)
+        w.rows.insert(0, ("new0", Row("new0")))
+        assert await rebuild_and_paint() == []
+        assert w.scroll_y == 901 and screen_text(app) == shown
+
+        # at the top of the list a new item above shows
+        w.scroll_to(y=0, animate=False, immediate=True)
+        w._move_to(0)
+        await pilot.pause()
+        w.rows.insert(0, ("top", Row("top")))
+        await rebuild_and_paint()
+        assert w.scroll_y == 0 and screen_text(app)[0].startswith("top 0")
+        assert screen_text(app) == await fresh_text(app, w)
+
+
 # ---- clocks-only changes and the ages' re-measure cadence ----------------------------------
 
 @dataclass(frozen=True, eq=False)
