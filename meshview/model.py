@@ -31,7 +31,6 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, insort
 from collections import deque
-from itertools import chain
 from operator import attrgetter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
@@ -84,7 +83,6 @@ RATE_BUCKETS = 15
 RATE_BUCKET_MS = 4000.0
 RATE_WINDOW_MS = 10_000.0  # msg/s is the mean over this much of the recent past (smoothed)
 EVENT_QUEUE_CAP = 100_000
-_TS = attrgetter("ts")
 MEMBERSHIP_STALE_MS = 45_000.0
 THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
 MENTIONS_CAP = 32
@@ -845,8 +843,7 @@ class MeshModel(RunsReducer, RosterReducer):
 
         spans = self._spans
         counts = {s: (spans[s][1] - spans[s][0] if s in spans else 0) for s in STATUSES}
-        live = [agents[lo:hi] for s, (lo, hi) in spans.items() if s != "offline"]
-        stalest: Peer | None = min(chain.from_iterable(live), key=_TS, default=None)
+        live = tuple(agents[lo:hi] for s, (lo, hi) in spans.items() if s != "offline")
         needs: list[NeedsYou] = []
         lo, hi = spans.get("waiting", (0, 0))
         # the waiting block is in roster order, which within a block is (name.lower(), id):
@@ -863,10 +860,7 @@ class MeshModel(RunsReducer, RosterReducer):
                 ha if ha > 0.0 else 0.0, p.activity,
             ))
         signals = Signals(
-            counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs),
-            stalest_live_ts=stalest.ts if stalest else None,
-            stalest_live_id=stalest.id if stalest else None,
-        )
+            counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs), live=live)
         rates = Rates(msgs_per_sec=self._msgs_per_sec(now), buckets=tuple(self._buckets),
                       total=self._total)
         snap = Snapshot(

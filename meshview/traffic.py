@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, Callable
 
 from meshview.feedring import keep_text
@@ -18,7 +17,6 @@ DM_LOG_CAP = 1000
 DM_CONV_CAP = 4096
 TOPO_RECENT_CAP = 2000
 TOPO_EDGE_CAP = 4096
-_COUNT = attrgetter("count")
 
 
 @dataclass(slots=True)
@@ -135,8 +133,8 @@ class HopLog:
         return log
 
     def topology(self) -> Topology:
-        """Edges by count, most first (equal counts least recently used first), and the
-        recent hops. Only the edges moved since the last call get a new row."""
+        """The edges least recently used first (``Topology.edges`` sorts them by count when
+        read), and the recent hops. Only the edges moved since the last call get a new row."""
         if self._topo is None:
             rows, edges = self._rows, self._edges
             for key in self._moved:
@@ -144,6 +142,6 @@ class HopLog:
                 rows[key] = Edge(key[0], key[1], key[2], n, ts)  # type: ignore[arg-type]
             self._moved.clear()
             self._topo = Topology(
-                tuple(sorted(map(rows.__getitem__, edges), key=_COUNT, reverse=True)),
+                tuple(map(rows.__getitem__, edges)),
                 tuple(self._hops))
         return self._topo

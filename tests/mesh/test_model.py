@@ -339,6 +339,19 @@ def test_topology_and_rejections(m, clock):
     assert dict(s.rejections) == {"malformed-json": 1, "sender-mismatch": 2}
 
 
+def test_topology_edges_sort_by_count_then_least_recently_used_and_stay_the_snapshots(m, clock):
+    for i, ch in enumerate(["a", "b", "c", "b", "d", "a", "e"]):
+        msg(m, f"t{i}", channel=ch)
+    s = m.snapshot()
+    # a and b twice (a used last), then c, d, e once each in the order they were last used
+    assert [(e.target, e.count) for e in s.topology.edges] == [
+        ("#b", 2), ("#a", 2), ("#c", 1), ("#d", 1), ("#e", 1)]
+    msg(m, "t9", channel="c")  # later traffic moves the model's edges, not this snapshot's
+    msg(m, "t10", channel="c")
+    assert [(e.target, e.count) for e in s.topology.edges][0] == ("#b", 2)
+    assert [(e.target, e.count) for e in m.snapshot().topology.edges][:2] == [("#c", 3), ("#b", 2)]
+
+
 def test_membership_pill(m, clock):
     from meshview.snapshot import MemberView
 
