@@ -220,7 +220,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
         return time.monotonic() - t0
 
     stalls: list[tuple[float, str]] = []  # (ms, callback) of every loop step over 20 ms
-    steps: list[tuple[float, float, str]] = []  # (start, ms, what) of steps over 3 ms, and GC
+    steps: list[tuple[float, float, str]] = []  # (start, ms, what) of steps over STEP_MS, and GC
+    STEP_MS = float(os.environ.get("SCALE_STEP_MS", "3"))
     pressed: list[tuple[float, float]] = []  # (sent, shown) of every press
     watching = False  # from the first key press on
     if os.environ.get("SCALE_STALLS"):
@@ -234,7 +235,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
                 return run(h)
             finally:
                 ms = (time.perf_counter() - t) * 1000
-                if ms > 3 and watching:
+                if ms > STEP_MS and watching:
                     steps.append((t, ms, _what(h)))
                 if ms > 20 and watching:
                     stalls.append((ms, _what(h)))
