@@ -91,6 +91,10 @@ async def role_gen(url: str, agents: int, channels: int, chat_rate: float, tmp: 
     epoch = 0
     since_epoch = t_start * 1000
     waiting = waiting_set(agents, epoch)
+    # each agent's statusSince moves only when its status does (as a producer writes it;
+    # until 12-04 every agent's moved every epoch, status changed or not)
+    was_waiting = [i in waiting for i in range(agents)]
+    since = [since_epoch] * agents
     frozen = False
     freeze_path, truth_path = os.path.join(tmp, "freeze"), os.path.join(tmp, "truth")
     per_tick = max(1, round(agents * TICK_S / HEARTBEAT_S))
@@ -117,14 +121,17 @@ async def role_gen(url: str, agents: int, channels: int, chat_rate: float, tmp: 
             i = k
             k = (k + 1) % agents
             subj, head = heads[i]
-            if i in waiting:
+            w = i in waiting
+            if w != was_waiting[i]:  # statusSince: when this agent's status last changed
+                was_waiting[i], since[i] = w, since_epoch
+            if w:
                 body = ('"status":"waiting","ts":%d,"statusSince":%d,"activity":"blocked on a '
                         'review","condition":{"code":"input","source":"harness","message":'
                         '"which branch should a%05d target?","since":%d}}'
-                        % (ts, since_epoch, i, since_epoch))
+                        % (ts, since[i], i, since[i]))
             else:
                 body = ('"status":"%s","ts":%d,"statusSince":%d%s}'
-                        % (statuses[i % 3], ts, since_epoch,
+                        % (statuses[i % 3], ts, since[i],
                            ',"activity":"task %d"' % (i % 7) if i % 10 == 0 else ""))
             await nc.publish(subj, (head + body).encode())
         chat_acc += chat_rate * TICK_S
