@@ -753,6 +753,17 @@ def connect_options(target: ConnectTarget) -> dict[str, Any]:
     return opts
 
 
+def is_transient(e: BaseException) -> bool:
+    """A JetStream read that may answer if asked again soon: a timeout, or JetStream
+    unavailable or without responders (a cluster electing leaders after a node died, a node
+    still catching up). A refusal, a missing stream or a bug is not."""
+    from nats import errors as ne
+    from nats.js import errors as je
+
+    return isinstance(e, (ne.TimeoutError, asyncio.TimeoutError, TimeoutError,
+                          je.ServiceUnavailableError, ne.NoRespondersError))
+
+
 def explain_error(e: BaseException) -> str | None:
     """What a transport failure means, as a clause for a user's sentence: the one place that
     turns socket errnos, resolver failures, timeouts and nats-py's error classes into words

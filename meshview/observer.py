@@ -38,7 +38,7 @@ from typing import Any, Awaitable, Callable
 from nats.aio.client import Client as NATS
 
 from meshview.buckets import ManagerLeases, MembershipFold, RegistryFold
-from meshview.connect import events_of, short_error
+from meshview.connect import events_of, is_transient, short_error
 from meshview.history import History
 from meshview.kvwatch import KvWatch
 from meshview.model import BATCH_MS, MeshModel
@@ -101,6 +101,9 @@ class ObserverOptions:
 
 WATERMARK_TIMEOUT_S = 2.0
 CATCHUP_SLACK_MS = 2000  # clock skew between publishers and us when judging "during the gap"
+# a start-up history read JetStream did not answer (a cluster electing leaders after a node
+# died) is asked again after each of these waits, the live view running meanwhile
+PREFILL_RETRY_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 
 class Observer:
@@ -214,9 +217,12 @@ class Observer:
         self._tasks.append(asyncio.create_task(self._poll_loop(), name="observer:poll"))
         if self.opts.backfill > 0:
             try:
-                await self._prefill()
+                await self._prefill(strict=True)
             except Exception as e:  # noqa: BLE001 - history is best effort
                 self.model.set_warning(f"history: {short_error(e)}")
+                if is_transient(e):
+                    self._tasks.append(asyncio.create_task(self._prefill_later(),
+                                                           name="observer:prefill"))
         self.prefill_done.set()
         self._live_open.set()
         self._wake.set()
@@ -560,10 +566,14 @@ class Observer:
                 await self._poll_channels()
                 cost = time.perf_counter() - t0
 
-    async def _poll_channels(self) -> dict[str, int]:
+    async def _poll_channels(self, *, strict: bool = False) -> dict[str, int]:
+        """Messages stored per channel (none when the stream cannot be read; ``strict``: a
+        transient failure raises, so a history read can tell it from an empty stream)."""
         try:
             info = await self.js.stream_info(chat_stream(self.space), subjects_filter=">")
-        except Exception:
+        except Exception as e:
+            if strict and is_transient(e):
+                raise
             return {}
         counts: dict[str, int] = {}
         memo = self._subject_channel
@@ -589,10 +599,11 @@ class Observer:
 
     # ------------------------------------------------------------------ history
 
-    async def _prefill(self, since_ts: float | None = None) -> None:
+    async def _prefill(self, since_ts: float | None = None, *, strict: bool = False) -> None:
         """History prefill at start; after a reconnect (``since_ts``) the same read fills the
-        gap: rows older than the outage are skipped, rows already seen dedupe by id."""
-        counts = await self._poll_channels()
+        gap: rows older than the outage are skipped, rows already seen dedupe by id.
+        ``strict``: a stream that did not answer raises (see :func:`is_transient`)."""
+        counts = await self._poll_channels(strict=strict)
         chans = [c for c in sorted(counts) if not is_event_channel(c)]
         limit = self.opts.backfill
         if since_ts is not None:
@@ -629,6 +640,27 @@ class Observer:
             self._catchup = asyncio.create_task(self._catch_up(since - CATCHUP_SLACK_MS))
         else:
             asyncio.create_task(self._poll_channels())
+
+    async def _prefill_later(self) -> None:
+        """The start-up prefill again, after each of ``PREFILL_RETRY_S``, until JetStream
+        answers: its rows land as history beside the live ones (deduped by id) and the
+        warning it left goes. Given up after the last wait (the warning stays); a refusal is
+        not asked again."""
+        for wait in PREFILL_RETRY_S:
+            await asyncio.sleep(wait)
+            if self._closing:
+                return
+            try:
+                await self._prefill(strict=True)
+            except Exception as e:  # noqa: BLE001 - history is best effort
+                self.model.set_warning(f"history: {short_error(e)}")
+                if is_transient(e):
+                    continue
+                return
+            if (self.model.status.warning or "").startswith("history: "):
+                self.model.set_warning(None)
+            await self._publish(force=True)
+            return
 
     async def _catch_up(self, since_ts: float) -> None:
         try:

@@ -1,0 +1,56 @@
+"""A start-up history read the cluster cannot answer (no quorum: two of three nodes down) is
+asked again until it can: the console starts live, says why history is missing, and the
+history arrives, and the warning goes, once the nodes are back (meshview/observer.py,
+``PREFILL_RETRY_S``)."""
+
+from __future__ import annotations
+
+import nats
+import pytest
+
+from cotal_tui.demo.broker import Cluster
+from cotal_tui.demo.provision import provision_space
+from meshview.connect import ConnectTarget, connect
+from meshview.model import MeshModel
+from meshview.observer import Observer, ObserverOptions
+from conftest import until
+from support.observer import post
+
+pytestmark = pytest.mark.slow  # a 3-node cluster, two nodes down and back
+
+SPACE = "pre"
+
+
+async def test_history_the_cluster_could_not_serve_at_start_arrives_when_it_can():
+    c = Cluster().start()
+    onc = nc = obs = None
+    try:
+        nc = await nats.connect(c.urls[0], name="pre-team")
+        await provision_space(nc, SPACE, replicas=3)
+        sent = [await post(nc, SPACE, "ada", "general", f"before {i}") for i in range(12)]
+        await nc.close()
+        nc = None
+        c.nodes[1].kill()
+        c.nodes[2].kill()  # no quorum: node 0's JetStream cannot answer for the R3 stream
+
+        onc, target = await connect(ConnectTarget((c.urls[0],), SPACE, timeout=3))
+        model = MeshModel(SPACE)
+        obs = Observer(onc, SPACE, model, options=ObserverOptions(backfill=20))
+        await obs.start()
+        assert (model.status.warning or "").startswith("history: ")
+        assert not [e for e in model.snapshot().feed if e.historical]
+
+        c.restart_node(1)
+        c.restart_node(2)
+        await until(lambda: len([e for e in model.snapshot().feed if e.historical]) >= 12,
+                    timeout=75, what="the history, once the cluster answers")
+        got = {i for e in model.snapshot().feed for i in e.ids}
+        assert {m["id"] for m in sent} <= got
+        assert not (model.status.warning or "").startswith("history: ")
+    finally:
+        if obs is not None:
+            await obs.stop()
+        for x in (onc, nc):
+            if x is not None:
+                await x.close()
+        c.stop()
