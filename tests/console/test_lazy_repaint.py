@@ -224,36 +224,49 @@ async def test_keys_first_a_drain_waits_while_keys_come_but_not_for_long():
             assert (screen.snap.version == m.version) is applies, waited
 
 
+async def _mid_list(app: App, pilot, rows: int = 2000) -> Rows:
+    """A list of ``rows`` one-line items scrolled to row 1000, laid out."""
+    w = app.query_one(Rows)
+    w.rebuild()
+    await pilot.pause()
+    w.scroll_to(y=1000, animate=False, immediate=True)
+    await pilot.pause()
+    return w
+
+
+def _paints_of(bar) -> list[int]:
+    """A list that grows by one each time ``bar`` is asked to paint."""
+    painted: list[int] = []
+    real = bar.refresh
+    bar.refresh = lambda *a, **k: (painted.append(1), real(*a, **k))[1]  # type: ignore
+    return painted
+
+
+async def _grow(pilot, w: Rows, items: range, by: int) -> None:
+    """Items ``items`` get new data ``by`` rows taller; the owed measures are paid."""
+    for i in items:
+        k, d = w.rows[i]
+        w.rows[i] = (k, Row(d.text, d.height + by))
+    w.painted.clear()
+    w.rebuild()
+    await until(pilot, lambda: not w._stale, what="the owed measures")
+    await pilot.pause()
+
+
 async def test_the_scrollbar_is_painted_only_when_its_thumb_moves():
     """A few rows more or less in a long list move the thumb by far less than the eighth of a
     cell it is drawn in: the bar (as tall as the list, so every row) is not painted, yet it
     knows the new extent; a change it can show paints it."""
-    rows = [(f"k{i}", Row(f"item-{i}")) for i in range(2000)]
-    app = One(rows)
+    app = One([(f"k{i}", Row(f"item-{i}")) for i in range(2000)])
     async with app.run_test(size=(40, 12)) as pilot:
-        w = app.query_one(Rows)
-        w.rebuild()
-        await pilot.pause()
-        w.scroll_to(y=1000, animate=False, immediate=True)  # mid-list: the thumb follows the extent
-        await pilot.pause()
+        w = await _mid_list(app, pilot)  # mid-list: the thumb follows the extent
         bar = w.vertical_scrollbar
-        painted: list[int] = []
-        real = bar.refresh
-        bar.refresh = lambda *a, **k: (painted.append(1), real(*a, **k))[1]  # type: ignore
-
-        async def grow(n: int) -> None:
-            for i in range(1500, 1500 + n):  # below the screen
-                k, d = w.rows[i]
-                w.rows[i] = (k, Row(d.text, d.height + 1))
-            w.rebuild()
-            await until(pilot, lambda: not w._stale, what="the owed measures")
-            await pilot.pause()
-
-        await grow(2)
+        painted = _paints_of(bar)
+        await _grow(pilot, w, range(1500, 1502), 1)  # below the screen
         assert painted == [] and bar.window_virtual_size == 2002 == w.virtual_size.height
         assert w.scroll_y == 1000
-        await grow(400)
-        assert painted and bar.window_virtual_size == 2402 == w.virtual_size.height
+        await _grow(pilot, w, range(1502, 1900), 1)
+        assert painted and bar.window_virtual_size == 2400 == w.virtual_size.height
 
 
 async def test_rows_above_the_screen_that_grow_scroll_the_view_with_no_paint():
@@ -261,29 +274,16 @@ async def test_rows_above_the_screen_that_grow_scroll_the_view_with_no_paint():
     scrolls by as much so what is shown stays put, and nothing is painted, neither rows nor
     the bar (when its thumb did not move); the screen still equals a paint from nothing, and
     a cursor move afterwards paints the right rows. At the top (no room to scroll) it paints."""
-    rows = [(f"k{i}", Row(f"item-{i}")) for i in range(2000)]
-    app = One(rows)
+    app = One([(f"k{i}", Row(f"item-{i}")) for i in range(2000)])
     async with app.run_test(size=(40, 12)) as pilot:
-        w = app.query_one(Rows)
-        w.rebuild()
-        await pilot.pause()
-        w.scroll_to(y=1000, animate=False, immediate=True)
+        w = await _mid_list(app, pilot)
         w._move_to(1003)
         await pilot.pause()
         shown = screen_text(app)
-        bar = w.vertical_scrollbar
-        bar_painted: list[int] = []
-        real = bar.refresh
-        bar.refresh = lambda *a, **k: (bar_painted.append(1), real(*a, **k))[1]  # type: ignore
+        bar_painted = _paints_of(w.vertical_scrollbar)
 
         async def grow(items: range, by: int) -> None:
-            for i in items:
-                k, d = w.rows[i]
-                w.rows[i] = (k, Row(d.text, d.height + by))
-            w.painted.clear()
-            w.rebuild()
-            await until(pilot, lambda: not w._stale, what="the owed measures")
-            await pilot.pause()
+            await _grow(pilot, w, items, by)
 
         await grow(range(100, 103), 1)  # three rows more, far above the screen
         assert w.scroll_y == 1003 and w.virtual_size.height == 2003
