@@ -251,6 +251,8 @@ class LazyLineList(LineList):
             self._start_slices()
         elif clocked:  # only those on screen: measured at once
             relaid = self._remeasure([i for i in self._shown() if i in clocked], width)
+        if relaid and moved and hold[1]:
+            self.scroll_to_cursor()  # a height on screen changed too: the cursor still shows
         if quiet and not relaid and self.scroll_offset.y == to:
             self._repaint_rows(before, prior, aged, cache, top)
         else:
@@ -293,7 +295,7 @@ class LazyLineList(LineList):
             if start < to:
                 to = start
             elif end > to + height:
-                to = max(start, end - height)
+                to = min(start, end - height)
         return max(0, to)
 
     def _screen_rows(self) -> list[tuple] | None:
@@ -615,7 +617,7 @@ class LazyLineList(LineList):
             self.scroll_to(y=start, animate=False, force=True)
             self.refresh()
         elif end > top + height:
-            self.scroll_to(y=max(start, end - height), animate=False, force=True)
+            self.scroll_to(y=min(start, end - height), animate=False, force=True)
             self.refresh()
         else:
             for i in {old, index}:

@@ -200,7 +200,7 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
         if start < top:
             self.scroll_to(y=start, animate=False, force=True)
         elif end > top + height:
-            self.scroll_to(y=max(start, end - height), animate=False, force=True)
+            self.scroll_to(y=min(start, end - height), animate=False, force=True)
 
     def on_cursor_moved(self) -> None:
         """Hook for panes that follow the cursor."""

@@ -363,6 +363,37 @@ async def test_a_rebuild_holds_the_cursors_item_in_place_unless_the_view_is_at_t
         assert await rebuild_and_paint() == []
         assert w.scroll_y == 901 and screen_text(app) == shown
 
+        # the cursor's item, on the bottom row, re-sorted by an arrival above and grown: the
+        # view still shows all of it
+        bottom = w.scroll_offset.y + w.scrollable_content_region.height - 1
+        w._move_to(max(i for i, s in enumerate(w._starts) if s + w._heights[i] - 1 <= bottom))
+        await pilot.pause()
+        key = w.cursor_key
+        w.rows.insert(0, ("new1", Row("new1")))
+        j = next(n for n, (k, _) in enumerate(w.rows) if k == key)
+        w.rows[j] = (key, Row("grown", 4))
+        await rebuild_and_paint()
+        start = w._starts[w._cursor]
+        assert w.cursor_key == key and w._heights[w._cursor] == 4
+        assert w.scroll_offset.y <= start
+        assert start + 4 <= w.scroll_offset.y + w.scrollable_content_region.height
+        assert screen_text(app) == await fresh_text(app, w)
+        w.rebuild()
+        await pilot.pause()
+
+        # j past the bottom row scrolls just far enough to show the next item, not a page
+        top = w.scroll_offset.y
+        bottom = top + w.scrollable_content_region.height - 1
+        last = max(i for i, s in enumerate(w._starts) if s + w._heights[i] - 1 <= bottom)
+        w._move_to(last)
+        await pilot.pause()
+        assert w.scroll_offset.y == top
+        await pilot.press("j")
+        assert w.scroll_offset.y == top + w._heights[last + 1] - (bottom - (w._starts[last]
+                                                                  + w._heights[last] - 1))
+        await pilot.press("k")
+        assert w.scroll_offset.y <= w._starts[last]
+
         # at the top of the list a new item above shows
         w.scroll_to(y=0, animate=False, immediate=True)
         w._move_to(0)
