@@ -16,7 +16,7 @@ import msgspec
 
 from meshview.feedring import FeedRows
 from meshview.sanitize import elide_id
-from meshview.wire import ChannelConfig, ChannelDefaults, Presence
+from meshview.wire import ChannelConfig, ChannelDefaults, Presence, bound_presence
 
 Status = Literal["working", "waiting", "idle", "offline"]
 FeedKind = Literal["channel", "dm", "anycast", "lifecycle"]
@@ -67,32 +67,28 @@ class PresenceRecord(msgspec.Struct, frozen=True, gc=False):
 
     @classmethod
     def from_wire(cls, p: Presence) -> PresenceRecord:
-        """The roster's copy of a wire record, every field bounded: the SPEC caps a name at
-        128 characters, and nobody may buy megabytes of our memory with one KV key."""
+        """The roster's copy of a wire record, every field bounded by the wire's byte bounds
+        (``meshview.wire.bounds``: nobody may buy megabytes of our memory with one KV key).
+        ``decode_presence`` has bounded (and counted) a decoded record already; this is a
+        no-op check for one."""
+        p = bound_presence(p)[0]
         card = p.card
         c = p.condition
         meta = card.meta or {}
         return cls(
-            id=card.id, name=_clip(card.name, 128), kind=_clip(card.kind, 16), status=p.status,
-            ts=float(p.ts), role=_clip(card.role, 64), lifecycle_uid=_clip(p.lifecycleUid, 64),
-            activity=_clip(p.activity, 512), activity_since=p.activitySince,
+            id=card.id, name=card.name, kind=card.kind, status=p.status,
+            ts=float(p.ts), role=card.role, lifecycle_uid=p.lifecycleUid,
+            activity=p.activity, activity_since=p.activitySince,
             status_since=p.statusSince, active_at=p.activeAt,
-            condition=Condition(_clip(c.code, 64), _clip(c.source, 64), _clip(c.message, 1024),
-                                c.since) if c is not None else None,
-            attention=_clip(p.attention, 16),
-            channel_modes=tuple(sorted((_clip(k, 128), _clip(v, 16))
-                                       for k, v in list((p.channelModes or {}).items())[:64])),
-            description=_clip(card.description, 200),
-            tags=tuple(_clip(t, 64) for t in (card.tags or ())[:32]),
-            meta=tuple(sorted((_clip(k, 64), _clip(v, 256))
-                              for k, v in list(meta.items())[:32] if isinstance(v, str))),
-            environment=_clip(p.environment, 256),
+            condition=Condition(c.code, c.source, c.message, c.since)
+            if c is not None else None,
+            attention=p.attention,
+            channel_modes=tuple(sorted((p.channelModes or {}).items())),
+            description=card.description,
+            tags=tuple(t for t in (card.tags or ()) if isinstance(t, str)),
+            meta=tuple(sorted((k, v) for k, v in meta.items() if isinstance(v, str))),
+            environment=p.environment,
         )
-
-
-def _clip(v: Any, n: int) -> Any:
-    """Bound one wire string kept in the roster (None and non-strings pass through)."""
-    return v[:n] + "…" if isinstance(v, str) and len(v) > n else v
 
 
 @dataclass(frozen=True, slots=True)
