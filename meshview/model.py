@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from meshview.feedring import FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
-from meshview.roster import RosterReducer
+from meshview.roster import NAMES_CAP, RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
 from meshview.snapshot import (
@@ -95,7 +95,7 @@ _NO_THREAD = (None, None, (), None)  # a message that names no thread: FeedEntry
 # INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count", "runs_view", "stalled",
+    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 
@@ -173,6 +173,8 @@ class MeshModel(RunsReducer, RosterReducer):
         # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
         self._live_seen: dict[str, float] | None = None
         self._live_floor = float("inf")  # <= every value in ``_live_seen``
+        # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
+        self._offline: dict[str, None] | None = None
         self._names: dict[str, str] = {}
         self._watch_last: float | None = None  # receipt time of the last watch delivery
         self._initial_load = True
@@ -195,8 +197,9 @@ class MeshModel(RunsReducer, RosterReducer):
         self._rate_origin: float | None = None  # when the rate began to be measured
         self._total = 0
 
-        # rejections
+        # rejections, and the wire fields cut to their byte bounds (meshview/wire/bounds.py)
         self._rejections: dict[str, int] = {}
+        self._cuts: dict[str, int] = {}
 
         # membership / managers
         self._membership_members: dict[str, MemberView] = {}
@@ -362,7 +365,10 @@ class MeshModel(RunsReducer, RosterReducer):
         if id and self._ring.seen(id):
             return False
         if from_name:
-            self._names[from_id] = from_name
+            names = self._names
+            names[from_id] = from_name
+            if len(names) > NAMES_CAP:  # (meshview/roster.py)
+                self._forget_names()
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
@@ -506,6 +512,21 @@ class MeshModel(RunsReducer, RosterReducer):
         if reason is None:
             return sum(self._rejections.values())
         return self._rejections.get(reason, 0)
+
+    @model_input("reject")
+    def note_cuts(self, fields: Sequence[str]) -> None:
+        """A delivery or presence record kept with ``fields`` cut to their byte bounds
+        (``meshview.wire.bounds``; a field may repeat): counted, the record still applies."""
+        cuts = self._cuts
+        for f in fields:
+            cuts[f] = cuts.get(f, 0) + 1
+        self._touch()
+
+    def cut_count(self, field: str | None = None) -> int:
+        """How many wire fields were cut to their byte bounds (of ``field``, or all)."""
+        if field is None:
+            return sum(self._cuts.values())
+        return self._cuts.get(field, 0)
 
     # ------------------------------------------------------------------ channels
 

@@ -395,6 +395,8 @@ class Observer:
     def _apply_delivery(self, d: Delivery, historical: bool, now: float) -> bool:
         msg = d.message
         kind = d.kind
+        if d.cuts:
+            self.model.note_cuts(d.cuts)
         channel = d.target if kind == "channel" else None
         return self.model.apply_message(
             kind=kind, id=msg.id, ts=msg.ts, from_id=d.sender, from_name=msg.from_.name,
@@ -497,6 +499,8 @@ class Observer:
             m.apply_presence_delete(e.key, purge=op == "PURGE", received=now)
         elif d.presence is not None:
             p = d.presence
+            if d.cuts:
+                m.note_cuts(d.cuts)
             m.apply_presence(PresenceRecord.from_wire(p), received=now)
             held = m.peer(e.key)
             t = None
