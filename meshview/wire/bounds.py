@@ -15,12 +15,14 @@ ELLIPSIS = "…"  # 3 bytes in UTF-8
 NAME_BYTES = 512
 ROLE_BYTES = 256
 ID_BYTES = 512  # message ids, replyTo, contextId, mentions, lifecycle uids
-KIND_BYTES = 256  # part kinds, agent kinds, attention, condition code/source
+KIND_BYTES = 256  # part kinds, AG-UI event types and names
+TOKEN_BYTES = 64  # an agent's kind, attention, a channel mode, a condition's code and source
+CHANNEL_BYTES = 256  # a channel named in a record's channelModes
 ACTIVITY_BYTES = 2048
 CONDITION_BYTES = 4096
 DESCRIPTION_BYTES = 800
-TAG_BYTES = 256
-META_BYTES = 1024
+TAG_BYTES = 128  # a tag, a meta key
+META_BYTES = 256  # a meta value
 ARTIFACT_BYTES = 1024  # an artifact's claimed name / media type
 ENVIRONMENT_BYTES = 1024
 
@@ -28,7 +30,7 @@ PARTS_MAX = 64  # parts kept per message
 MENTIONS_MAX = 32
 TAGS_MAX = 32
 META_MAX = 32
-CHANNEL_MODES_MAX = 64
+CHANNEL_MODES_MAX = 32
 #: AG-UI events kept per frame, and the bytes of event strings kept per frame (a frame past
 #: either is cut at an event boundary: its fold says how many were not shown)
 AGUI_EVENTS_MAX = 2000

@@ -80,34 +80,35 @@ def is_stale(ts: float, now_ms: float, ttl_ms: float = PRESENCE_TTL_MS,
     return now_ms - ts > ttl_ms
 
 
+def _fits(v: str | None, limit: int) -> bool:
+    """``v`` is short enough in code points to fit ``limit`` bytes whatever it holds."""
+    return v is None or len(v) <= limit >> 2
+
+
 def _card_fits(c: AgentCard) -> bool:
-    """Every string and list the roster keeps of ``c`` is short enough for any bound (the
-    common case: one comparison each)."""
-    n = _SHORT
-    return (len(c.name) <= n and len(c.kind) <= n and (c.role is None or len(c.role) <= n)
-            and (c.description is None or len(c.description) <= n)
+    """Every string and list the roster keeps of ``c`` fits its bound (the common case: one
+    comparison each)."""
+    return (_fits(c.name, B.NAME_BYTES) and _fits(c.kind, B.TOKEN_BYTES)
+            and _fits(c.role, B.ROLE_BYTES) and _fits(c.description, B.DESCRIPTION_BYTES)
             and (c.tags is None or (len(c.tags) <= B.TAGS_MAX
-                                    and all(type(t) is not str or len(t) <= n for t in c.tags)))
+                                    and all(_fits(t, B.TAG_BYTES) for t in c.tags)))
             and (c.meta is None or (len(c.meta) <= B.META_MAX and all(
-                len(k) <= n and (type(v) is not str or len(v) <= n) for k, v in c.meta.items()))))
-
-
-_SHORT = B.ROLE_BYTES >> 2  # code points that fit the smallest bound below
+                _fits(k, B.TAG_BYTES) and (type(v) is not str or _fits(v, B.META_BYTES))
+                for k, v in c.meta.items()))))
 
 
 def bound_presence(p: Presence) -> tuple[Presence, tuple[str, ...]]:
     """``p`` with every string and list the roster keeps within its byte bound
     (``meshview.wire.bounds``), and the fields cut; ``p`` itself when nothing was."""
-    n = _SHORT
     c = p.condition
-    if (_card_fits(p.card) and (p.lifecycleUid is None or len(p.lifecycleUid) <= n)
-            and (p.activity is None or len(p.activity) <= n)
-            and (p.attention is None or len(p.attention) <= n)
-            and (p.environment is None or len(p.environment) <= n)
-            and (c is None or (len(c.code) <= n and (c.source is None or len(c.source) <= n)
-                               and (c.message is None or len(c.message) <= n)))
+    if (_card_fits(p.card) and _fits(p.lifecycleUid, B.ID_BYTES)
+            and _fits(p.activity, B.ACTIVITY_BYTES) and _fits(p.attention, B.TOKEN_BYTES)
+            and _fits(p.environment, B.ENVIRONMENT_BYTES)
+            and (c is None or (_fits(c.code, B.TOKEN_BYTES) and _fits(c.source, B.TOKEN_BYTES)
+                               and _fits(c.message, B.CONDITION_BYTES)))
             and (p.channelModes is None or (len(p.channelModes) <= B.CHANNEL_MODES_MAX and all(
-                len(k) <= n and len(v) <= n for k, v in p.channelModes.items())))):
+                _fits(k, B.CHANNEL_BYTES) and _fits(v, B.TOKEN_BYTES)
+                for k, v in p.channelModes.items())))):
         return p, ()
     k = Cuts()
     card = p.card
@@ -118,7 +119,7 @@ def bound_presence(p: Presence) -> tuple[Presence, tuple[str, ...]]:
         meta = dict(list(meta.items())[:B.META_MAX])
     card = msgspec.structs.replace(
         card, name=k.str("name", card.name, B.NAME_BYTES),
-        kind=k.str("kind", card.kind, B.KIND_BYTES),
+        kind=k.str("kind", card.kind, B.TOKEN_BYTES),
         role=k.str("role", card.role, B.ROLE_BYTES),
         description=k.str("description", card.description, B.DESCRIPTION_BYTES),
         tags=None if tags is None else [k.str("tags", t, B.TAG_BYTES) for t in tags],
@@ -126,21 +127,22 @@ def bound_presence(p: Presence) -> tuple[Presence, tuple[str, ...]]:
                                         k.str("meta", mv, B.META_BYTES)
                                         for mk, mv in meta.items()})
     if c is not None:
-        c = PresenceCondition(k.str("condition", c.code, B.KIND_BYTES),
-                              k.str("condition", c.source, B.KIND_BYTES),
+        c = PresenceCondition(k.str("condition", c.code, B.TOKEN_BYTES),
+                              k.str("condition", c.source, B.TOKEN_BYTES),
                               k.str("condition", c.message, B.CONDITION_BYTES), c.since)
     modes = p.channelModes
     if modes is not None:
         if len(modes) > B.CHANNEL_MODES_MAX:
             k.names.append("channelModes")
             modes = dict(list(modes.items())[:B.CHANNEL_MODES_MAX])
-        modes = {k.str("channelModes", mk, B.ID_BYTES): k.str("channelModes", mv, B.KIND_BYTES)
+        modes = {k.str("channelModes", mk, B.CHANNEL_BYTES):
+                 k.str("channelModes", mv, B.TOKEN_BYTES)
                  for mk, mv in modes.items()}
     out = msgspec.structs.replace(
         p, card=card, condition=c, channelModes=modes,
         lifecycleUid=k.str("lifecycleUid", p.lifecycleUid, B.ID_BYTES),
         activity=k.str("activity", p.activity, B.ACTIVITY_BYTES),
-        attention=k.str("attention", p.attention, B.KIND_BYTES),
+        attention=k.str("attention", p.attention, B.TOKEN_BYTES),
         environment=k.str("environment", p.environment, B.ENVIRONMENT_BYTES))
     return out, tuple(k.names)
 
