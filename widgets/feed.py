@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
 
@@ -39,6 +40,11 @@ from widgets.presentation import (
 INDENT = 9  # continuation lines align under the name, clear of the time column
 BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
 CACHE_ROWS = 160  # > two screens of rows; each cached Strip drags ~7 tracked FIFOCaches along
+#: Long rows whose layout (safe body lines and wrap) is kept across repaints, cursor moves and
+#: filters: a row is wrapped once per width, so a key after a 1 MB line costs what one after
+#: a short line does. Short rows are laid out faster than a cache lookup would save.
+LAYOUT_ROWS = 64
+LAYOUT_MIN_CHARS = 256
 
 LIFECYCLE_GLYPH = {
     "join": ("+", "feed--join"), "offline": ("−", "feed--offline"),
@@ -148,6 +154,25 @@ def layout_rows(head: str, lines: list[str], width: int) -> list[Row]:
     return rows
 
 
+class _RowStrips:
+    """One feed row's display rows as Strips, each drawn on first use and kept."""
+
+    __slots__ = ("_strips", "_draw")
+
+    def __init__(self, n: int, draw: Callable[[int], Strip]) -> None:
+        self._strips: list[Strip | None] = [None] * n
+        self._draw = draw
+
+    def __len__(self) -> int:
+        return len(self._strips)
+
+    def __getitem__(self, k: int) -> Strip:
+        s = self._strips[k]
+        if s is None:
+            s = self._strips[k] = self._draw(k)
+        return s
+
+
 def thread_marker(e: FeedEntry) -> str:
     """``↳ re: <first words of the original>``, or ``↳ re: <elided id>`` when the original
     was not in the feed as the reply landed."""
@@ -247,6 +272,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._end = 0  # absolute index processed up to
         self._width = 0
         self._cache: OrderedDict[tuple[int, int, bool], list[Strip]] = OrderedDict()
+        self._layouts: OrderedDict[tuple[int, int], tuple] = OrderedDict()  # (LAYOUT_ROWS)
         self.cursor: int | None = None
         self._styles: dict[str, object] = {}
 
@@ -277,10 +303,24 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def _layout(self, e: FeedEntry, width: int) -> tuple[list[tuple[str, str]], list[str], int,
                                                          list[Row]]:
-        """Head parts, body lines, marker length and the rows (:func:`layout_rows`)."""
+        """Head parts, body lines, marker length and the rows (:func:`layout_rows`); a long
+        row's are kept (:data:`LAYOUT_ROWS`) while its row and head stay the same."""
         head = self._head(e)
+        head_s = "".join(s for s, _ in head)
+        if len(e.text) < LAYOUT_MIN_CHARS:
+            lines, mark = self._body(e)
+            return head, lines, mark, layout_rows(head_s, lines, width)
+        key = (e.index, width)
+        kept = self._layouts.get(key)
+        if kept is not None and kept[0] is e and kept[1] == head_s:
+            self._layouts.move_to_end(key)
+            return head, kept[2], kept[3], kept[4]
         lines, mark = self._body(e)
-        return head, lines, mark, layout_rows("".join(s for s, _ in head), lines, width)
+        rows = layout_rows(head_s, lines, width)
+        self._layouts[key] = (e, head_s, lines, mark, rows)
+        if len(self._layouts) > LAYOUT_ROWS:
+            self._layouts.popitem(last=False)
+        return head, lines, mark, rows
 
     def _height(self, e: FeedEntry, width: int) -> int:
         # fast path, the first case of layout_rows: one short printable ASCII line beside
@@ -477,6 +517,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         return value
 
     def _render_row(self, index: int, width: int, cursor: bool) -> list[Strip]:
+        """Every display row of feed row ``index`` as Strips."""
+        rows = self._row_strips(index, width, cursor)
+        return [rows[k] for k in range(len(rows))]
+
+    def _row_strips(self, index: int, width: int, cursor: bool) -> _RowStrips:
+        """Feed row ``index``'s display rows, each drawn when first asked for: a row taller
+        than the screen (a long line) costs the rows on screen, not all of its rows."""
         key = (index, width, cursor)
         hit = self._cache.get(key)
         if hit is not None:
@@ -493,30 +540,29 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             if e.kind == "lifecycle" else None
         if e.historical and body_style is None:
             body_style = "dim"
-        out: list[Text] = []
-        for hs, he, indent, li, s, t in rows:
+        console = self.app.console
+        cur = self._style("cursor") if cursor else None
+
+        def draw(k: int) -> Strip:
+            hs, he, indent, li, s, t = rows[k]
             row = head_text[hs:he] if he > hs else Text(" " * indent, style=base)
             if li >= 0:
                 piece = Text(lines[li][s:t], style=body_style or "")
                 if li == 0 and s < mark:
                     piece.stylize("dim", 0, mark - s)
                 row.append_text(piece)
-            out.append(row)
-        console = self.app.console
-        cur = self._style("cursor") if cursor else None
-        strips = []
-        for t in out:
-            pad = width - t.cell_len
+            pad = width - row.cell_len
             if pad > 0:
-                t.append(" " * pad)
+                row.append(" " * pad)
             elif pad < 0:
-                t.truncate(width)
+                row.truncate(width)
             if cur is not None:
-                t.stylize(cur)
+                row.stylize(cur)
             # the base style under every segment: a segment without one breaks Textual's
             # monochrome filter (NO_COLOR) and would paint no background
-            strips.append(Strip(Segment.apply_style(t.render(console, end=""), base),
-                                width))
+            return Strip(Segment.apply_style(row.render(console, end=""), base), width)
+
+        strips = _RowStrips(len(rows), draw)
         self._cache[key] = strips
         if len(self._cache) > CACHE_ROWS:
             self._cache.popitem(last=False)
@@ -540,7 +586,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             return Strip.blank(width, self._style("base"))
         k = bisect_right(self._starts, line, hi=len(self._rows)) - 1
         index = self._rows[k]
-        strips = self._render_row(index, width, index == self.cursor)
+        strips = self._row_strips(index, width, index == self.cursor)
         sub = line - self._starts[k]
         return strips[sub] if sub < len(strips) else Strip.blank(width, self._style("base"))
 
