@@ -9,6 +9,7 @@ here raises on hostile input: every failure is a ``Rejection`` with a stable rea
 from __future__ import annotations
 
 import math
+from itertools import islice
 from typing import Any
 
 import msgspec
@@ -192,11 +193,12 @@ def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
     out: list[Part] = []
     if len(raw) > B.PARTS_MAX:
         # every part is still checked (a bad one rejects the message), only the first kept
-        kept = _parts(raw[:B.PARTS_MAX], cuts)
-        _parts(raw[B.PARTS_MAX:], Cuts())
+        for p in islice(raw, B.PARTS_MAX, None):
+            _check_part(p)
+        out = _parts(raw[:B.PARTS_MAX], cuts)
         cuts.names.append("parts")
-        kept.append(BrokenPart("parts", f"{len(raw) - B.PARTS_MAX} more not kept"))
-        return kept
+        out.append(BrokenPart("parts", f"{len(raw) - B.PARTS_MAX} more not kept"))
+        return out
     for p in raw:
         k = p.kind
         if k == "text":
@@ -208,14 +210,10 @@ def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
         elif k == "data":
             out.append(DataPart(p.data))  # UNSET: a part with no data ([empty data part])
         elif k == "artifact":
-            size = p.size
-            if (type(p.name) is not str or type(p.mediaType) is not str
-                    or type(p.digest) is not str or not DIGEST_RE.fullmatch(p.digest)
-                    or type(size) is not int or size < 0):
-                raise _PartError(MALFORMED_ENVELOPE)
+            _check_part(p)
             out.append(ArtifactPart(cuts.str("artifact", p.name, B.ARTIFACT_BYTES),
                                     cuts.str("artifact", p.mediaType, B.ARTIFACT_BYTES),
-                                    p.digest, size))
+                                    p.digest, p.size))
         elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
             if k == AGUI_FRAME_KIND and p.events is not UNSET:
                 out.append(bound_frame(p.events, cuts))
@@ -225,6 +223,22 @@ def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
             raise _PartError(NON_CONFORMANT_PART_KIND)
     return out
 
+
+def _check_part(p: _WirePart) -> None:
+    """What :func:`_parts` would refuse in ``p``, without building it."""
+    k = p.kind
+    if k == "artifact":
+        size = p.size
+        if (type(p.name) is not str or type(p.mediaType) is not str
+                or type(p.digest) is not str or not DIGEST_RE.fullmatch(p.digest)
+                or type(size) is not int or size < 0):
+            raise _PartError(MALFORMED_ENVELOPE)
+    elif (k not in _CORE_KINDS and k not in LEGACY_PART_KINDS
+          and not EXTENSION_KIND_RE.fullmatch(k)):
+        raise _PartError(NON_CONFORMANT_PART_KIND)
+
+
+_CORE_KINDS = frozenset({"text", "data"})
 
 # What the ``ag-ui.frame`` renderer reads of an event (``meshview.wire.parts``): ids and
 # names are bounded each, payload strings share the frame's byte budget.
