@@ -87,6 +87,9 @@ MEMBERSHIP_STALE_MS = 45_000.0
 THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
 MENTIONS_CAP = 32
 EXCERPT_CAP = 200  # characters of the original kept on a reply row
+#: Channels heard on the tap kept (arrival counts, last message): past it the first heard of
+#: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
+CHANNELS_CAP = 20_000
 _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
 _NO_THREAD = (None, None, (), None)  # a message that names no thread: FeedEntry's defaults
 
@@ -411,6 +414,8 @@ class MeshModel(RunsReducer, RosterReducer):
                     if channel not in self._retained and channel not in self._registry:
                         self._retained[channel] = 0  # a new channel: its arrivals count
                         self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
+                        if len(self._arrivals) >= CHANNELS_CAP:
+                            self._forget_first_channel(channel)
                     self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
                 last = self._chan_last.get(channel)
                 if last is None or ts > last:
@@ -600,6 +605,17 @@ class MeshModel(RunsReducer, RosterReducer):
         if n is None:
             return None
         return n + max(0, self._arrivals.get(ch, 0) - self._arrivals_at_poll.get(ch, 0))
+
+    def _forget_first_channel(self, keep: str) -> None:
+        """Past :data:`CHANNELS_CAP` channels heard: the first heard of that the registry does
+        not list goes (any peer may post to any number of channels)."""
+        for ch in self._arrivals:
+            if ch != keep and ch not in self._registry:
+                for d in (self._retained, self._arrivals, self._arrivals_at_poll,
+                          self._chan_last):
+                    d.pop(ch, None)
+                self._chan_info = None
+                return
 
     def _channels(self) -> tuple[ChannelInfo, ...]:
         """The channel list by name, rebuilt only where a message or a poll changed it."""

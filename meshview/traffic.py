@@ -15,6 +15,10 @@ from meshview.snapshot import DmConversation, DmMessage, Edge, FeedKind, Hop, To
 
 DM_LOG_CAP = 1000
 DM_CONV_CAP = 4096
+#: Characters of a conversation's last message kept in its roll-up (a preview): 4096 of them
+#: each holding a whole 64K-character message were 256 MB a peer could fill with DMs to
+#: made-up recipients. The DM log keeps the messages themselves.
+CONV_PREVIEW = 1024
 TOPO_RECENT_CAP = 2000
 TOPO_EDGE_CAP = 4096
 
@@ -46,6 +50,7 @@ class DmRollup:
         if f == t:
             return  # self-DMs are skipped in the roll-up
         pair = (f, t) if f < t else (t, f)
+        text = text[:CONV_PREVIEW]  # (the same object when it is shorter)
         c = self._convs.get(pair)
         if c is None:
             self._convs[pair] = _Conv(1, ts, text)

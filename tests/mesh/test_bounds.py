@@ -228,3 +228,21 @@ def test_ag_ui_folding_is_linear_in_the_frame():
     ts = time.perf_counter() - t
     assert text == "» " + "a" * 100 * n  # one sentence, one line
     assert tl < 0.25 and tl < 24 * ts + 0.01, (ts, tl)
+
+
+def test_channels_heard_past_the_bound_are_forgotten_first_heard_first():
+    from meshview.model import CHANNELS_CAP
+    from meshview.snapshot import ChannelSettings
+
+    t = [1_000_000.0]
+    m = MeshModel("s", clock=lambda: t[0])
+    m.set_channel_registry({"kept": ChannelSettings()})
+    m.apply_message(kind="channel", id="k", ts=t[0], from_id="local.a", from_name="a",
+                    text="x", channel="kept")
+    for i in range(CHANNELS_CAP + 50):
+        t[0] += 1
+        m.apply_message(kind="channel", id=f"m{i}", ts=t[0], from_id="local.a",
+                        from_name="a", text="x", channel=f"spam{i:06d}")
+    names = [c.name for c in m.snapshot().channels]
+    assert len(names) <= CHANNELS_CAP and "kept" in names
+    assert "spam000000" not in names and f"spam{CHANNELS_CAP + 49:06d}" in names
