@@ -13,16 +13,29 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import msgspec
 
+from meshview.wire.messages import ExtensionPart
+
 if TYPE_CHECKING:
     from meshview.snapshot import FeedEntry
 
 # The ring is bounded in bytes as well as rows: any agent may send ~1 MiB messages, and 10,000
 # of them would be ~10 GiB. A row keeps at most KEPT_TEXT characters (the line stream still
 # gets the exact text: events carry the full row), and the oldest rows go once the kept text
-# of the whole ring passes FEED_TEXT_BUDGET.
+# of the whole ring, with what rows keep beyond their text (``extra_bytes``), passes
+# FEED_TEXT_BUDGET.
 KEPT_TEXT = 64 * 1024
 FEED_TEXT_BUDGET = 64 * 1024 * 1024
 PENDING = -1  # the dedupe index's mark for an id held by an open burst, not yet a row
+
+
+def extra_bytes(parts: Sequence[Any]) -> int:
+    """What a row's parts keep beyond its text, in bytes: an ``ag-ui`` frame's events (the
+    text is their fold; the wire's frame bound caps them); other parts are their text."""
+    n = 0
+    for p in parts:
+        if type(p) is ExtensionPart and p.events:
+            n += len(msgspec.json.encode(p.events))
+    return n
 
 
 def keep_text(text: str) -> str:
@@ -90,7 +103,7 @@ class FeedRows(Sequence):
 class FeedRing:
     """The append-only row store behind the feed, with its dedupe index."""
 
-    __slots__ = ("cap", "_buf", "_off", "_base", "_compact_at", "_text", "_ids")
+    __slots__ = ("cap", "_buf", "_off", "_base", "_compact_at", "_text", "_ids", "_extra")
 
     def __init__(self, cap: int) -> None:
         self.cap = max(1, int(cap))
@@ -100,8 +113,11 @@ class FeedRing:
         self._off = 0
         self._base = 0
         self._compact_at = max(1024, self.cap // 4)
-        self._text = 0  # characters of text kept by the live rows
+        self._text = 0  # characters of text kept by the live rows, plus their ``_extra``
         self._ids: dict[str, int] = {}  # message id -> absolute index of its row (or PENDING)
+        # absolute index -> bytes a row keeps beyond its text (an ag-ui frame's events: its
+        # text is the fold, often far shorter); only rows that keep any
+        self._extra: dict[int, int] = {}
 
     @property
     def base(self) -> int:
@@ -153,8 +169,9 @@ class FeedRing:
         ring = cls(state["cap"])
         ring._buf = list(state["rows"])
         ring._off = ring._base = int(state["base"])
-        ring._text = sum(len(e.text) for e in ring._buf)
         ring._ids = dict(state["ids"])
+        ring._extra = {e.index: x for e in ring._buf if (x := extra_bytes(e.parts))}
+        ring._text = sum(len(e.text) for e in ring._buf) + sum(ring._extra.values())
         return ring
 
     def push(self, e: FeedEntry) -> FeedEntry:
@@ -165,6 +182,11 @@ class FeedRing:
             e = msgspec.structs.replace(e, text=keep_text(e.text), parts=())
         buf.append(e)
         self._text += len(e.text)
+        for p in e.parts:
+            if type(p) is ExtensionPart and p.events:
+                x = self._extra[e.index] = extra_bytes(e.parts)
+                self._text += x
+                break
         ids = self._ids
         for mid in e.ids:
             if mid:
@@ -174,7 +196,7 @@ class FeedRing:
                 self._text > FEED_TEXT_BUDGET and end - self._base > 1):
             old = buf[self._base - self._off]
             self._base += 1
-            self._text -= len(old.text)
+            self._text -= len(old.text) + (self._extra.pop(old.index, 0) if self._extra else 0)
             for mid in old.ids:
                 if ids.get(mid) == old.index:
                     del ids[mid]

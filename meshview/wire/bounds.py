@@ -34,7 +34,7 @@ CHANNEL_MODES_MAX = 32
 #: AG-UI events kept per frame, and the bytes of event strings kept per frame (a frame past
 #: either is cut at an event boundary: its fold says how many were not shown)
 AGUI_EVENTS_MAX = 2000
-AGUI_FRAME_BYTES = 256 * 1024
+AGUI_FRAME_BYTES = 64 * 1024  # as much as a feed row keeps of a text (feedring.KEPT_TEXT)
 
 
 def clip(s: str, limit: int) -> str:

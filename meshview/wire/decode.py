@@ -250,38 +250,55 @@ _AGUI_PAYLOAD = ("delta", "message", "content")
 
 def bound_frame(events: Any, cuts: Cuts) -> ExtensionPart:
     """An ``ag-ui.frame`` part as kept: at most :data:`~meshview.wire.bounds.AGUI_EVENTS_MAX`
-    events, each reduced to the fields its renderer reads, their strings within the frame's
-    :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES`; the events past a bound are counted in
-    ``dropped``. One pass over the frame (linear in its size)."""
+    events within the frame's :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES` (JSON-encoded).
+    An event that fits is kept whole (``--json`` shows it as sent); one that does not is
+    reduced to the fields its renderer reads, its payload strings cut to what is left; the
+    events past a bound are counted in ``dropped``. One pass over the frame (linear)."""
     if not isinstance(events, list):
         if events is not None:
             cuts.names.append("events")
         return ExtensionPart(AGUI_FRAME_KIND, None)
     budget = B.AGUI_FRAME_BYTES
     kept: list[Any] = []
+    encode = msgspec.json.encode
     for i, e in enumerate(events):
         if i >= B.AGUI_EVENTS_MAX or budget <= 0:
             cuts.names.append("events")
             return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i)
-        if type(e) is not dict:
-            kept.append(None)  # the renderer names a non-object as an unrecognised event
-            continue
-        ev: dict[str, Any] = {}
-        for f, limit in _AGUI_IDS:
-            v = e.get(f)
-            if v is not None:
-                ev[f] = cuts.str("events", v, limit) if type(v) is str else None
-        o = e.get("outcome")
-        if type(o) is dict and type(o.get("type")) is str:
-            ev["outcome"] = {"type": cuts.str("events", o["type"], B.KIND_BYTES)}
-        for f in _AGUI_PAYLOAD:
-            v = e.get(f)
-            if type(v) is str:
-                v = cuts.str("events", v, max(budget, 0))
-                budget -= len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
-                ev[f] = v
-        kept.append(ev)
+        try:
+            size = len(encode(e)) + 1  # (and the comma before the next)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            size = budget + 1
+        if size > budget:
+            cuts.names.append("events")
+            e = _reduced_event(e, cuts, budget) if type(e) is dict else None
+            size = len(encode(e)) + 1
+            if size > budget:  # not even its ids fit: the frame ends here
+                return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i)
+        kept.append(e)  # a non-object reduced to null: the renderer names it unrecognised
+        budget -= size
     return ExtensionPart(AGUI_FRAME_KIND, kept)
+
+
+def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
+    """The fields of ``e`` the ``ag-ui.frame`` renderer reads, ids and names bounded each,
+    payload strings within ``budget`` bytes together."""
+    ev: dict[str, Any] = {}
+    for f, limit in _AGUI_IDS:
+        v = e.get(f)
+        if v is not None:
+            ev[f] = cuts.str("events", v, limit) if type(v) is str else None
+    o = e.get("outcome")
+    if type(o) is dict and type(o.get("type")) is str:
+        ev["outcome"] = {"type": cuts.str("events", o["type"], B.KIND_BYTES)}
+    budget -= len(msgspec.json.encode(ev)) + 32  # (the payload keys and quotes)
+    for f in _AGUI_PAYLOAD:
+        v = e.get(f)
+        if type(v) is str:
+            v = cuts.str("events", v, max(budget, 0))
+            budget -= len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+            ev[f] = v
+    return ev
 
 
 def _json_type(v: Any) -> str:
