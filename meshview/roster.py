@@ -91,6 +91,7 @@ class RosterReducer:
     ttl_ms: float
     _peers: dict[str, Peer]
     _names: dict[str, str]
+    _labels: Any
     _roster_changed: bool
     _resort: set[str]
     _live_seen: dict[str, float] | None
@@ -300,6 +301,9 @@ class RosterReducer:
 
     def _put_peer(self, p: Peer) -> None:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
+        old = self._peers.get(p.id)
+        if old is None or old.name != p.name or old.role != p.role:
+            self._labels = None  # who is shown as whom changed (meshview/labels.py)
         self._peers[p.id] = p
         live = self._live_seen
         if live is not None:

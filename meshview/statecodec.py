@@ -252,7 +252,7 @@ STATE: tuple[StateField, ...] = (
 # the last sort's rows and the kept order: a fresh model's (which sorts everything) until it
 # sorts again
 _DERIVED = ("_sort_keys", "_sorted", "_resort", "_live_seen",
-            "_live_floor")
+            "_live_floor", "_labels")
 
 # Version 1 checkpoints were ``vars(model)``: the attributes the model had then (plus ``dirty``,
 # which restoring always sets), each in the tagged encoding. Written out, not derived from

@@ -71,7 +71,13 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
     lines += _field("delivery", DELIVERY.get(e.kind, e.kind) + (" · event channel" if e.event else "")
                     + (" · history" if e.historical else " · live"), width)
     lines += _field("time", f"{clock(e.ts)}  (received {clock(e.received)})", width)
-    src = who(e.from_name, e.from_role, drawing_look())
+    if snap is not None:
+        sender = snap.sender(e)
+        src = who(sender.label, sender.role, drawing_look())
+        if sender.claim is not None:  # the envelope's name: shown as said, never believed
+            src.append(f' (claims "{safe(sender.claim, 80)}")', style="italic")
+    else:
+        src = who(e.from_name, e.from_role, drawing_look())
     src.append(f"  {safe(e.from_id, 80)}", style="dim")
     lines += _field("from", src, width)
     if e.kind == "channel":
@@ -113,7 +119,8 @@ def _thread_lines(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Text]
         excerpt = original.text if original is not None else e.reply_excerpt
         if excerpt is not None:
             first = safe(excerpt.lstrip().split("\n", 1)[0], 120)
-            src = f"{safe(original.from_name, 48)}: " if original is not None else ""
+            src = (f"{safe(snap.sender(original).text(), 64)}: "
+                   if original is not None and snap is not None else "")
             reply.append(f"  ({src}{first})", style="dim")
         if original is not None:
             reply.append("  enter jumps to it", style="bold")
@@ -219,7 +226,7 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
         elif arrow == "→":
             row.append(", ".join(safe(n, 24) for n in e.to_names))
         else:
-            row.append(safe(e.from_name, 24), style="")
+            row.append(safe(snap.sender(e).text(), 48), style="")
         row.append(": " + safe(e.text.split("\n", 1)[0], 200), style="dim")
         row.truncate(width, overflow="ellipsis")
         lines.append(row)

@@ -119,6 +119,9 @@ class DmThread(LineList):
             if m.historical:
                 head.append("↺ ", style="dim")
             head.append(safe(fn, 24), style=look.name(fn))
+            claim = snap.labels.sender(m.from_id, m.claimed_name or None).claim
+            if claim is not None:  # the envelope said another name: shown, never believed
+                head.append(f' (claims "{safe(claim, 24)}")', style="italic")
             head.append(" → ", style="dim")
             head.append(safe(tn, 24), style=look.name(tn))
             head.append(": ", style="dim")

@@ -78,7 +78,7 @@ class Roster(LazyLineList):
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
-        key = (snap.agents, snap.endpoints, sec, self._managed_version)
+        key = (snap.agents, snap.endpoints, sec, self._managed_version, snap.labels)
         if key != self._key:
             self._key = key
             self.rebuild()
@@ -140,7 +140,8 @@ class Roster(LazyLineList):
         if p.kind != "agent":
             t.append("⚙ ", style="dim")
         t.append(glyph + " ", style=style)
-        t.append_text(who(p.name, p.role, look))
+        snap = self.snap  # the label: the name, with a principal suffix when shared
+        t.append_text(who(snap.name_of(p.id) if snap is not None else p.name, p.role, look))
         tag = harness_tag(p.meta)
         if tag:
             t.append(f" {tag}", style="dim italic")
@@ -195,7 +196,8 @@ class Roster(LazyLineList):
         return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
-        return (self.wide, self._managed_version, self._stalled_key)
+        return (self.wide, self._managed_version, self._stalled_key,
+                self.snap.labels if self.snap is not None else None)
 
     def ages(self) -> object:
         return self._now
