@@ -182,7 +182,7 @@ class DmLens(Horizontal):
         peers.display = thread.display = visible
         self.query_one("#dm-hidden").display = not visible
         set_title(peers, f"direct messages · {len(roll_up(snap))} peers")
-        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else ())
+        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else (), snap.labels)
         if key != self._key:
             self._key = key
             peers.rebuild()
