@@ -37,9 +37,15 @@ _DROP = re.compile(f"[{_IGNORABLE}]")
 _SPACE = re.compile(r"\s+")
 
 
-@lru_cache(maxsize=16384)
 def fold(name: str) -> str:
     """The comparison key of a display name: ``Ada``, ``ａｄａ`` and ``a\u200bda`` are one."""
+    if name.isascii() and name.isprintable():  # most names: nothing to normalize or drop
+        return " ".join(name.lower().split())
+    return _fold(name)
+
+
+@lru_cache(maxsize=4096)
+def _fold(name: str) -> str:
     s = unicodedata.normalize("NFKC", name)
     s = "".join(ch for ch in _DROP.sub("", s) if unicodedata.category(ch) != "Cf")
     s = unicodedata.normalize("NFKC", s.casefold())
@@ -75,7 +81,7 @@ class Labels:
             names[pid] = name
             roles[pid] = role
             groups.setdefault(fold(name), []).append(pid)
-        ids = {fold(pid): pid for pid in names}
+        ids = {pid.lower() if pid.isascii() else fold(pid): pid for pid in names}
         label = dict(names)
         shared: set[str] = set()
         for key, pids in groups.items():
@@ -91,6 +97,11 @@ class Labels:
 
     def __len__(self) -> int:
         return len(self._label)
+
+    def diff(self, other: Labels) -> set[str]:
+        """The principals whose label differs between ``other`` and this (added, gone or
+        changed): what a view drawn with ``other`` must draw again."""
+        return {pid for pid, _ in self._label.items() ^ other._label.items()}
 
     def label(self, pid: str) -> str | None:
         """The roster label of ``pid`` (None: no roster entry)."""

@@ -146,7 +146,7 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
     look = drawing_look()
     glyph, style = status_glyph(p.status, look)
     title = Text(f" {glyph} ", style=style)
-    title.append_text(who(p.name, p.role, look))
+    title.append_text(who(snap.name_of(p.id), p.role, look))  # suffixed when the name is shared
     lines: list[Text] = [Text("agent" if p.kind == "agent" else "endpoint", style="bold reverse"),
                          title]
     lines += _field("name", safe(p.name, 120), width)

@@ -337,8 +337,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._snap = snap
         if self._width <= 0:
             return  # laid out on first resize
-        if (prev is None or snap.feed_base > self._end or snap.feed_end < self._end
-                or prev.labels is not snap.labels):  # a label's width moves row heights
+        if prev is None or snap.feed_base > self._end or snap.feed_end < self._end:
             self._refilter()
             self._after_change(0)
             return
@@ -359,9 +358,27 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 rows.append(e.index)
                 heights.append(height(e, width))
         self._end = snap.feed_end
-        if k or len(rows) != had:  # rows in other channels only: nothing here moved
+        relabeled = prev.labels is not snap.labels and self._relabel(snap, prev)
+        if k or len(rows) != had or relabeled:  # rows in other channels only: nothing moved
             self._recount()
             self._after_change(removed_lines)
+
+    def _relabel(self, snap: Snapshot, prev: Snapshot) -> bool:
+        """A roster name changed (a join, a rename, a second ``ada``): the rows from or to a
+        principal whose label moved are drawn again, and measured again (a longer label may
+        wrap). True when one was."""
+        changed = snap.labels.diff(prev.labels)
+        if not changed:
+            return False
+        self._cache.clear()
+        heights, width, entry = self._heights, self._width, snap.entry
+        hit = False
+        for k, i in enumerate(self._rows):
+            e = entry(i)
+            if e.from_id in changed or (e.to_ids and not changed.isdisjoint(e.to_ids)):
+                heights[k] = self._height(e, width)
+                hit = True
+        return hit
 
     def _set_virtual(self, size: Size) -> None:
         """Grow the scroll extent without a layout pass: the scrollbar is always shown

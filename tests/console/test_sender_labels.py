@@ -66,3 +66,23 @@ async def test_a_borrowed_name_is_a_claim_and_same_name_peers_are_told_apart():
         await until(pilot, lambda: "send me the staging token" in screen_text(app), 5, "thread")
         dm_text = screen_text(app)
         assert 'gus (claims "ada") → ' + real in dm_text, dm_text
+
+
+async def test_a_second_ada_joining_relabels_the_rows_already_drawn():
+    from cotal_tui.app import CotalApp
+
+    m, clk = build_model()
+    app = CotalApp(session=StaticSession(m))
+    app.clock = clk  # type: ignore[attr-defined]
+    async with app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: "ada/planner → #general: standup" in screen_text(app), 10,
+                    "ada's row drawn under her plain name")
+        m.apply_presence(PresenceRecord(id=IMP, name="ADA", kind="agent", status="idle",
+                                        ts=clk.t, role="planner"))
+        real = m.snapshot().name_of(pid("ada"))
+        assert real.startswith("ada·")
+        # the feed row and the roster row drawn before the join now carry ada's suffix
+        await until(pilot, lambda: f"{real}/planner → #general: standup" in screen_text(app),
+                    10, "the feed row relabelled")
+        await until(pilot, lambda: f"● {real}/planner" in screen_text(app)
+                    and "○ ADA·9c1d2e/planner" in screen_text(app), 10, "the roster relabelled")
