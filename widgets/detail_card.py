@@ -86,7 +86,9 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         lines += _field("to", "@" + safe(e.to_service, 120), width)
     elif e.kind == "dm":
         to = Text()
-        for k, (n, i) in enumerate(zip(e.to_names or e.to_ids, e.to_ids)):
+        names = ([snap.labels.label(i) or "" for i in e.to_ids] if snap is not None
+                 else e.to_names or e.to_ids)
+        for k, (n, i) in enumerate(zip(names, e.to_ids)):
             if k:
                 to.append(", ", style="dim")
             if n and n != i:
@@ -224,7 +226,7 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
         elif e.kind == "anycast":
             row.append("@" + safe(e.to_service, 40), style=look.service)
         elif arrow == "→":
-            row.append(", ".join(safe(n, 24) for n in e.to_names))
+            row.append(", ".join(safe(snap.name_of(t), 24) for t in e.to_ids))
         else:
             row.append(safe(snap.sender(e).text(), 48), style="")
         row.append(": " + safe(e.text.split("\n", 1)[0], 200), style="dim")

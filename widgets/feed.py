@@ -181,11 +181,18 @@ def _first_words(text: str, cells: int) -> str:
     return out + "…"
 
 
-def entry_matches(e: FeedEntry, query: str) -> bool:
-    """``/`` search over sender, role, channel, service, targets and text (case-folded)."""
+def entry_matches(e: FeedEntry, query: str, snap: Snapshot | None = None) -> bool:
+    """``/`` search over sender (as shown, and the envelope's claim), role, channel, service,
+    targets and text (case-folded)."""
     q = query.casefold()
     for field in (e.from_name, e.from_role, e.channel, e.to_service, e.text):
         if field and q in field.casefold():
+            return True
+    if snap is not None:
+        shown = snap.sender(e)
+        if q in shown.label.casefold() or (shown.role and q in shown.role.casefold()):
+            return True
+        if any(q in snap.name_of(t).casefold() for t in e.to_ids):
             return True
     return any(q in n.casefold() for n in e.to_names)
 
@@ -267,7 +274,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 return False
         elif self.tab is not None and (e.kind != "channel" or e.channel != self.tab):
             return False
-        return not self.query or entry_matches(e, self.query)
+        return not self.query or entry_matches(e, self.query, self._snap)
 
     def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
