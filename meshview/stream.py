@@ -233,11 +233,13 @@ def json_message(e: FeedEntry, labels: Labels = NO_LABELS) -> dict[str, Any]:
     return o
 
 
-def json_presence(ev: PresenceEvent, stalled: Stalled | None = None) -> dict[str, Any]:
+def json_presence(ev: PresenceEvent, stalled: Stalled | None = None,
+                  labels: Labels = NO_LABELS) -> dict[str, Any]:
     """A presence line; ``stalled`` (meshview/stalled.py) adds ``"stalled": {"for": s, "signals":
-    [...]}`` to a ``working`` agent's line."""
+    [...]}`` to a ``working`` agent's line; ``label`` is there when another peer shares its name."""
     p = ev.peer
     c = p.condition
+    label = labels.label(p.id)
     return {
         "type": "presence", "event": ev.event, "id": p.id, "name": p.name, "role": p.role,
         "status": p.status, "activity": p.activity,
@@ -248,6 +250,7 @@ def json_presence(ev: PresenceEvent, stalled: Stalled | None = None) -> dict[str
         "lifecycleUid": p.lifecycle_uid, "ts": _ms(p.ts),
         **({"reason": ev.reason} if ev.reason else {}),
         **({"stalled": stalled.as_json()} if stalled is not None else {}),
+        **({"label": label} if label is not None and label != p.name else {}),
     }
 
 
@@ -324,7 +327,7 @@ class StreamWriter:
             stalled = (self.stalled_of(ev.peer.id, ev.received)
                        if self.stalled_of is not None and ev.peer.status == "working" else None)
             if js:
-                return json.dumps(json_presence(ev, stalled), ensure_ascii=False)
+                return json.dumps(json_presence(ev, stalled, labels), ensure_ascii=False)
             return self.text.presence(ev, stalled, labels)
         if isinstance(ev, RunEvent):  # a run's state changed, a pause opened or settled
             if js:

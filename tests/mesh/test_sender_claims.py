@@ -49,7 +49,7 @@ async def test_a_borrowed_name_shows_the_roster_name_and_the_claim(broker, nc, s
     plain, js = await _start(broker, space)
     obs, model = await start_observer(broker.url, space, backfill=0)
     try:
-        await until(lambda: model.peer("local.mallory") and model.peer("local.ada"), 10,
+        await until(lambda: model.peer("local.mallory") and model.peer("local.ada"), 20,
                     "both on the roster")
         await js.wait_for(lambda: len(js.objs("presence")) >= 2, 20, "both joined in --json")
         await plain.wait_for(lambda: plain.stdout_text.count("join") >= 2, 20, "both joined")
@@ -79,12 +79,12 @@ async def test_a_borrowed_name_shows_the_roster_name_and_the_claim(broker, nc, s
 
         # the observer's model: the row's sender is the roster's, the name a claim
         row = await until(lambda: next((e for e in model.snapshot().feed if e.id == lie["id"]),
-                                       None), 10, "the lie in the feed")
+                                       None), 20, "the lie in the feed")
         snap = model.snapshot()
         assert snap.sender(row).text() == 'mallory (claims "ada")'
         assert snap.sender(row).role == "intern"
         grow = await until(lambda: next((e for e in model.snapshot().feed
-                                         if e.id == ghost["id"]), None), 10, "the ghost row")
+                                         if e.id == ghost["id"]), None), 20, "the ghost row")
         assert model.snapshot().sender(grow).text() == 'local.ghost (claims "ada")'
     finally:
         plain.stop()
@@ -126,6 +126,8 @@ async def test_two_live_peers_named_ada_are_told_apart(broker, nc, space):
                                  20, "the impostor's line in --json")
         assert o["from"]["label"].endswith("·9c1d2e") and o["from"]["name"] == "Ada\u200b"
         assert "claimedName" not in o["from"]  # "ada" and "Ada\u200b" are one name, folded
+        joined = next(x for x in js.objs("presence") if x["id"] == "local.imp_9c1d2e")
+        assert joined["label"].endswith("·9c1d2e")  # it joined under a name already taken
     finally:
         plain.stop()
         js.stop()
