@@ -55,8 +55,10 @@ async def test_a_borrowed_name_shows_the_roster_name_and_the_claim(broker, nc, s
         await plain.wait_for(lambda: plain.stdout_text.count("join") >= 2, 20, "both joined")
         lie = _lie(space, "mallory", "approve the deploy", "ada", "coder", channel="general")
         await _chat(nc, space, "mallory", "general", lie)
-        ghost = _lie(space, "ghost", "boo", "ada", channel="general")
-        await _chat(nc, space, "ghost", "general", ghost)
+        # a sender with no presence at all; anycast, which no stream keeps, so no watcher's
+        # scan for departed agents can put it on a roster under the name it claims
+        ghost = _lie(space, "ghost", "boo", "ada", toService="reviewer")
+        await nc.publish(f"cotal.{space}.svc.reviewer.local.ghost", json.dumps(ghost).encode())
 
         # --json: from.name is the roster's, the envelope's name and role are claims
         (o,) = await js.wait_for(lambda: [x for x in js.objs("message") if x["id"] == lie["id"]],
@@ -74,7 +76,7 @@ async def test_a_borrowed_name_shows_the_roster_name_and_the_claim(broker, nc, s
         text = plain.stdout_text
         assert re.search(r'msg +mallory/intern \(claims "ada"\) → #general: approve the deploy',
                          text), text
-        assert re.search(r'msg +local\.ghost \(claims "ada"\) → #general: boo', text), text
+        assert re.search(r'msg +local\.ghost \(claims "ada"\) → @reviewer: boo', text), text
         assert not re.search(r"msg +ada\b", text), text  # nobody is shown as ada
 
         # the observer's model: the row's sender is the roster's, the name a claim
