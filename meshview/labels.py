@@ -38,7 +38,8 @@ _SPACE = re.compile(r"\s+")
 
 
 def fold(name: str) -> str:
-    """The comparison key of a display name: ``Ada``, ``ａｄａ`` and ``a\u200bda`` are one."""
+    """The comparison key of a display name: ``Ada``, fullwidth ``ＡＤＡ`` and ``ada`` with a
+    zero-width space inside are one."""
     if name.isascii() and name.isprintable():  # most names: nothing to normalize or drop
         return " ".join(name.lower().split())
     return _fold(name)
