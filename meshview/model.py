@@ -37,7 +37,8 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from meshview.feedring import FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
-from meshview.roster import NAMES_CAP, RosterReducer
+from meshview.labels import CLAIM_CAP, Labels
+from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
 from meshview.snapshot import (
@@ -98,7 +99,7 @@ _NO_THREAD = (None, None, (), None)  # a message that names no thread: FeedEntry
 # INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count",
+    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count", "labels",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 
@@ -178,7 +179,8 @@ class MeshModel(RunsReducer, RosterReducer):
         self._live_floor = float("inf")  # <= every value in ``_live_seen``
         # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
         self._offline: dict[str, None] | None = None
-        self._names: dict[str, str] = {}
+        self._names: dict[str, str] = {}  # principal -> roster name (presence, absent)
+        self._labels: Labels | None = None  # built from the roster when asked (None: stale)
         self._watch_last: float | None = None  # receipt time of the last watch delivery
         self._initial_load = True
 
@@ -336,8 +338,16 @@ class MeshModel(RunsReducer, RosterReducer):
         return self._ring.seen(message_id)
 
     def name_of(self, pid: str) -> str:
-        """A peer's name, else its whole id (display code elides it, never this)."""
+        """A peer's roster name, else its whole id (display code elides it, never this)."""
         return self._names.get(pid) or pid
+
+    def labels(self) -> Labels:
+        """Principal -> display label from the roster (meshview/labels.py), rebuilt only after
+        a roster name or role changed."""
+        lab = self._labels
+        if lab is None or len(lab) != len(self._peers):
+            lab = self._labels = Labels((p.id, p.name, p.role) for p in self._peers.values())
+        return lab
 
     # ------------------------------------------------------------------ messages
 
@@ -374,11 +384,12 @@ class MeshModel(RunsReducer, RosterReducer):
         now = self.clock() if received is None else received
         if id and self._ring.seen(id):
             return False
-        if from_name:
-            names = self._names
-            names[from_id] = from_name
-            if len(names) > NAMES_CAP:  # (meshview/roster.py)
-                self._forget_names()
+        # the envelope's name and role are the sender's claim, never its identity: kept on the
+        # row (bounded) and shown against the roster's entry for ``from_id`` (meshview/labels.py)
+        if len(from_name) > CLAIM_CAP:
+            from_name = from_name[:CLAIM_CAP]
+        if from_role is not None and len(from_role) > CLAIM_CAP:
+            from_role = from_role[:CLAIM_CAP]
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
@@ -386,7 +397,7 @@ class MeshModel(RunsReducer, RosterReducer):
         thread = self._thread(reply_to, wire_context_id, mentions)
         if kind == "dm":
             to_id = to or ""
-            self._dms.add(id, ts, from_id, to_id, text, historical)
+            self._dms.add(id, ts, from_id, to_id, text, historical, from_name)
             self._topology.hop(ts, from_id, to_id, "dm", historical)
             key = (from_id, text)
             b = self._bursts.get(key)
@@ -903,6 +914,8 @@ class MeshModel(RunsReducer, RosterReducer):
         now = self.clock()
         self._roll(now)
         self._roster()
+        labels = self.labels()
+        label = labels.label
         # heartbeat-only rewrites replace Peer objects without re-sorting: refresh them
         get = self._peers.__getitem__
         agents = tuple(map(get, self._agent_ids))
@@ -924,7 +937,7 @@ class MeshModel(RunsReducer, RosterReducer):
                 p.id, p.name, p.role, c.code if c else None, c.message if c else None,
                 None if ca is None else ca if ca > 0.0 else 0.0,
                 None if sa is None else sa if sa > 0.0 else 0.0,
-                ha if ha > 0.0 else 0.0, p.activity,
+                ha if ha > 0.0 else 0.0, p.activity, label(p.id) or p.name,
             ))
         signals = Signals(
             counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs), live=live)
@@ -934,12 +947,12 @@ class MeshModel(RunsReducer, RosterReducer):
             version=self.version, now=now, status=self._status, agents=agents,
             endpoints=endpoints, channels=self._channels(),
             feed=self._ring.rows(), feed_base=self._ring.base, signals=signals, rates=rates,
-            dms=self._dms.conversations(self.name_of), dm_log=tuple(self._dms.log),
+            dms=self._dms.conversations(lambda pid: labels.label(pid) or pid), dm_log=tuple(self._dms.log),
             topology=self._topology.topology(),
             rejections=tuple(sorted(self._rejections.items())),
             membership=self._membership(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
-            names=ReadOnlyNames(self._names), order=self._peer_ids,
+            names=ReadOnlyNames(self._names), order=self._peer_ids, labels=labels,
         )
         self._snap = snap
         self.dirty = False

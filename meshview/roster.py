@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from bisect import bisect_left
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from msgspec.structs import replace as restruct  # a Peer is a Struct: built in C, ~40x faster
@@ -60,9 +59,6 @@ def as_presence(p: Peer) -> Presence:
 #: and at the wire's bounds an offline row is at most ~32 KB: under 64 MB for all of them.
 OFFLINE_CAP = 2000
 
-#: Senders' names kept for ``name_of``: in open mode any number of principals may speak.
-NAMES_CAP = 50_000
-
 ROSTER_SORTS = ("status", "name", "role", "activity")  # the console's ``s`` cycles these
 
 
@@ -103,6 +99,7 @@ class RosterReducer:
     ttl_ms: float
     _peers: dict[str, Peer]
     _names: dict[str, str]
+    _labels: Any
     _roster_changed: bool
     _resort: set[str]
     _live_seen: dict[str, float] | None
@@ -315,6 +312,9 @@ class RosterReducer:
 
     def _put_peer(self, p: Peer) -> None:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
+        old = self._peers.get(p.id)
+        if old is None or old.name != p.name or old.role != p.role:
+            self._labels = None  # who is shown as whom changed (meshview/labels.py)
         self._peers[p.id] = p
         live = self._live_seen
         if live is not None:
@@ -363,13 +363,6 @@ class RosterReducer:
                     del srt[at]
         self._stall.forget(gone)
         self._roster_changed = True
-
-    def _forget_names(self) -> None:
-        """Bound the names learnt from messages (:data:`NAMES_CAP`): the oldest learnt quarter
-        goes (a roster peer's row keeps its own name; ``name_of`` falls back to the id)."""
-        names = self._names
-        for pid in list(islice(names, len(names) - NAMES_CAP * 3 // 4)):
-            del names[pid]
 
     def _set_peer(self, p: Peer) -> None:
         prev = self._peers.get(p.id)

@@ -15,6 +15,8 @@ from typing import Any, Literal, Mapping
 import msgspec
 
 from meshview.feedring import FeedRows
+from meshview.labels import EMPTY as NO_LABELS
+from meshview.labels import Labels, Sender
 from meshview.sanitize import elide_id
 from meshview.wire import ChannelConfig, ChannelDefaults, Presence, bound_presence
 
@@ -266,6 +268,7 @@ class NeedsYou(msgspec.Struct, frozen=True, gc=False):
     status_age_ms: float | None  # now - statusSince
     heartbeat_age_ms: float  # now - ts
     activity: str | None
+    label: str = ""  # the name as shown (meshview/labels.py): suffixed when another peer shares it
 
 
 _TS = attrgetter("ts")
@@ -317,6 +320,7 @@ class DmMessage:
     to_id: str
     text: str
     historical: bool
+    claimed_name: str = ""  # the envelope's ``from.name`` (a claim: see Snapshot.sender)
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +445,9 @@ class Snapshot:
     # ``peers``' ids in order: the same tuple object from one snapshot to the next until the
     # roster re-sorts, so a view can tell "same rows, some records refreshed" at a glance
     order: tuple[str, ...] = field(repr=False, default=())
+    # principal -> display label from the roster, disambiguated (meshview/labels.py); the same
+    # object from one snapshot to the next until a roster name or role changes
+    labels: Labels = field(repr=False, default=NO_LABELS)
 
     @property
     def feed_len(self) -> int:
@@ -465,8 +472,16 @@ class Snapshot:
         return None
 
     def name_of(self, pid: str) -> str:
-        """A peer's name, else its id elided in the middle (never cut mid-token)."""
-        return self.names.get(pid) or elide_id(pid, ID_CELLS)
+        """A peer's label (its roster name, disambiguated when shared), else its id elided in
+        the middle (never cut mid-token)."""
+        return self.labels.label(pid) or self.names.get(pid) or elide_id(pid, ID_CELLS)
+
+    def sender(self, e: FeedEntry) -> Sender:
+        """Who row ``e`` is shown as from: the roster's label and role for its authenticated
+        sender, and the envelope's differing name as a claim (meshview/labels.py)."""
+        if e.kind == "lifecycle" and self.labels.label(e.from_id) is None:
+            return Sender(e.from_name, e.from_role, None, False)  # ours (a manager's lease)
+        return self.labels.sender(e.from_id, e.from_name, e.from_role)
 
     def dm_thread(self, a: str, b: str) -> tuple[DmMessage, ...]:
         """Messages between two peers (either direction), oldest first."""

@@ -254,7 +254,7 @@ STATE: tuple[StateField, ...] = (
 # sorts again
 _DERIVED = ("_sort_keys", "_sorted", "_resort", "_live_seen",
             "_live_floor", "_offline", "_chan_info", "_chan_names", "_chan_dirty",
-            "_chan_tuple")
+            "_chan_tuple", "_labels")
 
 # Version 1 checkpoints were ``vars(model)``: the attributes the model had then (plus ``dirty``,
 # which restoring always sets), each in the tagged encoding. Written out, not derived from

@@ -38,7 +38,8 @@ class DmRollup:
         self._convs: dict[tuple[str, str], _Conv] = {}
         self._seen: set[str] = set()
 
-    def add(self, mid: str, ts: float, f: str, t: str, text: str, hist: bool) -> None:
+    def add(self, mid: str, ts: float, f: str, t: str, text: str, hist: bool,
+            claimed_name: str = "") -> None:
         if mid:
             if mid in self._seen:
                 return
@@ -46,7 +47,7 @@ class DmRollup:
                 self._seen = {m.id for m in self.log}
             self._seen.add(mid)
         text = keep_text(text)
-        self.log.append(DmMessage(mid, ts, f, t, text, hist))
+        self.log.append(DmMessage(mid, ts, f, t, text, hist, claimed_name))
         if f == t:
             return  # self-DMs are skipped in the roll-up
         pair = (f, t) if f < t else (t, f)

@@ -119,6 +119,9 @@ class DmThread(LineList):
             if m.historical:
                 head.append("↺ ", style="dim")
             head.append(safe(fn, 24), style=look.name(fn))
+            claim = snap.labels.sender(m.from_id, m.claimed_name or None).claim
+            if claim is not None:  # the envelope said another name: shown, never believed
+                head.append(f' (claims "{safe(claim, 24)}")', style="italic")
             head.append(" → ", style="dim")
             head.append(safe(tn, 24), style=look.name(tn))
             head.append(": ", style="dim")
@@ -179,7 +182,7 @@ class DmLens(Horizontal):
         peers.display = thread.display = visible
         self.query_one("#dm-hidden").display = not visible
         set_title(peers, f"direct messages · {len(roll_up(snap))} peers")
-        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else ())
+        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else (), snap.labels)
         if key != self._key:
             self._key = key
             peers.rebuild()

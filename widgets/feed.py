@@ -53,32 +53,41 @@ LIFECYCLE_GLYPH = {
 }
 
 
-def _head_key(e: FeedEntry) -> tuple:
-    # a recipient with no known name is its id, marked so the head elides it as one
-    names = tuple(n if n and n != i else "\0" + i
-                  for n, i in zip(e.to_names or e.to_ids, e.to_ids))
-    return (e.kind, e.from_name, e.from_role, e.channel, e.to_service, names,
+def _head_key(e: FeedEntry, snap: Snapshot) -> tuple:
+    """What a row's head shows: its sender as the roster knows it (label, role, the envelope's
+    differing name as a claim: meshview/labels.py), resolved now, so a presence arriving after
+    the row corrects it; a recipient with no roster entry is its id, marked so the head
+    elides it as one."""
+    label, role, claim, _ = snap.sender(e)
+    lab = snap.labels.label
+    names = tuple(lab(i) or "\0" + i for i in e.to_ids)
+    return (e.kind, label, role, claim, e.channel, e.to_service, names,
             e.count, e.historical, e.event, e.lifecycle)
+
+
+def _who(label: str, role: str | None, claim: str | None) -> list[tuple[str, str]]:
+    parts = [(safe(label, 48), "name:" + label)]
+    if role:
+        parts.append(("/" + safe(role, 32), "dim"))
+    if claim is not None:  # the envelope said another name: shown, never believed
+        parts.append((f' (claims "{safe(claim, 48)}")', "italic"))
+    return parts
 
 
 @lru_cache(maxsize=8192)
 def _head_rest(key: tuple) -> tuple[tuple[str, str], ...]:
     """Everything after the time column; identical for most rows of a sender, so cached."""
-    kind, from_name, from_role, channel, to_service, names, count, hist, event, lifecycle = key
+    kind, label, role, claim, channel, to_service, names, count, hist, event, lifecycle = key
     parts: list[tuple[str, str]] = []
     if hist:
         parts.append(("↺ ", "hist"))
     if kind == "lifecycle":
         glyph, cls = LIFECYCLE_GLYPH.get(lifecycle or "", ("•", "feed--manager"))
         parts.append((glyph + " ", cls))
-        parts.append((safe(from_name, 48), "name:" + from_name))
-        if from_role:
-            parts.append(("/" + safe(from_role, 32), "dim"))
+        parts.extend(_who(label, role, None))
         parts.append((" ", ""))
         return tuple(parts)
-    parts.append((safe(from_name, 48), "name:" + from_name))
-    if from_role:
-        parts.append(("/" + safe(from_role, 32), "dim"))
+    parts.extend(_who(label, role, claim))
     parts.append((" → ", "dim"))
     if kind == "channel":
         parts.append(("#" + safe(channel, 64), "channel"))
@@ -197,11 +206,18 @@ def _first_words(text: str, cells: int) -> str:
     return out + "…"
 
 
-def entry_matches(e: FeedEntry, query: str) -> bool:
-    """``/`` search over sender, role, channel, service, targets and text (case-folded)."""
+def entry_matches(e: FeedEntry, query: str, snap: Snapshot | None = None) -> bool:
+    """``/`` search over sender (as shown, and the envelope's claim), role, channel, service,
+    targets and text (case-folded)."""
     q = query.casefold()
     for field in (e.from_name, e.from_role, e.channel, e.to_service, e.text):
         if field and q in field.casefold():
+            return True
+    if snap is not None:
+        shown = snap.sender(e)
+        if q in shown.label.casefold() or (shown.role and q in shown.role.casefold()):
+            return True
+        if any(q in snap.name_of(t).casefold() for t in e.to_ids):
             return True
     return any(q in n.casefold() for n in e.to_names)
 
@@ -284,11 +300,12 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 return False
         elif self.tab is not None and (e.kind != "channel" or e.channel != self.tab):
             return False
-        return not self.query or entry_matches(e, self.query)
+        return not self.query or entry_matches(e, self.query, self._snap)
 
     def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
-        return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e))]
+        assert self._snap is not None
+        return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e, self._snap))]
 
     def _body(self, e: FeedEntry) -> tuple[list[str], int]:
         """Display lines of a row's body and how many leading cells of line 0 are the thread
@@ -325,9 +342,10 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     def _height(self, e: FeedEntry, width: int) -> int:
         # fast path, the first case of layout_rows: one short printable ASCII line beside
         # the head (most rows); the head's width is cached. safe_body leaves such a line as is.
-        text = e.text
+        text, snap = e.text, self._snap
+        assert snap is not None
         if (not e.reply_to and len(text) < width and text.isascii() and text.isprintable()
-                and one_row(9 + _head_rest_len(_head_key(e)), len(text), width)):
+                and one_row(9 + _head_rest_len(_head_key(e, snap)), len(text), width)):
             return 1
         return len(self._layout(e, width)[3])
 
@@ -387,9 +405,27 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 rows.append(e.index)
                 heights.append(height(e, width))
         self._end = snap.feed_end
-        if k or len(rows) != had:  # rows in other channels only: nothing here moved
+        relabeled = prev.labels is not snap.labels and self._relabel(snap, prev)
+        if k or len(rows) != had or relabeled:  # rows in other channels only: nothing moved
             self._recount()
             self._after_change(removed_lines)
+
+    def _relabel(self, snap: Snapshot, prev: Snapshot) -> bool:
+        """A roster name changed (a join, a rename, a second ``ada``): the rows from or to a
+        principal whose label moved are drawn again, and measured again (a longer label may
+        wrap). True when one was."""
+        changed = snap.labels.diff(prev.labels)
+        if not changed:
+            return False
+        self._cache.clear()
+        heights, width, entry = self._heights, self._width, snap.entry
+        hit = False
+        for k, i in enumerate(self._rows):
+            e = entry(i)
+            if e.from_id in changed or (e.to_ids and not changed.isdisjoint(e.to_ids)):
+                heights[k] = self._height(e, width)
+                hit = True
+        return hit
 
     def _set_virtual(self, size: Size) -> None:
         """Grow the scroll extent without a layout pass: the scrollbar is always shown

@@ -53,6 +53,10 @@ class Roster(LazyLineList):
         self._sorted_from: object = None
         self.stalled: Mapping[str, Stalled] = {}  # agent id -> verdict (meshview/stalled.py)
         self._stalled_key: tuple = ()
+        # moves when a shown principal's label changed (a second ``ada`` joined, a rename):
+        # every row is drawn again; a join alone is a new row, measured as one
+        self._labels: Any = None
+        self._label_gen = 0
 
     def set_stalled(self, verdicts: Mapping[str, Stalled]) -> None:
         """The model's stalled verdicts (``MeshModel.stalled()``, once a second): a flagged row
@@ -71,6 +75,11 @@ class Roster(LazyLineList):
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
+        prev = self._labels
+        if prev is not None and snap.labels is not prev:
+            if any(prev.label(pid) is not None for pid in snap.labels.diff(prev)):
+                self._label_gen += 1
+        self._labels = snap.labels
         n_ep = len(snap.endpoints)
         set_title(self, f"roster · {len(snap.agents)} agents"
                   + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
@@ -78,7 +87,7 @@ class Roster(LazyLineList):
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
-        key = (snap.agents, snap.endpoints, sec, self._managed_version)
+        key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen)
         if key != self._key:
             self._key = key
             self.rebuild()
@@ -140,7 +149,8 @@ class Roster(LazyLineList):
         if p.kind != "agent":
             t.append("⚙ ", style="dim")
         t.append(glyph + " ", style=style)
-        t.append_text(who(p.name, p.role, look))
+        snap = self.snap  # the label: the name, with a principal suffix when shared
+        t.append_text(who(snap.name_of(p.id) if snap is not None else p.name, p.role, look))
         tag = harness_tag(p.meta)
         if tag:
             t.append(f" {tag}", style="dim italic")
@@ -195,7 +205,7 @@ class Roster(LazyLineList):
         return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
-        return (self.wide, self._managed_version, self._stalled_key)
+        return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
 
     def ages(self) -> object:
         return self._now

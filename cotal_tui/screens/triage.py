@@ -260,7 +260,8 @@ class TriageScreen(ShellScreen):
                     managed: bool) -> AgentCard:
         return AgentCard(n.id, n.name, n.role, n.condition_code, n.condition_message, n.condition_age_ms,
                          n.status_age_ms, said=said[0] if said else None,
-                         said_age_ms=max(0.0, snap.now - said[1]) if said else None, managed=managed)
+                         said_age_ms=max(0.0, snap.now - said[1]) if said else None, managed=managed,
+                         label=n.label)
 
     def _last_said(self, snap: Snapshot, ids: set[str]) -> dict[str, tuple[str, float]]:
         """The newest row each waiting agent sent, over the last :data:`FEED_SCAN` rows; kept

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from meshview.labels import Labels
 from meshview.snapshot import Condition, FeedEntry, Peer, PresenceEvent
 from meshview.stream import TextRenderer, age, json_message
 from support.observer import anycast, dm, now_ms, post, presence, put_presence
@@ -73,7 +74,10 @@ async def test_plain_stream_lines(broker, nc, space):
     rc, err = await stop(p)
     assert rc == 0
     assert "\x1b" not in "".join(lines)  # not a TTY: no colour, and wire escapes neutralized
-    assert re.fullmatch(rf"{TIME} history carol → #general: from before", lines[0])
+    # carol's history line is printed before the roster knows her: her principal, and the
+    # envelope's name as her claim
+    assert re.fullmatch(rf'{TIME} history local\.carol \(claims "carol"\) → #general: from before',
+                        lines[0])
     # carol talked but has no presence: an agent gone before the watch began
     assert re.fullmatch(rf"{TIME} offline carol ⨯ offline \(gone before this watch started\)",
                         lines.pop(1))
@@ -84,8 +88,9 @@ async def test_plain_stream_lines(broker, nc, space):
     assert re.fullmatch(
         rf"{TIME} msg     alice/planner → #team\.backend: hello \\x1b\[31mred\\x1b\[0m", lines[3])
     assert lines[4] == "         second \\u202eline"
-    assert re.fullmatch(rf"{TIME} msg     alice → bob: psst", lines[5])
-    assert re.fullmatch(rf"{TIME} msg     alice → @reviewer: review PR 42", lines[6])
+    # the role is the roster's (the DM's envelope named none)
+    assert re.fullmatch(rf"{TIME} msg     alice/planner → bob: psst", lines[5])
+    assert re.fullmatch(rf"{TIME} msg     alice/planner → @reviewer: review PR 42", lines[6])
     assert err.startswith("! watching space ")
     assert "Traceback" not in err
 
@@ -161,6 +166,7 @@ def test_burst_line_and_json_shape():
     e = FeedEntry(index=0, id="m1", ts=1.0, received=1.0, kind="dm", from_id="local.a",
                   from_name="a", from_role=None, text="same", to_ids=("local.b", "local.c"),
                   to_names=("b", "c"), count=2)
-    line = TextRenderer().message(e)
+    roster = Labels([("local.a", "a", None), ("local.b", "b", None), ("local.c", "c", None)])
+    line = TextRenderer().message(e, roster)
     assert line.endswith("msg     a → b, c (2×): same")
     assert json_message(e)["to"] == ["local.b", "local.c"]
