@@ -15,6 +15,7 @@ from typing import Any, Literal, Mapping
 import msgspec
 
 from meshview.feedring import FeedRows
+from meshview.originals import entry_ref, pick
 from meshview.sanitize import elide_id
 from meshview.wire import ChannelConfig, ChannelDefaults, Presence
 
@@ -195,6 +196,10 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     # (None: it was not, so only its id can be shown); fixed at arrival so a row's height
     # never changes under the view
     reply_excerpt: str | None = None
+    # ``replyTo`` names copies by several senders and none fits this reply (meshview/originals.py)
+    reply_ambiguous: bool = False
+    # this row reuses an id another sender used first (by stream order): both rows are kept
+    conflict: bool = False
 
 
 class PresenceEvent(msgspec.Struct, frozen=True, gc=False):
@@ -321,6 +326,7 @@ class DmMessage:
     to_id: str
     text: str
     historical: bool
+    conflict: bool = False  # the id was used first by another sender (both are kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,14 +465,21 @@ class Snapshot:
         return self.feed.at(i)
 
     def original_of(self, e: FeedEntry) -> FeedEntry | None:
-        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window."""
+        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window: the
+        first copy before ``e`` whose kind, sender and conversation fit (None as well when the
+        id names copies by several senders and none fits: :meth:`original_ambiguous`)."""
+        return self._original(e)[0]
+
+    def original_ambiguous(self, e: FeedEntry) -> bool:
+        """True when reply ``e``'s ``replyTo`` names rows of several senders, none fitting."""
+        return self._original(e)[1]
+
+    def _original(self, e: FeedEntry) -> tuple[FeedEntry | None, bool]:
         target = e.reply_to
         if not target:
-            return None
-        for row in reversed(self.feed):
-            if row.index < e.index and target in row.ids:
-                return row
-        return None
+            return None, False
+        copies = [(entry_ref(r), r) for r in self.feed if r.index < e.index and target in r.ids]
+        return pick(entry_ref(e), copies)
 
     def name_of(self, pid: str) -> str:
         """A peer's name, else its id elided in the middle (never cut mid-token)."""
