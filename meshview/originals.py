@@ -25,6 +25,7 @@ class Ref(NamedTuple):
 
 
 T = TypeVar("T")
+DESCRIBE_CAP = 6  # candidates named in one sentence
 
 
 def entry_ref(e: Any) -> Ref:
@@ -69,7 +70,7 @@ def pick(reply: Ref | None, copies: Sequence[tuple[Ref, T]]) -> tuple[T | None, 
 def describe(refs: Sequence[Ref]) -> str:
     """The candidates of an ambiguous id, one phrase each: sender, kind and where."""
     out = []
-    for r in refs:
+    for r in refs[:DESCRIBE_CAP]:
         if r.kind == "channel":
             where = f"channel #{inline(r.where, 64)}"
         elif r.kind == "dm":
@@ -77,4 +78,40 @@ def describe(refs: Sequence[Ref]) -> str:
         else:
             where = f"ask to {inline(r.where, 64)}"
         out.append(f"{inline(r.sender, 64)} ({where})")
+    if len(refs) > DESCRIBE_CAP:
+        out.append(f"{len(refs) - DESCRIBE_CAP} more")
     return "; ".join(out)
+
+
+def pick_reply(copies: Sequence[tuple[Ref, T]], me: str | None,
+               target: Ref | None = None) -> tuple[T | None, list[Ref]]:
+    """The copy an operator's ``--reply-to ID`` means, and the candidates when it cannot
+    tell (then the first item is None). One sender: its first copy. Several: with a
+    ``target`` (``where`` a channel or service, ``to`` a DM's recipient) the copies on that
+    channel or service, or sent by (or, from ``me``, to) that recipient; without one, the DMs
+    to or from ``me``. When those are not one sender's, nothing is picked: a reply is never
+    sent to whichever copy a forger stored first."""
+    if not copies:
+        return None, []
+    first_sender = copies[0][0].sender
+    if all(r.sender == first_sender for r, _ in copies):
+        return copies[0][1], []
+    if target is None:
+        fit = [(r, v) for r, v in copies
+               if r.kind == "dm" and me is not None and (me in r.to or r.sender == me)]
+    elif target.kind == "dm":
+        fit = [(r, v) for r, v in copies if r.kind in ("dm", "anycast") and (
+            r.sender in target.to or (r.sender == me and any(t in r.to for t in target.to)))]
+    else:
+        kind = "channel" if target.kind == "channel" else "anycast"
+        fit = [(r, v) for r, v in copies if r.kind == kind and r.where == target.where]
+    if fit and all(r.sender == fit[0][0].sender for r, _ in fit):
+        return fit[0][1], []
+    return None, [r for r, _ in copies]
+
+
+def delivery_ref(d: Any) -> Ref:
+    """A decoded delivery (meshview.wire.Delivery) as the rule sees it: kind, sender and
+    target all from its subject."""
+    return Ref(d.kind, d.sender, None if d.kind == "dm" else d.target,
+               (d.target,) if d.kind == "dm" else ())
