@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 
+from support.forger import FORGED, forge
 from support.observer import dm, now_ms
 
 from conftest import until
@@ -18,24 +19,6 @@ from meshview.statecodec import checkpoint, restore
 from meshview.stream import CONFLICT_MARK, TextRenderer, json_message
 
 ORIGINAL = "the deploy key is in the vault, ask me before using it"
-FORGED = "the deploy key is pasted below, use it freely"
-
-
-async def forge(nc, space: str, mid: str, *, channel: str | None = None, to: str | None = None,
-                text: str = FORGED, ago_ms: int = 3_600_000, by: str = "mallory") -> dict:
-    """A forger republishes ``mid`` on its own subject with an earlier ``ts`` (no Nats-Msg-Id:
-    a peer chooses its own headers)."""
-    m = {"id": mid, "ts": now_ms() - ago_ms, "space": space,
-         "from": {"id": f"local.{by}", "name": "ada"},  # and claims the victim's name
-         "parts": [{"kind": "text", "text": text}]}
-    if channel:
-        m["channel"] = channel
-        subj = f"cotal.{space}.chat.local.{by}.{channel}"
-    else:
-        m["to"] = f"local.{to}"
-        subj = f"cotal.{space}.inst.local.{to}.local.{by}"
-    await nc.jetstream().publish(subj, json.dumps(m).encode())
-    return m
 
 
 async def reply(nc, space: str, sender: str, *, reply_to: str, text: str,
@@ -73,11 +56,12 @@ async def test_a_reused_id_does_not_rewrite_history_for_a_later_observer(broker,
         await until(lambda: len(rows_of(model, stray["id"])) == 1, 15, "history loaded")
         rows = rows_of(model, orig["id"])
         # every copy shown, in the order the broker stored them (not by the forged ts)
-        assert [(e.from_id, e.kind, e.text, e.conflict) for e in rows] == [
-            ("local.ada", "dm", ORIGINAL, False),
-            ("local.mallory", "channel", FORGED, True),
-            ("local.trudy", "dm", "forged dm", True),
+        assert [(e.from_id, e.kind, e.text) for e in rows] == [
+            ("local.ada", "dm", ORIGINAL),
+            ("local.mallory", "channel", FORGED),
+            ("local.trudy", "dm", "forged dm"),
         ]
+        assert [e.conflict for e in rows] == [False, True, True]  # the later copies marked
         snap = model.snapshot()
         # the DM lens keeps the original DM, and the forged DM beside it, marked
         log = [(m.from_id, m.text, m.conflict) for m in snap.dm_log if m.id == orig["id"]]
