@@ -55,3 +55,33 @@ async def test_a_reused_id_is_marked_and_replies_find_their_own_original():
         assert feed.jump_to_original(answer) and feed.cursor == orig.index
         # o on the stray reply refuses: the id names two senders, neither in its conversation
         assert not feed.jump_to_original(stray) and feed.cursor == orig.index
+
+
+class DmApp(App):
+    def compose(self) -> ComposeResult:
+        from widgets.dm_lens import DmLens
+
+        yield DmLens(id="dms")
+
+
+async def test_the_dm_lens_keeps_the_original_and_marks_the_reused_id():
+    from widgets.dm_lens import DmLens, DmThread
+
+    m = MeshModel("main", clock=lambda: T0, burst_ms=0)
+    m.set_tap(["cotal.main.>"], True)
+    m.apply_message(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
+                    text=ORIGINAL, to="local.bob")
+    m.apply_message(kind="dm", id="x1", ts=T0 - 3.6e6, from_id="local.trudy",
+                    from_name="ada", text="forged in the vault", to="local.bob")
+    app = DmApp()
+    async with app.run_test(size=(100, 12)) as pilot:
+        app.query_one(DmLens).update_snapshot(m.snapshot())
+        await pilot.pause()
+        thread = app.query_one(DmThread)
+        texts = {}
+        for pair in (("local.ada", "local.bob"), ("local.bob", "local.trudy")):
+            thread.pair = pair
+            texts[pair] = " ".join(t.plain for _, lines in thread.build(80) for t in lines)
+        ours, theirs = texts.values()
+        assert ORIGINAL in ours and "reused id" not in ours
+        assert "forged in the vault" in theirs and "⚠ reused id" in theirs

@@ -132,3 +132,27 @@ def test_a_forgers_earlier_copy_in_an_open_burst_is_a_conflict_not_the_original(
     rows = list(m.snapshot().feed)
     assert [(e.from_id, e.conflict) for e in rows] == [("local.mallory", True),
                                                        ("local.ada", False)]
+
+
+def test_the_sender_keyed_index_stays_bounded_and_right_as_rows_leave():
+    """The first copy leaves the ring: the other sender's copy still dedupes its own repeats,
+    and a third sender's copy is still a conflict; every index entry goes with its row."""
+    t = [1_700_000_000_000.0]
+    m = MeshModel("demo", clock=lambda: t[0], burst_ms=0, feed_cap=4)
+
+    def say(sender: str, mid: str) -> bool:
+        t[0] += 1
+        return m.apply_message(kind="channel", id=mid, ts=t[0], from_id=f"local.{sender}",
+                               from_name=sender, text=f"{sender} {mid}", channel="general")
+
+    assert say("ada", "x") and say("bob", "b0") and say("mallory", "x") and say("bob", "b1")
+    assert say("bob", "b2")  # ada's row leaves the ring, mallory's stays
+    assert [e.from_id for e in m.snapshot().feed if "x" in e.ids] == ["local.mallory"]
+    assert not say("mallory", "x")  # still mallory's duplicate
+    assert say("trudy", "x")  # a third sender: shown, marked
+    assert [e.conflict for e in m.snapshot().feed if "x" in e.ids] == [True, True]
+    for k in range(8):
+        say("bob", f"c{k}")
+    assert not m.seen("x") and m.snapshot().feed_end - m.snapshot().feed_base == 4
+    assert say("ada", "x")  # gone from the ring: a new row, no longer a conflict
+    assert [e.conflict for e in m.snapshot().feed if "x" in e.ids] == [False]
