@@ -481,6 +481,14 @@ class Snapshot:
         copies = [(entry_ref(r), r) for r in self.feed if r.index < e.index and target in r.ids]
         return pick(entry_ref(e), copies)
 
+    def row_of(self, m: DmMessage) -> FeedEntry | None:
+        """The feed row holding DM ``m``: its sender's DM with that id (another sender may
+        have reused the id), newest first; None when it left the feed."""
+        if not m.id:
+            return None
+        return next((e for e in reversed(self.feed)
+                     if e.kind == "dm" and e.from_id == m.from_id and m.id in e.ids), None)
+
     def name_of(self, pid: str) -> str:
         """A peer's name, else its id elided in the middle (never cut mid-token)."""
         return self.names.get(pid) or elide_id(pid, ID_CELLS)

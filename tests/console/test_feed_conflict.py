@@ -85,3 +85,19 @@ async def test_the_dm_lens_keeps_the_original_and_marks_the_reused_id():
         ours, theirs = texts.values()
         assert ORIGINAL in ours and "reused id" not in ours
         assert "forged in the vault" in theirs and "⚠ reused id" in theirs
+
+
+def test_r_in_the_dm_lens_answers_the_dm_not_a_copy_of_its_id():
+    """``r`` on a DM conversation replies to its last message through ``Snapshot.row_of``:
+    the sender's own DM row, so a forger's later copy of the id cannot lend the reply its
+    thread."""
+    m = MeshModel("main", clock=lambda: T0, burst_ms=0)
+    m.apply_message(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
+                    text=ORIGINAL, to="local.bob", context_id="ctx-real")
+    m.apply_message(kind="channel", id="x1", ts=T0 + 5, from_id="local.mallory",
+                    from_name="ada", text="follow me", channel="general",
+                    context_id="ctx-forged")
+    snap = m.snapshot()
+    [last] = snap.dm_thread("local.ada", "local.bob")
+    row = snap.row_of(last)
+    assert row is not None and row.from_id == "local.ada" and row.context_id == "ctx-real"
