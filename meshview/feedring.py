@@ -28,6 +28,7 @@ KEPT_TEXT = 64 * 1024
 FEED_TEXT_BUDGET = 64 * 1024 * 1024
 PENDING = -1  # the dedupe index's mark for an id held by an open burst, not yet a row
 NEW, DUPLICATE, CONFLICT = 0, 1, 2  # what :meth:`FeedRing.check` says of (sender, id)
+COPIES_CAP = 64  # copies of one id a reply's original is looked for among
 
 
 def keep_text(text: str) -> str:
@@ -142,7 +143,10 @@ class FeedRing:
         i = self._ids.get(message_id)
         if i is None:
             return NEW
-        first = self._held.get(message_id, sender) if i == PENDING else self._buf[i - self._off].from_id
+        if i == PENDING:
+            first = self._held.get(message_id, sender)
+        else:
+            first = self._buf[i - self._off].from_id
         if first == sender:
             return DUPLICATE
         o = self._other.get(message_id)
@@ -154,14 +158,15 @@ class FeedRing:
         i = self._ids.get(message_id) if message_id else None
         return i if i is not None and i >= self._base else None
 
-    def copies(self, message_id: str) -> list[int]:
+    def copies(self, message_id: str, limit: int = COPIES_CAP) -> list[int]:
         """The absolute indices of the live rows holding ``message_id``, any sender's, in ring
-        order (the first copy first)."""
+        order (the first copy first), at most ``limit`` of them: a flood of senders reusing one
+        id must not make every reply to it cost a walk over all their rows."""
         first = self.index_of(message_id)
         out = [] if first is None else [first]
         o = self._other.get(message_id) if message_id else None
         if o:
-            out.extend(sorted(i for i in o.values() if i >= self._base))
+            out.extend(sorted(i for i in o.values() if i >= self._base)[:max(0, limit - 1)])
         return out
 
     def hold(self, message_id: str, sender: str = "") -> None:

@@ -35,9 +35,9 @@ from operator import attrgetter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from meshview.feedring import CONFLICT, DUPLICATE, FeedRing
-from meshview.originals import Ref, entry_ref, pick
+from meshview.feedring import DUPLICATE, FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
+from meshview.originals import Ref, entry_ref, pick
 from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
