@@ -35,9 +35,10 @@ from operator import attrgetter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from meshview.feedring import FeedRing
+from meshview.feedring import DUPLICATE, FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
 from meshview.labels import CLAIM_CAP, Labels
+from meshview.originals import Ref, entry_ref, pick
 from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
@@ -91,8 +92,8 @@ EXCERPT_CAP = 200  # characters of the original kept on a reply row
 #: Channels heard on the tap kept (arrival counts, last message): past it the first heard of
 #: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
 CHANNELS_CAP = 20_000
-_THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
-_NO_THREAD = (None, None, (), None)  # a message that names no thread: FeedEntry's defaults
+_THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "reply_ambiguous")
+_NO_THREAD = (None, None, (), None, False)  # a message that names no thread: FeedEntry's defaults
 
 # Public methods that are not inputs: reads, and forwards (they only call inputs, each of which
 # is an input call of its own). tests/test_record.py fails on a public method in none of
@@ -120,6 +121,7 @@ class _Burst:
     opened: float  # clock time the window opened
     context_id: str | None = None
     thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
+    conflict: bool = False  # an id in it was used first by another sender
 
 
 def _order_key(p: Peer) -> tuple:
@@ -374,16 +376,22 @@ class MeshModel(RunsReducer, RosterReducer):
         wire_context_id: str | None = None,
         mentions: Sequence[str] | None = None,
     ) -> bool:
-        """Apply one validated delivery. Returns False for a duplicate id (dropped).
+        """Apply one validated delivery. Returns False for a duplicate (dropped): the same
+        sender's id again. An id another sender used first lands as a row marked ``conflict``.
 
         Channel rows land at once; unicast rows open/extend a ``burst_ms`` window keyed by
         sender + text and land as one row when :meth:`tick` flushes it. History rows
-        (``historical=True``) should be applied oldest-first before live rows
-        (:meth:`apply_history` sorts and does that).
+        (``historical=True``) should be applied in stream order before live rows
+        (:meth:`apply_history`).
         """
         now = self.clock() if received is None else received
-        if id and self._ring.seen(id):
-            return False
+        conflict = False
+        if id:
+            seen = self._ring.check(id, from_id)
+            if seen:
+                if seen == DUPLICATE:
+                    return False
+                conflict = True
         # the envelope's name and role are the sender's claim, never its identity: kept on the
         # row (bounded) and shown against the roster's entry for ``from_id`` (meshview/labels.py)
         if len(from_name) > CLAIM_CAP:
@@ -394,10 +402,13 @@ class MeshModel(RunsReducer, RosterReducer):
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
         parts_t = tuple(parts)
-        thread = self._thread(reply_to, wire_context_id, mentions)
+        thread = (_NO_THREAD if not (reply_to or wire_context_id or mentions) else
+                  self._thread(reply_to, wire_context_id, mentions,
+                               Ref(kind, from_id, channel if kind == "channel" else to_service,
+                                   (to,) if kind == "dm" and to else ())))
         if kind == "dm":
             to_id = to or ""
-            self._dms.add(id, ts, from_id, to_id, text, historical, from_name)
+            self._dms.add(id, ts, from_id, to_id, text, historical, from_name, conflict)
             self._topology.hop(ts, from_id, to_id, "dm", historical)
             key = (from_id, text)
             b = self._bursts.get(key)
@@ -406,7 +417,8 @@ class MeshModel(RunsReducer, RosterReducer):
                     b.to_ids.append(to_id)
                 b.ids.append(id)
                 b.ts = min(b.ts, ts)
-                self._ring.hold(id)
+                b.conflict = b.conflict or conflict
+                self._ring.hold(id, from_id)
                 return True
             if b is not None:
                 self._flush_burst(key)
@@ -414,8 +426,9 @@ class MeshModel(RunsReducer, RosterReducer):
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
                 from_role=from_role, text=text, parts=parts_t, historical=historical,
                 to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
+                conflict=conflict,
             )
-            self._ring.hold(id)  # pending burst
+            self._ring.hold(id, from_id)  # pending burst
             if historical or self.burst_ms <= 0:
                 self._flush_burst(key)  # history is settled / coalescing off: no window
             return True
@@ -439,31 +452,35 @@ class MeshModel(RunsReducer, RosterReducer):
         self._land(FeedEntry(
             self._ring.end, id, ts, now, kind, from_id, from_name, from_role, text, channel,
             (), (), to_service, parts_t, 1, historical, event, None, (id,), context_id, *thread,
+            conflict,
         ))
         return True
 
-    def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any) -> tuple[Any, ...]:
-        """The envelope's threading fields, bounded, plus the original's first line when it is
-        in the feed now (``FeedEntry.reply_excerpt``)."""
-        if not (reply_to or wire_context_id or mentions):
-            return _NO_THREAD
+    def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any,
+                me: Ref) -> tuple[Any, ...]:
+        """The envelope's threading fields, bounded, plus the first line of the original
+        reply ``me`` answers when it is in the feed now (``FeedEntry.reply_excerpt``): the
+        first copy by stream order that fits (meshview/originals.py), and whether the id names
+        copies of several senders none of which fits (``reply_ambiguous``)."""
         reply = reply_to[:THREAD_ID_CAP] if isinstance(reply_to, str) and reply_to else None
         ctx = (wire_context_id[:THREAD_ID_CAP]
                if isinstance(wire_context_id, str) and wire_context_id else None)
         ment = tuple(m[:128] for m in list(mentions or ())[:MENTIONS_CAP] if isinstance(m, str))
-        excerpt = None
+        excerpt, ambiguous = None, False
         if reply is not None:
-            at = self._ring.index_of(reply)
+            ring = self._ring
+            at, ambiguous = pick(me, [(entry_ref(ring.at(i)), i) for i in ring.copies(reply)])
             if at is not None:
-                first = self._ring.at(at).text.lstrip().split("\n", 1)[0]
+                first = ring.at(at).text.lstrip().split("\n", 1)[0]
                 excerpt = first[:EXCERPT_CAP]
-        return reply, ctx, ment, excerpt
+        return reply, ctx, ment, excerpt, ambiguous
 
     def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Apply a prefill batch: rows are ``apply_message`` kwargs; sorted by ts, marked
-        historical, deduped. Returns the number of rows that landed."""
+        """Apply a prefill batch: rows are ``apply_message`` kwargs, already in stream order
+        (meshview/history.py: never sorted by the senders' own ``ts``), marked historical,
+        deduped. Returns the number of rows that landed."""
         n = 0
-        for r in sorted(rows, key=lambda r: r["ts"]):
+        for r in rows:
             if self.apply_message(**{**r, "historical": True}):
                 n += 1
         return n
@@ -476,7 +493,7 @@ class MeshModel(RunsReducer, RosterReducer):
             from_name=b.from_name, from_role=b.from_role, text=b.text,
             to_ids=tuple(b.to_ids), to_names=to_names, parts=b.parts, count=len(b.to_ids),
             historical=b.historical, ids=tuple(b.ids), context_id=b.context_id,
-            **dict(zip(_THREAD_FIELDS, b.thread)),
+            **dict(zip(_THREAD_FIELDS, b.thread)), conflict=b.conflict,
         )
 
     @model_input("message")

@@ -605,7 +605,7 @@ class Observer:
 
     async def _prefill(self, since_ts: float | None = None, *, strict: bool = False) -> None:
         """History prefill at start; after a reconnect (``since_ts``) the same read fills the
-        gap: rows older than the outage are skipped, rows already seen dedupe by id.
+        gap: rows older than the outage are skipped, rows already seen dedupe by (sender, id).
         ``strict``: a stream that did not answer raises (see :func:`is_transient`)."""
         counts = await self._poll_channels(strict=strict)
         chans = [c for c in sorted(counts) if not is_event_channel(c)]
@@ -647,7 +647,7 @@ class Observer:
 
     async def _prefill_later(self) -> None:
         """The start-up prefill again, after each of ``PREFILL_RETRY_S``, until JetStream
-        answers: its rows land as history beside the live ones (deduped by id) and the
+        answers: its rows land as history beside the live ones (deduped by (sender, id)) and the
         warning it left goes. Given up after the last wait (the warning stays); a refusal is
         not asked again."""
         for wait in PREFILL_RETRY_S:

@@ -873,16 +873,24 @@ class Participant:
             raise ParticipantError(f"the roster could not be read: {str(e) or type(e).__name__}.") from None
         return roster_from_presence(values.items())
 
-    async def find_message(self, message_id: str, *, depth: int = 2000,
-                           timeout: float = 5.0) -> Delivery | None:
-        """Look a message up by id among the newest ``depth`` channel and DM messages (the
-        streams that keep history; anycast has none). None when not found or unreadable."""
+    async def find_copies(self, message_id: str, *, depth: int = 2000,
+                          timeout: float = 5.0) -> list[Delivery]:
+        """Every copy of a message id among the newest ``depth`` channel and DM messages (the
+        streams that keep history; anycast has none), any sender's, in stream order
+        (meshview/streamorder.py). Ids are the senders' own, so one id may name messages of
+        several senders: :func:`meshview.originals.pick_reply` says which one a reply means.
+        Empty when not found or unreadable."""
         if self.nc is None:
             raise Closed("the participant is not connected.")
         from nats.js import api
 
+        from meshview.streamorder import Stored, stored_ms, stream_order
+
         js = self.nc.jetstream(timeout=timeout)
+        found: list[list[Stored]] = []
         for stream in (chat_stream(self.space), dm_stream(self.space)):
+            rows: list[Stored] = []
+            found.append(rows)
             try:
                 info = await js.stream_info(stream)
             except Exception:  # noqa: BLE001 - no grant or no stream: look elsewhere
@@ -905,11 +913,12 @@ class Participant:
                         break
                     for m in msgs:
                         pending = m.metadata.num_pending
+                        seq = m.metadata.sequence.stream
                         if message_id.encode() in (m.data or b""):
                             d = decode_delivery(m.subject, m.data, history=True)
                             if type(d) is Delivery and d.message.id == message_id:
-                                return d
-                        if m.metadata.sequence.stream >= last:
+                                rows.append(Stored(stream, seq, stored_ms(m), d))
+                        if seq >= last:
                             pending = 0
             except Exception:  # noqa: BLE001 - history is best effort
                 pass
@@ -924,4 +933,4 @@ class Participant:
                         await js.delete_consumer(stream, ci.name)
                     except Exception:  # noqa: BLE001
                         pass
-        return None
+        return stream_order(*found)

@@ -17,6 +17,7 @@ import msgspec
 from meshview.feedring import FeedRows
 from meshview.labels import EMPTY as NO_LABELS
 from meshview.labels import Labels, Sender
+from meshview.originals import entry_ref, pick
 from meshview.sanitize import elide_id
 from meshview.wire import ChannelConfig, ChannelDefaults, Presence, bound_presence
 
@@ -193,6 +194,10 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     # (None: it was not, so only its id can be shown); fixed at arrival so a row's height
     # never changes under the view
     reply_excerpt: str | None = None
+    # ``replyTo`` names copies by several senders and none fits this reply (meshview/originals.py)
+    reply_ambiguous: bool = False
+    # this row reuses an id another sender used first (by stream order): both rows are kept
+    conflict: bool = False
 
 
 class PresenceEvent(msgspec.Struct, frozen=True, gc=False):
@@ -321,6 +326,7 @@ class DmMessage:
     text: str
     historical: bool
     claimed_name: str = ""  # the envelope's ``from.name`` (a claim: see Snapshot.sender)
+    conflict: bool = False  # the id was used first by another sender (both are kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,14 +468,29 @@ class Snapshot:
         return self.feed.at(i)
 
     def original_of(self, e: FeedEntry) -> FeedEntry | None:
-        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window."""
+        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window: the
+        first copy before ``e`` whose kind, sender and conversation fit (None as well when the
+        id names copies by several senders and none fits: :meth:`original_ambiguous`)."""
+        return self._original(e)[0]
+
+    def original_ambiguous(self, e: FeedEntry) -> bool:
+        """True when reply ``e``'s ``replyTo`` names rows of several senders, none fitting."""
+        return self._original(e)[1]
+
+    def _original(self, e: FeedEntry) -> tuple[FeedEntry | None, bool]:
         target = e.reply_to
         if not target:
+            return None, False
+        copies = [(entry_ref(r), r) for r in self.feed if r.index < e.index and target in r.ids]
+        return pick(entry_ref(e), copies)
+
+    def row_of(self, m: DmMessage) -> FeedEntry | None:
+        """The feed row holding DM ``m``: its sender's DM with that id (another sender may
+        have reused the id), newest first; None when it left the feed."""
+        if not m.id:
             return None
-        for row in reversed(self.feed):
-            if row.index < e.index and target in row.ids:
-                return row
-        return None
+        return next((e for e in reversed(self.feed)
+                     if e.kind == "dm" and e.from_id == m.from_id and m.id in e.ids), None)
 
     def name_of(self, pid: str) -> str:
         """A peer's label (its roster name, disambiguated when shared), else its id elided in

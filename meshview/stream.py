@@ -46,6 +46,8 @@ from meshview.sanitize import elide_id
 from meshview.timefmt import age
 
 ID_CELLS_PLAIN = 40  # an unknown recipient's id in a plain line (elided in the middle)
+CONFLICT_MARK = "[reused id]"  # a row whose id another sender used first
+AMBIGUOUS_MARK = "[re: ambiguous id]"  # a reply whose replyTo names several senders' messages
 
 NAME_COLOURS = (39, 208, 170, 78, 214, 111, 203, 150, 141, 180, 117, 222, 75, 209)
 BADGE = {
@@ -145,7 +147,18 @@ class TextRenderer:
         return (f"{self._c('2', stamp)} "
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
                 f"{self._sender(e, labels)} → {target}: "
-                f"{sanitize.text(e.text, ' ' * 9)}")
+                f"{self._marks(e)}{sanitize.text(e.text, ' ' * 9)}")
+
+    def _marks(self, e: FeedEntry) -> str:
+        """What a row's text is prefixed with when its id is in question: ``[reused id]`` (an
+        id another sender used first), ``[re: ambiguous id]`` (its replyTo names several
+        senders' messages, none the one it answers)."""
+        out = ""
+        if e.conflict:
+            out += self._c("33", CONFLICT_MARK) + " "
+        if e.reply_ambiguous:
+            out += self._c("33", AMBIGUOUS_MARK) + " "
+        return out
 
     def _sender(self, e: FeedEntry, labels: Labels) -> str:
         label, role, claim, _ = labels.sender(e.from_id, e.from_name, e.from_role)
@@ -230,6 +243,11 @@ def json_message(e: FeedEntry, labels: Labels = NO_LABELS) -> dict[str, Any]:
         o["contextId"] = e.wire_context_id
     if e.mentions:
         o["mentions"] = list(e.mentions)
+    # (sender, id) keys: an id another sender used first, an ambiguous replyTo (else omitted)
+    if e.conflict:
+        o["conflict"] = True
+    if e.reply_ambiguous:
+        o["replyAmbiguous"] = True
     return o
 
 

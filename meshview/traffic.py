@@ -31,23 +31,25 @@ class _Conv:
 
 
 class DmRollup:
-    """The DM log (newest ``cap`` messages, deduped by id) and one roll-up per pair that talked."""
+    """The DM log (newest ``cap`` messages, deduped by (sender, id): another sender's copy of
+    an id is kept, marked ``conflict``) and one roll-up per pair that talked."""
 
     def __init__(self, cap: int = DM_LOG_CAP) -> None:
         self.log: deque[DmMessage] = deque(maxlen=cap)
         self._convs: dict[tuple[str, str], _Conv] = {}
-        self._seen: set[str] = set()
+        self._seen: set[tuple[str, str]] = set()
 
     def add(self, mid: str, ts: float, f: str, t: str, text: str, hist: bool,
-            claimed_name: str = "") -> None:
+            claimed_name: str = "", conflict: bool = False) -> None:
         if mid:
-            if mid in self._seen:
+            key = (f, mid)
+            if key in self._seen:
                 return
             if len(self._seen) > 4 * (self.log.maxlen or DM_LOG_CAP):
-                self._seen = {m.id for m in self.log}
-            self._seen.add(mid)
+                self._seen = {(m.from_id, m.id) for m in self.log}
+            self._seen.add(key)
         text = keep_text(text)
-        self.log.append(DmMessage(mid, ts, f, t, text, hist, claimed_name))
+        self.log.append(DmMessage(mid, ts, f, t, text, hist, claimed_name, conflict))
         if f == t:
             return  # self-DMs are skipped in the roll-up
         pair = (f, t) if f < t else (t, f)
@@ -63,6 +65,11 @@ class DmRollup:
             stalest = min(self._convs, key=lambda k: self._convs[k].last_ts)
             del self._convs[stalest]
 
+    def _after_restore(self) -> None:
+        """A format 1 checkpoint kept bare ids: the (sender, id) keys come from the log."""
+        if any(type(k) is not tuple for k in self._seen):
+            self._seen = {(m.from_id, m.id) for m in self.log if m.id}
+
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps (meshview/statecodec.py): the log, the pairs, the seen ids."""
         return {"cap": self.log.maxlen, "log": list(self.log), "seen": set(self._seen),
@@ -74,7 +81,9 @@ class DmRollup:
         """A roll-up holding what :meth:`state` returned."""
         d = cls(state["cap"] or DM_LOG_CAP)
         d.log.extend(state["log"])
+        # (a checkpoint from before per-sender keys kept bare ids: rebuilt from the log)
         d._seen = set(state["seen"])
+        d._after_restore()
         d._convs = {(a, b): _Conv(n, ts, text) for a, b, n, ts, text in state["convs"]}
         return d
 

@@ -101,7 +101,11 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
     if e.lifecycle:
         lines += _field("event", e.lifecycle, width)
     if e.id:
-        lines += _field("id", safe(e.id, 120), width)
+        ident = Text(safe(e.id, 120))
+        if e.conflict:
+            ident.append("  ⚠ reused: another sender used this id first (both are shown)",
+                         style="bold yellow")
+        lines += _field("id", ident, width)
     lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
     lines += _body(e.text, width)
@@ -126,6 +130,9 @@ def _thread_lines(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Text]
             reply.append(f"  ({src}{first})", style="dim")
         if original is not None:
             reply.append("  enter jumps to it", style="bold")
+        elif e.reply_ambiguous or (snap is not None and snap.original_ambiguous(e)):
+            reply.append("  ambiguous: several senders used this id, none in this "
+                         "conversation", style="bold yellow")
         else:
             reply.append("  not in the feed", style="dim italic")
         out += _field("replyTo", reply, width)

@@ -125,11 +125,14 @@ class DmThread(LineList):
             head.append(" → ", style="dim")
             head.append(safe(tn, 24), style=look.name(tn))
             head.append(": ", style="dim")
+            if m.conflict:  # an id another sender used first: both are shown
+                head.append("⚠ reused id ", style="bold yellow")
             lines = [head]
             for line in safe_body(m.text):
                 for s, e in wrap_offsets(line, max(8, width - 3), max(8, width - 3)):
                     lines.append(Text("   " + line[s:e]))
-            items.append((m.id or (m.ts, m.from_id), lines))
+            # keyed by (sender, id): two senders may use one id
+            items.append(((m.from_id, m.id) if m.id else (m.ts, m.from_id), lines))
         return items
 
 

@@ -119,6 +119,7 @@ def _head_rest_len(key: tuple) -> int:
 MIN_FIRST = 12  # the body shares the head's row only when this many cells are left beside it
 ID_CELLS = 24  # an unknown recipient's id in the head (elided in the middle)
 EXCERPT_CELLS = 24  # the original's first words in a thread marker
+CONFLICT_MARK = "⚠ reused id"  # a row whose id another sender used first (both are shown)
 
 # One display row of a feed row: the head's characters ``[hs, he)`` (none when equal), else
 # ``indent`` spaces, then body line ``li``'s characters ``[s, t)`` (none when ``li`` < 0).
@@ -184,7 +185,10 @@ class _RowStrips:
 
 def thread_marker(e: FeedEntry) -> str:
     """``↳ re: <first words of the original>``, or ``↳ re: <elided id>`` when the original
-    was not in the feed as the reply landed."""
+    was not in the feed as the reply landed; ``↳ re? ambiguous <elided id>`` when the id names
+    several senders' messages and none is in the reply's conversation (meshview/originals.py)."""
+    if e.reply_ambiguous:
+        return "↳ re? ambiguous " + elide_id(e.reply_to or "", 16)
     words = _first_words(safe(e.reply_excerpt or "", 200), EXCERPT_CELLS)
     return "↳ re: " + (words or elide_id(e.reply_to or "", 16))
 
@@ -312,9 +316,10 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         marker (``↳ re: …``, dim)."""
         body = e.text if len(e.text) <= BODY_CAP else e.text[:BODY_CAP] + "…"
         lines = safe_body(body)
-        if e.kind == "lifecycle" or not e.reply_to:
+        if e.kind == "lifecycle" or not (e.reply_to or e.conflict):
             return lines, 0
-        mark = thread_marker(e)
+        mark = " · ".join(m for m in (CONFLICT_MARK if e.conflict else "",
+                                      thread_marker(e) if e.reply_to else "") if m)
         lines[0] = mark + (" · " + lines[0] if lines[0] else "")
         return lines, len(mark)
 
@@ -344,7 +349,8 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         # the head (most rows); the head's width is cached. safe_body leaves such a line as is.
         text, snap = e.text, self._snap
         assert snap is not None
-        if (not e.reply_to and len(text) < width and text.isascii() and text.isprintable()
+        if (not e.reply_to and not e.conflict and len(text) < width and text.isascii()
+                and text.isprintable()
                 and one_row(9 + _head_rest_len(_head_key(e, snap)), len(text), width)):
             return 1
         return len(self._layout(e, width)[3])
@@ -699,8 +705,9 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             pass
 
     def find_original(self, e: FeedEntry) -> tuple[int | None, bool]:
-        """The absolute index of the row ``e`` answers (``replyTo``), newest match first, and
-        whether that row passes the current filter (tab, search, lifecycle)."""
+        """The absolute index of the row ``e`` answers (``replyTo``: the first copy that fits,
+        meshview/originals.py), and whether that row passes the current filter (tab, search,
+        lifecycle)."""
         snap = self._snap
         row = snap.original_of(e) if snap is not None else None
         if row is None:
@@ -714,6 +721,11 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             return False
         index, shown = self.find_original(e)
         if index is None:
+            snap = self._snap
+            if snap is not None and snap.original_ambiguous(e):
+                say_line(self, f"the id {elide_id(e.reply_to, 24)} names messages of several "
+                               "senders, none in this reply's conversation: not jumping")
+                return False
             say_line(self, f"the original {elide_id(e.reply_to, 24)} is no longer in the feed")
             return False
         if not shown:

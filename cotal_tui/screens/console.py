@@ -652,7 +652,7 @@ class ConsoleScreen(ComposeKeys):
             last = next((m for m in reversed(msgs) if m.from_id == peer.id), None) or (
                 msgs[-1] if msgs else None)
             if last is not None and last.id:
-                entry = next((e for e in reversed(self.snap.feed) if e.id == last.id), None)
+                entry = self.snap.row_of(last)
         self._compose_dm(peer, reply_to=entry)
         return True
 
