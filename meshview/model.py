@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from meshview.feedring import DUPLICATE, FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
-from meshview.labels import CLAIM_CAP, Labels
+from meshview.labels import Labels
 from meshview.originals import Ref, entry_ref, pick
 from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
@@ -393,11 +393,8 @@ class MeshModel(RunsReducer, RosterReducer):
                     return False
                 conflict = True
         # the envelope's name and role are the sender's claim, never its identity: kept on the
-        # row (bounded) and shown against the roster's entry for ``from_id`` (meshview/labels.py)
-        if len(from_name) > CLAIM_CAP:
-            from_name = from_name[:CLAIM_CAP]
-        if from_role is not None and len(from_role) > CLAIM_CAP:
-            from_role = from_role[:CLAIM_CAP]
+        # row (bounded by the wire's decode, meshview/wire/bounds.py) and shown against the
+        # roster's entry for ``from_id`` (meshview/labels.py)
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
