@@ -158,7 +158,7 @@ async def locate(ep: EndpointClient, name: str, *, instance_id: str | None = Non
 
 def _refuse_ambiguous(name: str, hits: list[tuple[Reply, object]]) -> None:
     """Two seats answer to ``name``: a refusal naming each (id and manager instance)."""
-    cands = [Candidate(str(row.get("id", "?")) if isinstance(row, dict) else "?",
+    cands = [Candidate(_principal(row.get("id")) if isinstance(row, dict) else "?",
                        str(row.get("name", name)) if isinstance(row, dict) else name,
                        where=f"manager {r.instance_id}") for r, row in hits]
     try:
@@ -170,11 +170,17 @@ def _refuse_ambiguous(name: str, hits: list[tuple[Reply, object]]) -> None:
                         "--on INSTANCE picks one", outcome="not-executed")
 
 
+def _principal(rid: object) -> str:
+    """A row id as a principal (a bare actor is the open/static owner's)."""
+    rid = rid if isinstance(rid, str) and rid else "?"
+    return rid if "." in rid else f"local.{rid}"
+
+
 async def _locate_by_id(ep: EndpointClient, seat_id: str, expected: set[str]) -> Located | None:
     """A seat addressed by its row id (as ``cotal ps --json`` prints it), not its name."""
     replies = await ep.scatter("ps", None, deadline_ms=LOCATE_DEADLINE_MS, expected=expected)
     hits = [(r, row) for r in replies if r.ok and isinstance(r.data, list)
-            for row in r.data if isinstance(row, dict) and row.get("id") == seat_id]
+            for row in r.data if isinstance(row, dict) and seat_id in (row.get("id"), _principal(row.get("id")))]
     if len(hits) > 1:
         _refuse_ambiguous(seat_id, hits)
     if not hits:

@@ -495,7 +495,12 @@ Expect = tuple[str, "str | None"]  # a seat bound by id: (row id, lifecycleUid) 
 
 def seat_candidates(rows: list[ManagedRow]) -> list[Candidate]:
     """``ps`` rows as resolver candidates: addressed by row id, told apart by manager instance."""
-    return [Candidate(r.id, r.name, r.process, f"manager {r.instance_id}", r) for r in rows]
+    return [Candidate(seat_principal(r.id), r.name, r.process, f"manager {r.instance_id}", r) for r in rows]
+
+
+def seat_principal(rid: str) -> str:
+    """A row id as a principal: ``owner.actor``, or a bare actor under the open/static owner."""
+    return rid if "." in rid else f"local.{rid}"
 
 
 async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None,

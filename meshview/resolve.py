@@ -9,7 +9,9 @@ two live or two offline namesakes; here a live plus an offline one is refused to
 that spells another peer's bare actor counts as that peer.
 
 An id always works: the full ``owner.actor`` principal is never compared with names, so a peer
-that names itself after another's id cannot take its DMs. Names compare NFKC + casefold with
+that names itself after another's id cannot take its DMs. A bare actor (a seat's row id on an
+open mesh is one, and usually equals its name) is matched like a name: another peer's name that
+spells it makes it ambiguous. Names compare NFKC + casefold with
 the invisible code points dropped, so ``ada`` and ``ADA`` or an ``ada`` with a zero-width joiner
 are the same name to this rule.
 """
@@ -104,9 +106,10 @@ def matches(target: str, cands: Iterable[Candidate]) -> list[Candidate]:
     if not t:
         return []
     pool = list(cands)
-    exact = _unique(c for c in pool if c.id == t)
-    if exact:  # an id is never a name: it wins over every look-alike
-        return exact
+    if "." in t:  # a full principal is never a name: it wins over every look-alike
+        exact = _unique(c for c in pool if c.id == t)
+        if exact:
+            return exact
     want = fold(t)
     return _unique(c for c in pool if (want and fold(c.name) == want) or _actor(c.id) == t)
 

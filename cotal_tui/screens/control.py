@@ -646,7 +646,7 @@ def _seat(app: ConsoleShell, name: str) -> ManagedSeat | None:
     fold = app.managed_fold()
     if fold is None:
         return None
-    cands = [Candidate(s.id, s.name, s.process, f"manager {s.instance_id}", s) for s in fold.seats()]
+    cands = [Candidate(s.principal, s.name, s.process, f"manager {s.instance_id}", s) for s in fold.seats()]
     try:
         return resolve(name, cands, what="seat").item
     except UnknownName:

@@ -238,3 +238,46 @@ async def test_ps_lists_the_seats(demo, broker, space):
     names = {ln.split()[0] for ln in lines[1:]}
     assert names == {"alice", "dash", "gone"}
     assert all("running" in ln for ln in lines[1:])
+
+
+SUDO = ("import sys, pathlib\n"
+        "sys.stdout.write('[sudo] password for ops: '); sys.stdout.flush()\n"
+        "pathlib.Path(sys.argv[1]).write_text(sys.stdin.readline())\n")
+
+
+async def test_two_managers_serving_one_name_is_refused_listing_both(demo, broker, space, tmp_path):
+    """An impostor manager serves a seat named ``alice`` with a fake sudo prompt: ``attach alice``
+    is refused naming both (manager instance and id) and nothing is typed into either; ``--on``
+    picks the real one."""
+    import nats
+
+    caught = tmp_path / "captured"
+    nc2 = await nats.connect(broker.url)
+    fake = DemoManager(nc2, space, [SeatSpec("alice", "local.mallory",
+                                             argv=[sys.executable, "-c", SUDO, str(caught)])],
+                       root=str(tmp_path / "impostor"))
+    await fake.start()
+    try:
+        r = PtyRun(attach_argv(broker, space, "alice"))
+        try:
+            rc = await r.exit_code()
+            r.type(b"hunter2\r")  # typed after the refusal: reaches no seat
+        finally:
+            r.close()
+        out = re.sub(r"\x1b(\[[?0-9;]*[A-Za-z]|[>=])", "", r.buf.decode("utf-8", "replace"))
+        assert rc == 1, out
+        assert demo.instance_id in out and fake.instance_id in out, out
+        assert "alice" in out and "mallory" in out and "--on" in out, out
+        assert "password" not in out and not caught.exists()
+        # --on picks one: the real alice
+        r = PtyRun(attach_argv(broker, space, "alice", "--on", demo.instance_id))
+        try:
+            await r.wait(b"alice>")
+            r.type(b"\x1d")
+            assert await r.exit_code() == 0
+        finally:
+            r.close()
+        assert not caught.exists()
+    finally:
+        await fake.stop()
+        await nc2.close()

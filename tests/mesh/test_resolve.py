@@ -51,6 +51,16 @@ def test_a_name_that_spells_another_peers_actor_is_ambiguous():
     assert set(e.value.ids) == {"u_aaaaaaaaaaaaaaaaaaaaaaaaaa.ada", "local.mallory"}
 
 
+def test_a_bare_id_is_matched_like_a_name():
+    # a seat's row id on an open mesh is its bare actor, usually its name: another seat named
+    # after it makes it ambiguous; the full principal still picks one
+    cands = [Candidate("local.alice", "alice", where="manager m1"),
+             Candidate("local.mallory", "alice", where="manager m2")]
+    with pytest.raises(AmbiguousName):
+        resolve("alice", cands, what="seat")
+    assert resolve("local.alice", cands).where == "manager m1"
+
+
 def test_unknown_and_unique():
     rows = [peer("local.ada", "ada", "offline")]
     assert resolve("ADA", candidates_of(rows)).id == "local.ada"  # a unique offline peer still resolves
@@ -67,9 +77,10 @@ def test_a_refusal_is_bounded_and_escaped():
 
 
 def test_seat_copies_on_two_managers_are_told_apart_by_instance():
-    cands = [Candidate("AB", "w1", "running", "manager m1"), Candidate("AB", "w1", "running", "manager m2")]
+    cands = [Candidate("local.AB", "w1", "running", "manager m1"),
+             Candidate("local.AB", "w1", "running", "manager m2")]
     with pytest.raises(AmbiguousName) as e:
-        resolve("AB", cands, what="seat")  # one id, two managers: the id alone does not pick
+        resolve("local.AB", cands, what="seat")  # one id, two managers: the id alone does not pick
     assert "manager m1" in str(e.value) and "manager m2" in str(e.value)
     assert "manager instance" in str(e.value)
 
