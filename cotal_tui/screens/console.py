@@ -388,9 +388,15 @@ class ConsoleScreen(ComposeKeys):
     def _open_seat(self, event: Roster.OpenSeat) -> None:
         event.stop()
         bound = self.seat_binding(event.peer_id) if event.peer_id is not None else None
-        if bound is not None and bound.seat is None and (bound.ambiguous or (self.managed and self.managed.rounds)):
-            verb = "peek" if event.peek else "attach"
+        fold, verb = self.managed, "peek" if event.peek else "attach"
+        if bound is not None and bound.ambiguous:
             self.shell.notify_line(bound.refusal(verb, safe(event.name, 40)) or verb, True)
+            return
+        if bound is not None and bound.seat is None and fold is not None and fold.rounds:
+            # no manager reports this peer's id: a seat of the same name elsewhere is not it
+            n = len(fold.managers)
+            why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
+            self.shell.notify_line(f"{verb}: {safe(event.name, 40)} is not hosted by any manager ({why})")
             return
         seat = bound.seat if bound is not None else None
         if seat is not None:  # the bound seat on its own manager, never a namesake elsewhere
