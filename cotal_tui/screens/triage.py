@@ -552,13 +552,15 @@ class TriageScreen(ShellScreen):
 
     def action_attach(self) -> None:
         card = self._seat_action("attach")
-        if card is not None:
-            self.shell.open_seat(card.name)
+        seat = self._binding(card.peer_id).seat if card is not None else None
+        if seat is not None:  # the bound seat on its own manager
+            self.shell.open_seat(seat.name, instance_id=seat.instance_id)
 
     def action_peek(self) -> None:
         card = self._seat_action("peek")
-        if card is not None:
-            self.shell.open_seat(card.name, peek=True)
+        seat = self._binding(card.peer_id).seat if card is not None else None
+        if seat is not None:
+            self.shell.open_seat(seat.name, peek=True, instance_id=seat.instance_id)
 
     def action_stop(self) -> None:
         card = self._seat_action("stop")
