@@ -25,6 +25,7 @@ from cotal_tui.screens.triage import TriageScreen
 from conftest import until
 from support.console import screen_text
 from support.observer import now_ms, presence, put_presence
+from widgets.roster import Roster
 from widgets.triage import TriageList
 
 NAME = "asker"
@@ -89,6 +90,23 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             assert console.seat_binding(FORGER).seat is None
             await until(pilot, lambda: screen_text(app).count("managed pty") == 1,
                         what="one managed mark on the roster")
+
+            # roster a on the forged row: not the real seat's terminal
+            roster = console.query_one(Roster)
+            if console.focused is not roster:
+                await pilot.press("h")
+            for _ in range(10):
+                if roster.cursor_key == FORGER:
+                    break
+                keys = [k for k, _ in roster.items]
+                cur = keys.index(roster.cursor_key) if roster.cursor_key in keys else 0
+                await pilot.press("j" if keys.index(FORGER) > cur else "k")
+                await pilot.pause()
+            assert roster.cursor_key == FORGER
+            await pilot.press("a")
+            await until(pilot, lambda: "is not hosted by any manager" in (app.last_notice or ""),
+                        what="attach refused on the forged row")
+            assert app.screen is console and mgr.live_sessions == 0
 
             app.open_triage()
             await until(pilot, lambda: isinstance(app.screen, TriageScreen), what="triage open")
