@@ -804,24 +804,20 @@ class Participant:
 
         A principal id that is not on the roster is accepted (an agent that left still has
         a DM inbox); a name must be on it. Pure: nothing is sent, nothing starts."""
-        t = target.strip()
-        t = t.removeprefix("@")
+        from meshview.resolve import AmbiguousName, candidates_of, matches, resolve
+
+        t = target.strip().removeprefix("@").strip()
         if not t:
             raise UnknownPeer("a DM needs a recipient.")
         rows = list(self.roster()) if self.roster is not None else []
-        by_id = [p for p in rows if getattr(p, "id", None) == t]
-        cands = by_id or [p for p in rows
-                          if isinstance(getattr(p, "name", None), str) and p.name.casefold() == t.casefold()]
-        if len({p.id for p in cands}) > 1:
-            live = [p for p in cands if getattr(p, "status", "idle") != "offline"]
-            if len({p.id for p in live}) == 1:
-                cands = live
-            else:
-                ids = sorted({p.id for p in cands})
-                raise AmbiguousPeer(f"{t!r} names {len(ids)} peers ({', '.join(ids)}); "
-                                    "DM by principal id instead.", ids)
+        cands = matches(t, candidates_of(rows))
+        if len(cands) > 1:  # live or offline, a namesake is a candidate: never pick one
+            try:
+                resolve(t, cands, outcome="nothing was sent")
+            except AmbiguousName as e:
+                raise AmbiguousPeer(str(e), e.ids) from None
         if cands:
-            p = cands[0]
+            p = cands[0].item
             if p.id == self.id or getattr(p, "kind", "agent") != "agent":
                 raise NotAnAgent(f"{p.name} is an endpoint, not an agent; DMs go to agents "
                                  "only, and nothing was sent.")

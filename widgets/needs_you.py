@@ -196,4 +196,4 @@ class NeedsYouRail(LazyLineList):
         if n is None:
             say_line(self, f"{'peek' if peek else 'attach'}: nobody waiting under the cursor")
             return
-        self.post_message(Roster.OpenSeat(n.name, peek))
+        self.post_message(Roster.OpenSeat(n.name, peek, n.id))
