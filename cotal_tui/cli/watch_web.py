@@ -258,7 +258,6 @@ def make_server(host: str, port: int, token: str, title: str, *, rule: HostRule 
                 web.get("/download/{key}", self.handle_download, name="download"),
                 web.static("/static", self.statics_path, show_index=False, name="static"),
             ])
-            app.on_startup.append(self.on_startup)
             app.on_shutdown.append(self.on_shutdown)
             return app
 
@@ -267,13 +266,28 @@ def make_server(host: str, port: int, token: str, title: str, *, rule: HostRule 
             self.public_url = f"{request.scheme}://{request.host}"
             return await super().handle_index(request)
 
-        async def on_startup(self, app: web.Application) -> None:
+        def announce(self, *_: object) -> None:
+            """Once the port listens (aiohttp's run_app calls it then): a generated token is
+            printed once, in the URL to open; a given one never."""
             shown = f"[{host}]" if ":" in host else host
-            # a generated token is printed once, in the URL to open; a given one never
             print(f"cotal: serving the console on http://{shown}:{port}/?token="
                   + (token if generated else "<your token>")
                   + " - one observer per browser session; Ctrl-C stops", file=sys.stderr,
                   flush=True)
+
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's serve, announcing only once the port listens (it silences
+            run_app's own announcement)."""
+            import signal
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False,
+                        loop=loop, print=self.announce)
 
         def initialize_logging(self) -> None:
             import logging
