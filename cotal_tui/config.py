@@ -408,7 +408,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str, str | None]] = {
     "COTAL_SENTINEL_CREDS": ("--sentinel-creds", "user-auth mesh: the deny-all sentinel creds",
                              None),
     "COTAL_WEB_TOKEN": ("--web-token", "cotal watch --web refuses browsers without it "
-                        "(its value is never printed)", None),
+                        "(its value is never printed; unset, one is generated and printed "
+                        "once in the URL)", None),
 }
 SECRET = ("COTAL_WEB_TOKEN",)
 
