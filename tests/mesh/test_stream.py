@@ -15,7 +15,7 @@ import pytest
 from meshview.labels import Labels
 from meshview.snapshot import Condition, FeedEntry, Peer, PresenceEvent
 from meshview.stream import TextRenderer, age, json_message
-from support.observer import anycast, dm, now_ms, post, presence, put_presence
+from support.observer import anycast, dm, message, now_ms, post, presence, put_presence
 
 TIME = r"\d\d:\d\d:\d\d"
 
@@ -170,3 +170,31 @@ def test_burst_line_and_json_shape():
     line = TextRenderer().message(e, roster)
     assert line.endswith("msg     a → b, c (2×): same")
     assert json_message(e)["to"] == ["local.b", "local.c"]
+
+
+# the invisible code points the old hand list let through (issue 35)
+INVISIBLE = "\u2061\u2062\u2063\u2064\u180e\u034f\u115f\u1160\u3164\uffa0\U000e0041\ufe0f\U000e0100"
+
+
+async def test_plain_escapes_every_invisible_in_a_lying_peers_name(broker, nc, space):
+    """A peer that writes only its own key and subject, with a display name that renders exactly
+    like ada's: every invisible in it shows escaped on --plain, in the join and the message."""
+    name = f"ad{INVISIBLE}a"
+    rec = presence("mallory", "working", activity=f"busy{INVISIBLE}")
+    rec["card"]["name"] = name
+    await put_presence(nc, space, rec)
+    m = message(space, "mallory", f"hi{INVISIBLE}there", channel="general")
+    m["from"]["name"] = name
+    await nc.jetstream().publish(f"cotal.{space}.chat.local.mallory.general", json.dumps(m).encode())
+    p = await spawn("--plain", "--server", broker.url, "--space", space, "--backfill", "5")
+    lines = await read_lines(p, 2)
+    rc, err = await stop(p)
+    assert rc == 0, err
+    out = "\n".join(lines)
+    assert not any(c in out for c in INVISIBLE), ascii(out)
+    shown = "".join(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+                    for c in INVISIBLE)
+    join = next(x for x in lines if " join " in x)
+    msg = next(x for x in lines if " history " in x)
+    assert f"ad{shown}a" in join and f"busy{shown}" in join, join
+    assert f"ad{shown}a" in msg and f"hi{shown}there" in msg, msg
