@@ -11,11 +11,9 @@ import time
 import msgspec
 
 from conftest import until
-from support.observer import Heartbeat, now_ms, presence, put_presence
+from support.observer import Heartbeat, close, now_ms, presence, put_presence, start_observer
 
-from meshview.connect import ConnectTarget, connect
 from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
 from meshview.roster import OFFLINE_CAP
 from meshview.snapshot import PresenceEvent, PresenceRecord
 from meshview.wire import bounds as B
@@ -24,20 +22,6 @@ from meshview.wire.messages import ExtensionPart
 from meshview.wire.names import bucket_names
 
 YEAR_MS = 365 * 24 * 3600 * 1000
-
-
-async def start_observer(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
-    nc, target = await connect(ConnectTarget((url,), space, timeout=3))
-    model = MeshModel(space, record_events=True)
-    obs = Observer(nc, space, model, has_credential=target.has_credential,
-                   options=ObserverOptions(**opts))
-    await obs.start()
-    return obs, model
-
-
-async def close(obs: Observer) -> None:
-    await obs.stop()
-    await obs.nc.close()
 
 
 def nbytes(s: str | None) -> int:
