@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nats  # noqa: E402
 
-from attach.client import AttachSession  # noqa: E402
-from attach.mirror import Mirror  # noqa: E402
-from attach.termfilter import TermFilter  # noqa: E402
+from attach.session.client import AttachSession  # noqa: E402
+from attach.terminal.mirror import Mirror  # noqa: E402
+from attach.terminal.termfilter import TermFilter  # noqa: E402
 from cotal_tui.demo.broker import Broker  # noqa: E402
 from cotal_tui.demo.manager import DemoManager, SeatSpec  # noqa: E402
 from cotal_tui.demo.programs.dashboard import frame  # noqa: E402
@@ -146,7 +146,7 @@ def hop_framing(chunks: list[bytes]) -> tuple[float, list[bytes]]:
     """The ServingBridge's own queue + coalesce (its real method) into <= CHUNK pieces."""
     from collections import deque
 
-    from attach.host import CHUNK, ServingBridge
+    from attach.session.host import CHUNK, ServingBridge
     b = ServingBridge.__new__(ServingBridge)
     pieces: list[bytes] = []
 
@@ -168,7 +168,7 @@ def hop_framing(chunks: list[bytes]) -> tuple[float, list[bytes]]:
 
 def hop_encode(pieces: list[bytes]) -> tuple[float, list[bytes]]:
     """tf.data_json + Rail._send's frame wrap (a real Rail, publish into a list)."""
-    from attach.rail import Rail
+    from attach.session.rail import Rail
     from meshview.wire import frames as tf
     out: list[bytes] = []
 
@@ -190,7 +190,7 @@ def hop_encode(pieces: list[bytes]) -> tuple[float, list[bytes]]:
 
 def hop_decode(frames: list[bytes]) -> float:
     """A receiving Rail's feed (JSON parse, seq) + the caller's tf.decode (base64)."""
-    from attach.rail import Rail
+    from attach.session.rail import Rail
     from meshview.wire import frames as tf
     n = {"b": 0}
 

@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cotal_tui.cli.connection import target_from_args  # noqa: E402
-from meshview.connect import connect  # noqa: E402
-from meshview.model import MeshModel  # noqa: E402
-from meshview.observer import Observer, ObserverOptions  # noqa: E402
+from meshview.link.connect import connect  # noqa: E402
+from meshview.model.mesh import MeshModel  # noqa: E402
+from meshview.observe.observer import Observer, ObserverOptions  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -23,8 +23,8 @@ import tracemalloc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from attach.mirror import Mirror  # noqa: E402
-from attach.scrollback import Scrollback  # noqa: E402
+from attach.terminal.mirror import Mirror  # noqa: E402
+from attach.terminal.scrollback import Scrollback  # noqa: E402
 from widgets.copy_mode import CopyMode  # noqa: E402
 
 GOAL_LATE_MS = 50.0

@@ -52,9 +52,9 @@ def _status_mb(pid: int | str, key: str) -> float:
 
 async def _child(url: str, space: str) -> None:
     from cotal_tui.cli.process import steady_malloc
-    from meshview.connect import ConnectTarget, connect
-    from meshview.model import MeshModel
-    from meshview.observer import Observer, ObserverOptions
+    from meshview.link.connect import ConnectTarget, connect
+    from meshview.model.mesh import MeshModel
+    from meshview.observe.observer import Observer, ObserverOptions
 
     steady_malloc()
     nc, target = await connect(ConnectTarget((url,), space, timeout=5))

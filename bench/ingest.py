@@ -105,9 +105,9 @@ async def role_bare(url: str, n: int, ready: str) -> None:
 
 
 async def role_observer(url: str, n: int, ready: str) -> None:
-    from meshview.connect import ConnectTarget, connect
-    from meshview.model import MeshModel
-    from meshview.observer import Observer, ObserverOptions
+    from meshview.link.connect import ConnectTarget, connect
+    from meshview.model.mesh import MeshModel
+    from meshview.observe.observer import Observer, ObserverOptions
 
     nc, target = await connect(ConnectTarget((url,), SPACE))
     model = MeshModel(SPACE)
@@ -123,7 +123,7 @@ async def role_observer(url: str, n: int, ready: str) -> None:
 
 
 def role_memory(n: int) -> None:
-    from meshview.model import MeshModel
+    from meshview.model.mesh import MeshModel
     from meshview.wire import Delivery, decode_delivery, is_event_channel, parts_to_text
 
     m = MeshModel(SPACE)
@@ -165,9 +165,9 @@ async def role_heartbeat(url: str, agents: int, seconds: float) -> None:
 
 
 async def role_presence_observer(url: str, agents: int, seconds: float) -> None:
-    from meshview.connect import ConnectTarget, connect
-    from meshview.model import MeshModel
-    from meshview.observer import Observer, ObserverOptions
+    from meshview.link.connect import ConnectTarget, connect
+    from meshview.model.mesh import MeshModel
+    from meshview.observe.observer import Observer, ObserverOptions
 
     nc, _ = await connect(ConnectTarget((url,), SPACE))
     model = MeshModel(SPACE)

@@ -5,7 +5,7 @@ one observer tick):
 
 - ``bare``: a blocking ``os.write`` of the joined batch (what ``sys.stdout.write`` + ``flush``
   amounts to; the floor, and the thing that freezes the loop when the reader stalls);
-- ``ours``: :class:`meshview.lineout.LineSink` (non-blocking fd + ``loop.add_writer``) inside
+- ``ours``: :class:`meshview.lines.lineout.LineSink` (non-blocking fd + ``loop.add_writer``) inside
   an asyncio loop;
 - ``thread``: the alternative, a writer thread doing blocking writes from a bounded deque.
 
@@ -32,7 +32,7 @@ from collections import deque
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from meshview.lineout import MAX_BYTES, MAX_LINES, PIPE_SIZE, LineSink  # noqa: E402
+from meshview.lines.lineout import MAX_BYTES, MAX_LINES, PIPE_SIZE, LineSink  # noqa: E402
 
 HIGH = 2 << 20
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "attach"))
 from test_mirror_fast import RefMirror, screen_state  # noqa: E402
 
-from attach.mirror import Mirror  # noqa: E402
+from attach.terminal.mirror import Mirror  # noqa: E402
 
 COLS, ROWS = 120, 32
 CHUNK = 4096

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from textual.app import App  # noqa: E402
 
-from attach.mirror import Mirror  # noqa: E402
+from attach.terminal.mirror import Mirror  # noqa: E402
 from widgets.terminal_pane import TerminalPane  # noqa: E402
 from widgets.tile_grid import TileGrid, TilePane  # noqa: E402
 

@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cotal_tui.recording import KEY_BYTES, SeatTap  # noqa: E402
-from meshview.model import MeshModel  # noqa: E402
-from meshview.record import Recorder  # noqa: E402
-from meshview.replay import Replay, load_recording  # noqa: E402
+from meshview.model.mesh import MeshModel  # noqa: E402
+from meshview.record.record import Recorder  # noqa: E402
+from meshview.record.replay import Replay, load_recording  # noqa: E402
 from widgets.terminal_pane import TerminalPane  # noqa: E402
 
 CHUNK = 4096

@@ -189,7 +189,7 @@ async def role_bare(url: str, tmp: str) -> None:
 
 
 async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
-    from meshview.connect import ConnectTarget, connect
+    from meshview.link.connect import ConnectTarget, connect
 
     from cotal_tui.app import CotalApp
     from cotal_tui.cli.watch_console import tune_gc

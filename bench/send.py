@@ -39,9 +39,9 @@ async def main(n: int, warmup: int) -> None:
 
     from cotal_tui.demo.broker import Broker
     from cotal_tui.demo.provision import provision_space
-    from meshview.connect import ConnectTarget
-    from meshview.participant import Participant, RosterEntry
-    from meshview.send import Send
+    from meshview.link.connect import ConnectTarget
+    from meshview.act.participant import Participant, RosterEntry
+    from meshview.act.send import Send
 
     broker = Broker(name="cotal-sendbench").start()
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshview.home import cotal_home
+from meshview.link.home import cotal_home
 
 WHATS = frozenset({"send", "answer", "input", "spawn", "stop", "purge", "delchan", "deregister",
                    "fit", "despawn", "restart", "mkchan", "sub", "unsub", "persona"})
@@ -36,7 +36,7 @@ READ_CAP = 5000  # lines folded by a reader (the newest)
 def scrub(s: str) -> str:
     """``s`` with anything credential-shaped masked (the recorder's scrub: URL passwords, nkey
     seeds, JWTs), and the word after ``bearer``."""
-    from meshview.record import scrub as masked
+    from meshview.record.record import scrub as masked
 
     words = masked(s).split(" ")
     for i in range(len(words) - 1):

@@ -2,7 +2,7 @@
 
 ``--notify`` (or ``COTAL_NOTIFY=1`` or ``[notify] enabled = true`` in ``config.toml``) rings the
 terminal bell and sends a desktop-notification escape when an agent starts waiting, once per
-waiting episode (see :mod:`meshview.notify`); ``--notify-cmd`` runs a command per alert. The
+waiting episode (see :mod:`meshview.lines.notify`); ``--notify-cmd`` runs a command per alert. The
 escapes are written through the App's driver, between its frames, so they never tear the screen.
 Each alert also shows on the status line. :func:`toggle_notify` switches them at run time.
 """
@@ -17,7 +17,7 @@ from cotal_tui.config import notify_settings
 from cotal_tui.operator import Operator
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell
-from meshview.notify import Alert, Notifier
+from meshview.lines.notify import Alert, Notifier
 
 POLL_S = 0.1
 

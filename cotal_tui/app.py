@@ -18,7 +18,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from attach.managed import ManagedFold
+from attach.control.managed import ManagedFold
 from cotal_tui.alerts import toggle_notify
 from cotal_tui.palette import THEME_HELP, WRITE_VERBS, MeshPalette, theme_hits, write_hit
 from cotal_tui.recording import toggle_recording
@@ -476,8 +476,8 @@ class CotalApp(App[int]):
         n = session.notifier
         if n is None:
             return
-        from meshview.notify import WaitingEpisodes
-        from meshview.runs_state import as_needs_you
+        from meshview.lines.notify import WaitingEpisodes
+        from meshview.model.runs_state import as_needs_you
 
         episodes = self._run_alerts.get(id(session))
         if episodes is None:

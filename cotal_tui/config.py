@@ -1,5 +1,5 @@
 """The user's configuration: the one loader of ``$COTAL_HOME/config.toml`` and the places under
-``$COTAL_HOME`` (:func:`meshview.home.cotal_home`) where the console keeps its files.
+``$COTAL_HOME`` (:func:`meshview.link.home.cotal_home`) where the console keeps its files.
 
 Every setting is taken from the first of its named sources that has it, strongest first:
 a flag, the environment, ``config.toml``, the default (:data:`SOURCES`). A bad file or value never
@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from meshview.home import HOME_ENV, cotal_home
-from meshview.notify import SETTLE_S, STYLES, NotifySettings
-from meshview.stalled import DEFAULT_STALL_MINUTES
-from meshview.roster import ROSTER_SORTS
+from meshview.link.home import HOME_ENV, cotal_home
+from meshview.lines.notify import SETTLE_S, STYLES, NotifySettings
+from meshview.model.stalled import DEFAULT_STALL_MINUTES
+from meshview.model.roster import ROSTER_SORTS
 
 SOURCES = ("flag", "environment", "config.toml", "default")
 TRUTHY = ("1", "true", "yes", "on")
@@ -36,11 +36,11 @@ TRUTHY = ("1", "true", "yes", "on")
 T = TypeVar("T")
 DEFAULT_THEME = "cotal-dark"  # the console's own dark theme (cotal_tui/themes.py)
 THEME_ENV = "COTAL_THEME"  # between --theme and [ui] theme (cotal_tui/themes.py pick_theme)
-MAX_SIZE = 100 * 1024 * 1024  # a recording's bound on disk (meshview.record.MAX_SIZE)
+MAX_SIZE = 100 * 1024 * 1024  # a recording's bound on disk (meshview.record.record.MAX_SIZE)
 
 
 def _size(v: object) -> int | None:
-    from meshview.record import parse_size
+    from meshview.record.record import parse_size
 
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from meshview.home import cotal_home
+from meshview.link.home import cotal_home
 
 FILES = ("keymap.toml", "keymap.json")
 MODIFIERS = ("shift", "alt", "ctrl", "super", "hyper", "meta")  # as Textual names them

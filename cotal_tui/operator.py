@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from cotal_tui.actionlog import action_log, send_target
-from meshview.connect import ConnectError, ConnectTarget, prepare
+from meshview.link.connect import ConnectError, ConnectTarget, prepare
 
 if TYPE_CHECKING:
-    from meshview.send import Send
+    from meshview.act.send import Send
 
 TRUTHY = ("1", "true", "yes", "on")
 
@@ -83,7 +83,7 @@ class Operator:
             except Exception:  # noqa: BLE001 - the send itself will say what is wrong
                 return None
             if holder is not None:
-                from meshview.participant import taken_sentence
+                from meshview.act.participant import taken_sentence
 
                 self.identity_taken = taken_sentence(p.id, holder)
         if self.identity_taken is not None:
@@ -95,7 +95,7 @@ class Operator:
         """Made on first use; on a static mesh this mints the operator's credential (raises
         :class:`ConnectError` when the mesh's seed cannot be read)."""
         if self._participant is None:
-            from meshview.participant import Participant
+            from meshview.act.participant import Participant
 
             self._participant = Participant(
                 participant_target(self.target), name=self.name, read_only=self.read_only is not None,
@@ -123,7 +123,7 @@ class Operator:
         import msgspec
 
         from meshview.errors import PermissionDenied
-        from meshview.participant import IdentityTaken, ParticipantError
+        from meshview.act.participant import IdentityTaken, ParticipantError
 
         if self.read_only is not None:
             raise SendRefused(f"read-only - {self.read_only}; nothing was sent.")
@@ -203,7 +203,7 @@ class SendRefused(Exception):
 
 
 def _holders(rows: Any, role: str) -> list[Any]:
-    from meshview.participant import role_holders
+    from meshview.act.participant import role_holders
 
     return role_holders(rows, role.removeprefix("@"))
 

@@ -22,8 +22,8 @@ from textual.command import CommandInput, CommandPalette, Hit
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target
 from cotal_tui.shell import shell_of
 from cotal_tui.themes import theme_names
-from meshview.resolve import ResolveError, candidates_of, resolve
-from meshview.snapshot import Peer
+from meshview.model.resolve import ResolveError, candidates_of, resolve
+from meshview.model.snapshot import Peer
 from widgets.composer import SendTarget
 
 if TYPE_CHECKING:

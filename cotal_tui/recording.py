@@ -1,6 +1,6 @@
 """Recording from the console: ``cotal watch --record FILE`` and the palette's ``record``.
 
-Both put a :class:`meshview.record.Recorder` on a session's model (``session.recorder``); the
+Both put a :class:`meshview.record.record.Recorder` on a session's model (``session.recorder``); the
 recording ends when the session stops (an ``on_stop`` hook) or when ``record`` is chosen again. ``cotal replay FILE`` plays it back.
 
 ``--record-seats`` adds a :class:`SeatTap` on the session's seats: the terminals the operator
@@ -20,7 +20,7 @@ from cotal_tui.config import recordings_dir
 from cotal_tui.seats import PaneLink
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell
-from meshview.record import MAX_SIZE, Recorder, active_recorder
+from meshview.record.record import MAX_SIZE, Recorder, active_recorder
 
 
 def default_path(space: str) -> str:

@@ -11,11 +11,11 @@ from textual import events
 
 from cotal_tui.app import CotalApp
 from cotal_tui.screens.replay import ReplayScreen, ReplaySeatScreen
-from meshview.replay import ReplaySession
+from meshview.record.replay import ReplaySession
 
 
 class ReplayApp(CotalApp):
-    """The console App on one :class:`~meshview.replay.ReplaySession`."""
+    """The console App on one :class:`~meshview.record.replay.ReplaySession`."""
 
     TITLE = "cotal replay"
 

@@ -3,7 +3,7 @@ attach, peek and tile screens.
 
 :class:`SeatSessions` is a space and a factory for fresh bare connections (the same shape
 ``cotal attach`` uses). :class:`PaneLink` ties one :class:`~widgets.terminal_pane.TerminalPane`
-to one :class:`~attach.client.AttachSession`: keystrokes leave in order through one sender task,
+to one :class:`~attach.session.client.AttachSession`: keystrokes leave in order through one sender task,
 notices and end reasons land in a status line in the CLI's words, and closing hands the session
 back (``close`` on its rail, flushed).
 
@@ -35,8 +35,8 @@ import os
 import time
 from typing import Any, Awaitable, Callable
 
-from attach.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
-from attach.endpoint import EndpointClient
+from attach.session.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
+from attach.control.endpoint import EndpointClient
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
@@ -52,7 +52,7 @@ Connect = Callable[[], Awaitable[Any]]
 
 def detach_byte_from_env() -> int:
     """``COTAL_DETACH_KEY`` as the CLI reads it; a bad value falls back to Ctrl-]."""
-    from attach.passthrough import DetachKeyError, parse_detach_key
+    from attach.terminal.passthrough import DetachKeyError, parse_detach_key
 
     try:
         return parse_detach_key(os.environ.get("COTAL_DETACH_KEY"))

@@ -1,7 +1,7 @@
 """The console session: what the App and its screens hold for one open space.
 
 :class:`ConsoleSession` is the contract; three things keep it. :class:`LiveSession` observes a
-space on the mesh (``cotal watch``); ``meshview.replay.ReplaySession`` plays a recording
+space on the mesh (``cotal watch``); ``meshview.record.replay.ReplaySession`` plays a recording
 (``cotal replay``; the model layer cannot import this module, so it keeps the contract by
 shape); the tests' ``StaticSession`` holds fixed data. Every one has every attribute, ``None``
 where it does not apply, so nothing above is probed: ``kind`` says which one it is.
@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, runtime_chec
 
 import msgspec
 
-from attach.connection import connect as attach_connect, session_target
-from attach.control import ps_poller
-from attach.managed import PsPoller
+from attach.control.connection import connect as attach_connect, session_target
+from attach.control.verbs import ps_poller
+from attach.control.managed import PsPoller
 from cotal_tui.operator import Operator
 from cotal_tui.seats import SeatSessions
-from meshview.connect import ConnectTarget
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
 
 if TYPE_CHECKING:
-    from meshview.notify import Notifier
-    from meshview.record import Recorder
-    from meshview.replay import ReplayOperator
+    from meshview.lines.notify import Notifier
+    from meshview.record.record import Recorder
+    from meshview.record.replay import ReplayOperator
 
 SessionKind = Literal["live", "replay", "static"]
 Skills = dict[str, list[tuple[str, str]]]  # peer id → (skill name, description), agent cards

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Protocol, runti
 from textual.screen import Screen
 
 if TYPE_CHECKING:
-    from attach.managed import ManagedFold
+    from attach.control.managed import ManagedFold
     from cotal_tui.screens.console import ConsoleScreen
     from cotal_tui.screens.control import Controls
     from cotal_tui.seats import SeatSessions

@@ -4,5 +4,5 @@ observer and the pure model (+ roster, traffic, feedring, snapshot, topology), t
 
 Imports only itself (and msgspec, nats): no Textual or Rich, no attach, widgets or cotal_tui,
 no argparse or signal handling (``tests/arch/test_layers.py``). Importing it changes nothing in
-the interpreter: the aiohttp deferral for nats-py (:mod:`meshview.natsload`) is installed by the
+the interpreter: the aiohttp deferral for nats-py (:mod:`meshview.link.natsload`) is installed by the
 ``cotal`` entry point, not here."""

@@ -10,5 +10,5 @@ from __future__ import annotations
 
 class PermissionDenied(Exception):
     """The broker refused this credential a publish or a subscription: the root of every
-    layer's denial (a connection's :class:`meshview.connect.SubjectDenied`, a send's
-    :class:`meshview.participant.PublishDenied`), so ``except PermissionDenied`` catches each."""
+    layer's denial (a connection's :class:`meshview.link.connect.SubjectDenied`, a send's
+    :class:`meshview.act.participant.PublishDenied`), so ``except PermissionDenied`` catches each."""

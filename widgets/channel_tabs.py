@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widget import Widget
 
-from meshview.snapshot import ChannelInfo, Snapshot
+from meshview.model.snapshot import ChannelInfo, Snapshot
 from widgets.presentation import safe
 
 

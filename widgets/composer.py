@@ -26,7 +26,7 @@ NEWLINE_KEYS = ("ctrl+j", "alt+enter", "shift+enter")
 
 @dataclass(frozen=True)
 class SendTarget:
-    """Where a composed message goes (a :class:`meshview.participant.Send` without its text,
+    """Where a composed message goes (a :class:`meshview.act.participant.Send` without its text,
     plus a label). ``kind``: channel, dm or ask; a reply is one of them with ``reply_to``."""
 
     kind: str

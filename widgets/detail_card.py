@@ -6,8 +6,8 @@ import json
 
 from rich.text import Text
 
-from meshview.snapshot import FeedEntry, Peer, Snapshot
-from meshview.stalled import Stalled
+from meshview.model.snapshot import FeedEntry, Peer, Snapshot
+from meshview.model.stalled import Stalled
 from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
@@ -150,7 +150,7 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
                viewers: str | None = None) -> list[Item]:
     """``managed``: the label/value lines of the seat a manager hosts for this agent
     (``widgets.seat_text.detail_lines``), shown as their own section. ``stalled``: the model's
-    verdict (``MeshModel.stalled()``); ``viewers``: ``attach.viewers.viewers_label`` of its seat."""
+    verdict (``MeshModel.stalled()``); ``viewers``: ``attach.control.viewers.viewers_label`` of its seat."""
     now = snap.now
     look = drawing_look()
     glyph, style = status_glyph(p.status, look)

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from meshview.snapshot import DmConversation, Snapshot
+from meshview.model.snapshot import DmConversation, Snapshot
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
     clock, look_of, safe, safe_body, set_title, status_glyph, wrap_offsets,

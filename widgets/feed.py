@@ -30,8 +30,8 @@ from textual.reactive import var
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from meshview.sanitize import elide_id
-from meshview.snapshot import FeedEntry, Snapshot
+from meshview.wire.sanitize import elide_id
+from meshview.model.snapshot import FeedEntry, Snapshot
 from widgets.notice import say_line
 from widgets.presentation import (
     clock, follow_theme, look_of, safe, safe_body, set_title, wrap_offsets,

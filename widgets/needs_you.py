@@ -16,9 +16,9 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
-from meshview.model import MeshModel
-from meshview.runs_state import RunNeed, RunsSnapshot
-from meshview.snapshot import NeedsYou, Snapshot
+from meshview.model.mesh import MeshModel
+from meshview.model.runs_state import RunNeed, RunsSnapshot
+from meshview.model.snapshot import NeedsYou, Snapshot
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.roster import Roster

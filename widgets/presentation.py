@@ -1,7 +1,7 @@
 """How mesh facts look on screen: status shapes, name colours, ages, harness tags, safe text.
 
 Shared by every console widget so the roster, feed, rail and cards agree. Wire strings only
-ever reach a terminal through :func:`safe` / :func:`safe_body` (``meshview.sanitize``), and
+ever reach a terminal through :func:`safe` / :func:`safe_body` (``meshview.wire.sanitize``), and
 are put into :class:`rich.text.Text` as plain strings, never parsed as markup.
 """
 
@@ -23,7 +23,7 @@ from rich.text import Text
 from textual.color import Color, ColorParseError
 from textual.widget import Widget
 
-from meshview import sanitize
+from meshview.wire import sanitize
 from meshview.timefmt import age  # noqa: F401 - one spelling of ages for stream and console
 
 if TYPE_CHECKING:

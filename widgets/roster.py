@@ -16,16 +16,16 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
-from attach.managed import ManagedFold, bind_among
-from meshview.roster import ROSTER_SORTS, same_but_clocks, sort_peers
-from meshview.snapshot import Peer, Snapshot
-from meshview.stalled import Stalled
+from attach.control.managed import ManagedFold, bind_among
+from meshview.model.roster import ROSTER_SORTS, same_but_clocks, sort_peers
+from meshview.model.snapshot import Peer, Snapshot
+from meshview.model.stalled import Stalled
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.presentation import (
     activity_line, harness_tag, join_wrapped, look_of, peer_facts, set_title, status_glyph, who,
 )
-from attach.seat_text import marker
+from attach.control.seat_text import marker
 
 
 class Roster(LazyLineList):

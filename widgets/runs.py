@@ -1,6 +1,6 @@
 """Workflow runs on the Line API: the runs list, a run's journal, and the NEEDS-YOU run card.
 
-Everything is read from :class:`~meshview.runs_state.RunsSnapshot` values; manager text (ids,
+Everything is read from :class:`~meshview.model.runs_state.RunsSnapshot` values; manager text (ids,
 prompts, holders, step keys) is untrusted and escaped (``safe``). A step key is shown verbatim:
 it is exactly what ``run-answer`` takes. ``released`` wears its own glyph and colour, never the
 failure's.
@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
-from meshview.runs_state import JournalRow, Pause, RunNeed, RunsSnapshot, RunView, short_run
+from meshview.model.runs_state import JournalRow, Pause, RunNeed, RunsSnapshot, RunView, short_run
 from meshview.timefmt import age
 from widgets.line_list import Item, LineList
 from widgets.presentation import Look, clock, join_wrapped, look_of, safe, set_title, wrap_offsets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from meshview.spaces import SpaceInfo
+from meshview.observe.spaces import SpaceInfo
 from widgets.line_list import Item, LineList
 from widgets.presentation import look_of, safe
 

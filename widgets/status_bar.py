@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from meshview.record import human_size
-from meshview.snapshot import Snapshot
+from meshview.record.record import human_size
+from meshview.model.snapshot import Snapshot
 from widgets.presentation import Look, follow_theme, look_of, safe, sparkline
 
 # the link's glyph, word and which of the theme's hues (a :class:`Look` field) it wears

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from meshview.snapshot import STATUSES, Snapshot
+from meshview.model.snapshot import STATUSES, Snapshot
 from widgets.presentation import STATUS_GLYPH, age, follow_theme, look_of, safe
 
 

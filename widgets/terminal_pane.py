@@ -49,10 +49,10 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from attach.keycodes import encode_key, encode_mouse, encode_paste
-from attach.mirror import Mirror
-from attach.scrollback import DEFAULT_BYTES, DEFAULT_LINES, Scrollback
-from meshview.home import cotal_home
+from attach.terminal.keycodes import encode_key, encode_mouse, encode_paste
+from attach.terminal.mirror import Mirror
+from attach.terminal.scrollback import DEFAULT_BYTES, DEFAULT_LINES, Scrollback
+from meshview.link.home import cotal_home
 from widgets.copy_mode import CopyMode
 
 FRAME_S = 1 / 60
@@ -128,7 +128,7 @@ def rich_color(c: str) -> Color | None:
 
 
 def attrs_style(attrs: tuple) -> Style:
-    """The Style for :meth:`attach.mirror.Mirror.runs` attributes."""
+    """The Style for :meth:`attach.terminal.mirror.Mirror.runs` attributes."""
     fg, bg, bold, italics, underscore, strike, reverse, _blink = attrs
     return Style(color=rich_color(fg), bgcolor=rich_color(bg), bold=bold or None, italic=italics or None,
                  underline=underscore or None, reverse=reverse or None, strike=strike or None)

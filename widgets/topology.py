@@ -19,9 +19,9 @@ from textual.message import Message
 from textual.reactive import var
 from textual.widget import Widget
 
-from meshview.snapshot import FeedEntry, Snapshot
+from meshview.model.snapshot import FeedEntry, Snapshot
 from widgets.presentation import age, clock, follow_theme, look_of, safe
-from meshview.topology import Fold, fold, heat
+from meshview.model.topology import Fold, fold, heat
 
 VIEWS = ("sequence", "matrix", "map")
 CIRCLED = ("①", "②", "③")

@@ -15,7 +15,7 @@ from typing import Hashable
 from rich.text import Text
 from textual.binding import Binding
 
-from meshview.runs_state import RunNeed
+from meshview.model.runs_state import RunNeed
 from widgets.line_list import Item, LineList
 from widgets.presentation import age, look_of, safe, who, wrap_offsets
 from widgets.runs import need_lines

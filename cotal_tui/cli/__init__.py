@@ -131,12 +131,12 @@ DEBUG_HINT = "run it again with COTAL_DEBUG=1 for the traceback"
 
 def failure_sentence(e: BaseException) -> str:
     """The one sentence for a failure a command did not handle itself: a known transport
-    failure (a socket error, a timeout, a nats error) in words, from :func:`meshview.connect.
+    failure (a socket error, a timeout, a nats error) in words, from :func:`meshview.link.connect.
     explain_error`; anything else is a bug, said as one, with the way to see its traceback.
     Never the exception's class name, an errno or a repr (a bug's own text may be all three,
     so it is not shown: the traceback has it)."""
     try:
-        from meshview.connect import explain_error
+        from meshview.link.connect import explain_error
 
         said = explain_error(e)
     except Exception:  # noqa: BLE001 - the translation itself must never be the next traceback

@@ -28,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def _preflight(target) -> str | None:
     """The space check every verb makes, before a grant is asked for."""
-    from meshview.connect import ConnectError
-    from meshview.spaces import require_space
+    from meshview.link.connect import ConnectError
+    from meshview.observe.spaces import require_space
 
     try:
         await require_space(target)
@@ -39,12 +39,12 @@ async def _preflight(target) -> str | None:
 
 
 async def _main(args: argparse.Namespace, detach_byte: int) -> int:
-    from attach.client import AttachSession
-    from attach.connection import connect, session_target
-    from attach.termfilter import TermFilter
+    from attach.session.client import AttachSession
+    from attach.control.connection import connect, session_target
+    from attach.terminal.termfilter import TermFilter
     from cotal_tui.cli.connection import target_from_args
     from cotal_tui.config import attach_terminal
-    from attach.passthrough import run_passthrough
+    from attach.terminal.passthrough import run_passthrough
 
     # on a user-auth mesh --on is the exchange's managerInstanceId pin (ignored elsewhere)
     target = dataclasses.replace(session_target(target_from_args(args)), manager_instance=args.on)
@@ -72,7 +72,7 @@ def seat_name(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from attach.passthrough import DetachKeyError, parse_detach_key
+    from attach.terminal.passthrough import DetachKeyError, parse_detach_key
 
     name = seat_name(args)
     if not name:

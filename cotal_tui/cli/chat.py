@@ -2,7 +2,7 @@
 
 The live plain stream (the same observer, model and renderer as ``cotal watch --plain``) prints
 above a prompt-toolkit prompt; a half-typed line stays intact on the prompt while lines arrive.
-Sends go through the console's :class:`~meshview.participant.Participant`, so the operator is
+Sends go through the console's :class:`~meshview.act.participant.Participant`, so the operator is
 invisible until the first send, then a presence peer until leaving (Ctrl-D or ``/quit``
 publishes its offline record). Its own messages are not echoed locally: the observer sees them
 on the tap like anyone else's, so each shows exactly once. A send the broker did not acknowledge
@@ -17,7 +17,7 @@ console holds is refused at the start (exit 1) and by every send.
     /reply text       answer the last DM or @mention addressed to you
     /who  /help  /quit                          //text          post text starting with /
 
-Why not :mod:`meshview.lineout` here: the terminal is both the reader of the stream and the
+Why not :mod:`meshview.lines.lineout` here: the terminal is both the reader of the stream and the
 prompt, and prompt-toolkit must erase and redraw the prompt around every batch of lines. A
 partial non-blocking write would land after the redraw and tear the prompt, so lines go
 through prompt-toolkit's stdout proxy, which batches them (one redraw per batch) off the
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meshview.send import Send
+from meshview.act.send import Send
 from meshview.wire.outbound import is_mention_name
 from meshview.wire.subjects import is_channel_name
 
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from cotal_tui.cli.connection import target_from_args
     from cotal_tui.operator import participant_target, read_only_from_args  # the console's rules
-    from meshview.participant import Participant, ParticipantError
+    from meshview.act.participant import Participant, ParticipantError
 
     try:
         target = target_from_args(args)
@@ -242,8 +242,8 @@ def run(args: argparse.Namespace) -> int:
 def _one_line(e: object) -> str:
     """One sentence for an error: a transport failure in words (connect.explain_error), else
     its own text; never a class name."""
-    from meshview.connect import ConnectError, explain_error
-    from meshview.participant import ParticipantError
+    from meshview.link.connect import ConnectError, explain_error
+    from meshview.act.participant import ParticipantError
 
     text = " ".join(str(e).split())
     if isinstance(e, (ConnectError, ParticipantError)) and text:
@@ -272,16 +272,16 @@ class Chat:
     # ---------------------------------------------------------------- lifecycle
 
     async def run(self) -> int:
-        from meshview.connect import ConnectError, connect
-        from meshview.model import MeshModel
-        from meshview.observer import Observer, ObserverOptions
+        from meshview.link.connect import ConnectError, connect
+        from meshview.model.mesh import MeshModel
+        from meshview.observe.observer import Observer, ObserverOptions
 
         try:
             nc, target = await connect(self.target)
         except ConnectError as e:
             print(f"cotal chat: {_one_line(e)}", file=sys.stderr)
             return 1
-        from meshview.spaces import ensure_space
+        from meshview.observe.spaces import ensure_space
 
         try:  # every verb's space check: no prompt for a space that is not there
             await ensure_space(nc, target)
@@ -304,8 +304,8 @@ class Chat:
 
         from prompt_toolkit.patch_stdout import StdoutProxy
 
-        from meshview import sanitize
-        from meshview.stream import StreamWriter, use_colour
+        from meshview.wire import sanitize
+        from meshview.lines.stream import StreamWriter, use_colour
 
         colour = use_colour(sys.stdout)
         with StdoutProxy(raw=True, sleep_between_writes=0.05) as proxy, \
@@ -330,7 +330,7 @@ class Chat:
                 return 1
             holder = self.part.held_by(self.model.snapshot().peers)
             if holder is not None:  # our principal is a live peer's: never take it over
-                from meshview.participant import taken_sentence
+                from meshview.act.participant import taken_sentence
 
                 self.writer.diag(taken_sentence(self.part.id, holder), warn=False)
                 return 1
@@ -365,7 +365,7 @@ class Chat:
     # ---------------------------------------------------------------- the stream
 
     def _drain(self, model: Any) -> None:
-        from meshview.snapshot import FeedEntry
+        from meshview.model.snapshot import FeedEntry
 
         events = model.take_events()
         me = self.part.identity
@@ -385,7 +385,7 @@ class Chat:
     # ---------------------------------------------------------------- the prompt
 
     def _prompt(self) -> str:
-        from meshview import sanitize
+        from meshview.wire import sanitize
 
         ro = "[read-only] " if self.part.read_only else ""
         return f"{ro}#{sanitize.inline(self.channel, 64)}> "
@@ -464,7 +464,7 @@ class Chat:
         return True
 
     def who(self) -> None:
-        from meshview import sanitize
+        from meshview.wire import sanitize
 
         snap = self.model.snapshot()
         rows = [(sanitize.inline(p.name, 64) + ("/" + sanitize.inline(p.role, 32)
@@ -486,7 +486,7 @@ class Chat:
     # ---------------------------------------------------------------- sending
 
     async def _send_worker(self) -> None:
-        from meshview.participant import ParticipantError
+        from meshview.act.participant import ParticipantError
 
         while True:
             a, line = await self.sends.get()
@@ -530,8 +530,8 @@ class Chat:
             self._restore(line)
 
     async def send(self, s: Send, line: str = "") -> None:
-        from meshview.participant import ParticipantError
-        from meshview.send import Original
+        from meshview.act.participant import ParticipantError
+        from meshview.act.send import Original
 
         p = self.part
         prior = self.unsent.pop(line, None) if line else None
@@ -562,7 +562,7 @@ class Chat:
             if s.kind == "channel":
                 return
         if not self.obs.dm_visible:  # the stream will not show it: say it went
-            from meshview import sanitize
+            from meshview.wire import sanitize
 
             m = sent.message
             where = (f"@{sanitize.inline(self.model.name_of(m.to), 64)}" if m.to

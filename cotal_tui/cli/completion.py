@@ -427,8 +427,8 @@ def _query_parser() -> argparse.ArgumentParser:
 
 
 async def _agents(target) -> list[tuple[str, str]]:
-    from attach import control
-    from attach.connection import session_target
+    from attach.control import verbs as control
+    from attach.control.connection import session_target
     from meshview.wire.endpoint import is_seat_name
 
     result = await control.ps(session_target(target), deadline_ms=PS_DEADLINE_MS)
@@ -438,7 +438,7 @@ async def _agents(target) -> list[tuple[str, str]]:
 def seat_words(rows: list) -> list[tuple[str, str]]:
     """A seat's name, or its ids when two seats share the name (a name the verbs would refuse
     as ambiguous is no completion); an id passes the identity grammar or is left out."""
-    from meshview.resolve import fold
+    from meshview.model.resolve import fold
     from meshview.wire.subjects import is_identity_token, split_principal
 
     count: dict[str, int] = {}
@@ -455,8 +455,8 @@ def seat_words(rows: list) -> list[tuple[str, str]]:
 
 
 async def _personas(target) -> list[tuple[str, str]]:
-    from attach.connection import session_target
-    from attach.instances import list_personas
+    from attach.control.connection import session_target
+    from attach.control.instances import list_personas
     from meshview.wire.endpoint import is_persona
 
     _, items = await list_personas(session_target(target))
@@ -465,15 +465,15 @@ async def _personas(target) -> list[tuple[str, str]]:
 
 
 def _registered() -> list[tuple[str, str]]:
-    from meshview.connect import load_registry
+    from meshview.link.connect import load_registry
     from meshview.wire.names import space_token
 
     return [(s, "registered") for e in load_registry() if space_token(s := str(e["space"])) == s]
 
 
 async def _spaces(target) -> list[tuple[str, str]]:
-    from meshview.connect import connect
-    from meshview.spaces import list_spaces
+    from meshview.link.connect import connect
+    from meshview.observe.spaces import list_spaces
     from meshview.wire.names import space_token
 
     nc, _ = await connect(target)
@@ -489,7 +489,7 @@ async def _spaces(target) -> list[tuple[str, str]]:
 
 def _lines(pairs: list[tuple[str, str]]) -> str:
     """One ``name<TAB>description`` line per name (names already checked by their source)."""
-    from meshview.sanitize import inline
+    from meshview.wire.sanitize import inline
 
     seen, out = set(), []
     for name, desc in pairs:
@@ -540,7 +540,7 @@ def _query(argv: list[str], deadline: float) -> str:
         return ""
     from cotal_tui.cli.connection import connect_request
     from cotal_tui.cli.process import quiet_library_logs
-    from meshview.connect import none_current, resolve_target
+    from meshview.link.connect import none_current, resolve_target
 
     quiet_library_logs()
     local = _registered() if args.kind == "spaces" else []

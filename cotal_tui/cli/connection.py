@@ -1,7 +1,7 @@
 """The connection flags every command shares, and their reading into a connect target.
 
 This module imports no NATS client, so ``cotal <command> --help`` and argument errors cost no
-broker-library import; :mod:`meshview.connect` is loaded only when a target is resolved.
+broker-library import; :mod:`meshview.link.connect` is loaded only when a target is resolved.
 Flags win over their environment variables (``COTAL_BEARER_FILE``, ``COTAL_SENTINEL_CREDS``,
 ``COTAL_IDP_TOKEN_FILE``, ``COTAL_EXCHANGE_URL``), which win over a user mesh's registry entry.
 """
@@ -13,10 +13,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from meshview.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest
+from meshview.link.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest
 
 if TYPE_CHECKING:
-    from meshview.connect import ConnectTarget
+    from meshview.link.connect import ConnectTarget
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,14 +63,14 @@ def connect_request(args: argparse.Namespace) -> ConnectRequest:
 def target_from_args(args: argparse.Namespace) -> ConnectTarget:
     """The command line's connect target: flags, then the ``$COTAL_HOME`` registry; several
     registered meshes with none current are picked from on a terminal."""
-    from meshview.connect import resolve_target
+    from meshview.link.connect import resolve_target
 
     return resolve_target(connect_request(args), pick=pick_mesh)
 
 
 def pick_mesh(reg: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
     """Several meshes, none current: a numbered prompt on a terminal, else the sentence."""
-    from meshview.connect import none_current, redact_url
+    from meshview.link.connect import none_current, redact_url
 
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
         return none_current(reg)

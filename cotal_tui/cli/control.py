@@ -15,7 +15,7 @@ under its own root (``name``), ``--name`` the seat-name override (``identity``);
 is sent under its contract key only when given, and the persona file supplies the rest.
 
 Each verb opens its own connection (the usual connection flags), locates the seat across the
-registered managers and calls the one hosting it (``attach.control``). Exit status: 0 when it
+registered managers and calls the one hosting it (``attach.control.verbs``). Exit status: 0 when it
 happened; 1 with one sentence on stderr when it did not (or its outcome is unknown); 2 for bad
 usage (a malformed name, persona, instance id or text). ``COTAL_READ_ONLY`` refuses spawn, stop
 and input before anything touches the network.
@@ -81,7 +81,7 @@ def spawn_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def launch_options(args: argparse.Namespace) -> Any:
-    from attach.control import LaunchOptions
+    from attach.control.verbs import LaunchOptions
 
     return LaunchOptions(agent=args.agent, role=args.role, model=args.model, variant=args.variant,
                          config=args.config, prompt=args.prompt, cwd=args.cwd, subscribe=args.subscribe,
@@ -116,13 +116,13 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
     """One manager verb as a process: ``check`` (usage and read-only, no network), then the
     space every verb needs, then ``act(target)``; a refusal is one sentence on stderr (exit 2
     for bad usage, else 1), Ctrl-C exits 130."""
-    from attach import control
-    from attach.connection import session_target
+    from attach.control import verbs as control
+    from attach.control.connection import session_target
     from cotal_tui.cli.connection import target_from_args
 
     async def main() -> int:
-        from meshview.connect import ConnectError
-        from meshview.spaces import require_space
+        from meshview.link.connect import ConnectError
+        from meshview.observe.spaces import require_space
 
         target = session_target(target_from_args(args))
         try:
@@ -163,7 +163,7 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
 
 
 def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | None], Awaitable[int]]) -> int:
-    from attach import control
+    from attach.control import verbs as control
     from cotal_tui.operator import read_only_from_args
 
     read_only = read_only_from_args(args)
@@ -181,7 +181,7 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
 
 def run_spawn(args: argparse.Namespace) -> int:
     async def act(target, control, read_only) -> int:
-        from meshview.sanitize import inline as clean
+        from meshview.wire.sanitize import inline as clean
 
         r = await control.spawn(target, args.persona, name=args.name, on=args.on, read_only=read_only,
                                 progress=lambda line: print(line, flush=True), options=launch_options(args))
@@ -236,7 +236,7 @@ def run_input(args: argparse.Namespace) -> int:
 
 def run_status(args: argparse.Namespace) -> int:
     async def act(target, control, read_only) -> int:
-        from meshview.sanitize import inline as clean
+        from meshview.wire.sanitize import inline as clean
 
         if args.name is None:
             from cotal_tui.cli.managers import print_manager_status

@@ -4,7 +4,7 @@ managers themselves, one module for the verbs that ask a manager about itself.
     cotal deregister-instance INSTANCE [--json]  remove the registration of a manager whose host is
                                                  gone: refused unless the instance does not answer a
                                                  pinned describe AND the broker reports nothing
-                                                 subscribed on its rail (``attach.instances``)
+                                                 subscribed on its rail (``attach.control.instances``)
     cotal personas [NAME] [--json]               the manager's persona catalogue, or one persona's text
     cotal models [--agent A] [--refresh] [--json] each connector's model catalogue
     cotal status [--json]                        each live manager: runtime, custody, agents, uptime,
@@ -59,7 +59,7 @@ def _dump(obj: Any) -> str:
 
 def _call(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable[int]], *,
           mutates: bool = False) -> int:
-    from attach import control
+    from attach.control import verbs as control
     from cotal_tui.cli.control import run_verb
     from cotal_tui.operator import read_only_from_args
 
@@ -85,9 +85,9 @@ def run_deregister(args: argparse.Namespace) -> int:
         return 2
 
     async def act(target: Any) -> int:
-        from attach.instances import deregister_instance
+        from attach.control.instances import deregister_instance
         from cotal_tui.operator import read_only_from_args
-        from meshview.sanitize import inline as clean
+        from meshview.wire.sanitize import inline as clean
 
         said: list[str] = []
         report = await deregister_instance(target, args.instance, read_only=read_only_from_args(args),
@@ -107,8 +107,8 @@ def run_deregister(args: argparse.Namespace) -> int:
 
 def run_personas(args: argparse.Namespace) -> int:
     async def act(target: Any) -> int:
-        from attach.instances import list_personas, show_persona
-        from meshview.sanitize import text
+        from attach.control.instances import list_personas, show_persona
+        from meshview.wire.sanitize import text
 
         if args.name is not None:
             iid, p = await show_persona(target, args.name, on=args.on)
@@ -135,7 +135,7 @@ def run_personas(args: argparse.Namespace) -> int:
 
 def persona_head(p: dict) -> str:
     """``name/role · model · description`` (or its error), terminal-safe."""
-    from meshview.sanitize import inline as clean
+    from meshview.wire.sanitize import inline as clean
 
     who = clean(p.get("name"), 64) + (f"/{clean(p.get('role'), 32)}" if isinstance(p.get("role"), str) else "")
     bits = [who]
@@ -149,8 +149,8 @@ def persona_head(p: dict) -> str:
 
 def run_models(args: argparse.Namespace) -> int:
     async def act(target: Any) -> int:
-        from attach.instances import list_models
-        from meshview.sanitize import inline as clean
+        from attach.control.instances import list_models
+        from meshview.wire.sanitize import inline as clean
 
         iid, catalogs = await list_models(target, agent=args.agent, refresh=args.refresh, on=args.on)
         if args.json:
@@ -180,9 +180,9 @@ def run_models(args: argparse.Namespace) -> int:
 
 async def print_manager_status(target: Any, args: argparse.Namespace) -> int:
     """``cotal status`` with no seat: every live manager's own status, silent ones named."""
-    from attach import control
-    from attach.instances import manager_status
-    from attach.seat_text import manager_line, status_lines, stray_lines
+    from attach.control import verbs as control
+    from attach.control.instances import manager_status
+    from attach.control.seat_text import manager_line, status_lines, stray_lines
 
     result = await manager_status(target, on=args.on)
     deadline_s = control.PS_DEADLINE_MS / 1000

@@ -11,8 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from meshview import natsload
-from meshview.home import cotal_home
+from meshview.link import natsload
+from meshview.link.home import cotal_home
 
 LOG_ENV = "COTAL_LOG"
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
@@ -24,7 +24,7 @@ _log_file: Path | None = None
 
 def prepare_process() -> None:
     """Before any command module is imported: nats-py must not pull in aiohttp (~450 ms of
-    CPU) unless a websocket URL needs it (:mod:`meshview.natsload`)."""
+    CPU) unless a websocket URL needs it (:mod:`meshview.link.natsload`)."""
     natsload.install()
 
 

@@ -28,12 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from attach import control
-    from attach.connection import session_target
-    from attach.seat_text import manager_line, render_ps, stray_lines
+    from attach.control import verbs as control
+    from attach.control.connection import session_target
+    from attach.control.seat_text import manager_line, render_ps, stray_lines
     from cotal_tui.cli.connection import target_from_args
-    from meshview.connect import ConnectError
-    from meshview.spaces import require_space
+    from meshview.link.connect import ConnectError
+    from meshview.observe.spaces import require_space
 
     target = session_target(target_from_args(args))
     try:

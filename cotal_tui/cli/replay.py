@@ -6,7 +6,7 @@ recording replays up to the damage and says so in one sentence. Seat terminals r
 ``--record-seats`` print as one summary line per recorded line (event, size, byte count, the
 printable text): never the raw bytes.
 
-Working on the file (:mod:`meshview.recordtools`): ``--grep TEXT`` prints the matching lines
+Working on the file (:mod:`meshview.record.recordtools`): ``--grep TEXT`` prints the matching lines
 with their offset and time; ``--from``/``--to`` with ``--out`` writes that window as a recording
 that replays alone; ``--seat NAME --asciicast OUT`` exports one seat's terminal as asciinema v2.
 """
@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _offset(v: str) -> float:
-    from meshview.recordtools import parse_offset
+    from meshview.record.recordtools import parse_offset
 
     try:
         return parse_offset(v)
@@ -72,7 +72,7 @@ def _tool_usage(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from meshview.replay import RecordingError, load_recording
+    from meshview.record.replay import RecordingError, load_recording
 
     problem = _tool_usage(args)
     if problem:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
     from cotal_tui.cli.config import console_start
     from cotal_tui.replay_app import ReplayApp
-    from meshview.replay import ReplaySession
+    from meshview.record.replay import ReplaySession
 
     keymap, warning = console_start()
     app = ReplayApp(session=ReplaySession(rec, args.speed), keymap=keymap, notice=warning)
@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tool(rec, args: argparse.Namespace) -> int:
-    from meshview import recordtools as rt
-    from meshview.replay import RecordingError
+    from meshview.record import recordtools as rt
+    from meshview.record.replay import RecordingError
 
     if args.grep:
         found = 0
@@ -144,10 +144,10 @@ async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
     """Print the recording as the line stream printed it live, paced by ``speed``."""
     import json
 
-    from meshview import sanitize
-    from meshview.replay import Player, Replay
-    from meshview.seatreplay import seat_line_json, seat_line_text
-    from meshview.stream import StreamWriter, TextRenderer
+    from meshview.wire import sanitize
+    from meshview.record.replay import Player, Replay
+    from meshview.record.seatreplay import seat_line_json, seat_line_text
+    from meshview.lines.stream import StreamWriter, TextRenderer
 
     out = out or sys.stdout
     err = err or sys.stderr

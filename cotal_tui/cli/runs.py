@@ -80,7 +80,7 @@ def answer_value(value: str | None, text: str | None) -> Any:
 def ps_table(rows: list, space: str) -> tuple[list[str], list[str], list[str]]:
     """The reference ``ps`` table (stdout lines), the revocation lines under it, and the
     unchecked rows' lines for stderr."""
-    from meshview.sanitize import inline as clean
+    from meshview.wire.sanitize import inline as clean
 
     if not rows:
         return [f"no workflow runs recorded in space {space}"], [], []
@@ -102,7 +102,7 @@ def ps_table(rows: list, space: str) -> tuple[list[str], list[str], list[str]]:
 
 
 def journal_lines(st) -> list[str]:
-    from meshview.sanitize import inline as clean
+    from meshview.wire.sanitize import inline as clean
     from meshview.wire.runs import Activation
 
     head = (f"run {st.run_id} on {clean(st.endpoint)}: "
@@ -123,7 +123,7 @@ def journal_lines(st) -> list[str]:
 
 
 def _refusal(verb: str, e) -> int:
-    from meshview.sanitize import inline as clean
+    from meshview.wire.sanitize import inline as clean
 
     print(f"cotal runs {verb}: {clean(e.message, 2048)}", file=sys.stderr)
     for d in e.details:
@@ -137,7 +137,7 @@ def _refusal(verb: str, e) -> int:
 
 async def _released(target, run_id: str, on: str | None) -> int:
     """After a start or resume: a drive that already ended ``released`` is said, and exit 2."""
-    from attach import runs
+    from attach.control import runs
 
     st = await runs.run_status(target, run_id, on=on)
     if st.state != "released":
@@ -171,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
 
     async def act(target) -> int:
-        from attach import runs
-        from meshview.sanitize import inline as clean
+        from attach.control import runs
+        from meshview.wire.sanitize import inline as clean
 
         try:
             if args.verb == "ps":
@@ -206,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
             return _refusal(args.verb, e)
 
     def check() -> None:
-        from attach import control
+        from attach.control import verbs as control
 
         control.check_instance(args.on)
 

@@ -36,7 +36,7 @@ import asyncio
 import dataclasses
 import sys
 
-from meshview.send import Send
+from meshview.act.send import Send
 from meshview.wire.subjects import is_concrete_channel
 
 DEFAULT_SEND_TIMEOUT = 30.0
@@ -143,7 +143,7 @@ def _one_line(s: str) -> str:
 async def _send(args: argparse.Namespace, p: Send) -> int:
     from cotal_tui.cli.connection import target_from_args
     from cotal_tui.operator import participant_target
-    from meshview.participant import Participant, ParticipantError, role_holders
+    from meshview.act.participant import Participant, ParticipantError, role_holders
 
     try:
         resolved = target_from_args(args)
@@ -151,8 +151,8 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
     except Exception as e:  # noqa: BLE001 - e.g. an unreadable registry, a missing seed
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
         return 1
-    from meshview.connect import ConnectError
-    from meshview.spaces import require_space
+    from meshview.link.connect import ConnectError
+    from meshview.observe.spaces import require_space
 
     try:  # every verb's space check, before anything is published
         await require_space(resolved)
@@ -207,7 +207,7 @@ class _Reader:
         if self.target is None:
             return self.part
         if self.view is None:
-            from meshview.participant import Participant
+            from meshview.act.participant import Participant
 
             self.view = Participant(self.target, presence=False)
             await self.view.connect_only()
@@ -227,7 +227,7 @@ async def _deliver(part, args: argparse.Namespace, p: Send, reader=None):
 
 
 async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
-    from meshview.participant import ParticipantError
+    from meshview.act.participant import ParticipantError
 
     await part.start()  # the connection only: a one-shot sender writes no presence
     copies = []
@@ -241,7 +241,7 @@ async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
         if args.as_name:  # a look-alike of a live peer is refused before anything is sent
             holder = part.holder_among(rows)
             if holder is not None:
-                from meshview.participant import IdentityTaken, taken_sentence
+                from meshview.act.participant import IdentityTaken, taken_sentence
 
                 raise IdentityTaken(taken_sentence(part.id, holder))
     original = _original(part, p, copies) if copies else None
@@ -249,7 +249,7 @@ async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
         if original is None:
             raise ParticipantError(f"message {p.reply_to!r} was not found in the channel or DM "
                                    "history; give a target ('#channel' or @agent).")
-        from meshview.send import Original
+        from meshview.act.send import Original
 
         return await part.send(p, Original.of(original))
     # an explicit target joins the original's thread; an original not found: the id's own
@@ -263,9 +263,9 @@ def _original(part, p: Send, copies: list):
     """The copy of ``p.reply_to`` this send answers (meshview/originals.py ``pick_reply``):
     an id several senders used is refused, naming them, unless the target or the operator's
     own DMs single one out."""
-    from meshview.originals import Ref, delivery_ref, describe, pick_reply
-    from meshview.participant import ParticipantError
-    from meshview.sanitize import inline
+    from meshview.model.originals import Ref, delivery_ref, describe, pick_reply
+    from meshview.act.participant import ParticipantError
+    from meshview.wire.sanitize import inline
 
     target = None
     if p.kind == "channel":

@@ -3,7 +3,7 @@
 The command's flags and its choice of mode live here; each mode is the module beside it:
 :mod:`~cotal_tui.cli.watch_console` (the full-screen console, with its recorder and notifier),
 :mod:`~cotal_tui.cli.watch_stream` (``--plain``/``--json``, printing through
-:mod:`meshview.stream`), :mod:`~cotal_tui.cli.watch_web` (``--web``). Settings such as
+:mod:`meshview.lines.stream`), :mod:`~cotal_tui.cli.watch_web` (``--web``). Settings such as
 ``--notify`` fall back to the environment and ``config.toml`` through :mod:`cotal_tui.config`.
 """
 
@@ -15,7 +15,7 @@ import sys
 
 def _minutes(v: str) -> float:
     """``--stalled-minutes``: a positive number of minutes, else one sentence (exit 2)."""
-    from meshview.stalled import stall_ms
+    from meshview.model.stalled import stall_ms
 
     try:
         return stall_ms(v) / 60_000.0
@@ -50,10 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
     """Browser mode, notifications and recording."""
-    from meshview.notify import STYLES
+    from meshview.lines.notify import STYLES
 
     def size(v: str) -> int:
-        from meshview.record import parse_size  # only when the flag is given: --help stays light
+        from meshview.record.record import parse_size  # only when the flag is given: --help stays light
 
         try:
             return parse_size(v)

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.operator import read_only_from_args
 from cotal_tui.session import LiveSession, SessionOptions
-from meshview.connect import ConnectError, ConnectTarget, connect
+from meshview.link.connect import ConnectError, ConnectTarget, connect
 
 
 def session_options(args: argparse.Namespace) -> SessionOptions:
@@ -105,7 +105,7 @@ async def _run(args: argparse.Namespace) -> int:
     from cotal_tui.app import CotalApp
     from cotal_tui.cli.config import console_start
     from cotal_tui.themes import UnknownTheme, console_theme
-    from meshview.spaces import list_spaces
+    from meshview.observe.spaces import list_spaces
 
     keymap, keymap_warning = console_start()
     try:
@@ -121,7 +121,7 @@ async def _run(args: argparse.Namespace) -> int:
         return 1
     picker = wants_picker(args, target)
     if not picker:
-        from meshview.spaces import missing_space
+        from meshview.observe.spaces import missing_space
 
         missing = await missing_space(nc, target.space, target.display)
         if missing:  # one sentence and exit 1, not an empty console

@@ -1,5 +1,5 @@
 """``cotal watch --plain`` / ``--json`` as a process: the signals, stdout and stderr, the
-connect and the exit code around :func:`meshview.stream.stream_space`, which prints.
+connect and the exit code around :func:`meshview.lines.stream.stream_space`, which prints.
 
 SIGINT and SIGTERM both stop the stream with exit 0, at any moment (while connecting too);
 a connect that fails or a space that does not exist is one sentence on stderr and exit 1.
@@ -14,10 +14,10 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Callable, TextIO
 
-from meshview.lineout import LineSink
+from meshview.lines.lineout import LineSink
 
 if TYPE_CHECKING:
-    from meshview.stream import StreamOptions
+    from meshview.lines.stream import StreamOptions
 
 
 def run_stream(args: argparse.Namespace, mode: str) -> int:
@@ -37,7 +37,7 @@ def run_stream(args: argparse.Namespace, mode: str) -> int:
 def stream_options(args: argparse.Namespace, mode: str) -> StreamOptions:
     """The watch flags the line stream needs, as plain values (notify from the config loader)."""
     from cotal_tui.config import notify_settings, recording_max_size
-    from meshview.stream import StreamOptions
+    from meshview.lines.stream import StreamOptions
 
     return StreamOptions(mode=mode, backfill=int(args.backfill or 0), dms=not args.no_dms,
                          record=args.record, max_size=recording_max_size(args)[0],
@@ -46,9 +46,9 @@ def stream_options(args: argparse.Namespace, mode: str) -> StreamOptions:
 
 async def _stream(args: argparse.Namespace, mode: str) -> int:
     from cotal_tui.cli.connection import target_from_args
-    from meshview.connect import ConnectError, connect
-    from meshview.spaces import missing_space
-    from meshview.stream import stream_space
+    from meshview.link.connect import ConnectError, connect
+    from meshview.observe.spaces import missing_space
+    from meshview.lines.stream import stream_space
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -94,7 +94,7 @@ async def _stream(args: argparse.Namespace, mode: str) -> int:
 
 def _runs_poll(target, model):
     """``run`` lines: the managers' runs polled beside the observer (never on its connection)."""
-    from attach.runs_poll import RunsPoller, target_client
+    from attach.control.runs_poll import RunsPoller, target_client
 
     poller = RunsPoller(target_client(target, target.space), model)
     poller.start()

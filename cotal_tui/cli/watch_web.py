@@ -303,7 +303,7 @@ def _one_line(record: Any) -> bool:
     """A malformed request (anyone who can reach the port can send one) is one escaped line on
     the operator's terminal, not aiohttp's traceback."""
     if record.exc_info:
-        from meshview.sanitize import inline
+        from meshview.wire.sanitize import inline
 
         e = record.exc_info[1]
         record.msg, record.args = f"{record.getMessage()}: {inline(str(e), 200)}", ()
@@ -368,7 +368,7 @@ def serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     from cotal_tui.cli.connection import target_from_args
-    from meshview.connect import ConnectError, connect
+    from meshview.link.connect import ConnectError, connect
 
     target = target_from_args(args)
 

@@ -20,7 +20,7 @@ written once the program is up), its program exited first, or the readiness dead
 ``goal-result`` re-reads the caller's own settled goal. ``despawn`` stops a seat (graceful: SIGHUP +
 SIGTERM to the program's group, SIGKILL after a grace; force: SIGKILL), ``input`` types text into a
 seat's pty. ``attach`` mints a holder-bound session grant, writes the ``session.<id>`` ledger row,
-opens the serving rail and starts a :class:`~attach.host.ServingBridge`.
+opens the serving rail and starts a :class:`~attach.session.host.ServingBridge`.
 
 On an open mesh nothing is minted per session and the sessions share the manager's connection.
 A session whose caller falls silent (no frame, not even an idle credit, for ``caller_silence_ms``)
@@ -52,9 +52,9 @@ from pathlib import Path
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
-from attach.endpoint import publish_closure
-from attach.host import PtySeat, ServingBridge
-from attach.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
+from attach.control.endpoint import publish_closure
+from attach.session.host import PtySeat, ServingBridge
+from attach.session.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
 from cotal_tui.demo.contract import VIOLATIONS, load_contract
 from cotal_tui.demo.runs import RUN_COMMANDS, RunHost
 from cotal_tui.demo.personas import (
@@ -586,7 +586,7 @@ class DemoManager:
             owner, actor = "local", spec.principal_id
         env = None
         if spec.condition_file:
-            from attach.host import _default_env
+            from attach.session.host import _default_env
 
             env = {**_default_env(), "COTAL_SEAT_CONDITION": spec.condition_file}
         pty = PtySeat(argv_for(spec), cols=spec.cols, rows=spec.rows, cwd=spec.cwd or self.root, env=env)
@@ -711,7 +711,7 @@ class DemoManager:
 
         known = self._issued_known()
         seen = self._issued_keys
-        from attach.registry import kv_keys
+        from attach.control.registry import kv_keys
 
         try:
             js = self.nc.jetstream()

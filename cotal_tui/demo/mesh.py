@@ -206,7 +206,7 @@ class DemoMesh:
 
     async def _serving_connect(self, grant: dict):
         """A connection on one session's serving credential (sub ``in``, pub ``out``)."""
-        from meshview.auth import mint_session_serving
+        from meshview.link.auth import mint_session_serving
 
         cred = mint_session_serving(self._signer.root_seed, self.space,
                                     (grant["endpoint"], grant["sessionId"], grant["serving"]["epoch"]),

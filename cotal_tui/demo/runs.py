@@ -698,7 +698,7 @@ class RunHost:
     async def _run_keys(self) -> list[str]:
         """Every ``run.<endpoint>.<runId>.<part>`` key of the records bucket, from one filtered
         ``STREAM.INFO`` (nats-py's ``kv.keys()`` can end before its first key on a busy loop)."""
-        from attach.registry import kv_keys
+        from attach.control.registry import kv_keys
 
         keys = await kv_keys(self.nc.jetstream(), f"cotal_records_{self.space}", "run.")
         return [k for k in keys if parse_run_key(k) is not None]

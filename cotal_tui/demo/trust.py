@@ -2,7 +2,7 @@
 system account and one data account with a signing key, as ``nats-server`` preloads them.
 
 A real mesh's operator material is made by the reference CLI; a console only ever reads the
-account signing seed (``meshview.auth.load_root_seed``), so none of this ships in ``meshview``.
+account signing seed (``meshview.link.auth.load_root_seed``), so none of this ships in ``meshview``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meshview.auth import UNLIMITED, NKey, RootSeed, auth_file, encode_jwt, new_nkey
+from meshview.link.auth import UNLIMITED, NKey, RootSeed, auth_file, encode_jwt, new_nkey
 from meshview.wire.names import space_token
 
 

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 
 from cotal_tui.actionlog import Action, actions_path, read_actions
-from meshview import sanitize
+from meshview.wire import sanitize
 from widgets.line_list import Item, LineList
 
 REFRESH_S = 1.0

@@ -16,8 +16,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from attach.passthrough import key_label
-from meshview import sanitize
+from attach.terminal.passthrough import key_label
+from meshview.wire import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
 
@@ -66,7 +66,7 @@ class AttachScreen(Screen[None]):
     async def _watch_viewers(self) -> None:
         """The session ledger, read every :attr:`VIEWERS_S` on one connection of the screen's
         own (closed with it); nothing readable: the title says nothing about viewers."""
-        from attach.viewers import read_viewers, viewers_label
+        from attach.control.viewers import read_viewers, viewers_label
 
         try:
             nc = await self.sessions.connect()

@@ -17,14 +17,14 @@ from textual import work
 
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ShellScreen
-from meshview.send import Original, Send, reply_send
-from meshview.snapshot import FeedEntry, Peer, Snapshot
+from meshview.act.send import Original, Send, reply_send
+from meshview.model.snapshot import FeedEntry, Peer, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.composer import Composer, SendTarget
 
 if TYPE_CHECKING:
     from cotal_tui.operator import Operator
-    from meshview.replay import ReplayOperator
+    from meshview.record.replay import ReplayOperator
 
 
 def channel_target(channel: str, *, reply_to: FeedEntry | None = None,
@@ -51,7 +51,7 @@ def ask_target(role: str, *, queue: bool = False) -> SendTarget:
 
 
 def reply_target(e: FeedEntry, me: str | None, snap: Snapshot | None = None) -> SendTarget | None:
-    """Where ``r`` on feed row ``e`` replies, by :func:`meshview.participant.reply_send` (the
+    """Where ``r`` on feed row ``e`` replies, by :func:`meshview.act.participant.reply_send` (the
     one rule), labelled for the composer. None for rows that cannot be answered."""
     route = reply_send(Original.of_entry(e), "", me)
     if route is None or not route.target:

@@ -16,13 +16,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Input
 
-from attach.managed import Binding as SeatBinding, ManagedFold
+from attach.control.managed import Binding as SeatBinding, ManagedFold
 from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
 from cotal_tui.session import ConsoleSession
-from meshview.model import MeshModel
-from meshview.record import active_recorder
-from meshview.snapshot import FeedEntry, Peer, Snapshot
+from meshview.model.mesh import MeshModel
+from meshview.record.record import active_recorder
+from meshview.model.snapshot import FeedEntry, Peer, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.composer import Composer
 from widgets.detail_card import agent_card, message_card
@@ -31,7 +31,7 @@ from widgets.line_list import LineList
 from widgets.presentation import safe
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
-from attach.seat_text import detail_lines
+from attach.control.seat_text import detail_lines
 from widgets.status_bar import StatusBar
 from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens

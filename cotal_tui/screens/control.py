@@ -1,6 +1,6 @@
 """Control verbs in the console: stop (roster ``D``), spawn, status, input, ps, purge, delchan.
 
-Every verb is one call through :mod:`attach.control` on a connection of its own, made from the
+Every verb is one call through :mod:`attach.control.verbs` on a connection of its own, made from the
 console's own target (same servers, creds, nkey, TLS): the observer's connection never carries
 control. A verb runs in a worker and answers on the status line - progress, the outcome, or the
 refusal in one sentence; nothing raises into the UI.
@@ -27,12 +27,12 @@ from textual.widgets import Input, Static
 
 from rich.text import Text
 
-from attach import control
-from attach.managed import ManagedSeat
-from meshview.resolve import AmbiguousName, Candidate, UnknownName, resolve
+from attach.control import verbs as control
+from attach.control.managed import ManagedSeat
+from meshview.model.resolve import AmbiguousName, Candidate, UnknownName, resolve
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, shell_of
-from meshview.connect import ConnectTarget
+from meshview.link.connect import ConnectTarget
 from widgets.channel_tabs import ChannelTabs
 from widgets.line_list import Item, LineList
 
@@ -66,7 +66,7 @@ def control_target(session: ConsoleSession) -> ConnectTarget | None:
     target = session.target
     if target is None:
         return None
-    from attach.connection import session_target  # the control role: it mints its own instrument
+    from attach.control.connection import session_target  # the control role: it mints its own instrument
 
     return dataclasses.replace(session_target(target), space=session.space or target.space)
 
@@ -236,7 +236,7 @@ def gone_slots(result: Any) -> list[str]:
 
 def managers_table(result: Any) -> list[str]:
     """``cotal status``'s lines for every manager (status records, silent slots, strays)."""
-    from attach.seat_text import manager_line, status_lines, stray_lines
+    from attach.control.seat_text import manager_line, status_lines, stray_lines
 
     out: list[str] = []
     for m in result.managers:
@@ -251,7 +251,7 @@ def ps_table(result: Any) -> list[str]:
     """``cotal ps``'s own rendering of a ``ps`` result, as lines (one source of the columns)."""
     import io
 
-    from attach.seat_text import render_ps
+    from attach.control.seat_text import render_ps
 
     out = io.StringIO()
     render_ps(result, control.PS_DEADLINE_MS / 1000, out)
@@ -306,7 +306,7 @@ class Controls:
                        else "failed", e.message)
                 self.say(f"{verb}: {e.message}", True)
             except Exception as e:  # noqa: BLE001 - a verb never takes the console down
-                from meshview.sanitize import inline as clean
+                from meshview.wire.sanitize import inline as clean
 
                 settle("failed", str(e))
                 self.say(f"{verb}: {type(e).__name__}: {clean(str(e), 300)}", True)
@@ -401,7 +401,7 @@ class Controls:
         _, target = ready
 
         async def work() -> None:
-            from meshview.sanitize import inline as clean
+            from meshview.wire.sanitize import inline as clean
 
             row = await control.status(target, name)
             self.say(clean(control.status_line(row)))  # the row is the manager's
@@ -441,7 +441,7 @@ class Controls:
                     issues.append(f"{len(stale)} stale registration(s): {', '.join(stale)}")
                 if quiet:
                     issues.append(f"{len(quiet)} manager(s) gave no answer: {', '.join(quiet)}")
-            from meshview.sanitize import inline as clean
+            from meshview.wire.sanitize import inline as clean
 
             rows = r.rows
             head = ("agents: " + ", ".join(clean(x.name, 64) for x in rows)) if rows else "no managed agents"
@@ -460,7 +460,7 @@ class Controls:
         _, target = ready
 
         async def work() -> None:
-            from attach.instances import manager_status
+            from attach.control.instances import manager_status
 
             r = await manager_status(target)
             n = len(r.managers)
@@ -490,7 +490,7 @@ class Controls:
                 return
 
             async def work() -> None:
-                from attach.instances import deregister_instance
+                from attach.control.instances import deregister_instance
 
                 rep = await deregister_instance(target, instance_id, read_only=read_only_reason(session))
                 _poke(session)

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
 
-from meshview.snapshot import Snapshot
+from meshview.model.snapshot import Snapshot
 from widgets.line_list import LineList
 from widgets.needs_you import NeedsYouRail
 

@@ -5,7 +5,7 @@ jump to the previous/next event (message, lifecycle, presence change), ``[``/``]
 back/forward, ``{``/``}`` to the previous/next marker, ``M`` lists the markers, ``m`` adds one at
 the replay's time (stored at the end of the recording file). Markers are the hand ones and those
 derived from the recording (an agent starting to wait, a crash, a new incarnation, a manager up
-or down, rejected input: :mod:`meshview.markers`, derived in a thread worker). The timeline
+or down, rejected input: :mod:`meshview.record.markers`, derived in a thread worker). The timeline
 under the panels shows where the replay is and ``◆`` where the markers are. Nothing is ever
 sent.
 
@@ -30,10 +30,10 @@ from textual.widgets.option_list import Option
 
 from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.markers import FindBox, MarkerLabel
-from meshview.markers import Marker, auto_markers
-from meshview.recordtools import grep
-from meshview.replay import ReplaySession
-from meshview.seatreplay import SeatStream
+from meshview.record.markers import Marker, auto_markers
+from meshview.record.recordtools import grep
+from meshview.record.replay import ReplaySession
+from meshview.record.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
 
@@ -258,7 +258,7 @@ class MarkerList(ModalScreen["Marker | None"]):
 
 
 class ReplayScreen(ReplaySeek, ConsoleScreen):
-    """:class:`ConsoleScreen` on a :class:`meshview.replay.ReplaySession`."""
+    """:class:`ConsoleScreen` on a :class:`meshview.record.replay.ReplaySession`."""
 
     BINDINGS = list(REPLAY_BINDINGS)
 

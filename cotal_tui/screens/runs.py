@@ -4,7 +4,7 @@ the answer composer (``r`` on a run, ``a`` in the journal, ``r`` on a run's NEED
 The screens read the session's model (``runs_view()``), fed by :class:`RunsDesk`'s poller
 (attach/runs_poll.py) on a live session, or by a recording on a replay; they never wait on the
 mesh on the event loop. Sending an answer is ``run-answer {runId, stepKey, value}`` through
-:mod:`attach.runs` in a worker: ``by`` comes from the credential, never from us, and an error
+:mod:`attach.control.runs` in a worker: ``by`` comes from the credential, never from us, and an error
 is the manager's sentence. An answered step can be amended; the composer says which answer it
 supersedes.
 """
@@ -22,17 +22,17 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Static
 
-from attach.runs_poll import SILENT
-from meshview.runs_state import (
+from attach.control.runs_poll import SILENT
+from meshview.model.runs_state import (
     AnswerInvalid, JournalRow, Pause, RunsSnapshot, RunView, answer_value, short_run, wants_json,
 )
-from meshview.snapshot import Snapshot
+from meshview.model.snapshot import Snapshot
 from meshview.timefmt import age
 from widgets.runs import JournalView, RunsList, deadline_phrase
 from widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
-    from attach.runs_poll import RunsPoller
+    from attach.control.runs_poll import RunsPoller
     from cotal_tui.session import ConsoleSession
 
 # (target, run_id, step_key, value, amend, instance_id) -> the manager's reply data
@@ -61,7 +61,7 @@ def runs_note(view: RunsSnapshot) -> str | None:
 class RunsDesk:
     """The App's runs: one poller per session that can reach its managers, and the answer call.
 
-    ``answerer`` defaults to :func:`attach.runs.run_answer`; ``client_for`` to the poll's
+    ``answerer`` defaults to :func:`attach.control.runs.run_answer`; ``client_for`` to the poll's
     target client. A session with no target (a replay, fixed test data) is never polled."""
 
     def __init__(self) -> None:
@@ -77,7 +77,7 @@ class RunsDesk:
         p = self.pollers.get(id(session))
         if p is not None or session.target is None or session.kind == "replay":
             return p
-        from attach.runs_poll import RunsPoller, target_client
+        from attach.control.runs_poll import RunsPoller, target_client
 
         client = (self.client_for or target_client)(session.target, session.space)
         p = RunsPoller(client, session.model)
@@ -97,8 +97,8 @@ class RunsDesk:
             raise AnswerInvalid("this console has no mesh to answer on (a replay shows what was)")
         fn = self.answerer
         if fn is None:
-            from attach.runs import run_answer as fn  # noqa: N813
-        from attach.runs_poll import call_target
+            from attach.control.runs import run_answer as fn  # noqa: N813
+        from attach.control.runs_poll import call_target
 
         from cotal_tui.actionlog import action_log
 
@@ -370,8 +370,8 @@ class AnswerScreen(ModalScreen[None]):
 def answer_error(e: BaseException) -> str:
     """The manager's sentence for a refused answer, with the §13.15 unbound-caller detail named
     (who the manager took the caller to be) when it gave one."""
-    from attach.endpoint import UNBOUND_CALLER
-    from attach.runs import RunsError
+    from attach.control.endpoint import UNBOUND_CALLER
+    from attach.control.runs import RunsError
     from widgets.presentation import safe
 
     text = str(e) or "the answer was not sent"

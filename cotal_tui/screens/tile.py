@@ -26,7 +26,7 @@ from textual.widgets import Static
 
 from cotal_tui.screens.help import HelpScreen, describe_bindings
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
-from meshview.snapshot import Peer
+from meshview.model.snapshot import Peer
 from widgets.notice import say_line
 from widgets.terminal_pane import TerminalPane
 from widgets.tile_grid import TileGrid, TilePane

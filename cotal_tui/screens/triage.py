@@ -27,13 +27,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Static
 
-from attach import control
-from attach.managed import Binding as SeatBinding
+from attach.control import verbs as control
+from attach.control.managed import Binding as SeatBinding
 from cotal_tui.seats import PaneLink, SeatSessions
 from cotal_tui.screens.control import control_target, read_only_reason, refusal
 from cotal_tui.shell import ShellScreen
-from meshview.runs_state import RunNeed
-from meshview.snapshot import NeedsYou, Snapshot
+from meshview.model.runs_state import RunNeed
+from meshview.model.snapshot import NeedsYou, Snapshot
 from widgets.presentation import safe
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
@@ -157,7 +157,7 @@ class TriageScreen(ShellScreen):
         """Who else is on the seats whose excerpt is open, from the session ledger, every
         :attr:`VIEWERS_S` on one connection of the screen's own (so two operators do not answer
         the same prompt unknowingly). Nothing readable: the cards say nothing about viewers."""
-        from attach.viewers import read_viewers, viewers_label
+        from attach.control.viewers import read_viewers, viewers_label
 
         console = self.shell.console_screen()
         sessions = console.session.seat_sessions if console is not None else None

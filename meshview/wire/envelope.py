@@ -3,7 +3,7 @@
 What a caller builds and what a responder checks, both sides of one contract:
 :func:`validate_request` checks an envelope against the subject it arrived on and refuses
 with the catalog code the SPEC assigns; :func:`parse_reply_body` is the caller's shape check.
-Pure and network-free (the calls themselves are ``attach.endpoint``).
+Pure and network-free (the calls themselves are ``attach.control.endpoint``).
 """
 
 from __future__ import annotations

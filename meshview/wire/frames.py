@@ -95,7 +95,7 @@ def _only(o: dict, keys: set[str], kind: str, lenient: bool = False) -> None:
 
 def data_json(payload: bytes) -> bytes:
     """The JSON text of ``encode(Data(payload))``, built without a JSON encoder (base64 needs
-    no escaping): the serving side's hot path, for :meth:`attach.rail.Rail.send_json`."""
+    no escaping): the serving side's hot path, for :meth:`attach.session.rail.Rail.send_json`."""
     return b'{"k":"data","b":"' + binascii.b2a_base64(payload, newline=False) + b'"}'
 
 

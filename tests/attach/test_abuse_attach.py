@@ -20,8 +20,8 @@ import time
 import nats
 import pytest
 
-from attach.client import AttachError, AttachSession, Notice, check_grant, locate, target_for
-from attach.endpoint import EndpointClient
+from attach.session.client import AttachError, AttachSession, Notice, check_grant, locate, target_for
+from attach.control.endpoint import EndpointClient
 from meshview.wire.endpoint import Caller
 from meshview.wire.envelope import EndpointError
 from meshview.wire import frames as tf

@@ -19,9 +19,9 @@ import sys
 import nats
 import pytest
 
-from attach.client import AttachSession, Notice, check_grant, locate, target_for
-from attach.endpoint import EndpointClient
-from attach.rail import PEER_SILENT
+from attach.session.client import AttachSession, Notice, check_grant, locate, target_for
+from attach.control.endpoint import EndpointClient
+from attach.session.rail import PEER_SILENT
 from meshview.wire.endpoint import Caller
 from cotal_tui.demo.manager import CALLER_SILENCE_MS, DemoManager, SeatSpec
 from conftest import until
@@ -51,7 +51,7 @@ async def raw_grant(nc, space: str) -> dict:
 
 CALLER_PROC = """
 import asyncio, sys, nats
-from attach.client import AttachSession
+from attach.session.client import AttachSession
 async def main(url, space):
     nc = await nats.connect(url)
     out = bytearray()

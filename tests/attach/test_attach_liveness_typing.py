@@ -14,7 +14,7 @@ import pytest
 from conftest import until
 
 from meshview.wire import frames as tf
-from attach.client import AttachSession, Notice
+from attach.session.client import AttachSession, Notice
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 
 BOUND_S = 2.5

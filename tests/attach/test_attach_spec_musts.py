@@ -19,8 +19,8 @@ import pytest
 from conftest import until
 from support.contract import contract
 
-from attach.client import AttachError, AttachSession
-from attach.endpoint import EndpointClient, publish_closure
+from attach.session.client import AttachError, AttachSession
+from attach.control.endpoint import EndpointClient, publish_closure
 from meshview.wire.names import bucket_names
 from meshview.wire.endpoint import MANAGER, parse_request, reply_subject, serve_filter
 from meshview.wire.envelope import EndpointError, bind_refused_detail, reply_body, validate_request

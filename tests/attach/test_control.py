@@ -11,13 +11,13 @@ import time
 import pytest
 from support.managers import Managers
 
-from attach import control
-from attach.control import ControlError
+from attach.control import verbs as control
+from attach.control.verbs import ControlError
 from conftest import until
 from cotal_tui.demo.manager import PERSONAS, Persona
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
 from meshview.wire.names import bucket_names
 from support.observer import post
 
@@ -282,7 +282,7 @@ async def test_ps_tells_a_wedged_manager_and_a_refusing_one_from_silence(broker,
     stale; a manager whose ps fails answers with an error, which is a refusal, never silence."""
     import signal
 
-    from attach.seat_text import manager_line
+    from attach.control.seat_text import manager_line
     from support import manager_proc
 
     ok = await managers.start("fine")

@@ -12,10 +12,10 @@ import jsonschema
 import nats
 import pytest
 
-from attach import control
-from attach.broker import parse_version, too_old
-from attach.control import ControlError, LaunchOptions, spawn_request
-from attach.instances import (
+from attach.control import verbs as control
+from attach.control.broker import parse_version, too_old
+from attach.control.verbs import ControlError, LaunchOptions, spawn_request
+from attach.control.instances import (
     INSTANCE_ANSWERED,
     NOT_AFFIRMED_GONE,
     NOT_REGISTERED,
@@ -23,7 +23,7 @@ from attach.instances import (
     manager_status,
 )
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-from meshview.connect import ConnectTarget
+from meshview.link.connect import ConnectTarget
 from meshview.wire.names import bucket_names
 from meshview.wire.outbound import mint_lifecycle_uid
 from support import manager_proc
@@ -178,7 +178,7 @@ async def test_the_session_broker_passes_the_check(broker, space, live):
     """The real broker reports its INFO version; ours is >= 2.12, so the verbs run."""
     c = await nats.connect(broker.url)
     try:
-        from attach.broker import server_version
+        from attach.control.broker import server_version
 
         v = server_version(c)
         assert v is not None and too_old(v) is None, v

@@ -13,13 +13,13 @@ import json
 import nats
 import pytest
 
-from attach import control
-from attach.control import ControlError
-from attach.managed import ManagedFold, PsPoller, registered_instances
-from attach.registry import Registration, freeze, read_registry
-from attach.seat_text import manager_line, render_ps
+from attach.control import verbs as control
+from attach.control.verbs import ControlError
+from attach.control.managed import ManagedFold, PsPoller, registered_instances
+from attach.control.registry import Registration, freeze, read_registry
+from attach.control.seat_text import manager_line, render_ps
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-from meshview.connect import ConnectTarget
+from meshview.link.connect import ConnectTarget
 from meshview.wire.names import bucket_names
 from meshview.wire.outbound import mint_lifecycle_uid
 
@@ -135,8 +135,8 @@ async def test_the_gather_classifies_every_reply_it_did_not_expect(broker, nc, s
     """One scatter, four kinds of reply: the live manager's answer, an instance nobody froze
     (unexpected), the same instance again (duplicate), a frozen slot at another epoch (churn);
     the classified gather reports each, never drops one."""
-    from attach.endpoint import EndpointClient
-    from attach.scatter import scatter
+    from attach.control.endpoint import EndpointClient
+    from attach.control.scatter import scatter
     from meshview.wire.endpoint import parse_request, reply_subject, request_pattern
     from meshview.wire.envelope import reply_body
 
@@ -171,7 +171,7 @@ async def test_the_attach_locate_reads_live_leases_only_and_never_a_failed_read_
     """``locate``'s expected set: a live lease counts, a deleted one does not, no bucket is
     nobody, and a read that fails is ``unavailable`` — never "no manager is serving" (nats-py's
     ``kv.keys()`` watch could report no keys before the first arrived on a busy loop)."""
-    from attach.client import live_instances
+    from attach.session.client import live_instances
     from meshview.wire.envelope import EndpointError
 
     assert await live_instances(nc, space) == set()  # no lease bucket yet: nobody

@@ -15,7 +15,7 @@ import nats
 import pytest
 from nats.js.errors import KeyNotFoundError
 
-from attach.endpoint import EndpointClient, fetch_artifact
+from attach.control.endpoint import EndpointClient, fetch_artifact
 from conftest import until
 from cotal_tui.demo.contract import CONTRACT_FILE, VIOLATIONS, load_contract
 from cotal_tui.demo.manager import DemoManager, SeatSpec

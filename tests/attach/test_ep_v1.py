@@ -19,8 +19,8 @@ import pytest
 from conftest import until
 from support.managers import Managers
 
-from attach.endpoint import UNBOUND_CALLER, EndpointClient, conn_id_of
-from meshview.issuance import ensure_accepted_store, write_accepted_row
+from attach.control.endpoint import UNBOUND_CALLER, EndpointClient, conn_id_of
+from meshview.link.issuance import ensure_accepted_store, write_accepted_row
 from meshview.wire.endpoint import Caller, new_nonce, parse_reply, parse_request, reply_filter, request_subject
 from meshview.wire.envelope import EndpointError, build_request, parse_reply_body
 from meshview.wire.issued import IssuedRef, accepted_token, new_generation
@@ -224,8 +224,8 @@ def static_mesh():
 
 
 async def test_a_static_control_instrument_is_issued_and_rides_ep_v1(static_mesh):
-    from meshview import auth
-    from meshview.issuance import issue_instrument
+    from meshview.link import auth
+    from meshview.link.issuance import issue_instrument
 
     mesh = static_mesh
     seed = mesh.trust.root_seed

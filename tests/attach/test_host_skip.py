@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from attach import host
-from attach.host import PtySeat
+from attach.session import host
+from attach.session.host import PtySeat
 
 FLOOD = (
     "import sys\n"

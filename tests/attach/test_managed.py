@@ -6,11 +6,11 @@ import asyncio
 import json
 import time
 
-from attach.managed import ManagedFold, PsPoller, registered_instances
+from attach.control.managed import ManagedFold, PsPoller, registered_instances
 from conftest import until
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from meshview.wire.names import bucket_names
-from attach.seat_text import detail_lines, marker, mesh_text, process_text
+from attach.control.seat_text import detail_lines, marker, mesh_text, process_text
 
 
 def row(name, rid, iid, **kw):
@@ -116,7 +116,7 @@ async def test_poller_against_real_managers(nc, space, tmp_path):
 async def test_stop_ends_the_poller_even_when_a_round_swallows_the_cancel():
     """A cancel lost mid-round (3.11's ``wait_for`` race, or a library catching it while it
     connects) left ``stop()`` awaiting a loop that never ended: a 300 s test-timeout hang."""
-    from attach.managed import PsPoller
+    from attach.control.managed import PsPoller
 
     class Stubborn(PsPoller):
         rounds = 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from attach.mirror import Cell, Mirror
+from attach.terminal.mirror import Cell, Mirror
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 CASES = {
@@ -415,7 +415,7 @@ def test_line_drawing_charset():
 
 
 def test_attach_does_not_import_textual_or_rich():
-    code = "import sys, attach.mirror; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual','rich')))"
+    code = "import sys, attach.terminal.mirror; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual','rich')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2]).stdout
     assert out.strip() == "[]"

@@ -3,9 +3,9 @@
 Two pairs are compared on the same input, cell by cell (character and every attribute), with
 the cursor (position, pen, visibility), the dirty rows and the modes:
 
-- :class:`attach.fast_screen.FastScreen` against ``pyte.Screen``, both behind a plain
+- :class:`attach.terminal.fast_screen.FastScreen` against ``pyte.Screen``, both behind a plain
   ``pyte.Stream``: the fast paths change nothing pyte would do, its quirks included;
-- :class:`attach.mirror.Mirror` against the same mirror built on bare pyte (its extras over
+- :class:`attach.terminal.mirror.Mirror` against the same mirror built on bare pyte (its extras over
   ``pyte.Screen`` and pyte's one-character-at-a-time feed loop), fed in chunks of every size so
   sequences split across feeds take the state machine.
 
@@ -23,9 +23,9 @@ from pathlib import Path
 import pyte
 import pytest
 
-from attach import mirror as mirror_mod
-from attach.fast_screen import FastScreen
-from attach.mirror import Mirror
+from attach.terminal import mirror as mirror_mod
+from attach.terminal.fast_screen import FastScreen
+from attach.terminal.mirror import Mirror
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 RECORDINGS = sorted(p.name[:-4] for p in CAPTURES.glob("*.bin"))

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from attach.host import PtySeat
-from attach.mirror import Mirror
-from attach.mirror_proc import MirrorProc
+from attach.session.host import PtySeat
+from attach.terminal.mirror import Mirror
+from attach.terminal.mirror_proc import MirrorProc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +91,7 @@ async def test_seat_worker_stops_with_the_seat_and_the_screen_stays():
 def test_worker_dies_with_its_parent():
     code = (
         "import asyncio, sys\n"
-        "from attach.mirror_proc import MirrorProc\n"
+        "from attach.terminal.mirror_proc import MirrorProc\n"
         "async def main():\n"
         "    mp = MirrorProc(20, 3, backlog_max=1 << 20, backlog_keep=1 << 18)\n"
         "    mp.start(); mp.feed(b'x'); mp.sync()\n"

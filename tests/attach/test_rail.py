@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attach.rail import FrameError, Rail, RailError, encode_frame, open_rail, parse_frame
+from attach.session.rail import FrameError, Rail, RailError, encode_frame, open_rail, parse_frame
 from conftest import until
 
 

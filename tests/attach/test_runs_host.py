@@ -11,12 +11,12 @@ import json
 import nats
 import pytest
 
-from attach import runs as client
-from attach.runs import RunsError
+from attach.control import runs as client
+from attach.control.runs import RunsError
 from conftest import until
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.runs import PROGRAMS
-from meshview.connect import ConnectTarget
+from meshview.link.connect import ConnectTarget
 from meshview.wire.names import bucket_names
 from support.runhost import host  # noqa: F401 - the shared run-host fixture
 from meshview.wire.runs import (

@@ -16,7 +16,7 @@ import pytest
 from support.contract import contract
 from support.strict_manager import CONNECTOR, StrictManager
 
-from attach.endpoint import EndpointClient, fetch_cluster
+from attach.control.endpoint import EndpointClient, fetch_cluster
 from meshview.wire.endpoint import (
     MANAGER,
     Caller,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from attach.termfilter import TermFilter
+from attach.terminal.termfilter import TermFilter
 
 CLIP = b"\x1b]52;c;Y3VybCBldmlsLnNofHNo\x07"
 CLIP_ST = b"\x1b]52;p;c2VjcmV0\x1b\\"

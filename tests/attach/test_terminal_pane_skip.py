@@ -18,7 +18,7 @@ import nats
 import pytest
 from textual.app import App, ComposeResult
 
-from attach.client import AttachSession
+from attach.session.client import AttachSession
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.seats import PaneLink, SeatSessions
 from widgets import terminal_pane

@@ -8,8 +8,8 @@ import asyncio
 
 import nats
 
-from attach.client import AttachSession
-from attach.viewers import Viewer, read_viewers, viewers_label, viewers_of
+from attach.session.client import AttachSession
+from attach.control.viewers import Viewer, read_viewers, viewers_label, viewers_of
 from conftest import until
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from meshview.wire.endpoint import Caller

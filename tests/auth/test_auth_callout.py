@@ -21,8 +21,8 @@ from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from support.authmesh import start_callout_mesh
 from support.watchproc import WatchProc
 
-from meshview.auth import bearer_principal
-from meshview.connect import (
+from meshview.link.auth import bearer_principal
+from meshview.link.connect import (
     ConnectError,
     caller_of,
     connect,

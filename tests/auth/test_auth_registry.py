@@ -11,7 +11,7 @@ import json
 import pytest
 
 from cotal_tui.cli.connection import add_connection_arguments, pick_mesh, target_from_args
-from meshview.connect import (
+from meshview.link.connect import (
     ConnectTarget,
     connect,
     connect_options,
@@ -80,7 +80,7 @@ def test_registry_mode_and_root(tmp_path, monkeypatch):
     t = target_from_args(parse("--server", "nats://127.0.0.1:4998", "--space", "sec", "--creds", "/x.creds"))
     assert t.mode is None
     # a static entry with no seed at its root is refused by name, never connected bare
-    from meshview.connect import ConnectError
+    from meshview.link.connect import ConnectError
 
     with pytest.raises(ConnectError, match="holds no seed"):
         prepare(target_from_args(parse()))
@@ -149,7 +149,7 @@ def test_the_numbered_prompt_on_a_terminal(tmp_path, monkeypatch, capsys):
 
 
 async def test_a_problem_is_the_connect_error():
-    from meshview.connect import ConnectError
+    from meshview.link.connect import ConnectError
 
     with pytest.raises(ConnectError, match="none is current"):
         await connect(ConnectTarget(("nats://127.0.0.1:1",), problem="2 meshes are registered and none is current."))

@@ -23,12 +23,12 @@ import pytest
 from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from support.jwt import observer_permissions, write_creds
 
-from attach.client import AttachSession
-from attach.connection import connect as attach_connect
-from attach.connection import session_target
-from attach.endpoint import EndpointClient
-from attach.managed import PsPoller
-from meshview.connect import (
+from attach.session.client import AttachSession
+from attach.control.connection import connect as attach_connect
+from attach.control.connection import session_target
+from attach.control.endpoint import EndpointClient
+from attach.control.managed import PsPoller
+from meshview.link.connect import (
     CONTROL_CREDS_REFUSAL,
     ConnectError,
     SubjectDenied,
@@ -38,7 +38,7 @@ from meshview.connect import (
     target_of,
 )
 from meshview.wire.envelope import EndpointError
-from meshview.connect import (
+from meshview.link.connect import (
     connect as mesh_connect,
 )
 
@@ -244,7 +244,7 @@ async def test_a_target_with_a_problem_raises_it():
 
 async def test_a_denied_bucket_watch_ends_instead_of_retrying(mesh, tmp_path):
     """The observer's manager-lease watch under admin creds: refused once, then left alone."""
-    from meshview.kvwatch import KvWatch
+    from meshview.observe.kvwatch import KvWatch
     from meshview.wire.names import bucket_names
 
     nc, t = await mesh_connect(target_from_args(args(mesh)))  # the minted admin view

@@ -29,10 +29,10 @@ from conftest import until
 from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from support.tmux import needs_tmux
 
-from attach import control
-from attach.connection import session_target
-from meshview import auth
-from meshview.connect import ConnectTarget, connect as mesh_connect, events_of, prepare, target_of
+from attach.control import verbs as control
+from attach.control.connection import session_target
+from meshview.link import auth
+from meshview.link.connect import ConnectTarget, connect as mesh_connect, events_of, prepare, target_of
 from meshview.wire.messages import EndpointRef, encode_message
 from meshview.wire.names import bucket_names, chat_stream
 from meshview.wire.outbound import build_message
@@ -208,8 +208,8 @@ async def test_cotal_send_dm_and_reply_on_a_static_mesh(mesh):
 
 async def test_the_console_and_chat_participant_sends_and_holds_presence(mesh):
     from cotal_tui.operator import Operator, participant_target
-    from meshview.participant import Participant
-    from meshview.send import Send
+    from meshview.act.participant import Participant
+    from meshview.act.send import Send
 
     vnc, view_target = await mesh_connect(target_from_args(args(mesh)))  # the console's own (admin) target
     seen: list = []
@@ -274,8 +274,8 @@ async def _get(kv, key):
 async def test_a_long_lived_participant_re_signs_its_nkey_at_expiry(mesh):
     """The broker ends a connection whose JWT expired; the participant reconnects with a fresh
     JWT for the same nkey (same principal) and keeps sending."""
-    from meshview.participant import Participant
-    from meshview.send import Send
+    from meshview.act.participant import Participant
+    from meshview.act.send import Send
 
     seed = auth.load_root_seed(mesh.root, SPACE)
     cred = auth.mint_operator(seed, SPACE, ttl_s=2, renew=True)

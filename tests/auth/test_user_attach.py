@@ -10,11 +10,11 @@ import asyncio
 
 import pytest
 
-from attach.client import AttachError, AttachSession
-from attach.connection import connect as attach_connect, session_target
+from attach.session.client import AttachError, AttachSession
+from attach.control.connection import connect as attach_connect, session_target
 from cotal_tui.demo.manager import DemoManager, SeatSpec
-from meshview.connect import ConnectRequest, exchanged_of, resolve_target, target_of
-from meshview.exchange import ExchangeError, exchange
+from meshview.link.connect import ConnectRequest, exchanged_of, resolve_target, target_of
+from meshview.link.exchange import ExchangeError, exchange
 from support.userplane import user_plane  # noqa: F401
 
 from conftest import until

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from meshview.connect import ConnectError, ConnectTarget, connect, resolve_target
-from meshview.connect_request import ConnectRequest
-from meshview.exchange import BearerCache, ExchangeError, exchange, read_idp_token
+from meshview.link.connect import ConnectError, ConnectTarget, connect, resolve_target
+from meshview.link.connect_request import ConnectRequest
+from meshview.link.exchange import BearerCache, ExchangeError, exchange, read_idp_token
 
 OWNER = "u_" + "a" * 26
 UID = "b" * 26
@@ -215,8 +215,8 @@ def test_a_refused_exchange_is_the_connect_sentence(idp_file, tmp_path):
 
 # ---- end to end: the verbs on the operator-mode broker, the callout and the exchange ---------------
 
-from attach import control  # noqa: E402
-from attach.control import ControlError  # noqa: E402
+from attach.control import verbs as control  # noqa: E402
+from attach.control.verbs import ControlError  # noqa: E402
 from cotal_tui.demo.manager import DemoManager, SeatSpec  # noqa: E402
 from support.userplane import user_plane  # noqa: E402,F401
 
@@ -349,8 +349,8 @@ def test_a_short_lived_bearer_is_reexchanged_with_no_interruption():
 
 
 async def _short_lived(p) -> None:
-    from meshview.connect import bearer_renewals
-    from meshview.exchange import cache_for
+    from meshview.link.connect import bearer_renewals
+    from meshview.link.exchange import cache_for
 
     pl = Plane(p)
     await pl.start_manager([seat(pl.ada, "adattl")])
@@ -444,7 +444,7 @@ async def test_an_expired_idp_token_names_the_file_and_the_flag(plane, tmp_path)
 async def test_the_manager_caller_connection_rides_ep_v1(plane):
     """An interactive ``cli`` row's manager-caller view is issued: the verbs' connection binds to
     its accepted row's generation (the legacy rail holds no rows for it)."""
-    from attach.endpoint import EndpointClient
+    from attach.control.endpoint import EndpointClient
 
     mgr = await plane.start_manager([seat(plane.ada, "adav1")])
     nc, t = await connect(dataclasses.replace(user_target(plane.p, plane.ada), role="control"))

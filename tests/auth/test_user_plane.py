@@ -19,7 +19,7 @@ from support.userplane import post, user_plane  # noqa: F401
 from cotal_tui.demo.userauth.bearer import MAX_TOKEN_TTL_S, validate_bearer
 from cotal_tui.demo.userauth.jws import b64url_decode
 from cotal_tui.demo.userauth.ledger import read_actor
-from meshview.auth import user_nonce
+from meshview.link.auth import user_nonce
 from meshview.wire.endpoint import MANAGER, Caller, new_nonce, request_subject
 from meshview.wire.issued import accepted_token, direct_get_subject, parse_row
 from meshview.wire.names import bucket_names
@@ -462,7 +462,7 @@ def test_demo_as_user_needs_user_auth_and_a_known_name():
 
 
 async def test_the_demo_mesh_serves_u_principals_through_its_manager_on_ep_v1():
-    from attach.endpoint import EndpointClient
+    from attach.control.endpoint import EndpointClient
     from cotal_tui.demo.mesh import DemoMesh
 
     m = await asyncio.to_thread(lambda: DemoMesh(space="uv", agents=2, auth="user").start())
@@ -520,7 +520,7 @@ async def test_a_home_for_a_user_connects_through_the_exchange(user_plane, monke
     import argparse
 
     from cotal_tui.cli.connection import add_connection_arguments, target_from_args
-    from meshview.connect import connect
+    from meshview.link.connect import connect
 
     user_plane.add_user("vik", ["spawn"])
     home = user_plane.home_for("vik")

@@ -24,7 +24,7 @@ from cotal_tui.cli.chat import (
     parse,
 )
 from cotal_tui.operator import read_only_from_args
-from meshview.send import Original, Send
+from meshview.act.send import Original, Send
 from cotal_tui.demo.broker import free_port
 from cotal_tui.demo.team import Team, TeamSchedule
 from support.tmux import needs_tmux

@@ -18,8 +18,8 @@ def run_py(code: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 
 def test_importing_meshview_installs_no_import_hook():
-    out = run_py("import sys, meshview, meshview.observer, meshview.connect\n"
-                 "print(any(type(f).__module__ == 'meshview.natsload' for f in sys.meta_path))\n")
+    out = run_py("import sys, meshview, meshview.observe.observer, meshview.link.connect\n"
+                 "print(any(type(f).__module__ == 'meshview.link.natsload' for f in sys.meta_path))\n")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False"]
 
@@ -67,7 +67,7 @@ def test_without_cotal_log_nothing_is_written(tmp_path):
 
 
 def test_cotal_home_expands_the_tilde(monkeypatch, tmp_path):
-    from meshview.home import cotal_home
+    from meshview.link.home import cotal_home
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("COTAL_HOME", "~/elsewhere")

@@ -17,7 +17,7 @@ import jsonschema
 import nats
 import pytest
 
-from attach.registry import kv_keys
+from attach.control.registry import kv_keys
 from conftest import VECTORS, until
 from cotal_tui.demo.broker import Broker, BrokerError, check_version
 from cotal_tui.demo.provision import provision_space

@@ -10,11 +10,11 @@ import json
 import nats
 import pytest
 
-from attach import runs as client
+from attach.control import runs as client
 from conftest import until
 from cotal_tui.cli.watch_stream import _runs_poll
-from meshview.connect import ConnectTarget
-from meshview.stream import StreamOptions, stream_space
+from meshview.link.connect import ConnectTarget
+from meshview.lines.stream import StreamOptions, stream_space
 from support.runhost import host  # noqa: F401 - the shared run-host fixture
 
 

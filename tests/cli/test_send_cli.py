@@ -9,7 +9,7 @@ import sys
 
 import jsonschema
 
-from attach.registry import kv_keys
+from attach.control.registry import kv_keys
 from conftest import VECTORS
 from cotal_tui.demo.broker import free_port
 from support.observer import Heartbeat, dm, now_ms, post, presence, put_presence

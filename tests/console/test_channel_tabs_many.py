@@ -7,7 +7,7 @@ import time
 
 from support.console import make_app
 
-from meshview.snapshot import ChannelSettings
+from meshview.model.snapshot import ChannelSettings
 
 KEYS = ["right_square_bracket", "right_square_bracket", "left_square_bracket", "j", "k",
         "3", "tab", "tab", "0"]

@@ -10,7 +10,7 @@ from support.console import (
     StaticSession, build_model, make_app, pid, screen_text,
 )
 
-from meshview.spaces import SpaceInfo
+from meshview.observe.spaces import SpaceInfo
 from conftest import until
 
 WIDE = (120, 40)
@@ -315,7 +315,7 @@ async def test_needs_you_is_an_overlay_on_narrow_terminals():
 
 async def test_needs_you_all_clear():
     model, _ = build_model()
-    from meshview.snapshot import PresenceRecord
+    from meshview.model.snapshot import PresenceRecord
 
     for name in ("bram", "dax"):
         p = model.peer(pid(name))

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from support.console import T0, make_app, pid
 
-from attach.managed import ManagedFold
+from attach.control.managed import ManagedFold
 
 SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 

@@ -189,7 +189,7 @@ async def test_topology_map_spells_out_the_spotlighted_edges():
 async def test_channel_tabs_row_scrolls_to_the_active_tab_and_builds_only_what_fits():
     """60 channels: the row is the labels from the first one that lets the active tab show,
     cut with ``›`` at the width, ``‹`` when scrolled; only the labels that fit are built."""
-    from meshview.snapshot import ChannelInfo
+    from meshview.model.snapshot import ChannelInfo
 
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:

@@ -10,7 +10,7 @@ from cotal_tui.cli.connection import target_from_args
 from cotal_tui.cli.watch_console import session_options, wants_picker
 from cotal_tui.session import LiveSession
 from cotal_tui.demo.team import Team, TeamSchedule
-from meshview.spaces import list_spaces
+from meshview.observe.spaces import list_spaces
 from conftest import until
 
 

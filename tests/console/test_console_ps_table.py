@@ -9,8 +9,8 @@ from test_control_console import live, managers, palette  # noqa: F401  (fixture
 
 
 async def test_ps_is_a_table_with_the_cotal_ps_columns(broker, nc, space, managers):  # noqa: F811
-    from attach import control
-    from meshview.connect import ConnectTarget
+    from attach.control import verbs as control
+    from meshview.link.connect import ConnectTarget
 
     m = await managers.start()
     r = await control.spawn(ConnectTarget((broker.url,), space, timeout=3), "echo", name="w9",

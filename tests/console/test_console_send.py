@@ -18,7 +18,7 @@ from support.authmesh import auth_mesh  # noqa: F401  (fixture)
 from cotal_tui.demo.team import Team, TeamSchedule
 from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
-from meshview.send import Send
+from meshview.act.send import Send
 from widgets.composer import Composer
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from support.console import make_app
 
 from cotal_tui.operator import Operator
-from meshview.connect import ConnectTarget
+from meshview.link.connect import ConnectTarget
 
 
 def test_composer_open_with_a_draft(snap_compare):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from support.console import make_app
 
-from meshview.spaces import SpaceInfo
+from meshview.observe.spaces import SpaceInfo
 
 SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 

@@ -15,14 +15,14 @@ import json
 import pytest
 from textual.command import CommandInput, CommandList
 
-from attach import control
+from attach.control import verbs as control
 from conftest import until
 from cotal_tui.app import CotalApp
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 from cotal_tui.screens.control import StopConfirm, TypedConfirm
-from meshview.connect import ConnectTarget
+from meshview.link.connect import ConnectTarget
 from meshview.wire.names import bucket_names
 from support.observer import post
 from support.managers import Managers

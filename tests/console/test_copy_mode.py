@@ -10,7 +10,7 @@ from pathlib import Path
 
 from textual import events
 
-from attach.scrollback import Scrollback
+from attach.terminal.scrollback import Scrollback
 from test_terminal_pane import PaneApp
 from widgets.copy_mode import CopyMode
 from widgets.terminal_pane import COPY_STYLES, PREFIX_S, WHEEL_LINES, TerminalPane

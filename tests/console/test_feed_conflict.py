@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 
 from support.console import screen_text
 
-from meshview.model import MeshModel
+from meshview.model.mesh import MeshModel
 from widgets.feed import CONFLICT_MARK, FeedView
 
 T0 = 1_700_000_000_000.0

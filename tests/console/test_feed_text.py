@@ -9,8 +9,8 @@ import random
 from rich.cells import cell_len
 from textual.app import App, ComposeResult
 
-from meshview.model import MeshModel
-from meshview.sanitize import elide_id
+from meshview.model.mesh import MeshModel
+from meshview.wire.sanitize import elide_id
 from widgets.feed import FeedView, layout_rows, thread_marker
 from widgets.presentation import safe, safe_body
 

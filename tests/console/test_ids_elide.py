@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from meshview.model import MeshModel
-from meshview.sanitize import cells, elide_id, elide_middle
-from meshview.stream import TextRenderer
+from meshview.model.mesh import MeshModel
+from meshview.wire.sanitize import cells, elide_id, elide_middle
+from meshview.lines.stream import TextRenderer
 from widgets.feed import FeedView
 
 LONG = "u_" + "a" * 26 + ".first_agent"

@@ -32,10 +32,10 @@ from cotal_tui.recording import KEY_BYTES, SeatTap, start_recording
 from cotal_tui.cli.watch_console import record_and_notify, session_options
 from cotal_tui.session import LiveSession
 from cotal_tui.screens.attach import AttachScreen
-from meshview.model import MeshModel
-from meshview.record import Recorder, active_recorder
-from meshview.replay import Replay, ReplaySession, load_recording
-from meshview.seatreplay import SeatStream
+from meshview.model.mesh import MeshModel
+from meshview.record.record import Recorder, active_recorder
+from meshview.record.replay import Replay, ReplaySession, load_recording
+from meshview.record.seatreplay import SeatStream
 from widgets.roster import Roster
 from widgets.terminal_pane import TerminalPane
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from test_record_seats import _Link, _play
 
 from cotal_tui.recording import SeatTap
-from meshview.model import MeshModel
-from meshview.record import Recorder
-from meshview.recordtools import asciicast, cut
-from meshview.replay import RecordingError, Replay, load_recording
+from meshview.model.mesh import MeshModel
+from meshview.record.record import Recorder
+from meshview.record.recordtools import asciicast, cut
+from meshview.record.replay import RecordingError, Replay, load_recording
 from widgets.terminal_pane import TerminalPane
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from support.console import StaticSession, build_model, make_app, pid, rec
 from conftest import until
 from cotal_tui.config import load_config, save_roster_sort
 from cotal_tui.screens.console import ConsoleScreen
-from meshview.roster import ROSTER_SORTS, last_active, sort_peers
-from meshview.snapshot import PresenceRecord
+from meshview.model.roster import ROSTER_SORTS, last_active, sort_peers
+from meshview.model.snapshot import PresenceRecord
 
 WIDE = (120, 40)
 

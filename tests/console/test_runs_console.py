@@ -16,9 +16,9 @@ from conftest import until
 from cotal_tui.app import CotalApp
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.screens.runs import AnswerScreen, JournalScreen, RunsScreen
-from meshview.connect import ConnectTarget
-from meshview.model import MeshModel
-from meshview.runs_state import RunView
+from meshview.link.connect import ConnectTarget
+from meshview.model.mesh import MeshModel
+from meshview.model.runs_state import RunView
 from support.console import StaticSession
 from widgets.needs_you import NeedsYouRail
 from widgets.runs import JournalView, RunsList
@@ -101,7 +101,7 @@ async def test_answer_from_the_rail_then_journal_then_refusal(broker, space, hos
 
 
 async def test_the_poll_keeps_one_call_in_flight_per_manager(broker, space, host):
-    from attach.runs_poll import RunsPoller, target_client
+    from attach.control.runs_poll import RunsPoller, target_client
 
     model = MeshModel(space)
     inner = target_client(ConnectTarget((broker.url,), space, timeout=3), space)
@@ -172,7 +172,7 @@ async def test_released_is_never_shown_as_failed():
 async def test_the_palette_and_the_narrow_overlay_show_runs():
     from support.console import make_app
     from cotal_tui.screens.needs_you import NeedsYouScreen
-    from meshview.runs_state import Pause
+    from meshview.model.runs_state import Pause
 
     app = make_app()
     m = app.session.model
@@ -198,7 +198,7 @@ async def test_the_palette_and_the_narrow_overlay_show_runs():
 
 
 async def test_a_silent_manager_is_said_and_asked_less_often(broker, space, host):
-    from attach.runs_poll import RunsPoller, target_client
+    from attach.control.runs_poll import RunsPoller, target_client
     from cotal_tui.screens.runs import runs_note
     from widgets.status_bar import StatusBar
 

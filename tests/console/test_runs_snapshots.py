@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support.console import make_app
 
-from meshview.runs_state import JournalRow, Pause, RunView
+from meshview.model.runs_state import JournalRow, Pause, RunView
 
 SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24")]
 IID = "q" * 26

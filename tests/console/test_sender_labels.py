@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from support.console import StaticSession, build_model, pid, screen_text
 from conftest import until
-from meshview.sanitize import inline
-from meshview.snapshot import Condition, PresenceRecord
+from meshview.wire.sanitize import inline
+from meshview.model.snapshot import Condition, PresenceRecord
 
 WIDE = (140, 44)
 IMP = "local.imp_9c1d2e"  # the impostor: its own principal, ada's name

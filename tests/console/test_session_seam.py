@@ -11,8 +11,8 @@ from support.console import StaticSession, build_model
 
 from cotal_tui.session import ConsoleSession, LiveSession, SessionOptions
 from cotal_tui.shell import ConsoleShell
-from meshview.connect import ConnectTarget
-from meshview.replay import ReplaySession, load_recording
+from meshview.link.connect import ConnectTarget
+from meshview.record.replay import ReplaySession, load_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_no_session_probing():
 
 
 def test_every_session_kind_keeps_the_contract(tmp_path):
-    from meshview.record import Recorder
+    from meshview.record.record import Recorder
 
     static = StaticSession(build_model()[0])
     model = build_model()[0]
@@ -65,7 +65,7 @@ def test_the_apps_keep_the_shell():
 
 async def test_stop_runs_the_hooks_in_order(tmp_path):
     """What recording and alerts hook a session's end on, for a replay and a live session."""
-    from meshview.record import Recorder
+    from meshview.record.record import Recorder
 
     model = build_model()[0]
     path = tmp_path / "r.jsonl.gz"

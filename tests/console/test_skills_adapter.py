@@ -9,8 +9,8 @@ from nats.aio.client import Client
 from support.console import FixedClock, T0
 
 from cotal_tui.session import ConsoleObserver
-from meshview.kvwatch import KvEntry
-from meshview.model import MeshModel
+from meshview.observe.kvwatch import KvEntry
+from meshview.model.mesh import MeshModel
 
 KEY = "local.alice"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from support.console import make_app, pid
 
-from meshview.stalled import Stalled
+from meshview.model.stalled import Stalled
 from widgets.detail_card import agent_card
 
 WIDE = (120, 40)
@@ -71,7 +71,7 @@ async def test_an_open_seat_session_feeds_its_output_to_the_verdict():
 
     from conftest import until
 
-    from attach.managed import ManagedFold
+    from attach.control.managed import ManagedFold
 
     app = make_app()
     model, clk = app.session.model, app.clock

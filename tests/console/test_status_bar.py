@@ -7,7 +7,7 @@ import pytest
 from conftest import until
 from support.console import make_app, screen_text
 
-from meshview.spaces import SpaceInfo
+from meshview.observe.spaces import SpaceInfo
 
 
 def status_line(app) -> str:

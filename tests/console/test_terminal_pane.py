@@ -10,8 +10,8 @@ from textual.binding import Binding
 from textual.geometry import Region
 from textual.widget import Widget
 
-from attach.mirror import Mirror
-from attach.keycodes import encode_key, encode_mouse, encode_paste
+from attach.terminal.mirror import Mirror
+from attach.terminal.keycodes import encode_key, encode_mouse, encode_paste
 from widgets.terminal_pane import FLOOD_FRAME_S, FULL_FRAME_S, TerminalPane, rich_color
 from conftest import until
 

@@ -15,7 +15,7 @@ import re
 import pytest
 from cotal_tui.cli.connection import target_from_args
 
-from attach.mirror import Mirror
+from attach.terminal.mirror import Mirror
 from cotal_tui.app import CotalApp
 from cotal_tui.cli.watch_console import session_options
 from cotal_tui.demo.asking import asking_seat
@@ -267,8 +267,8 @@ async def test_a_flooding_seat_does_not_slow_the_screen(broker, nc, space, tmp_p
 
 async def test_a_run_card_opens_the_run_answer_composer(broker, space, host):  # noqa: F811
     from cotal_tui.screens.runs import AnswerScreen
-    from meshview.connect import ConnectTarget
-    from meshview.model import MeshModel
+    from meshview.link.connect import ConnectTarget
+    from meshview.model.mesh import MeshModel
     from support.console import StaticSession
 
     model = MeshModel(space, server=broker.url)
@@ -356,7 +356,7 @@ async def test_another_operator_on_the_seat_shows_on_its_card(asking, nc, monkey
     when that session closes."""
     import nats as _nats
 
-    from attach.client import AttachSession
+    from attach.session.client import AttachSession
     from cotal_tui.screens.triage import TriageScreen as _T
     from meshview.wire.endpoint import Caller
 

@@ -14,7 +14,7 @@ import contextlib
 
 import pytest
 
-from attach.mirror import Mirror
+from attach.terminal.mirror import Mirror
 from cotal_tui.app import CotalApp
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.cli.watch_console import session_options

@@ -13,8 +13,8 @@ import uuid
 import nats
 import pytest
 
-from attach.client import AttachError, AttachSession, Notice
-from attach.mirror import Mirror
+from attach.session.client import AttachError, AttachSession, Notice
+from attach.terminal.mirror import Mirror
 from cotal_tui.demo.manager import PROGRAMS, DemoManager, SeatSpec
 from conftest import until
 

@@ -31,7 +31,7 @@ from support.watchproc import WatchProc
 
 SPACE = "kl"
 
-# meshview.connect.LenientClient decodes received subjects with U+FFFD instead of raising in
+# meshview.link.connect.LenientClient decodes received subjects with U+FFFD instead of raising in
 # the read loop; a KV key is a subject token, so the presence watch is covered the same way.
 
 

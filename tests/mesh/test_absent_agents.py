@@ -87,8 +87,8 @@ async def test_an_active_lifecycle_head_without_presence_is_an_offline_agent(bro
     """Open mesh: the records' lifecycle head of a managed agent that still says ``active`` but
     has no presence (its manager died with it) shows it too, even if it never talked; a
     ``retired`` head does not."""
-    from meshview.model import MeshModel
-    from meshview.observer import Observer, ObserverOptions
+    from meshview.model.mesh import MeshModel
+    from meshview.observe.observer import Observer, ObserverOptions
     from meshview.wire.names import bucket_names
 
     kv = await nc.jetstream().key_value(bucket_names(space).records)

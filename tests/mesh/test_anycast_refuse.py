@@ -100,7 +100,7 @@ async def test_the_console_refuses_an_ask_nobody_holds_unless_queued(broker, nc,
 
 def test_chat_ask_can_be_queued_for_a_future_holder():
     from cotal_tui.cli.chat import parse
-    from meshview.send import Send
+    from meshview.act.send import Send
 
     assert parse("/ask --queue @nosuchrole anyone?", "general") == Send(
         "ask", "nosuchrole", "anyone?", queue=True)

@@ -13,9 +13,9 @@ import msgspec
 from conftest import until
 from support.observer import Heartbeat, close, now_ms, presence, put_presence, start_observer
 
-from meshview.model import MeshModel
-from meshview.roster import OFFLINE_CAP
-from meshview.snapshot import PresenceEvent, PresenceRecord
+from meshview.model.mesh import MeshModel
+from meshview.model.roster import OFFLINE_CAP
+from meshview.model.snapshot import PresenceEvent, PresenceRecord
 from meshview.wire import bounds as B
 from meshview.wire.parts import AGUI_FRAME_KIND, agui_frame_text
 from meshview.wire.messages import ExtensionPart
@@ -171,7 +171,7 @@ async def test_distinct_presence_keys_past_the_bound_are_pruned(broker, nc, spac
 
 
 def test_offline_pruning_keeps_the_latest_to_leave_and_survives_a_checkpoint():
-    from meshview.statecodec import checkpoint, restore
+    from meshview.record.statecodec import checkpoint, restore
 
     t = [1_000_000.0]
     m = MeshModel("s", clock=lambda: t[0])
@@ -219,8 +219,8 @@ def test_ag_ui_folding_is_linear_in_the_frame():
 
 
 def test_channels_heard_past_the_bound_are_forgotten_first_heard_first():
-    from meshview.model import CHANNELS_CAP
-    from meshview.snapshot import ChannelSettings
+    from meshview.model.mesh import CHANNELS_CAP
+    from meshview.model.snapshot import ChannelSettings
 
     t = [1_000_000.0]
     m = MeshModel("s", clock=lambda: t[0])
@@ -239,7 +239,7 @@ def test_channels_heard_past_the_bound_are_forgotten_first_heard_first():
 def test_frames_weigh_in_the_feeds_byte_budget():
     """An ag-ui frame keeps events far larger than its fold's text: the feed's byte budget
     counts them, so 1100 rows of 60 KB frames with one-line folds do not all stay."""
-    from meshview.feedring import FEED_TEXT_BUDGET
+    from meshview.model.feedring import FEED_TEXT_BUDGET
 
     m = MeshModel("s", clock=lambda: 1_000_000.0)
     ev = [{"type": "CUSTOM", "name": "x", "value": "v" * 60_000}]

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from cotal_tui.cli.connection import add_connection_arguments, target_from_args
-from meshview.connect import (
+from meshview.link.connect import (
     ConnectTarget,
     connect,
     connect_options,
@@ -96,7 +96,7 @@ def test_nats_loads_without_aiohttp_until_a_websocket_needs_it():
 
     code = ("from cotal_tui.cli.process import prepare_process\n"
             "prepare_process()  # what the cotal entry point does first\n"
-            "import sys, meshview.connect as c, nats.aio.transport as t\n"
+            "import sys, meshview.link.connect as c, nats.aio.transport as t\n"
             "print(t.aiohttp is None, 'aiohttp' in sys.modules)\n"
             "c.connect_options(c.ConnectTarget(('ws://127.0.0.1:1',), 's'))\n"
             "print(t.aiohttp is not None, 'aiohttp' in sys.modules)\n")

@@ -100,7 +100,7 @@ async def _scenario(c: Cluster) -> Run:
                                         "--space", SPACE)
         await w.wait_for(lambda: len(w.objs("message")) >= 40 and len(w.objs("presence")) >= 6,
                          30, "steady traffic before the kill")
-        # which node holds the watcher's connection (client name set by meshview.connect)
+        # which node holds the watcher's connection (client name set by meshview.link.connect)
         idx = None
         for i, n in enumerate(c.nodes):
             if "cotal-watch" in _connz_names(n.monitor_port):

@@ -13,8 +13,8 @@ import sys
 
 from conftest import until
 from cotal_tui.cli.connection import target_from_args
-from meshview.participant import IdentityTaken, Participant
-from meshview.send import Send
+from meshview.act.participant import IdentityTaken, Participant
+from meshview.act.send import Send
 from support.observer import Heartbeat, presence, put_presence
 
 COTAL = [sys.executable, "-m", "cotal_tui.cli"]

@@ -3,10 +3,10 @@ principal, the envelope's differing name as a claim, and same-name peers told ap
 
 from __future__ import annotations
 
-from meshview.labels import Labels, fold
-from meshview.model import MeshModel
-from meshview.snapshot import Condition, PresenceRecord
-from meshview.statecodec import checkpoint, restore
+from meshview.model.labels import Labels, fold
+from meshview.model.mesh import MeshModel
+from meshview.model.snapshot import Condition, PresenceRecord
+from meshview.record.statecodec import checkpoint, restore
 
 T0 = 1_700_000_000_000.0
 

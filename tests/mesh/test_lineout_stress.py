@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from meshview.lineout import LineSink
+from meshview.lines.lineout import LineSink
 
 
 def read_some(r: int, data: bytearray, n: int) -> None:

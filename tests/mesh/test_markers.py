@@ -9,8 +9,8 @@ import shutil
 from test_record import recorded  # noqa: F401 - the module's recording fixture
 
 from conftest import until
-from meshview.markers import append_mark, auto_markers, clean_label
-from meshview.replay import ReplaySession, load_recording
+from meshview.record.markers import append_mark, auto_markers, clean_label
+from meshview.record.replay import ReplaySession, load_recording
 
 
 def _copy(recorded, tmp_path) -> str:  # noqa: F811
@@ -87,7 +87,7 @@ async def test_m_in_the_live_console_marks_the_running_recording(tmp_path):
     from support.console import make_app, screen_text
 
     from cotal_tui.screens.markers import MarkerLabel
-    from meshview.record import Recorder
+    from meshview.record.record import Recorder
 
     app = make_app()
     model = app.session.model
@@ -109,8 +109,8 @@ async def test_m_in_the_live_console_marks_the_running_recording(tmp_path):
 def test_a_run_pause_opening_and_settling_are_markers(tmp_path):
     from test_runs_replay import IID, JOURNAL, RID, Clock, pause, row
 
-    from meshview.model import MeshModel
-    from meshview.record import Recorder
+    from meshview.model.mesh import MeshModel
+    from meshview.record.record import Recorder
 
     c = Clock()
     m = MeshModel("demo", clock=c)
@@ -134,7 +134,7 @@ def test_a_run_pause_opening_and_settling_are_markers(tmp_path):
 async def test_slash_in_a_replay_finds_text_and_jumps_to_its_time(recorded, tmp_path):  # noqa: F811
     from cotal_tui.replay_app import ReplayApp
     from cotal_tui.screens.markers import FindBox
-    from meshview.recordtools import grep
+    from meshview.record.recordtools import grep
 
     rec = load_recording(recorded.path)
     want = [m.t for m in grep(rec, "heartbeat lapsed")]
@@ -166,7 +166,7 @@ async def test_an_operator_action_is_a_marker_of_the_running_recording(tmp_path,
 
     from cotal_tui.actionlog import LISTENERS, ActionLog
     from cotal_tui.recording import start_recording
-    from meshview.model import MeshModel
+    from meshview.model.mesh import MeshModel
 
     monkeypatch.setenv("COTAL_ACTION_LOG", str(tmp_path / "actions.jsonl"))
     session = StaticSession(MeshModel("demo"))

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from meshview.model import MeshModel
-from meshview.snapshot import Condition, PresenceEvent, PresenceRecord
+from meshview.model.mesh import MeshModel
+from meshview.model.snapshot import Condition, PresenceEvent, PresenceRecord
 
 
 class Clock:
@@ -305,7 +305,7 @@ def test_rate_counts_deliveries_not_event_channels(m, clock):
 
 
 def test_channels_registry_counts_and_events(m, clock):
-    from meshview.snapshot import ChannelSettings
+    from meshview.model.snapshot import ChannelSettings
 
     m.set_channel_registry({"team.backend": ChannelSettings(replay=False)},
                            ChannelSettings(delivery_class="live"))
@@ -354,7 +354,7 @@ def test_topology_edges_sort_by_count_then_least_recently_used_and_stay_the_snap
 
 
 def test_membership_pill(m, clock):
-    from meshview.snapshot import MemberView
+    from meshview.model.snapshot import MemberView
 
     assert m.snapshot().membership.pill == "traffic-only"
     m.set_membership({"local.a": MemberView("local.a", ("team.>",), (), clock())}, clock())
@@ -379,9 +379,9 @@ def test_manager_lifecycle(m, clock):
 
 
 def test_meshview_imports_no_ui():
-    code = ("import sys, meshview.model, meshview.observer, meshview.stream, meshview.connect, "
-            "meshview.sanitize, meshview.snapshot, meshview.feedring, meshview.roster, "
-            "meshview.traffic, meshview.history, meshview.kvwatch; bad=[m for m in sys.modules if m.split('.')[0] in "
+    code = ("import sys, meshview.model.mesh, meshview.observe.observer, meshview.lines.stream, meshview.link.connect, "
+            "meshview.wire.sanitize, meshview.model.snapshot, meshview.model.feedring, meshview.model.roster, "
+            "meshview.model.traffic, meshview.observe.history, meshview.observe.kvwatch; bad=[m for m in sys.modules if m.split('.')[0] in "
             "('textual','rich')]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -391,7 +391,7 @@ def test_meshview_imports_no_ui():
 def test_a_landed_row_holds_every_field_it_was_given(m, clock, kind):
     """The channel/anycast row is built positionally (the hot path): each field lands in its
     own slot, threaded or not, equal to the same row built by keyword."""
-    from meshview.snapshot import FeedEntry
+    from meshview.model.snapshot import FeedEntry
 
     m.apply_message(kind="channel", id="orig", ts=1.0, from_id="local.a", from_name="a",
                     text="the original\nsecond line", channel="general")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshview.model import MeshModel
+from meshview.model.mesh import MeshModel
 
 
 def msg(m: MeshModel, i: int) -> None:
@@ -80,7 +80,7 @@ def test_backlog_status_is_counted_once_and_flags_lagging():
 def test_line_stream_reports_lagging_once_per_change():
     import io
 
-    from meshview.stream import StreamWriter
+    from meshview.lines.stream import StreamWriter
 
     m = MeshModel("main", record_events=True)
     m.set_connection("connected")
@@ -99,7 +99,7 @@ def test_line_stream_reports_lagging_once_per_change():
 
 
 def test_ring_is_bounded_in_bytes_and_the_stream_still_gets_exact_text(monkeypatch):
-    import meshview.feedring as mm
+    import meshview.model.feedring as mm
 
     monkeypatch.setattr(mm, "FEED_TEXT_BUDGET", 1_000_000)
     m = MeshModel("main", feed_cap=10_000, record_events=True, burst_ms=0)

@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 from conftest import until
-from meshview.inputs import INPUTS, InputCall
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
-from meshview.record import Recorder, active_recorder
-from meshview.replay import Replay, load_recording
-from meshview.snapshot import PresenceRecord
+from meshview.model.inputs import INPUTS, InputCall
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
+from meshview.record.record import Recorder, active_recorder
+from meshview.record.replay import Replay, load_recording
+from meshview.model.snapshot import PresenceRecord
 from support.observer import now_ms, presence, put_presence
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,7 +157,7 @@ _ASSIGNS_METHOD = re.compile(
 
 
 def test_no_module_outside_the_model_rebinds_a_model_method():
-    from meshview.statecodec import _V1_ATTRS, STATE
+    from meshview.record.statecodec import _V1_ATTRS, STATE
 
     # restoring a checkpoint sets the state schema's attributes: never a method
     assert not [a for a in {f.attr for f in STATE} | _V1_ATTRS

@@ -14,9 +14,9 @@ from support.forger import FORGED, forge
 from support.observer import dm, now_ms
 
 from conftest import until
-from meshview.model import MeshModel
-from meshview.statecodec import checkpoint, restore
-from meshview.stream import CONFLICT_MARK, TextRenderer, json_message
+from meshview.model.mesh import MeshModel
+from meshview.record.statecodec import checkpoint, restore
+from meshview.lines.stream import CONFLICT_MARK, TextRenderer, json_message
 
 ORIGINAL = "the deploy key is in the vault, ask me before using it"
 

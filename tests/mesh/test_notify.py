@@ -23,14 +23,14 @@ import pytest
 from conftest import until
 from cotal_tui.config import notify_settings
 from cotal_tui.demo.team import Agent, mint_uid
-from meshview.notify import (
+from meshview.lines.notify import (
     Alert,
     Notifier,
     WaitingEpisodes,
     clean,
     terminal_escape,
 )
-from meshview.snapshot import NeedsYou
+from meshview.model.snapshot import NeedsYou
 from meshview.wire.names import bucket_names
 from support.tmux import needs_tmux
 

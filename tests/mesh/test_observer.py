@@ -11,10 +11,10 @@ import pytest
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.snapshot import PresenceEvent
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.model.snapshot import PresenceEvent
+from meshview.observe.observer import Observer, ObserverOptions
 from conftest import until
 from support.observer import (
     Heartbeat,
@@ -196,7 +196,7 @@ async def test_observer_scope_hides_dms(scoped_broker):
     await provision_space(admin, SCOPE_SPACE)
     errors: list[str] = []
     nc, target = await connect(ConnectTarget((f"nats://obs:obspw@{host}",), SCOPE_SPACE, timeout=3))
-    from meshview.connect import events_of
+    from meshview.link.connect import events_of
     events_of(nc).on_error.append(lambda e: errors.append(str(e)))
     model = MeshModel(SCOPE_SPACE, record_events=True)
     obs = Observer(nc, SCOPE_SPACE, model, has_credential=target.has_credential,
@@ -278,7 +278,7 @@ async def test_presence_watch_is_read_from_the_parser_on_our_connection(broker, 
     """On our own connection the presence watch takes each delivery straight from the parser
     (no message object, queue or task per heartbeat); on any other connection it is an
     ordinary callback subscription. Both read the same entries, deletes included, in order."""
-    from meshview import kvwatch
+    from meshview.observe import kvwatch
     from meshview.wire import bucket_names
 
     for i in range(30):

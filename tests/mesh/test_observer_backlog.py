@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
 from conftest import until
 from support.observer import message
 

@@ -13,10 +13,10 @@ from support.observer import anycast, dm, now_ms, post, presence, put_presence
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
-from meshview.stream import StreamWriter
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
+from meshview.lines.stream import StreamWriter
 
 
 async def start(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:

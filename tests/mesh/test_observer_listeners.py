@@ -9,9 +9,9 @@ import json
 import logging
 
 from conftest import until
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
-from meshview.stream import StreamWriter
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
+from meshview.lines.stream import StreamWriter
 from support.observer import now_ms, presence, put_presence
 
 

@@ -17,11 +17,11 @@ from conftest import VECTORS, until
 from cotal_tui.demo.broker import Broker, free_port
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
 from meshview.errors import PermissionDenied
-from meshview.participant import (
+from meshview.act.participant import (
     AmbiguousPeer,
     IdentityMismatch,
     NotAnAgent,
@@ -32,7 +32,7 @@ from meshview.participant import (
     UnknownPeer,
     resolve_identity,
 )
-from meshview.send import Original, Send
+from meshview.act.send import Original, Send
 from meshview.wire.messages import CotalMessage
 from meshview.wire.outbound import mentions_in, mint_lifecycle_uid
 from support.authmesh import auth_mesh  # noqa: F401,F811  (fixture)

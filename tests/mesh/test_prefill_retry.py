@@ -10,9 +10,9 @@ import pytest
 
 from cotal_tui.demo.broker import Cluster
 from cotal_tui.demo.provision import provision_space
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
 from conftest import until
 from support.observer import post
 

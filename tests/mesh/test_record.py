@@ -23,13 +23,13 @@ import pytest
 from conftest import until
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
-from meshview.inputs import INPUTS
-from meshview.model import FORWARDS, READS, MeshModel
-from meshview.observer import Observer, ObserverOptions
-from meshview.record import Recorder, active_recorder, parse_size, scrub
-from meshview.replay import Player, Replay, RecordingError, ReplaySession, load_recording
-from meshview.snapshot import Condition, PresenceRecord
-from meshview.statecodec import checkpoint, decode, encode, restore
+from meshview.model.inputs import INPUTS
+from meshview.model.mesh import FORWARDS, READS, MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
+from meshview.record.record import Recorder, active_recorder, parse_size, scrub
+from meshview.record.replay import Player, Replay, RecordingError, ReplaySession, load_recording
+from meshview.model.snapshot import Condition, PresenceRecord
+from meshview.record.statecodec import checkpoint, decode, encode, restore
 from meshview.wire import ChannelConfig
 
 ROOT = Path(__file__).resolve().parents[2]

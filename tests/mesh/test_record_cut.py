@@ -11,8 +11,8 @@ import sys
 
 from test_record import ROOT, _same_end, recorded  # noqa: F401 - the module's recording fixture
 
-from meshview.recordtools import clock, cut, grep, parse_offset
-from meshview.replay import RecordingError, Replay, load_recording
+from meshview.record.recordtools import clock, cut, grep, parse_offset
+from meshview.record.replay import RecordingError, Replay, load_recording
 
 
 def test_offsets_parse_and_bad_ones_are_named():

@@ -8,12 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from attach.managed import ManagedFold
+from attach.control.managed import ManagedFold
 from cotal_tui.cli.completion import seat_words
 from cotal_tui.palette import parse_write
-from meshview.connect import ConnectTarget
-from meshview.participant import AmbiguousPeer, Participant, RosterEntry
-from meshview.resolve import AmbiguousName, Candidate, UnknownName, candidates_of, fold, resolve
+from meshview.link.connect import ConnectTarget
+from meshview.act.participant import AmbiguousPeer, Participant, RosterEntry
+from meshview.model.resolve import AmbiguousName, Candidate, UnknownName, candidates_of, fold, resolve
 
 
 def peer(pid: str, name: str, status: str = "working", kind: str = "agent", uid: str | None = None):

@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-from meshview import statecodec
-from meshview.model import MeshModel
-from meshview.snapshot import PresenceRecord
+from meshview.record import statecodec
+from meshview.model.mesh import MeshModel
+from meshview.model.snapshot import PresenceRecord
 from meshview.wire import is_stale
 
 ORDER = {"working": 0, "waiting": 1, "idle": 2, "offline": 3}

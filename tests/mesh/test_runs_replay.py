@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from meshview.model import MeshModel
-from meshview.record import Recorder
-from meshview.replay import Replay, load_recording
-from meshview.runs_state import (
+from meshview.model.mesh import MeshModel
+from meshview.record.record import Recorder
+from meshview.record.replay import Replay, load_recording
+from meshview.model.runs_state import (
     AnswerInvalid, JournalRow, Pause, RunEvent, RunView, answer_value, as_needs_you,
 )
-from meshview.statecodec import checkpoint, restore
+from meshview.record.statecodec import checkpoint, restore
 
 T0 = 1_700_000_000_000.0
 RID = "run-" + "3f2a" * 8
@@ -143,7 +143,7 @@ def test_answers_are_checked_before_they_are_sent():
 
 
 def test_a_run_pause_alerts_like_a_waiting_agent():
-    from meshview.notify import WaitingEpisodes
+    from meshview.lines.notify import WaitingEpisodes
 
     c = Clock()
     m = MeshModel("demo", clock=c)

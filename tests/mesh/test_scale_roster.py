@@ -18,9 +18,9 @@ import random
 import pytest
 from support.console import FixedClock, StaticSession, T0
 
-from meshview.kvwatch import KvEntry
-from meshview.model import MeshModel
-from meshview.snapshot import Condition, PresenceRecord
+from meshview.observe.kvwatch import KvEntry
+from meshview.model.mesh import MeshModel
+from meshview.model.snapshot import Condition, PresenceRecord
 from meshview.wire import decode_presence
 from conftest import until
 
@@ -125,7 +125,7 @@ def test_refresh_clocks_declines_what_only_the_full_record_may_decide():
 def test_same_but_clocks_is_what_refresh_clocks_moves_and_nothing_else():
     """The roster's heartbeat test for its views: a peer after ``refresh_clocks`` reads the
     same but for its clocks; any other change (status, activity, condition) does not."""
-    from meshview.roster import same_but_clocks
+    from meshview.model.roster import same_but_clocks
 
     clk = FixedClock(T0)
     m = MeshModel("scale", clock=clk)
@@ -168,7 +168,7 @@ def wire(i: int, status: str, ts: float, **extra) -> bytes:
 async def test_heartbeat_fast_path_leaves_the_model_as_full_application_does(nc):
     """Two models fed the same presence entries: one through the observer (fast path for
     heartbeat-only records), one by applying every record in full (the path before it)."""
-    from meshview.observer import Observer
+    from meshview.observe.observer import Observer
 
     clk_a, clk_b = FixedClock(T0), FixedClock(T0)
     a = MeshModel("scale", clock=clk_a, record_events=True)

@@ -1,5 +1,5 @@
 """One way to send: the composer, the palette, ``cotal chat`` and ``cotal send`` only parse their
-input into a :class:`~meshview.participant.Send`, and the same input gives the same Send and
+input into a :class:`~meshview.act.participant.Send`, and the same input gives the same Send and
 the same envelope; the reply-routing rule lives once, in meshview (pure, no broker)."""
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from cotal_tui.cli.chat import parse as chat_parse
 from cotal_tui.cli.send import plan
 from cotal_tui.palette import PING, parse_write
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target, reply_target, send_of
-from meshview import connect, errors, participant
-from meshview.connect import ConnectTarget
-from meshview.participant import Participant, RosterEntry
-from meshview.send import Original, Send, reply_send
-from meshview.snapshot import FeedEntry
+from meshview.link import connect
+from meshview import errors
+from meshview.act import participant
+from meshview.link.connect import ConnectTarget
+from meshview.act.participant import Participant, RosterEntry
+from meshview.act.send import Original, Send, reply_send
+from meshview.model.snapshot import FeedEntry
 from meshview.wire.messages import CotalMessage, EndpointRef
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +150,7 @@ def test_the_reply_rule_lives_once_in_meshview():
         assert not thread.search(src), f"{rel} computes a reply's thread itself"
         assert "def reply_context" not in src and "def reply_send" not in src, rel
     compose = (ROOT / fronts[0]).read_text()
-    assert "from meshview.send import Original, Send, reply_send" in compose
+    assert "from meshview.act.send import Original, Send, reply_send" in compose
     assert "reply_context" in (ROOT / fronts[1]).read_text()  # cli/send.py uses wire's
 
 

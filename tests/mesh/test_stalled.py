@@ -16,12 +16,12 @@ import json
 import pytest
 
 from conftest import until
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
-from meshview.snapshot import PresenceRecord
-from meshview.stalled import StallFacts, stall_ms, verdict
-from meshview.stream import StreamOptions, stream_space
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
+from meshview.model.snapshot import PresenceRecord
+from meshview.model.stalled import StallFacts, stall_ms, verdict
+from meshview.lines.stream import StreamOptions, stream_space
 from support.observer import Heartbeat, dm, post
 
 N_MS = 2000.0
@@ -156,7 +156,7 @@ def test_notify_stalled_alerts_once_per_stalled_episode(tmp_path):
     import argparse
 
     from cotal_tui.config import notify_settings, settings
-    from meshview.notify import Notifier
+    from meshview.lines.notify import Notifier
 
     args = argparse.Namespace(notify=False, notify_cmd=None, notify_escape=None,
                               notify_stalled=True, stalled_minutes=0.5)
@@ -196,8 +196,8 @@ def test_bad_stalled_minutes_flag_is_one_sentence():
 
 
 def test_the_plain_line_says_it():
-    from meshview.snapshot import PresenceEvent
-    from meshview.stream import StreamWriter
+    from meshview.model.snapshot import PresenceEvent
+    from meshview.lines.stream import StreamWriter
 
     t = [0.0]
     m = MeshModel("main", clock=lambda: t[0], stall_ms=N_MS, record_events=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from meshview.model import MeshModel
-from meshview.replay import Replay, load_recording
-from meshview.snapshot import Condition, PresenceRecord
-from meshview.statecodec import _V1_ATTRS, STATE, STATE_VERSION, checkpoint, restore
+from meshview.model.mesh import MeshModel
+from meshview.record.replay import Replay, load_recording
+from meshview.model.snapshot import Condition, PresenceRecord
+from meshview.record.statecodec import _V1_ATTRS, STATE, STATE_VERSION, checkpoint, restore
 from meshview.wire import ChannelConfig
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recording-v1" / "team.jsonl.gz"

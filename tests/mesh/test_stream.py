@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from meshview.labels import Labels
-from meshview.snapshot import Condition, FeedEntry, Peer, PresenceEvent
-from meshview.stream import TextRenderer, age, json_message
+from meshview.model.labels import Labels
+from meshview.model.snapshot import Condition, FeedEntry, Peer, PresenceEvent
+from meshview.lines.stream import TextRenderer, age, json_message
 from support.observer import anycast, dm, message, now_ms, post, presence, put_presence
 
 TIME = r"\d\d:\d\d:\d\d"

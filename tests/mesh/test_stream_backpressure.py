@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from meshview.lineout import LineSink
+from meshview.lines.lineout import LineSink
 from support.observer import message
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ from support.observer import now_ms, post
 from support.watchproc import WatchProc
 
 from conftest import until
-from meshview.model import MeshModel
-from meshview.snapshot import PresenceRecord
-from meshview.record import Recorder
-from meshview.replay import Replay, load_recording
+from meshview.model.mesh import MeshModel
+from meshview.model.snapshot import PresenceRecord
+from meshview.record.record import Recorder
+from meshview.record.replay import Replay, load_recording
 
 ORIGINAL = "please review the parser change before lunch"
 

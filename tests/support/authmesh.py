@@ -208,7 +208,7 @@ class CalloutResponder:
         return self
 
     async def _main(self) -> None:
-        from meshview.auth import admin_permissions, encode_jwt, user_jwt
+        from meshview.link.auth import admin_permissions, encode_jwt, user_jwt
         from support.jwt import decode_jwt
 
         self._loop = asyncio.get_running_loop()
@@ -273,7 +273,7 @@ def start_callout_mesh(space: str = "ua") -> CalloutMesh:
     ``allowed_accounts``: the data account). Clients hold the deny-all sentinel creds of the
     AUTH account plus a bearer; the responder places them in the data account."""
     from cotal_tui.demo.trust import SpaceTrust, account_jwt
-    from meshview.auth import Permissions, encode_jwt, new_nkey, user_jwt
+    from meshview.link.auth import Permissions, encode_jwt, new_nkey, user_jwt
 
     d = Path(tempfile.mkdtemp(prefix="cotal-callout-"))
     os.chmod(d, 0o700)
@@ -283,7 +283,7 @@ def start_callout_mesh(space: str = "ua") -> CalloutMesh:
     authorization = {"auth_users": [service_key.public], "allowed_accounts": [trust.account.public]}
     trust.extra_accounts[auth_key.public] = account_jwt(auth_key, trust.operator, name="AUTH", jetstream=False,
                                                         authorization=authorization)
-    from meshview.auth import Credential
+    from meshview.link.auth import Credential
 
     service = Credential("callout-service", user_jwt(service_key.public, auth_key, account=auth_key.public,
                                                      name="callout-service", permissions=None), service_key)

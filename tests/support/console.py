@@ -14,8 +14,8 @@ from typing import Any, Callable
 os.environ["TZ"] = "UTC"
 time.tzset()
 
-from meshview.model import MeshModel  # noqa: E402
-from meshview.snapshot import (  # noqa: E402
+from meshview.model.mesh import MeshModel  # noqa: E402
+from meshview.model.snapshot import (  # noqa: E402
     ChannelSettings, Condition, MemberView, PresenceRecord,
 )
 

@@ -1,4 +1,4 @@
-"""Test-side helpers for secured meshes: the production minting lives in :mod:`meshview.auth`,
+"""Test-side helpers for secured meshes: the production minting lives in :mod:`meshview.link.auth`,
 the demo's trust chain in :mod:`cotal_tui.demo.trust`.
 
 This module re-exports them (keys, JWTs, the observer/admin profiles, the trust chain) and adds
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cotal_tui.demo.trust import SpaceTrust, account_jwt, account_limits, operator_jwt  # noqa: F401
-from meshview.auth import (  # noqa: F401 - re-exported for the tests
+from meshview.link.auth import (  # noqa: F401 - re-exported for the tests
     JWT_HEADER,
     UNLIMITED,
     KeyHolder,
@@ -131,7 +131,7 @@ class MintedUser(KeyHolder):
 
 @dataclass(repr=False)
 class AuthSpace(SpaceTrust):
-    """:class:`meshview.auth.SpaceTrust` plus user minting and revocation for tests.
+    """:class:`meshview.link.auth.SpaceTrust` plus user minting and revocation for tests.
 
     ``mint_user`` signs with the account signing key (as the reference does), so a leaked user
     cred never carries account authority. ``revoke`` adds an account revocation; render

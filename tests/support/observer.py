@@ -8,9 +8,9 @@ import time
 import uuid
 from typing import Any
 
-from meshview.connect import ConnectTarget, connect
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
+from meshview.link.connect import ConnectTarget, connect
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
 from meshview.wire.names import bucket_names
 
 

@@ -26,7 +26,7 @@ from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.userauth.home import write_user_home
 from cotal_tui.demo.userauth.plane import User, UserAuthPlane, run_in_thread, write_secret
-from meshview.auth import user_nonce
+from meshview.link.auth import user_nonce
 
 
 @dataclass

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attach.endpoint import EndpointClient, fetch_artifact
+from attach.control.endpoint import EndpointClient, fetch_artifact
 from meshview.wire.canonical import VOID_SCHEMA, canonical_bytes, closure_digest, digest
 from meshview.wire.endpoint import (
     AuthzTarget,

@@ -1,6 +1,6 @@
 """Untrusted text is escaped visibly before it reaches a terminal."""
 
-from meshview import sanitize
+from meshview.wire import sanitize
 
 
 def test_escapes_controls_visibly():

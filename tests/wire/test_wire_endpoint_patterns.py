@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshview import auth
+from meshview.link import auth
 from meshview.wire.endpoint import (
     Caller,
     SubjectError,

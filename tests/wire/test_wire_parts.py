@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 import json
 
-from meshview.model import MeshModel
-from meshview.stream import StreamWriter
+from meshview.model.mesh import MeshModel
+from meshview.lines.stream import StreamWriter
 from meshview.wire import (
     Delivery,
     ExtensionPart,

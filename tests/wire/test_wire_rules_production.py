@@ -17,15 +17,15 @@ import pytest
 from conftest import load_vectors
 from nats.aio.client import Client as NATS
 
-import meshview.model
+import meshview.model.mesh
 from meshview import wire
-from meshview.buckets import RegistryFold
-from meshview.history import History
-from meshview.streamorder import Stored
-from meshview.kvwatch import KvEntry
-from meshview.model import MeshModel
-from meshview.observer import Observer, ObserverOptions
-from meshview.snapshot import PresenceEvent
+from meshview.observe.buckets import RegistryFold
+from meshview.observe.history import History
+from meshview.observe.streamorder import Stored
+from meshview.observe.kvwatch import KvEntry
+from meshview.model.mesh import MeshModel
+from meshview.observe.observer import Observer, ObserverOptions
+from meshview.model.snapshot import PresenceEvent
 from meshview.wire import ChannelConfig, ChannelDefaults, Presence, PresenceCondition
 from meshview.wire.subjects import parse_subject
 
@@ -125,7 +125,7 @@ def test_presence_vectors_through_the_roster(case):
     else:
         assert peer is None and m.rejection_count() == 0
     assert m.ttl_ms == wire.PRESENCE_TTL_MS
-    assert meshview.model.PRESENCE_TTL_MS is wire.PRESENCE_TTL_MS  # one definition
+    assert meshview.model.mesh.PRESENCE_TTL_MS is wire.PRESENCE_TTL_MS  # one definition
 
 
 def _live_records() -> list[Presence]:

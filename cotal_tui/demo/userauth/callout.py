@@ -33,7 +33,7 @@ from cotal_tui.demo.userauth.profiles import (
     view_permissions,
 )
 from cotal_tui.demo.userauth.redemption import RedemptionRefused
-from meshview.auth import Permissions, encode_jwt, principal_tags, user_jwt
+from meshview.link.auth import Permissions, encode_jwt, principal_tags, user_jwt
 from meshview.wire.endpoint import MANAGER, Caller, SubjectError, check_nonce
 from meshview.wire.issued import (
     IssuedRef,

@@ -3,7 +3,7 @@ session redemption reads (``service.ts`` ``selectManagerInstance`` / ``authorize
 
 The reference reads each instance's serve gate (``epgate.manager.<iid>`` in its ep-auth bucket)
 and its ``svc`` registration. This stand-in has no ep-auth bucket: an instance is a *candidate*
-when its registration is live (``attach.registry``: spec, status ``ready``, observed revision
+when its registration is live (``attach.control.registry``: spec, status ``ready``, observed revision
 current) and its spec's ``owner`` is the caller's own derived owner (a participant manager) or
 ``local`` and it is the co-located manager the plane was told about (``cotal up``'s persisted
 manager identity). Selection, as the reference: an explicit selector must name a candidate; with
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 
-from attach.registry import Registration, read_registry
+from attach.control.registry import Registration, read_registry
 from meshview.wire.names import bucket_names
 
 LOCAL_OWNER = "local"

@@ -58,7 +58,7 @@ from cotal_tui.demo.userauth.managers import (
     select_manager_instance,
 )
 from cotal_tui.demo.userauth.redemption import RedemptionRefused, grant_coordinates, verify_session_redemption
-from meshview.auth import Credential, Permissions, format_creds, new_nkey, user_jwt
+from meshview.link.auth import Credential, Permissions, format_creds, new_nkey, user_jwt
 from meshview.wire.issued import accepted_bucket
 from meshview.wire.names import space_token
 

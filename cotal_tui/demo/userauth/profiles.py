@@ -1,7 +1,7 @@
 """The permission sets the callout mints per view on a user mesh (the reference's
 ``permissionsFor`` arms as ``calloutPermissions`` calls them, ``implementations/auth/src/permissions.ts``).
 
-Every row comes from ``meshview.wire`` builders or the ``meshview.auth`` profiles; nothing here
+Every row comes from ``meshview.wire`` builders or the ``meshview.link.auth`` profiles; nothing here
 spells a subject. The arms:
 
 - no view: ``agent`` — post/DM/anycast as itself on the row's channel ACL, read those channels and
@@ -12,13 +12,13 @@ spells a subject. The arms:
   ``input`` (operator-only); on ``ep.v1`` with the generation when the connection is issued, plus
   the Direct-Get of its own accepted row;
 - ``session-caller``, ``purger``, ``channel-purger``, ``admin``: the static profiles of
-  ``meshview.auth``; ``channel-writer``: channel-registry writes; ``deployer``: the caller rows on
+  ``meshview.link.auth``; ``channel-writer``: channel-registry writes; ``deployer``: the caller rows on
   every route (the privileged instrument tier, never any-mode).
 """
 
 from __future__ import annotations
 
-from meshview.auth import (
+from meshview.link.auth import (
     Permissions,
     admin_permissions,
     channel_purger_permissions,

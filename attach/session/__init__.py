@@ -1,0 +1,1 @@
+"""One attach session: the caller, the rails, and the serving host."""

@@ -1,0 +1,1 @@
+"""Terminal state and bytes: the headless mirror, scrollback, key codes, the output filter."""

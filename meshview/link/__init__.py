@@ -1,0 +1,1 @@
+"""Reaching a mesh: targets, connections, credentials, the user-auth exchange and issuance."""

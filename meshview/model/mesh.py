@@ -1,0 +1,973 @@
+"""MeshView: the observer's state and its pure reducers.
+
+Over 500 lines on purpose: one state machine whose reducers share one version, dirty flag and
+snapshot cache; its value types (snapshot.py), feed ring (feedring.py), presence reducer
+(roster.py) and traffic logs (traffic.py) already live apart.
+
+No I/O and no clock of its own: every reducer takes receipt time from the injected ``clock``
+(epoch milliseconds), so tests drive time by hand. Everything is bounded (feed ring, dedupe
+set, DM log, topology, event queue). The observer feeds it decoded wire data through the
+``apply_*``/``set_*`` methods; the UI reads :meth:`MeshModel.snapshot`, an immutable view made of
+frozen dataclasses and tuples; the line stream drains :meth:`MeshModel.take_events`.
+
+Contract for the console (names are stable):
+
+* ``snapshot()`` -> :class:`Snapshot`; cheap to call repeatedly, rebuilt only after a change.
+* Feed rows are addressed by *absolute index*: ``feed_base <= i < feed_end``;
+  ``snapshot.entry(i)`` / ``model.entry(i)`` return a :class:`FeedEntry` whose ``index == i``.
+  Old rows fall off the front (``feed_base`` grows); indices never shift.
+* ``version`` increases on every change: the console polls it (~30 times a second) and takes
+  a snapshot when it moved. ``dirty`` says something changed since the last snapshot or
+  observer publish: the observer runs its listeners (line stream, notifier, chat) at most once
+  per ``BATCH_MS`` (75 ms) while it is set, and :meth:`tick` sets it once a second for ages.
+* Inputs (meshview/inputs.py): every reducer that changes the state is registered with
+  ``@model_input``; ``input_tap`` (the recorder's) sees each outermost input call, and
+  :meth:`MeshModel.apply_input` applies one by name (a replay). Reads are listed in
+  :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left, insort
+from collections import deque
+from operator import attrgetter
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+
+from meshview.model.feedring import DUPLICATE, FeedRing
+from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
+from meshview.model.labels import Labels
+from meshview.model.originals import Ref, entry_ref, pick
+from meshview.model.roster import RosterReducer
+from meshview.model.runs_state import RunsReducer, RunsSnapshot, RunsState
+from meshview.model.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
+from meshview.model.snapshot import (
+    STATUS_ORDER,
+    STATUSES,
+    ChannelInfo,
+    ChannelSettings,
+    ConnectionState,
+    ConnectionStatus,
+    FeedEntry,
+    ManagerLease,
+    Membership,
+    MembershipPill,
+    MemberView,
+    ModelEvent,
+    NeedsYou,
+    Peer,
+    Rates,
+    ReadOnlyNames,
+    Rejected,
+    Signals,
+    Snapshot,
+    StateEvent,
+)
+from meshview.model.traffic import DM_LOG_CAP, DmRollup, HopLog
+from meshview.wire import (
+    PRESENCE_TTL_MS,
+    ChannelConfig,
+    ChannelDefaults,
+    effective_class,
+    effective_replay,
+    effective_window,
+    replay_floor,
+)
+
+Clock = Callable[[], float]
+"""Returns the observer's wall clock in epoch milliseconds."""
+
+BURST_MS = 400.0
+BATCH_MS = 75.0
+FEED_CAP = 10_000
+RATE_BUCKETS = 15
+RATE_BUCKET_MS = 4000.0
+RATE_WINDOW_MS = 10_000.0  # msg/s is the mean over this much of the recent past (smoothed)
+EVENT_QUEUE_CAP = 100_000
+MEMBERSHIP_STALE_MS = 45_000.0
+THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
+MENTIONS_CAP = 32
+EXCERPT_CAP = 200  # characters of the original kept on a reply row
+#: Channels heard on the tap kept (arrival counts, last message): past it the first heard of
+#: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
+CHANNELS_CAP = 20_000
+_THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "reply_ambiguous")
+_NO_THREAD = (None, None, (), None, False)  # a message that names no thread: FeedEntry's defaults
+
+# Public methods that are not inputs: reads, and forwards (they only call inputs, each of which
+# is an input call of its own). tests/test_record.py fails on a public method in none of
+# INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
+READS = frozenset({
+    "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
+    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count", "labels",
+})
+FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
+
+
+@dataclass(slots=True)
+class _Burst:
+    first_id: str
+    ts: float
+    received: float
+    from_id: str
+    from_name: str
+    from_role: str | None
+    text: str
+    parts: tuple[Any, ...]
+    historical: bool
+    to_ids: list[str]
+    ids: list[str]
+    opened: float  # clock time the window opened
+    context_id: str | None = None
+    thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
+    conflict: bool = False  # an id in it was used first by another sender
+
+
+def _order_key(p: Peer) -> tuple:
+    """A row's place in the roster: agents first, then by status block, name, id."""
+    return (p.kind != "agent", STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)
+
+
+class MeshModel(RunsReducer, RosterReducer):
+    """The MeshView state machine. Single-threaded: call from one event loop.
+
+    ``feed_cap`` bounds the feed ring (and the dedupe set with it); ``ttl_ms`` is the
+    presence liveness window; ``record_events`` keeps a queue for :meth:`take_events`
+    (the line stream); the console leaves it off.
+    """
+
+    def __init__(
+        self,
+        space: str = "main",
+        *,
+        clock: Clock | None = None,
+        feed_cap: int = FEED_CAP,
+        ttl_ms: float = PRESENCE_TTL_MS,
+        burst_ms: float = BURST_MS,
+        record_events: bool = False,
+        dm_log_cap: int = DM_LOG_CAP,
+        server: str = "",
+        stall_ms: float = DEFAULT_STALL_MINUTES * 60_000.0,
+    ) -> None:
+        self.space = space
+        self.clock: Clock = clock or (lambda: time.time() * 1000.0)
+        self.feed_cap = max(1, int(feed_cap))
+        self.ttl_ms = float(ttl_ms)
+        self.burst_ms = float(burst_ms)
+        self.record_events = record_events
+
+        self.version = 0
+        self.dirty = True
+        self._snap: Snapshot | None = None
+
+        self._ring = FeedRing(self.feed_cap)  # rows by absolute index, and the dedupe index
+        self._bursts: dict[tuple[str, str], _Burst] = {}
+
+        # roster
+        self._peers: dict[str, Peer] = {}
+        self._roster_changed = True
+        self._agent_ids: tuple[str, ...] = ()
+        self._endpoint_ids: tuple[str, ...] = ()
+        self._peer_ids: tuple[str, ...] = ()  # the snapshot's ``order``
+        self._spans: dict[str, tuple[int, int]] = {}  # status -> [lo, hi) in ``_agents``
+        # the sorted order kept between sorts: each row's key, the keys in order (None: sort
+        # everything next time), and the rows whose key may have moved since
+        self._sort_keys: dict[str, tuple] = {}
+        self._sorted: list[tuple] | None = None
+        self._resort: set[str] = set()
+        # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
+        self._live_seen: dict[str, float] | None = None
+        self._live_floor = float("inf")  # <= every value in ``_live_seen``
+        # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
+        self._offline: dict[str, None] | None = None
+        self._names: dict[str, str] = {}  # principal -> roster name (presence, absent)
+        self._labels: Labels | None = None  # built from the roster when asked (None: stale)
+        self._watch_last: float | None = None  # receipt time of the last watch delivery
+        self._initial_load = True
+
+        # channels: the registry as wire records, read through the ``meshview.wire`` rules
+        self._registry: dict[str, ChannelConfig] = {}
+        self._defaults: ChannelDefaults | None = None
+        self._retained: dict[str, int] = {}
+        self._arrivals: dict[str, int] = {}
+        self._arrivals_at_poll: dict[str, int] = {}  # arrivals when ``_retained`` was read
+        self._chan_last: dict[str, float] = {}
+        # the snapshot's channel list, kept between snapshots: only the channels a message or a
+        # poll changed are rebuilt (10k channels cost 35 ms a snapshot rebuilt whole).
+        # ``_chan_info`` None: rebuild all of it
+        self._chan_info: dict[str, ChannelInfo] | None = None
+        self._chan_names: list[str] = []  # sorted
+        self._chan_dirty: set[str] = set()
+        self._chan_tuple: tuple[ChannelInfo, ...] = ()
+
+        self._dms = DmRollup(dm_log_cap)
+        self._topology = HopLog()
+
+        # rates
+        self._buckets: deque[int] = deque([0] * RATE_BUCKETS, maxlen=RATE_BUCKETS)
+        self._bucket_start: float | None = None
+        self._recent: deque[list[int]] = deque()  # [second, arrivals] within RATE_WINDOW_MS
+        self._rate_origin: float | None = None  # when the rate began to be measured
+        self._total = 0
+
+        # rejections, and the wire fields cut to their byte bounds (meshview/wire/bounds.py)
+        self._rejections: dict[str, int] = {}
+        self._cuts: dict[str, int] = {}
+
+        # membership / managers
+        self._membership_members: dict[str, MemberView] = {}
+        self._membership_feed_at: float | None = None
+        self._membership_read = False  # a read has completed
+        self._membership_unreadable: str | None = None
+        self._managers: dict[str, ManagerLease] = {}
+        # workflow runs, as the managers' run-ps/run-status last said (meshview/runs_state.py)
+        self._runs = RunsState()
+        self._runs_snap: RunsSnapshot | None = None
+
+        # connection
+        self._status = ConnectionStatus(
+            connection="connecting", space=space, server=server, dm_visible=False,
+            presence_view="live", tap=(),
+        )
+
+        self._events: deque[ModelEvent] = deque(maxlen=EVENT_QUEUE_CAP)
+        self.events_dropped = 0
+
+        # the stalled verdict's facts (meshview/stalled.py); not checkpointed: a replay that
+        # seeks rebuilds them from the inputs after the checkpoint
+        self.stall_ms = float(stall_ms)
+        self._stall = StallTracker()
+        self._stalled_ids: frozenset[str] = frozenset()
+        self._stall_checked = 0.0
+        self._stall_due = 0.0  # no agent can newly stall before this (model clock)
+
+        self._input_tap: InputTap | None = None
+        self.input_tap = None  # sees every outermost input call (a recorder)
+        self._in_input = False  # a tapped input call is running (inner inputs are part of it)
+
+    @property
+    def input_tap(self) -> InputTap | None:
+        return self._input_tap
+
+    @input_tap.setter
+    def input_tap(self, tap: InputTap | None) -> None:
+        self._input_tap = tap
+        untapped(self, tap is not None)
+
+    # ------------------------------------------------------------------ inputs
+
+    def _tapped_input(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                      kw: dict[str, Any]) -> Any:
+        """An input call while ``input_tap`` is set. Only the outermost call reaches the tap (a
+        reducer calling another is one input), and the clock reads the call's receipt time
+        throughout it, so the same call replays identically. A call that raises is not tapped."""
+        tap = self._input_tap
+        if self._in_input or tap is None:
+            return fn(self, *args, **kw)
+        if args:
+            args = tuple(map(settle, args))
+        if kw:
+            kw = {k: settle(v) for k, v in kw.items()}
+        clock = self.clock
+        t = clock()
+        before = self.version
+        self._in_input = True
+        self.clock = lambda: t
+        try:
+            result = fn(self, *args, **kw)
+        finally:
+            self.clock = clock
+            self._in_input = False
+        tap(InputCall(name, INPUTS[name], args, kw, t, result, self.version != before))
+        return result
+
+    def apply_input(self, name: str, args: Sequence[Any] = (),
+                    kw: Mapping[str, Any] | None = None) -> Any:
+        """Apply the input ``name`` (a recorded one): only names in ``INPUTS`` are accepted."""
+        if name not in INPUTS:
+            raise ValueError(f"not a model input: {name!r}")
+        return getattr(self, name)(*args, **(kw or {}))
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _touch(self) -> None:
+        self.version += 1
+        self.dirty = True
+        self._snap = None
+
+    def _emit(self, ev: ModelEvent) -> None:
+        if self.record_events:
+            if len(self._events) == self._events.maxlen:
+                self.events_dropped += 1
+            self._events.append(ev)
+
+    def take_events(self) -> list[ModelEvent]:
+        """Events since the last call, in order (only when ``record_events``)."""
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    # ------------------------------------------------------------------ feed ring
+
+    @property
+    def feed_base(self) -> int:
+        return self._ring.base
+
+    @property
+    def feed_len(self) -> int:
+        return len(self._ring)
+
+    @property
+    def feed_end(self) -> int:
+        return self._ring.end
+
+    def entry(self, i: int) -> FeedEntry:
+        return self._ring.at(i)
+
+    def _append(self, **kw: Any) -> FeedEntry:
+        return self._land(FeedEntry(index=self._ring.end, **kw))
+
+    def _land(self, e: FeedEntry) -> FeedEntry:
+        if self.record_events:  # (checked here too: a row lands per delivery)
+            self._emit(e)  # the line stream gets the row as it came (exact text)
+        e = self._ring.push(e)
+        self._touch()
+        return e
+
+    def seen(self, message_id: str) -> bool:
+        """True if a non-empty id is already in the feed (or in an open burst)."""
+        return self._ring.seen(message_id)
+
+    def name_of(self, pid: str) -> str:
+        """A peer's roster name, else its whole id (display code elides it, never this)."""
+        return self._names.get(pid) or pid
+
+    def labels(self) -> Labels:
+        """Principal -> display label from the roster (meshview/labels.py), rebuilt only after
+        a roster name or role changed."""
+        lab = self._labels
+        if lab is None or len(lab) != len(self._peers):
+            lab = self._labels = Labels((p.id, p.name, p.role) for p in self._peers.values())
+        return lab
+
+    # ------------------------------------------------------------------ messages
+
+    @model_input("message")
+    def apply_message(
+        self,
+        *,
+        kind: Literal["channel", "dm", "anycast"],
+        id: str,
+        ts: float,
+        from_id: str,
+        from_name: str,
+        from_role: str | None = None,
+        text: str = "",
+        parts: Sequence[Any] = (),
+        channel: str | None = None,
+        to: str | None = None,
+        to_service: str | None = None,
+        historical: bool = False,
+        event: bool = False,
+        received: float | None = None,
+        context_id: str | None = None,
+        reply_to: str | None = None,
+        wire_context_id: str | None = None,
+        mentions: Sequence[str] | None = None,
+    ) -> bool:
+        """Apply one validated delivery. Returns False for a duplicate (dropped): the same
+        sender's id again. An id another sender used first lands as a row marked ``conflict``.
+
+        Channel rows land at once; unicast rows open/extend a ``burst_ms`` window keyed by
+        sender + text and land as one row when :meth:`tick` flushes it. History rows
+        (``historical=True``) should be applied in stream order before live rows
+        (:meth:`apply_history`).
+        """
+        now = self.clock() if received is None else received
+        conflict = False
+        if id:
+            seen = self._ring.check(id, from_id)
+            if seen:
+                if seen == DUPLICATE:
+                    return False
+                conflict = True
+        # the envelope's name and role are the sender's claim, never its identity: kept on the
+        # row (bounded by the wire's decode, meshview/wire/bounds.py) and shown against the
+        # roster's entry for ``from_id`` (meshview/labels.py)
+        if not historical and not event:
+            self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
+            self._stall.message(now, kind, from_id, to, to_service)
+        parts_t = tuple(parts)
+        thread = (_NO_THREAD if not (reply_to or wire_context_id or mentions) else
+                  self._thread(reply_to, wire_context_id, mentions,
+                               Ref(kind, from_id, channel if kind == "channel" else to_service,
+                                   (to,) if kind == "dm" and to else ())))
+        if kind == "dm":
+            to_id = to or ""
+            self._dms.add(id, ts, from_id, to_id, text, historical, from_name, conflict)
+            self._topology.hop(ts, from_id, to_id, "dm", historical)
+            key = (from_id, text)
+            b = self._bursts.get(key)
+            if b is not None and now - b.opened <= self.burst_ms and b.historical == historical:
+                if to_id not in b.to_ids:
+                    b.to_ids.append(to_id)
+                b.ids.append(id)
+                b.ts = min(b.ts, ts)
+                b.conflict = b.conflict or conflict
+                self._ring.hold(id, from_id)
+                return True
+            if b is not None:
+                self._flush_burst(key)
+            self._bursts[key] = _Burst(
+                first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
+                from_role=from_role, text=text, parts=parts_t, historical=historical,
+                to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
+                conflict=conflict,
+            )
+            self._ring.hold(id, from_id)  # pending burst
+            if historical or self.burst_ms <= 0:
+                self._flush_burst(key)  # history is settled / coalescing off: no window
+            return True
+        if kind == "channel" and channel is not None:
+            if not event:
+                if not historical:
+                    if channel not in self._retained and channel not in self._registry:
+                        self._retained[channel] = 0  # a new channel: its arrivals count
+                        self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
+                        if len(self._arrivals) >= CHANNELS_CAP:
+                            self._forget_first_channel(channel)
+                    self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
+                last = self._chan_last.get(channel)
+                if last is None or ts > last:
+                    self._chan_last[channel] = ts
+                self._chan_dirty.add(channel)
+            self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
+        elif kind == "anycast":
+            self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
+        # the row built positionally (FeedEntry's field order): the 5k-rows-a-second path
+        self._land(FeedEntry(
+            self._ring.end, id, ts, now, kind, from_id, from_name, from_role, text, channel,
+            (), (), to_service, parts_t, 1, historical, event, None, (id,), context_id, *thread,
+            conflict,
+        ))
+        return True
+
+    def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any,
+                me: Ref) -> tuple[Any, ...]:
+        """The envelope's threading fields, bounded, plus the first line of the original
+        reply ``me`` answers when it is in the feed now (``FeedEntry.reply_excerpt``): the
+        first copy by stream order that fits (meshview/originals.py), and whether the id names
+        copies of several senders none of which fits (``reply_ambiguous``)."""
+        reply = reply_to[:THREAD_ID_CAP] if isinstance(reply_to, str) and reply_to else None
+        ctx = (wire_context_id[:THREAD_ID_CAP]
+               if isinstance(wire_context_id, str) and wire_context_id else None)
+        ment = tuple(m[:128] for m in list(mentions or ())[:MENTIONS_CAP] if isinstance(m, str))
+        excerpt, ambiguous = None, False
+        if reply is not None:
+            ring = self._ring
+            at, ambiguous = pick(me, [(entry_ref(ring.at(i)), i) for i in ring.copies(reply)])
+            if at is not None:
+                first = ring.at(at).text.lstrip().split("\n", 1)[0]
+                excerpt = first[:EXCERPT_CAP]
+        return reply, ctx, ment, excerpt, ambiguous
+
+    def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Apply a prefill batch: rows are ``apply_message`` kwargs, already in stream order
+        (meshview/history.py: never sorted by the senders' own ``ts``), marked historical,
+        deduped. Returns the number of rows that landed."""
+        n = 0
+        for r in rows:
+            if self.apply_message(**{**r, "historical": True}):
+                n += 1
+        return n
+
+    def _flush_burst(self, key: tuple[str, str]) -> None:
+        b = self._bursts.pop(key)
+        to_names = tuple(self.name_of(t) for t in b.to_ids)
+        self._append(
+            id=b.first_id, ts=b.ts, received=b.received, kind="dm", from_id=b.from_id,
+            from_name=b.from_name, from_role=b.from_role, text=b.text,
+            to_ids=tuple(b.to_ids), to_names=to_names, parts=b.parts, count=len(b.to_ids),
+            historical=b.historical, ids=tuple(b.ids), context_id=b.context_id,
+            **dict(zip(_THREAD_FIELDS, b.thread)), conflict=b.conflict,
+        )
+
+    @model_input("message")
+    def flush_bursts(self) -> None:
+        """Land every open unicast burst now (shutdown, tests)."""
+        for key in list(self._bursts):
+            self._flush_burst(key)
+
+    # ------------------------------------------------------------------ rates
+
+    def _roll(self, now: float) -> None:
+        if self._bucket_start is None:
+            self._bucket_start = self._rate_origin = now
+            return
+        steps = int((now - self._bucket_start) // RATE_BUCKET_MS)
+        if steps > 0:
+            for _ in range(min(steps, RATE_BUCKETS)):
+                self._buckets.append(0)
+            self._bucket_start += steps * RATE_BUCKET_MS
+        cut = (now - RATE_WINDOW_MS) // 1000
+        r = self._recent
+        while r and r[0][0] <= cut:
+            r.popleft()
+
+    def _count_arrival(self, now: float) -> None:
+        """One delivery (chat, DM or anycast) towards msg/s and the sparkline. Endpoint,
+        session and event-channel traffic, and rejected frames, are not messages: not counted."""
+        self._roll(now)
+        self._buckets[-1] += 1
+        self._total += 1
+        sec = int(now // 1000)
+        r = self._recent
+        if r and r[-1][0] == sec:
+            r[-1][1] += 1
+        else:
+            r.append([sec, 1])
+
+    def _msgs_per_sec(self, now: float) -> float:
+        """The mean rate over the last ``RATE_WINDOW_MS`` (over the time observed so far when
+        that is shorter, but never less than a second): steady under sparse traffic instead
+        of flipping between 0 and 1."""
+        n = sum(c for _, c in self._recent)
+        if not n:
+            return 0.0
+        seen = now - (self._rate_origin if self._rate_origin is not None else now)
+        return n / (max(1000.0, min(RATE_WINDOW_MS, seen)) / 1000.0)
+
+    # ------------------------------------------------------------------ rejections
+
+    @model_input("reject")
+    def apply_rejection(self, reason: str, subject: str) -> None:
+        self._rejections[reason] = self._rejections.get(reason, 0) + 1
+        self._emit(Rejected(reason, subject, self.clock()))
+        self._touch()
+
+    def rejection_count(self, reason: str | None = None) -> int:
+        if reason is None:
+            return sum(self._rejections.values())
+        return self._rejections.get(reason, 0)
+
+    @model_input("reject")
+    def note_cuts(self, fields: Sequence[str]) -> None:
+        """A delivery or presence record kept with ``fields`` cut to their byte bounds
+        (``meshview.wire.bounds``; a field may repeat): counted, the record still applies."""
+        cuts = self._cuts
+        for f in fields:
+            cuts[f] = cuts.get(f, 0) + 1
+        self._touch()
+
+    def cut_count(self, field: str | None = None) -> int:
+        """How many wire fields were cut to their byte bounds (of ``field``, or all)."""
+        if field is None:
+            return sum(self._cuts.values())
+        return self._cuts.get(field, 0)
+
+    # ------------------------------------------------------------------ channels
+
+    @model_input("channels")
+    def set_channel_registry(
+        self, configs: Mapping[str, ChannelConfig | ChannelSettings],
+        defaults: ChannelDefaults | ChannelSettings | None = None,
+    ) -> None:
+        """Replace the registry view (keys minus ``=defaults``, already filtered): the wire
+        records as decoded, or hand-built :class:`ChannelSettings`. ``defaults`` None keeps
+        the defaults already known."""
+        self._registry = {k: v.config() if isinstance(v, ChannelSettings) else v
+                          for k, v in configs.items()}
+        if defaults is not None:
+            self._defaults = defaults.defaults() if isinstance(defaults, ChannelSettings) else defaults
+        self._chan_info = None
+        self._touch()
+
+    @model_input("channels")
+    def set_retained_counts(self, counts: Mapping[str, int]) -> None:
+        """Per-channel stored counts from ``STREAM.INFO`` (event channels already removed).
+        Rebuilt on every poll, so deleted channels disappear."""
+        old_r, old_p = self._retained, self._arrivals_at_poll
+        self._retained = new_r = dict(counts)
+        self._arrivals_at_poll = new_p = dict(self._arrivals)
+        if self._chan_info is not None:
+            if new_r.keys() != old_r.keys():
+                self._chan_info = None  # channels came or went: the list is rebuilt
+            else:
+                self._chan_dirty.update(ch for ch in new_r if new_r[ch] != old_r[ch]
+                                        or new_p.get(ch) != old_p.get(ch))
+        self._touch()
+
+    @model_input("channels")
+    def forget_channels(self, names: Iterable[str]) -> None:
+        """Channels whose history was deleted (``delchan``, ``purge``): they leave the channel
+        list until a message arrives on them again. The registry still lists registered ones
+        until its watch says otherwise."""
+        for ch in names:
+            for d in (self._retained, self._arrivals, self._arrivals_at_poll, self._chan_last):
+                d.pop(ch, None)
+        self._chan_info = None
+        self._touch()
+
+    def effective(self, channel: str) -> ChannelSettings:
+        """A channel's settings by the wire rules (channel ?? defaults ?? SPEC default)."""
+        c, d = self._registry.get(channel), self._defaults
+        return ChannelSettings(
+            replay=effective_replay(c, d), replay_window=effective_window(c, d),
+            delivery_class=effective_class(c, d),
+            description=c.description if c else None,
+            instructions=c.instructions if c else None,
+        )
+
+    def replay_floor(self, channel: str, now: float) -> float | None:
+        """Oldest ``ts`` a backfill of ``channel`` may show at ``now`` (None = no floor)."""
+        return replay_floor(self._registry.get(channel), self._defaults, now)
+
+    def _total_of(self, ch: str) -> int | None:
+        """The broker's count as of its last poll plus what arrived live since: the poll is
+        2 s old at worst, so a busy channel's total never lags behind its unread badge."""
+        n = self._retained.get(ch)
+        if n is None:
+            return None
+        return n + max(0, self._arrivals.get(ch, 0) - self._arrivals_at_poll.get(ch, 0))
+
+    def _forget_first_channel(self, keep: str) -> None:
+        """Past :data:`CHANNELS_CAP` channels heard: the first heard of that the registry does
+        not list goes (any peer may post to any number of channels)."""
+        for ch in self._arrivals:
+            if ch != keep and ch not in self._registry:
+                for d in (self._retained, self._arrivals, self._arrivals_at_poll,
+                          self._chan_last):
+                    d.pop(ch, None)
+                self._chan_info = None
+                return
+
+    def _channels(self) -> tuple[ChannelInfo, ...]:
+        """The channel list by name, rebuilt only where a message or a poll changed it."""
+        infos, dirty = self._chan_info, self._chan_dirty
+        if infos is None:
+            names = sorted(set(self._retained) | set(self._registry) | set(self._arrivals))
+            infos = self._chan_info = {ch: self._channel_info(ch) for ch in names}
+            self._chan_names = names
+        elif dirty:
+            for ch in dirty:
+                if ch not in infos:
+                    insort(self._chan_names, ch)
+                infos[ch] = self._channel_info(ch)
+        else:
+            return self._chan_tuple
+        dirty.clear()
+        self._chan_tuple = tuple(map(infos.__getitem__, self._chan_names))
+        return self._chan_tuple
+
+    def _channel_info(self, ch: str) -> ChannelInfo:
+        c, d = self._registry.get(ch), self._defaults
+        return ChannelInfo(
+            name=ch, retained=self._total_of(ch), arrivals=self._arrivals.get(ch, 0),
+            registered=c is not None, replay=effective_replay(c, d),
+            delivery_class=effective_class(c, d), replay_window=effective_window(c, d),
+            description=c.description if c else None,
+            instructions=c.instructions if c else None,
+            last_ts=self._chan_last.get(ch),
+        )
+
+    # ------------------------------------------------------------------ membership, managers
+
+    @model_input("channels")
+    def set_membership(
+        self, members: Mapping[str, MemberView] | None, feed_observed_at: float | None
+    ) -> None:
+        """A successful membership read (None members = bucket missing: no daemon)."""
+        self._membership_members = dict(members or {})
+        self._membership_feed_at = feed_observed_at
+        self._membership_read = True
+        self._membership_unreadable = None
+        self._touch()
+
+    @model_input("channels")
+    def set_membership_unreadable(self, reason: str) -> None:
+        """A failed read keeps the last snapshot; never touches the connection error."""
+        self._membership_unreadable = reason
+        self._touch()
+
+    def _membership(self, now: float) -> Membership:
+        members = tuple(self._membership_members[k] for k in sorted(self._membership_members))
+        if self._membership_unreadable:
+            pill: MembershipPill = "unreadable"
+        elif not self._membership_read or self._membership_feed_at is None:
+            pill = "traffic-only"
+        elif now - self._membership_feed_at > MEMBERSHIP_STALE_MS:
+            pill = "stale"
+        else:
+            pill = "live"
+        return Membership(pill, self._membership_unreadable, self._membership_feed_at, members)
+
+    @model_input("lifecycle")
+    def apply_manager(
+        self, instance_id: str, *, up: bool, holder: str | None = None,
+        runtime: str | None = None, pid: int | None = None, since: float | None = None,
+    ) -> None:
+        """A manager lease appeared/renewed (up) or was deleted/expired (down)."""
+        now = self.clock()
+        prev = self._managers.get(instance_id)
+        if prev is not None and prev.up == up:
+            if up:
+                self._managers[instance_id] = replace(
+                    prev, holder=holder, runtime=runtime, pid=pid, since=since)
+            return
+        if prev is None and not up:
+            return
+        lease = ManagerLease(instance_id, holder or (prev.holder if prev else None),
+                             runtime or (prev.runtime if prev else None),
+                             pid if pid is not None else (prev.pid if prev else None),
+                             since if since is not None else (prev.since if prev else None),
+                             up, now)
+        self._managers[instance_id] = lease
+        holder_id = lease.holder or instance_id
+        self._append(
+            id="", ts=now, received=now, kind="lifecycle", from_id=holder_id,
+            from_name=self._names.get(holder_id, f"manager {instance_id[:8]}"),
+            from_role="manager",
+            text=f"manager {instance_id[:12]} {'up' if up else 'down'}"
+            + (f" ({lease.runtime})" if lease.runtime else ""),
+            lifecycle="manager-up" if up else "manager-down",
+            historical=self._initial_load and up,
+        )
+
+    def manager_resync(self, present: Iterable[str]) -> None:
+        keep = set(present)
+        for iid, m in list(self._managers.items()):
+            if m.up and iid not in keep:
+                self.apply_manager(iid, up=False)
+
+    # ------------------------------------------------------------------ connection
+
+    @model_input("state")
+    def set_connection(
+        self, state: ConnectionState, *, detail: str | None = None,
+        error: str | None = None, warning: str | None = None,
+    ) -> None:
+        if state == self._status.connection and error is None and warning is None:
+            return
+        self._status = replace(
+            self._status, connection=state,
+            error=error if error is not None else (None if state == "connected" else self._status.error),
+            warning=warning if warning is not None else self._status.warning,
+        )
+        self._emit_state(detail)
+        self._touch()
+
+    @model_input("state")
+    def set_tap(self, subjects: Sequence[str], dm_visible: bool) -> None:
+        self._status = replace(self._status, tap=tuple(subjects), dm_visible=dm_visible)
+        self._emit_state("tap")
+        self._touch()
+
+    @model_input("state")
+    def set_backlog(self, *, lagging: bool, dropped: int = 0) -> None:
+        """The observer's ingest state: ``lagging`` while its backlog is past the high-water
+        mark, ``dropped`` more tap messages thrown away unapplied because it was full. Both
+        land in :attr:`ConnectionStatus` (and a ``StateEvent`` for the line stream)."""
+        st = self._status
+        if lagging == st.lagging and dropped <= 0:
+            return
+        self._status = replace(st, lagging=lagging, dropped=st.dropped + max(0, dropped))
+        if lagging != st.lagging:
+            self._emit_state(f"lagging, {self._status.dropped} dropped" if lagging
+                             else f"caught up, {self._status.dropped} dropped")
+        self._touch()
+
+    @model_input("state")
+    def set_server(self, server: str) -> None:
+        self._status = replace(self._status, server=server)
+        self._touch()
+
+    @model_input("state")
+    def set_warning(self, warning: str | None) -> None:
+        self._status = replace(self._status, warning=warning)
+        self._touch()
+
+    @model_input("state")
+    def set_listener_errors(self, count: int, last: str | None) -> None:
+        """The observer's listeners (line stream, notifier, chat) have raised ``count`` times;
+        ``last`` is the latest, one line. Counted and shown (status bar, a ``state`` line),
+        never swallowed."""
+        st = self._status
+        if count == st.listener_errors and last == st.listener_error:
+            return
+        self._status = replace(st, listener_errors=count, listener_error=last)
+        self._emit_state("listener error")
+        self._touch()
+
+    @property
+    def status(self) -> ConnectionStatus:
+        return self._status
+
+    def _emit_state(self, detail: str | None = None) -> None:
+        s = self._status
+        self._emit(StateEvent(s.connection, s.presence_view, s.dm_visible, self.clock(), detail,
+                              s.lagging, s.dropped, s.listener_errors, s.listener_error))
+
+    # ------------------------------------------------------------------ time
+
+    @model_input("time")
+    def tick(self, now: float | None = None) -> None:
+        """Advance time: flush due bursts, roll rate buckets, run the presence sweep.
+        The observer calls it every ~75 ms; it marks the model dirty once a second so ages
+        refresh."""
+        now = self.clock() if now is None else now
+        for key, b in list(self._bursts.items()):
+            if now - b.opened > self.burst_ms:
+                self._flush_burst(key)
+        before = (tuple(self._buckets), self._msgs_per_sec(now))
+        self._roll(now)
+        if (tuple(self._buckets), self._msgs_per_sec(now)) != before:
+            self._touch()
+        if self._snap is not None and now - self._snap.now >= 1000.0:
+            self._touch()
+        if now - self._stall_checked >= 1000.0:
+            self._stall_transitions(now)
+
+    @model_input("seat")
+    def seat_activity(self, pid: str, *, session_open: bool, output_at: float | None = None,
+                      active_at: float | None = None, received: float | None = None) -> None:
+        """What the console sees of a managed seat: a session open on it, its last terminal
+        output (receipt time), the manager's seat row's ``activeAt``: facts for the verdict."""
+        now = self.clock() if received is None else received
+        self._stall.seat(pid, now, session_open=session_open, output_at=output_at)
+        self._stall.active_at(pid, now, active_at)
+
+    @property
+    def stalled_ids(self) -> frozenset[str]:
+        """The agents the last once-a-second check found stalled (cheap: no verdict is made)."""
+        return self._stalled_ids
+
+    def stalled(self, pid: str | None = None, now: float | None = None) -> dict[str, Stalled]:
+        """The stalled verdicts at ``now`` (the model clock): agent id -> :class:`Stalled`, for
+        every agent claiming ``working`` whose facts have not moved for ``stall_ms``."""
+        now = self.clock() if now is None else now
+        peers = [self._peers[pid]] if pid is not None and pid in self._peers else (
+            [] if pid is not None else self._peers.values())
+        out: dict[str, Stalled] = {}
+        quiet_from, threshold = self._stall.last_moved, self.stall_ms
+        for p in peers:
+            if (p.status == "working" and p.kind == "agent"
+                    and now - quiet_from(p.id, p.first_seen) >= threshold):
+                v = verdict(p.status, self._stall.facts(p.id, p.first_seen), now, self.stall_ms)
+                if v is not None:
+                    out[p.id] = v
+        return out
+
+    def _next_stall(self, now: float, stalled: frozenset[str]) -> float:
+        """The earliest time an agent not in ``stalled`` could be judged stalled: facts only
+        move forward, and a status change moves the presence fact, so until then only the
+        stalled ones can change and the once-a-second check need not walk 10k rows."""
+        quiet_from, due = self._stall.last_moved, now + self.stall_ms
+        for p in self._peers.values():
+            if p.status == "working" and p.kind == "agent" and p.id not in stalled:
+                t = quiet_from(p.id, p.first_seen) + self.stall_ms
+                if t < due:
+                    due = t
+        return due
+
+    def _stall_transitions(self, now: float) -> None:
+        """Once a second: an agent that became stalled gets a presence line (``reason``
+        ``stalled``); any change of the set marks the model dirty."""
+        prev, self._stall_checked = self._stall_checked, now
+        if prev <= now < self._stall_due:  # nobody can have newly stalled: re-judge the stalled ones
+            ids = frozenset(pid for pid in self._stalled_ids if self.stalled(pid, now))
+        else:
+            ids = frozenset(self.stalled(now=now))
+            self._stall_due = self._next_stall(now, ids)
+        if ids == self._stalled_ids:
+            return
+        for pid in sorted(ids - self._stalled_ids):
+            self._presence_event("update", self._peers[pid], now, "stalled")
+        self._stalled_ids = ids
+        self._touch()
+
+    # ------------------------------------------------------------------ snapshot
+
+    def _roster(self) -> None:
+        """Bring the roster order up to date: agents then endpoints, each by status block
+        (working, waiting, idle, offline), name and id. Only rows whose key moved are taken out
+        and put back (a status change among 10k rows costs a bisection, not a sort); a status
+        changes only through ``_set_peer``, so the blocks hold until the next call."""
+        if not self._roster_changed:
+            return
+        keys, srt, peers = self._sort_keys, self._sorted, self._peers
+        if srt is None or len(self._resort) > len(srt) // 8:
+            keys = self._sort_keys = {pid: _order_key(p) for pid, p in peers.items()}
+            srt = self._sorted = sorted(keys.values())
+        else:
+            for pid in self._resort:
+                new, old = _order_key(peers[pid]), keys.get(pid)
+                if new == old:
+                    continue
+                if old is not None:
+                    del srt[bisect_left(srt, old)]
+                insort(srt, new)
+                keys[pid] = new
+        self._resort.clear()
+        ids = [k[3] for k in srt]
+        n = bisect_left(srt, (True,))  # the first endpoint
+        self._agent_ids, self._endpoint_ids = tuple(ids[:n]), tuple(ids[n:])
+        self._peer_ids = tuple(ids)
+        spans: dict[str, tuple[int, int]] = {}
+        for status, o in STATUS_ORDER.items():  # in block order
+            lo, hi = bisect_left(srt, (False, o)), bisect_left(srt, (False, o + 1))
+            if hi > lo:
+                spans[status] = (lo, hi)
+        self._spans = spans
+        self._roster_changed = False
+
+    def snapshot(self) -> Snapshot:
+        """The current state as an immutable :class:`Snapshot` (cached until a change)."""
+        if self._snap is not None:
+            return self._snap
+        now = self.clock()
+        self._roll(now)
+        self._roster()
+        labels = self.labels()
+        label = labels.label
+        # heartbeat-only rewrites replace Peer objects without re-sorting: refresh them
+        get = self._peers.__getitem__
+        agents = tuple(map(get, self._agent_ids))
+        endpoints = tuple(map(get, self._endpoint_ids))
+
+        spans = self._spans
+        counts = {s: (spans[s][1] - spans[s][0] if s in spans else 0) for s in STATUSES}
+        live = tuple(agents[lo:hi] for s, (lo, hi) in spans.items() if s != "offline")
+        needs: list[NeedsYou] = []
+        lo, hi = spans.get("waiting", (0, 0))
+        # the waiting block is in roster order, which within a block is (name.lower(), id):
+        # NEEDS-YOU's order, so no sort (built positionally: 500 of them at 10k agents)
+        for p in agents[lo:hi]:
+            c = p.condition
+            ca = now - c.since if c and c.since else None
+            sa = now - p.status_since if p.status_since else None
+            ha = now - p.ts
+            needs.append(NeedsYou(
+                p.id, p.name, p.role, c.code if c else None, c.message if c else None,
+                None if ca is None else ca if ca > 0.0 else 0.0,
+                None if sa is None else sa if sa > 0.0 else 0.0,
+                ha if ha > 0.0 else 0.0, p.activity, label(p.id) or p.name,
+            ))
+        signals = Signals(
+            counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs), live=live)
+        rates = Rates(msgs_per_sec=self._msgs_per_sec(now), buckets=tuple(self._buckets),
+                      total=self._total)
+        snap = Snapshot(
+            version=self.version, now=now, status=self._status, agents=agents,
+            endpoints=endpoints, channels=self._channels(),
+            feed=self._ring.rows(), feed_base=self._ring.base, signals=signals, rates=rates,
+            dms=self._dms.conversations(lambda pid: labels.label(pid) or pid), dm_log=tuple(self._dms.log),
+            topology=self._topology.topology(),
+            rejections=tuple(sorted(self._rejections.items())),
+            membership=self._membership(now),
+            managers=tuple(self._managers[k] for k in sorted(self._managers)),
+            names=ReadOnlyNames(self._names), order=self._peer_ids, labels=labels,
+        )
+        self._snap = snap
+        self.dirty = False
+        return snap
