@@ -97,11 +97,24 @@ def _class_name(t: type) -> str:
 
 
 # a class a recording of then names by a name it no longer has (format 1 names every object)
-RENAMED = {"meshview.model.traffic:TopologyFold": "meshview.model.traffic:HopLog"}
+RENAMED = {"meshview.traffic:TopologyFold": "meshview.traffic:HopLog"}
+
+# the modules recordings made before meshview was grouped into folders name their classes by
+# (issue 36): a recording names ``meshview.snapshot:FeedEntry``, the class now lives in
+# ``meshview.model.snapshot``
+MOVED = {f"meshview.{old}": f"meshview.{new}" for old, new in (
+    ("model", "model.mesh"), ("roster", "model.roster"), ("feedring", "model.feedring"),
+    ("snapshot", "model.snapshot"), ("traffic", "model.traffic"), ("runs_state", "model.runs_state"),
+    ("stalled", "model.stalled"), ("topology", "model.topology"), ("inputs", "model.inputs"),
+    ("labels", "model.labels"), ("originals", "model.originals"), ("resolve", "model.resolve"),
+    ("markers", "record.markers"), ("seatreplay", "record.seatreplay"), ("notify", "lines.notify"),
+    ("send", "act.send"), ("sanitize", "wire.sanitize"),
+)}
 
 
 def _class(name: str) -> type:
     mod, _, qual = RENAMED.get(str(name), str(name)).partition(":")
+    mod = MOVED.get(mod, mod)
     if not (mod == "meshview" or mod.startswith("meshview.")) or not qual:
         raise ValueError(f"not a model type: {name!r}")
     obj: Any = importlib.import_module(mod)
