@@ -36,11 +36,10 @@ def run_stream(args: argparse.Namespace, mode: str) -> int:
 
 def stream_options(args: argparse.Namespace, mode: str) -> StreamOptions:
     """The watch flags the line stream needs, as plain values (notify from the config loader)."""
-    from cotal_tui.config import notify_settings, recording_max_size
+    from cotal_tui.config import notify_settings
     from meshview.lines.stream import StreamOptions
 
     return StreamOptions(mode=mode, backfill=int(args.backfill or 0), dms=not args.no_dms,
-                         record=args.record, max_size=recording_max_size(args)[0],
                          notify=notify_settings(args))
 
 
@@ -88,8 +87,19 @@ async def _stream(args: argparse.Namespace, mode: str) -> int:
                 f"! {gap} diagnostic lines dropped (stderr was not being read)") or sys.stderr
     out = _sink(sys.stdout) or sys.stdout
     return await stream_space(nc, target, options, out, err, stop,
-                              alert_write=_terminal_write if _isatty(sys.stderr) else None,
-                              runs_poll=lambda model: _runs_poll(target, model))
+                              runs_poll=lambda model: _runs_poll(target, model),
+                              beside=lambda model, obs, diag: _beside(args, target, options, model, obs, diag))
+
+
+def _beside(args, target, options, model, obs, diag):
+    """``--record`` and ``--notify`` beside the printing; the notifier's escapes go to the
+    terminal on stderr (never into stdout's data), or nowhere when stderr is not one."""
+    from cotal_tui.config import recording_max_size
+    from meshview.record.record_notify import RecordAndNotify
+
+    return RecordAndNotify(model, obs, target.space, target.display, record=args.record,
+                           max_size=recording_max_size(args)[0], notify=options.notify,
+                           write=_terminal_write if _isatty(sys.stderr) else None, diag=diag)
 
 
 def _runs_poll(target, model):

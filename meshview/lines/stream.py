@@ -19,7 +19,7 @@ import os
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, TextIO
+from typing import Any, Awaitable, Callable, Iterable, Protocol, TextIO
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -424,30 +424,36 @@ def _emit(dest: TextIO | LineSink, lines: list[str]) -> None:
 STOP_BUDGET = 0.4  # seconds for the last lines after the stop (the exit must take < 1 s)
 
 
+class Beside(Protocol):
+    """What runs beside the printing and is closed when the stream ends."""
+
+    async def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     """What the line stream is asked for, as plain values (the CLI reads them from its flags):
     ``mode`` ``plain`` or ``json``; ``backfill`` messages per channel first; ``dms`` off for
-    channels only; ``record`` a file to record to (``max_size`` its bound); ``notify``."""
+    channels only; ``notify`` (its stalled minutes are the verdict's default quiet time)."""
 
     mode: str = "plain"
     backfill: int = 0
     dms: bool = True
-    record: str | None = None
-    max_size: int | None = None
     notify: NotifySettings = field(default_factory=NotifySettings)
     stall_ms: float | None = None  # the stalled verdict's quiet time (None: notify's minutes)
 
 
 async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
                        out: TextIO | LineSink, err: TextIO | LineSink, stop: asyncio.Event, *,
-                       alert_write: Callable[[str], None] | None = None,
-                       runs_poll: Callable[[MeshModel], Callable[[], Awaitable[None]]] | None = None) -> int:
+                       runs_poll: Callable[[MeshModel], Callable[[], Awaitable[None]]] | None = None,
+                       beside: Callable[[MeshModel, Observer, Callable[[str], None]], Beside] | None = None,
+                       ) -> int:
     """Observe ``target.space`` on the open connection ``nc`` and write it as lines on ``out``
     (diagnostics on ``err``) until ``stop`` is set or the reader of ``out`` goes away; then the
     last lines within :data:`STOP_BUDGET`, and ``nc`` is closed. A :class:`LineSink` ``out``
     gets its gap, stall and shed reports from the writer and is drained and closed here (so is
-    a sink ``err``); ``alert_write`` takes ``--notify``'s terminal escapes. Returns 0."""
+    a sink ``err``). ``beside(model, observer, diag)`` starts what runs beside the printing
+    (the CLI's recorder and notifier), closed at the end. Returns 0."""
     loop = asyncio.get_running_loop()
     model = MeshModel(target.space, record_events=True,
                       burst_ms=0 if options.mode == "json" else 400, server=target.display,
@@ -475,11 +481,7 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
 
     obs.add_listener(drain)
     stop_runs = runs_poll(model) if runs_poll is not None else None  # run lines (cli/watch_stream.py)
-    from meshview.record.record_notify import RecordAndNotify
-
-    beside = RecordAndNotify(model, obs, target.space, target.display, record=options.record,
-                             max_size=options.max_size, notify=options.notify,
-                             write=alert_write, diag=writer.diag)
+    running = beside(model, obs, writer.diag) if beside is not None else None
     if options.mode != "json":
         writer.diag(f"watching space {sanitize.inline(target.space)} on {target.display}"
                     " - Ctrl-C to stop", warn=True)
@@ -508,7 +510,8 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
                 drain(model)
             except Exception:
                 pass
-        await beside.close()
+        if running is not None:
+            await running.close()
         if stop_runs is not None:
             try:
                 await asyncio.wait_for(stop_runs(), STOP_BUDGET / 4)
