@@ -43,7 +43,8 @@ from meshview.wire.names import bucket_names, space_token
 
 from attach.control.broker import server_version, too_old
 from attach.control.endpoint import EndpointClient, Reply
-from attach.session.rail import PEER_SILENT, Rail, RailError, check_window, open_rail
+from attach.session.rail import PEER_SILENT, Rail, RailError, open_rail
+from meshview.wire.rail import check_window
 from attach.control.registry import RegistryUnreadable, read_leases
 
 BACKOFF_S = (1, 2, 5, 10, 30)

@@ -17,7 +17,8 @@ A consumer that parses slower than the peer sends (the console's terminal pane) 
 seeing every frame — a ``drop`` notice the moment it lands — while holding the peer's window
 shut, so the peer drops and repaints instead of either side queueing bytes.
 
-The frame logic is transport-neutral (``feed`` in, ``publish`` out) so it can be unit-tested
+The frame grammar (the closed schema of the three frames, the window bound) is
+:mod:`meshview.wire.rail`; the frame logic here is transport-neutral (``feed`` in, ``publish`` out) so it can be unit-tested
 without a broker; :func:`open_rail` wires it to a NATS connection.
 
 Size: just over 500 lines because both directions, the watchdogs and consumer credit share one
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import math
 import time
@@ -36,19 +36,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-WINDOW_DEFAULT = 64
-WINDOW_MAX = 1024
+from meshview.wire.rail import MAX_SEQ, WINDOW_DEFAULT, FrameError, check_window, encode_frame, parse_frame
+
 MAX_PAYLOAD = 1024 * 1024
 IDLE_CREDIT_MS = 1000
 STALL_TIMEOUT_MS = 30_000
 PEER_SILENT = "peer-silent"  # a local fault name: nothing heard from the peer within the bound
-_MAX_SEQ = 2**53 - 2
 log = logging.getLogger(__name__)
 CLOSE_DRAIN_S = 2.0
-
-
-class FrameError(ValueError):
-    """A frame outside the closed rail schema (a ``garbled-frame`` fault on receipt)."""
 
 
 class RailError(Exception):
@@ -57,53 +52,6 @@ class RailError(Exception):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
-
-
-def _nonneg_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2**53 - 1
-
-
-def check_window(w: object) -> int:
-    if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= WINDOW_MAX:
-        raise ValueError(f"window {w!r} is not an integer in 1..{WINDOW_MAX}")
-    return w
-
-
-def encode_frame(frame: dict) -> bytes:
-    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def parse_frame(raw: bytes) -> dict:
-    try:
-        o = json.loads(raw.decode("utf-8", errors="strict"))
-    except (UnicodeDecodeError, ValueError):
-        raise FrameError("session frame is not UTF-8 JSON") from None
-    if not isinstance(o, dict):
-        raise FrameError("session frame is not an object")
-    t = o.get("t")
-    if t == "f":
-        for k in o:
-            if k not in ("t", "seq", "data", "ack"):
-                raise FrameError(f"data frame carries unknown field {k!r}")
-        if not _nonneg_int(o.get("seq")) or o["seq"] < 1:
-            raise FrameError("data frame seq is not a positive integer")
-        if "data" not in o:
-            raise FrameError("data frame carries no data")
-        if "ack" in o and not _nonneg_int(o["ack"]):
-            raise FrameError("data frame ack is not a non-negative integer")
-        return o
-    if t == "credit":
-        for k in o:
-            if k not in ("t", "ack"):
-                raise FrameError(f"credit frame carries unknown field {k!r}")
-        if not _nonneg_int(o.get("ack")):
-            raise FrameError("credit frame ack is not a non-negative integer")
-        return o
-    if t == "close":
-        if len(o) != 1:
-            raise FrameError("close frame carries unknown fields")
-        return o
-    raise FrameError(f"unknown session frame type {t!r}")
 
 
 @dataclass
@@ -424,7 +372,7 @@ class Rail:
     async def _send(self, data: Any, data_json: bytes | None) -> int:
         if not self.alive:
             raise RailError("failed-precondition", "session rail is closed or broken; re-establish")
-        if self.seq >= _MAX_SEQ:
+        if self.seq >= MAX_SEQ:
             await self._protocol_error("seq-exhausted", {"seq": self.seq})
             raise RailError("failed-precondition", "session rail exhausted its sequence space")
         if self.seq - self.acked_through >= self.window:

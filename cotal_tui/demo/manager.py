@@ -54,7 +54,8 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
 from attach.control.endpoint import publish_closure
 from attach.session.host import PtySeat, ServingBridge
-from attach.session.rail import STALL_TIMEOUT_MS, WINDOW_DEFAULT, check_window, open_rail
+from attach.session.rail import STALL_TIMEOUT_MS, open_rail
+from meshview.wire.rail import WINDOW_DEFAULT, check_window
 from cotal_tui.demo.contract import VIOLATIONS, load_contract
 from cotal_tui.demo.runs import RUN_COMMANDS, RunHost
 from cotal_tui.demo.personas import (

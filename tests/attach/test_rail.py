@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from attach.session.rail import FrameError, Rail, RailError, encode_frame, open_rail, parse_frame
+from attach.session.rail import Rail, RailError, open_rail
+from meshview.wire.rail import FrameError, encode_frame, parse_frame
 from conftest import until
 
 
