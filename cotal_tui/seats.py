@@ -52,7 +52,7 @@ Connect = Callable[[], Awaitable[Any]]
 
 def detach_byte_from_env() -> int:
     """``COTAL_DETACH_KEY`` as the CLI reads it; a bad value falls back to Ctrl-]."""
-    from attach.terminal.passthrough import DetachKeyError, parse_detach_key
+    from attach.terminal.detach import DetachKeyError, parse_detach_key
 
     try:
         return parse_detach_key(os.environ.get("COTAL_DETACH_KEY"))

@@ -20,7 +20,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
-from attach.terminal.passthrough import key_label
+from attach.terminal.detach import key_label
 from widgets.terminal_pane import TerminalPane
 
 

@@ -44,7 +44,7 @@ async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     from attach.terminal.termfilter import TermFilter
     from cotal_tui.cli.connection import target_from_args
     from cotal_tui.config import attach_terminal
-    from attach.terminal.passthrough import run_passthrough
+    from cotal_tui.cli.passthrough import run_passthrough
 
     # on a user-auth mesh --on is the exchange's managerInstanceId pin (ignored elsewhere)
     target = dataclasses.replace(session_target(target_from_args(args)), manager_instance=args.on)
@@ -72,7 +72,7 @@ def seat_name(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from attach.terminal.passthrough import DetachKeyError, parse_detach_key
+    from attach.terminal.detach import DetachKeyError, parse_detach_key
 
     name = seat_name(args)
     if not name:

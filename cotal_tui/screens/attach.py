@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
-from attach.terminal.passthrough import key_label
+from attach.terminal.detach import key_label
 from meshview.wire import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
