@@ -120,7 +120,7 @@ def layer_violations(root: Path = ROOT) -> list[str]:
 
 def test_imports_point_down_only():
     """cotal_tui -> widgets -> attach -> meshview, never back up; demo code stays in demo."""
-    assert imports_of(ROOT / "attach" / "client.py"), "the scan found no imports at all"
+    assert imports_of(ROOT / "attach" / "session" / "client.py"), "the scan found no imports at all"
     problems = layer_violations()
     assert problems == [], "imports pointing up the layers:\n" + "\n".join(problems)
 
