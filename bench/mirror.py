@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/mirror.py``. Records, in a real pty, ``ls -laR --color=always /usr/lib``
 (capped at 2 MiB) and vim paging through a Python file with syntax colours, then feeds each
 recording in 4 KiB chunks to a bare ``pyte.Screen`` + ``pyte.ByteStream`` and to ``Mirror``
-(pyte with the fast paths of ``attach/fast_screen.py`` and a fast feed loop), A/B alternating,
+(pyte with the fast paths of ``attach/terminal/fast_screen.py`` and a fast feed loop), A/B alternating,
 five rounds, median of each. Goal: Mirror ≥ 2× bare pyte. Each recording is also fed to the
 mirror built on bare pyte (``tests/attach/test_mirror_fast.py``'s reference) and the two final
 screens are compared cell for cell. Then snapshot() times at 120x32.

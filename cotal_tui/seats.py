@@ -72,7 +72,7 @@ class SeatSessions:
         # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
         self.tap: Callable[[Any, str, bytes], None] | None = None
         # seat name -> when its open session last showed output (monotonic), and how many panes
-        # have a session open on it: facts for the stalled verdict (meshview/stalled.py)
+        # have a session open on it: facts for the stalled verdict (meshview/model/stalled.py)
         self.output_seen: dict[str, float] = {}
         self.open_on: dict[str, int] = {}
 

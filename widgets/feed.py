@@ -55,7 +55,7 @@ LIFECYCLE_GLYPH = {
 
 def _head_key(e: FeedEntry, snap: Snapshot) -> tuple:
     """What a row's head shows: its sender as the roster knows it (label, role, the envelope's
-    differing name as a claim: meshview/labels.py), resolved now, so a presence arriving after
+    differing name as a claim: meshview/model/labels.py), resolved now, so a presence arriving after
     the row corrects it; a recipient with no roster entry is its id, marked so the head
     elides it as one."""
     label, role, claim, _ = snap.sender(e)
@@ -186,7 +186,7 @@ class _RowStrips:
 def thread_marker(e: FeedEntry) -> str:
     """``↳ re: <first words of the original>``, or ``↳ re: <elided id>`` when the original
     was not in the feed as the reply landed; ``↳ re? ambiguous <elided id>`` when the id names
-    several senders' messages and none is in the reply's conversation (meshview/originals.py)."""
+    several senders' messages and none is in the reply's conversation (meshview/model/originals.py)."""
     if e.reply_ambiguous:
         return "↳ re? ambiguous " + elide_id(e.reply_to or "", 16)
     words = _first_words(safe(e.reply_excerpt or "", 200), EXCERPT_CELLS)
@@ -706,7 +706,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     def find_original(self, e: FeedEntry) -> tuple[int | None, bool]:
         """The absolute index of the row ``e`` answers (``replyTo``: the first copy that fits,
-        meshview/originals.py), and whether that row passes the current filter (tab, search,
+        meshview/model/originals.py), and whether that row passes the current filter (tab, search,
         lifecycle)."""
         snap = self._snap
         row = snap.original_of(e) if snap is not None else None

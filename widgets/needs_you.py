@@ -5,7 +5,7 @@ Cards say what the wire says: the condition code and message, how long the condi
 status have held (only when stamped), the heartbeat age, and the activity. A run's card is its
 open pause: the prompt, the step key, who it escalates to and the deadline; ``r`` answers it and
 Enter opens the run's journal. A run row leaves when the step settles, the deadline passes or
-the run is revoked (meshview/runs_state.py decides; this only shows it).
+the run is revoked (meshview/model/runs_state.py decides; this only shows it).
 """
 
 from __future__ import annotations

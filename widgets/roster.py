@@ -50,7 +50,7 @@ class Roster(LazyLineList):
         self.sort_by = "status"
         self._sorted: tuple[str, ...] = ()  # the keys in ``sort_by`` order (one object while equal)
         self._sorted_from: object = None
-        self.stalled: Mapping[str, Stalled] = {}  # agent id -> verdict (meshview/stalled.py)
+        self.stalled: Mapping[str, Stalled] = {}  # agent id -> verdict (meshview/model/stalled.py)
         self._stalled_key: tuple = ()
         # moves when a shown principal's label changed (a second ``ada`` joined, a rename):
         # every row is drawn again; a join alone is a new row, measured as one

@@ -313,7 +313,7 @@ class EndpointClient:
     async def open_call(self, subject: str, env: dict, nonce: str, q: asyncio.Queue):
         """One call on the wire: its exact reply rail subscribed and flushed, then the request
         published once. Returns the subscription (the caller unsubscribes it); every reply it
-        accepts lands in ``q`` (a scatter's own gather, attach/scatter.py, reads it too)."""
+        accepts lands in ``q`` (a scatter's own gather, attach/control/scatter.py, reads it too)."""
         p = parse_request(subject)
         await self._bound_for(p.command if p is not None else env.get("op", {}).get("command", ""))
         subject = self._on_rail(subject)

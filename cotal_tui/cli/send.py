@@ -260,7 +260,7 @@ async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
 
 
 def _original(part, p: Send, copies: list):
-    """The copy of ``p.reply_to`` this send answers (meshview/originals.py ``pick_reply``):
+    """The copy of ``p.reply_to`` this send answers (meshview/model/originals.py ``pick_reply``):
     an id several senders used is refused, naming them, unless the target or the operator's
     own DMs single one out."""
     from meshview.model.originals import Ref, delivery_ref, describe, pick_reply

@@ -52,7 +52,7 @@ class AttachScreen(Screen[None]):
         if size is not None:
             sessions.sizes.setdefault(name, size)
         self._leaving = False
-        self.viewers = ""  # ``2 viewers: you, alice (read-only)`` (attach/viewers.py), when known
+        self.viewers = ""  # ``2 viewers: you, alice (read-only)`` (attach/control/viewers.py), when known
 
     VIEWERS_S = 3.0  # how often the session ledger is read for who else is here
 

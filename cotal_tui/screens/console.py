@@ -162,7 +162,7 @@ class ConsoleScreen(ComposeKeys):
 
     def _stalled_tick(self) -> None:
         """Once a second: the open seat sessions' output as facts for the stalled verdict, then
-        the roster's ``stalled?`` lines (meshview/stalled.py), only while some agent is (or was
+        the roster's ``stalled?`` lines (meshview/model/stalled.py), only while some agent is (or was
         just) flagged, so a quiet mesh costs nothing here."""
         model = self.model
         self._seat_facts()

@@ -2,7 +2,7 @@
 the answer composer (``r`` on a run, ``a`` in the journal, ``r`` on a run's NEEDS-YOU card).
 
 The screens read the session's model (``runs_view()``), fed by :class:`RunsDesk`'s poller
-(attach/runs_poll.py) on a live session, or by a recording on a replay; they never wait on the
+(attach/control/runs_poll.py) on a live session, or by a recording on a replay; they never wait on the
 mesh on the event loop. Sending an answer is ``run-answer {runId, stepKey, value}`` through
 :mod:`attach.control.runs` in a worker: ``by`` comes from the credential, never from us, and an error
 is the manager's sentence. An answered step can be amended; the composer says which answer it

@@ -873,7 +873,7 @@ class Participant:
                           timeout: float = 5.0) -> list[Delivery]:
         """Every copy of a message id among the newest ``depth`` channel and DM messages (the
         streams that keep history; anycast has none), any sender's, in stream order
-        (meshview/streamorder.py). Ids are the senders' own, so one id may name messages of
+        (meshview/observe/streamorder.py). Ids are the senders' own, so one id may name messages of
         several senders: :func:`meshview.model.originals.pick_reply` says which one a reply means.
         Empty when not found or unreadable."""
         if self.nc is None:

@@ -56,7 +56,7 @@ class Alert:
     space: str
     server: str
     more: int = 0  # alerts held back by the rate limit since the last one delivered
-    event: str = "waiting"  # or "stalled" (``--notify-stalled``: meshview/stalled.py)
+    event: str = "waiting"  # or "stalled" (``--notify-stalled``: meshview/model/stalled.py)
 
     def text(self) -> str:
         """``ada needs you: approval - wants approval to run migrations``; a stalled one:
@@ -248,7 +248,7 @@ class NotifySettings:
     style: str = "osc9"
     settle_s: float = SETTLE_S
     stalled: bool = False  # also alert when an agent looks stalled (--notify-stalled)
-    stalled_minutes: float = DEFAULT_STALL_MINUTES  # the verdict's quiet time (meshview/stalled.py)
+    stalled_minutes: float = DEFAULT_STALL_MINUTES  # the verdict's quiet time (meshview/model/stalled.py)
     stalled_sources: dict[str, str] = field(default_factory=dict)  # where those two came from
     warning: str | None = None
     sources: dict[str, str] = field(default_factory=dict)

@@ -253,7 +253,7 @@ def json_message(e: FeedEntry, labels: Labels = NO_LABELS) -> dict[str, Any]:
 
 def json_presence(ev: PresenceEvent, stalled: Stalled | None = None,
                   labels: Labels = NO_LABELS) -> dict[str, Any]:
-    """A presence line; ``stalled`` (meshview/stalled.py) adds ``"stalled": {"for": s, "signals":
+    """A presence line; ``stalled`` (meshview/model/stalled.py) adds ``"stalled": {"for": s, "signals":
     [...]}`` to a ``working`` agent's line; ``label`` is there when another peer shares its name."""
     p = ev.peer
     c = p.condition

@@ -200,7 +200,7 @@ class FeedRing:
         return len(self._ids)
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps (meshview/statecodec.py): the live rows and the dedupe
+        """What a checkpoint keeps (meshview/record/statecodec.py): the live rows and the dedupe
         index. Evicted rows still waiting for a compaction are not state."""
         return {"cap": self.cap, "base": self._base, "rows": list(self.rows()),
                 "ids": dict(self._ids), "held": dict(self._held),

@@ -3,8 +3,8 @@ one tap every input call passes.
 
 A reducer decorated with :func:`model_input` is an *input*: something the observer feeds the
 model (a message, a presence record, a connection state, the passing of time). The recorder
-(meshview/record.py) sets ``model.input_tap`` and sees every outermost input call once it has
-applied; a replay (meshview/replay.py) applies recorded inputs back through
+(meshview/record/record.py) sets ``model.input_tap`` and sees every outermost input call once it has
+applied; a replay (meshview/record/replay.py) applies recorded inputs back through
 :meth:`MeshModel.apply_input`, which knows only the names in :data:`INPUTS`. Nothing else
 wraps or replaces a model method.
 

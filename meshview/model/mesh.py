@@ -20,7 +20,7 @@ Contract for the console (names are stable):
   a snapshot when it moved. ``dirty`` says something changed since the last snapshot or
   observer publish: the observer runs its listeners (line stream, notifier, chat) at most once
   per ``BATCH_MS`` (75 ms) while it is set, and :meth:`tick` sets it once a second for ages.
-* Inputs (meshview/inputs.py): every reducer that changes the state is registered with
+* Inputs (meshview/model/inputs.py): every reducer that changes the state is registered with
   ``@model_input``; ``input_tap`` (the recorder's) sees each outermost input call, and
   :meth:`MeshModel.apply_input` applies one by name (a replay). Reads are listed in
   :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
@@ -221,7 +221,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._membership_read = False  # a read has completed
         self._membership_unreadable: str | None = None
         self._managers: dict[str, ManagerLease] = {}
-        # workflow runs, as the managers' run-ps/run-status last said (meshview/runs_state.py)
+        # workflow runs, as the managers' run-ps/run-status last said (meshview/model/runs_state.py)
         self._runs = RunsState()
         self._runs_snap: RunsSnapshot | None = None
 
@@ -234,7 +234,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._events: deque[ModelEvent] = deque(maxlen=EVENT_QUEUE_CAP)
         self.events_dropped = 0
 
-        # the stalled verdict's facts (meshview/stalled.py); not checkpointed: a replay that
+        # the stalled verdict's facts (meshview/model/stalled.py); not checkpointed: a replay that
         # seeks rebuilds them from the inputs after the checkpoint
         self.stall_ms = float(stall_ms)
         self._stall = StallTracker()
@@ -344,7 +344,7 @@ class MeshModel(RunsReducer, RosterReducer):
         return self._names.get(pid) or pid
 
     def labels(self) -> Labels:
-        """Principal -> display label from the roster (meshview/labels.py), rebuilt only after
+        """Principal -> display label from the roster (meshview/model/labels.py), rebuilt only after
         a roster name or role changed."""
         lab = self._labels
         if lab is None or len(lab) != len(self._peers):
@@ -394,7 +394,7 @@ class MeshModel(RunsReducer, RosterReducer):
                 conflict = True
         # the envelope's name and role are the sender's claim, never its identity: kept on the
         # row (bounded by the wire's decode, meshview/wire/bounds.py) and shown against the
-        # roster's entry for ``from_id`` (meshview/labels.py)
+        # roster's entry for ``from_id`` (meshview/model/labels.py)
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
@@ -457,7 +457,7 @@ class MeshModel(RunsReducer, RosterReducer):
                 me: Ref) -> tuple[Any, ...]:
         """The envelope's threading fields, bounded, plus the first line of the original
         reply ``me`` answers when it is in the feed now (``FeedEntry.reply_excerpt``): the
-        first copy by stream order that fits (meshview/originals.py), and whether the id names
+        first copy by stream order that fits (meshview/model/originals.py), and whether the id names
         copies of several senders none of which fits (``reply_ambiguous``)."""
         reply = reply_to[:THREAD_ID_CAP] if isinstance(reply_to, str) and reply_to else None
         ctx = (wire_context_id[:THREAD_ID_CAP]
@@ -474,7 +474,7 @@ class MeshModel(RunsReducer, RosterReducer):
 
     def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Apply a prefill batch: rows are ``apply_message`` kwargs, already in stream order
-        (meshview/history.py: never sorted by the senders' own ``ts``), marked historical,
+        (meshview/observe/history.py: never sorted by the senders' own ``ts``), marked historical,
         deduped. Returns the number of rows that landed."""
         n = 0
         for r in rows:

@@ -35,7 +35,7 @@ def entry_ref(e: Any) -> Ref:
 
 def fits(reply: Ref, original: Ref) -> bool:
     """True when ``reply`` could answer ``original`` by the reply-routing rule
-    (meshview/send.py ``reply_send``): a channel reply on the original's channel; a DM reply
+    (meshview/act/send.py ``reply_send``): a channel reply on the original's channel; a DM reply
     inside the original DM's conversation, or back to an anycast's asker; an ask on the same
     service."""
     if reply.kind == "channel":

@@ -314,7 +314,7 @@ class RosterReducer:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
         old = self._peers.get(p.id)
         if old is None or old.name != p.name or old.role != p.role:
-            self._labels = None  # who is shown as whom changed (meshview/labels.py)
+            self._labels = None  # who is shown as whom changed (meshview/model/labels.py)
         self._peers[p.id] = p
         live = self._live_seen
         if live is not None:

@@ -1,6 +1,6 @@
 """Workflow runs as the console saw them (SPEC §14): rows per manager, open pauses, staleness.
 
-There is no push event for runs: a poller (attach/runs_poll.py) asks each manager ``run-ps``,
+There is no push event for runs: a poller (attach/control/runs_poll.py) asks each manager ``run-ps``,
 then ``run-status`` for its running runs, and hands the answers to the model through the
 inputs below, as values of this module (so a recording holds them and a replay shows the run
 state the console saw then, not the state now). The model mixes :class:`RunsReducer` in, as it
@@ -193,7 +193,7 @@ def short_run(run_id: str) -> str:
 
 @dataclass
 class RunsState:
-    """The mutable fold the model keeps (checkpointed whole: meshview/statecodec.py)."""
+    """The mutable fold the model keeps (checkpointed whole: meshview/record/statecodec.py)."""
 
     runs: dict[tuple[str, str], RunView] = field(default_factory=dict)
     managers: dict[str, ManagerRuns] = field(default_factory=dict)

@@ -194,7 +194,7 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     # (None: it was not, so only its id can be shown); fixed at arrival so a row's height
     # never changes under the view
     reply_excerpt: str | None = None
-    # ``replyTo`` names copies by several senders and none fits this reply (meshview/originals.py)
+    # ``replyTo`` names copies by several senders and none fits this reply (meshview/model/originals.py)
     reply_ambiguous: bool = False
     # this row reuses an id another sender used first (by stream order): both rows are kept
     conflict: bool = False
@@ -273,7 +273,7 @@ class NeedsYou(msgspec.Struct, frozen=True, gc=False):
     status_age_ms: float | None  # now - statusSince
     heartbeat_age_ms: float  # now - ts
     activity: str | None
-    label: str = ""  # the name as shown (meshview/labels.py): suffixed when another peer shares it
+    label: str = ""  # the name as shown (meshview/model/labels.py): suffixed when another peer shares it
 
 
 _TS = attrgetter("ts")
@@ -451,7 +451,7 @@ class Snapshot:
     # ``peers``' ids in order: the same tuple object from one snapshot to the next until the
     # roster re-sorts, so a view can tell "same rows, some records refreshed" at a glance
     order: tuple[str, ...] = field(repr=False, default=())
-    # principal -> display label from the roster, disambiguated (meshview/labels.py); the same
+    # principal -> display label from the roster, disambiguated (meshview/model/labels.py); the same
     # object from one snapshot to the next until a roster name or role changes
     labels: Labels = field(repr=False, default=NO_LABELS)
 
@@ -499,7 +499,7 @@ class Snapshot:
 
     def sender(self, e: FeedEntry) -> Sender:
         """Who row ``e`` is shown as from: the roster's label and role for its authenticated
-        sender, and the envelope's differing name as a claim (meshview/labels.py)."""
+        sender, and the envelope's differing name as a claim (meshview/model/labels.py)."""
         if e.kind == "lifecycle" and self.labels.label(e.from_id) is None:
             return Sender(e.from_name, e.from_role, None, False)  # ours (a manager's lease)
         return self.labels.sender(e.from_id, e.from_name, e.from_role)

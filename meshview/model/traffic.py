@@ -71,7 +71,7 @@ class DmRollup:
             self._seen = {(m.from_id, m.id) for m in self.log if m.id}
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps (meshview/statecodec.py): the log, the pairs, the seen ids."""
+        """What a checkpoint keeps (meshview/record/statecodec.py): the log, the pairs, the seen ids."""
         return {"cap": self.log.maxlen, "log": list(self.log), "seen": set(self._seen),
                 "convs": [[a, b, c.count, c.last_ts, c.last_text]
                           for (a, b), c in self._convs.items()]}

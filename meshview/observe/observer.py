@@ -538,7 +538,7 @@ class Observer:
 
     async def _add_absent(self) -> None:
         """Agents that left before we started (their presence keys expired) join the roster
-        offline, derived from what the space retains (meshview/absent.py)."""
+        offline, derived from what the space retains (meshview/observe/absent.py)."""
         from meshview.observe.absent import find_absent
 
         await self._presence.ready.wait()

@@ -10,8 +10,8 @@ are not stored: the model derives them again.
 
 File: gzip, one JSON object per line. ``header`` first (format, version, space, the model's
 parameters, the recording id and segment number), then ``checkpoint`` lines (``state``: the model's
-versioned state schema, meshview/statecodec.py) and ``in`` lines (``t`` receipt time in epoch ms,
-``op`` the model input, one of meshview/inputs.py ``INPUTS``, ``k`` its category, ``a``/``kw`` its
+versioned state schema, meshview/record/statecodec.py) and ``in`` lines (``t`` receipt time in epoch ms,
+``op`` the model input, one of meshview/model/inputs.py ``INPUTS``, ``k`` its category, ``a``/``kw`` its
 arguments in the tagged JSON). Format version 1 (checkpoints of the model's attributes) still
 replays. The writer flushes a gzip sync point every second, so a recording cut off by a crash
 reads up to the last second; a damaged one replays up to the damage and says so in one sentence.
@@ -28,7 +28,7 @@ older one), and every segment starts with a checkpoint, so either replays on its
 replay as one. Nothing here records a credential: inputs are mesh data and the server as
 ``ConnectTarget.display`` shows it; connection strings in state lines are scrubbed anyway.
 
-Reading and playing back: meshview/replay.py. No Textual or Rich import (the model layer).
+Reading and playing back: meshview/record/replay.py. No Textual or Rich import (the model layer).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from meshview.model.mesh import MeshModel
 from meshview.record.statecodec import checkpoint, encode
 
 FORMAT = "cotal-recording"
-VERSION = 2  # 2: versioned checkpoints (meshview/statecodec.py) and ``refresh_clocks`` inputs
+VERSION = 2  # 2: versioned checkpoints (meshview/record/statecodec.py) and ``refresh_clocks`` inputs
 MAX_SIZE = 100 * 1024 * 1024  # default bound of a recording on disk (both segments)
 CHECKPOINT_S = 60.0  # a checkpoint per minute of recording (seeking back restores the nearest)
 FLUSH_S = 1.0  # a gzip sync point at least this often: a crash loses at most this much
@@ -120,7 +120,7 @@ def active_recorder(model: MeshModel) -> Recorder | None:
 class Recorder:
     """Records every input of ``model`` to ``path`` from now until :meth:`close`.
 
-    It is the model's ``input_tap`` (meshview/inputs.py) until closed: the model hands it every
+    It is the model's ``input_tap`` (meshview/model/inputs.py) until closed: the model hands it every
     outermost input call with its receipt time, and the clock held there during the call, so
     the same call replays identically. One recorder per model. A write error stops the
     recording with :attr:`error` set: it never reaches the observer or the console."""

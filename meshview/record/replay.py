@@ -1,4 +1,4 @@
-"""Replaying a recording (meshview/record.py): read it back, drive a pure model, pace it.
+"""Replaying a recording (meshview/record/record.py): read it back, drive a pure model, pace it.
 
 :func:`load_recording` reads a file (and its rotated first half ``FILE.1`` when that belongs to
 it); damage after a usable start ends the read with one sentence in ``Recording.damage``.
@@ -8,7 +8,7 @@ nearest checkpoint. :class:`Player` paces it against the wall clock; :class:`Rep
 what the console needs from a session. No broker anywhere.
 
 Seat terminals (``--record-seats``) are read into ``Recording.seat_lines`` and played by
-meshview/seatreplay.py (:meth:`Replay.seat_stream`).
+meshview/record/seatreplay.py (:meth:`Replay.seat_stream`).
 
 No Textual or Rich import (the model layer).
 """
@@ -416,7 +416,7 @@ class ReplaySession:
         self.find_query = ""  # the replay's ``/``: the text last found, and its matches
         self.find_matches: list | None = None
 
-    # -- markers (meshview/markers.py) --------------------------------------------------------
+    # -- markers (meshview/record/markers.py) --------------------------------------------------------
 
     def set_auto_markers(self, found: list[Marker]) -> None:
         self._auto = list(found)

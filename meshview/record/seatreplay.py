@@ -1,6 +1,6 @@
 """Seat terminals in a recording (``cotal watch --record-seats``), read back and played.
 
-A ``seat`` line (meshview/record.py ``Recorder.seat``) becomes a :class:`SeatLine`;
+A ``seat`` line (meshview/record/record.py ``Recorder.seat``) becomes a :class:`SeatLine`;
 :class:`SeatStream` turns one seat's lines into steps for a screen (fresh screen, resize, bytes
 to feed) up to a replay time, a bounded number of bytes at a time; seeking back restarts from the
 last fresh screen or snapshot before the target. :func:`seat_line_text` / :func:`seat_line_json`
@@ -31,7 +31,7 @@ _SIZED = frozenset({"open", "reset", "snap", "size"})
 
 @dataclass(slots=True)
 class SeatLine:
-    """One seat terminal line (meshview/record.py ``Recorder.seat``)."""
+    """One seat terminal line (meshview/record/record.py ``Recorder.seat``)."""
 
     t: float
     seat: str

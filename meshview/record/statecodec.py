@@ -259,7 +259,7 @@ STATE: tuple[StateField, ...] = (
     StateField("membership_unreadable", "_membership_unreadable"),
     StateField("managers", "_managers"),
     StateField("status", "_status"),
-    # workflow runs as the managers last reported them (meshview/runs_state.py)
+    # workflow runs as the managers last reported them (meshview/model/runs_state.py)
     StateField("runs", "_runs"),
 )
 

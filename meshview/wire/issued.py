@@ -9,7 +9,7 @@ a request body, and the generation is an identifier, not a bearer secret.
 
 Everything here is pure: the derivation, the bucket and key names, the row's closed shape.
 Reading the row over a connection is :func:`meshview.wire.issued.direct_get_subject` plus a
-caller's own request (``attach/endpoint.py``); writing it is the issuer's (``cotal_tui/demo``).
+caller's own request (``attach/control/endpoint.py``); writing it is the issuer's (``cotal_tui/demo``).
 """
 
 from __future__ import annotations

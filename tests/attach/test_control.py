@@ -1,4 +1,4 @@
-"""The control plane (attach/control.py) against real managers on the session broker: spawn,
+"""The control plane (attach/control/verbs.py) against real managers on the session broker: spawn,
 stop (graceful, escalated, force), input, status, ps across two managers, delchan and purge."""
 
 from __future__ import annotations

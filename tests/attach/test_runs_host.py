@@ -1,5 +1,5 @@
 """The demo manager as a workflow-run host (cotal_tui/demo/runs.py) through the run client
-(attach/runs.py), on a real broker with the contract tap holding every reply to revision 21:
+(attach/control/runs.py), on a real broker with the contract tap holding every reply to revision 21:
 a waiting checkpoint is listed and answered, the run completes; a second answer is the contract's
 refusal; a deadline expires and the run fails; a held run is released, never failed; an open mesh
 refuses the family by name; the journal is fenced and the records are where the contract says."""
@@ -208,7 +208,7 @@ def static_mesh():
 
 def static_target(mesh) -> ConnectTarget:
     # an infrastructure user of the space's account: the minted control instrument does not carry
-    # the run-* request rows yet (meshview/auth.py)
+    # the run-* request rows yet (meshview/link/auth.py)
     cred = mesh.trust.root_seed.mint("infra", None)
     return ConnectTarget((mesh.url,), mesh.space, timeout=3, role="control", mode="auth", credential=cred)
 

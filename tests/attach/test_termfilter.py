@@ -1,4 +1,4 @@
-"""Raw attach's filter of what a seat may do to the operator's terminal (attach/termfilter.py)."""
+"""Raw attach's filter of what a seat may do to the operator's terminal (attach/terminal/termfilter.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who else is here (attach/viewers.py): a second client's session on a managed seat shows up as
+"""Who else is here (attach/control/viewers.py): a second client's session on a managed seat shows up as
 a viewer to the first, read from the session ledger the demo manager records
 (``cotal_sessions_<space>``), on a real broker; it leaves when that session closes."""
 

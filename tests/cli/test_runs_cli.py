@@ -6,7 +6,7 @@ caller is refused by name; an open mesh refuses by name.
 
 The host is a demo manager serving runs as on a static mesh (``run_mesh="static"``) on the
 session broker, and the CLI reaches it on that broker's open rails: a static mesh's minted
-control instrument does not carry the run-* request rows yet (meshview/auth.py), so the
+control instrument does not carry the run-* request rows yet (meshview/link/auth.py), so the
 operator-mode path is covered by tests/attach/test_runs_host.py's sibling once it does."""
 
 from __future__ import annotations

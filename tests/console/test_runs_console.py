@@ -1,5 +1,5 @@
 """Workflow runs in the console, against the demo's run host on a real broker (the manager's
-run-ps/run-status/run-answer through attach/runs.py, polled by attach/runs_poll.py): a waiting
+run-ps/run-status/run-answer through attach/control/runs.py, polled by attach/control/runs_poll.py): a waiting
 checkpoint appears in NEEDS-YOU, ``r`` answers it from the rail, the row leaves and the run
 completes; the runs lens and the journal show it with the step key verbatim; a second answer to
 the settled step is the manager's refusal, in its words; an open mesh's refusal is said by name;

@@ -1,4 +1,4 @@
-"""Who a row is shown as from (meshview/labels.py): the roster's name for the authenticated
+"""Who a row is shown as from (meshview/model/labels.py): the roster's name for the authenticated
 principal, the envelope's differing name as a claim, and same-name peers told apart."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A start-up history read the cluster cannot answer (no quorum: two of three nodes down) is
 asked again until it can: the console starts live, says why history is missing, and the
-history arrives, and the warning goes, once the nodes are back (meshview/observer.py,
+history arrives, and the warning goes, once the nodes are back (meshview/observe/observer.py,
 ``PREFILL_RETRY_S``)."""
 
 from __future__ import annotations

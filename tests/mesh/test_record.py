@@ -359,7 +359,7 @@ def test_every_model_method_is_an_input_a_read_or_a_forward():
     public = {n for n, v in inspect.getmembers(MeshModel) if not n.startswith("_")
               and callable(v)}
     unknown = public - set(INPUTS) - READS - FORWARDS
-    assert not unknown, f"register these MeshModel methods as inputs (@model_input) or list them in READS/FORWARDS (meshview/model.py): {unknown}"
+    assert not unknown, f"register these MeshModel methods as inputs (@model_input) or list them in READS/FORWARDS (meshview/model/mesh.py): {unknown}"
 
 
 def test_state_codec_round_trips_what_json_cannot_say():

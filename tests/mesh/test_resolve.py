@@ -1,4 +1,4 @@
-"""The one name resolver (meshview/resolve.py) and the verbs built on it, with lying peers:
+"""The one name resolver (meshview/model/resolve.py) and the verbs built on it, with lying peers:
 a borrowed name, a lapsed namesake, a look-alike (case, width, invisible joiners), a name
 that spells another peer's actor, and two managers claiming one seat."""
 

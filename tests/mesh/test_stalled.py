@@ -1,4 +1,4 @@
-"""The stalled verdict (meshview/stalled.py): an agent whose presence says ``working`` while no
+"""The stalled verdict (meshview/model/stalled.py): an agent whose presence says ``working`` while no
 fact the console observes moves (no presence change, no message sent, no activeAt advance, no
 terminal output of an open session) is flagged after N; a busy one is not.
 
