@@ -401,8 +401,10 @@ def answer_value(text: str, *, as_json: bool, schema: Any = None) -> Any:
     else:
         try:
             value = json.loads(text)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise AnswerInvalid(f"not JSON: {e.msg} at character {e.pos}") from None
+        except ValueError:  # not a parse error: a number past the int-conversion digit limit
+            raise AnswerInvalid("not JSON: a number is too long to read") from None
     if isinstance(schema, dict):
         _check(value, schema, "the answer")
     return value

@@ -173,6 +173,8 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
 
     kind = ps.kind
     target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
+    if kind is None or target is None:  # unreachable: ps.deliver means a delivery kind and target
+        return Rejection(MALFORMED_SUBJECT, subject, True)
     msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras
         mid, ts, space, frm, parts,
         target if kind == "chat" else None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from meshview.wire.names import space_token
 
@@ -139,6 +139,7 @@ def _valid_route(kind: str, toks: list[str]) -> bool:
 
     Keeps control bytes and aliasing out of anything surfaced as a sender or target.
     """
+    routes: Sequence[str]
     if kind == "chat":
         ids, routes = toks[3:5], toks[5:]
     elif kind == "inst":
