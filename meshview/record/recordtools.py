@@ -111,6 +111,9 @@ class _Null:
     def flush(self) -> None:
         pass
 
+    def isatty(self) -> bool:
+        return False
+
 
 # ---- cut -----------------------------------------------------------------------------------
 
