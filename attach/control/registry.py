@@ -130,16 +130,16 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
     out: dict[str, Registration] = {}
     for iid in sorted(ids):
         spec_rev = state = epoch = observed = status_rev = None
-        e = await _get(records, f"svc.manager.{iid}.spec")
-        if e is not None:
-            spec_rev = e.revision
-        e = await _get(records, f"svc.manager.{iid}.status")
+        entry = await _get(records, f"svc.manager.{iid}.spec")
+        if entry is not None:
+            spec_rev = entry.revision
+        entry = await _get(records, f"svc.manager.{iid}.status")
         rec = None
-        if e is not None:
+        if entry is not None:
             with contextlib.suppress(ValueError, UnicodeDecodeError):
-                rec = json.loads(e.value)
+                rec = json.loads(entry.value)
         if isinstance(rec, dict):
-            status_rev = e.revision
+            status_rev = entry.revision
             s = rec.get("state")
             state = s if isinstance(s, str) else None
             epoch = _uint(rec.get("epoch"))

@@ -29,12 +29,15 @@ import struct
 import subprocess
 import termios
 from collections import deque
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from meshview.wire import frames as tf
 
 from attach.terminal.mirror_proc import MirrorProc
 from attach.session.rail import Rail, RailError
+
+if TYPE_CHECKING:
+    from attach.terminal.mirror import Mirror
 
 CHUNK = 48 * 1024  # raw bytes per data frame (base64 keeps it far under the 1 MiB frame cap)
 PRE_READY_LIMIT = 1024 * 1024
@@ -68,7 +71,7 @@ class PtySeat:
         self.cwd = cwd
         self._mirror_proc = MirrorProc(cols, rows, backlog_max=MIRROR_BACKLOG_MAX,
                                        backlog_keep=MIRROR_BACKLOG_KEEP)
-        self._final = None  # the in-process Mirror once the program has exited
+        self._final: Mirror | None = None  # the in-process Mirror once the program has exited
         self.proc: subprocess.Popen | None = None
         self.master: int | None = None
         self.listeners: list[Callable[[bytes], None]] = []
@@ -89,7 +92,7 @@ class PtySeat:
         return self._mirror_proc.backlog_bytes
 
     @property
-    def mirror(self):
+    def mirror(self) -> Mirror:
         """An in-process :class:`~attach.terminal.mirror.Mirror` equal to the seat's screen right now
         (rebuilt from a snapshot while the worker holds the live one)."""
         from attach.terminal.mirror import Mirror

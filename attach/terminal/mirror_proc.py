@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 _HEAD = struct.Struct(">cI")
@@ -268,7 +269,7 @@ class MirrorProc:
                     fut.set_result(payload)
         self._pump()
 
-    def _wait(self, done) -> bool:
+    def _wait(self, done: Callable[[], bool]) -> bool:
         """Block (this thread) writing and reading until ``done()``; False if the worker died."""
         deadline = time.monotonic() + REPLY_WAIT_S
         while not done():
