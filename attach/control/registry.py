@@ -69,6 +69,12 @@ class Registration:
     def expected(self) -> bool:
         return self.skip_reason is None
 
+    def slot(self) -> Slot | None:
+        """The coordinate a reply must match, when a scatter expects this instance."""
+        if self.skip_reason is not None or self.spec_revision is None or self.epoch is None:
+            return None
+        return Slot(self.instance_id, self.spec_revision, self.epoch)
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -177,5 +183,4 @@ async def read_leases(js: Any, space: str) -> set[str]:
 
 def freeze(regs: dict[str, Registration]) -> dict[str, Slot]:
     """The expected set: ``(instanceId, registrationRevision, epoch)`` of every live registration."""
-    return {iid: Slot(iid, r.spec_revision, r.epoch)  # type: ignore[arg-type]
-            for iid, r in regs.items() if r.expected}
+    return {iid: s for iid, r in regs.items() if (s := r.slot()) is not None}

@@ -128,8 +128,9 @@ class FastScreen(pyte.Screen):
                     self._draw_ascii(m.group())
                     continue
                 m = other_run(data, i)
-                i = m.end()  # type: ignore[union-attr]
-                if not self._draw_chars(m.group()):  # type: ignore[union-attr]
+                assert m is not None  # data[i] is no printable ASCII: it starts an other run
+                i = m.end()
+                if not self._draw_chars(m.group()):
                     break  # pyte stops the whole run at a character it cannot print
         self.dirty.add(cursor.y)
 

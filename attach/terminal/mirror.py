@@ -86,7 +86,9 @@ class _StyleCache(dict):
         self.style_of = style_of
 
     def __missing__(self, ch: Char) -> Any:
-        s = self[ch] = self.style_of(_ATTRS(ch))  # type: ignore[misc]
+        style_of = self.style_of
+        assert style_of is not None  # styled_runs sets it before the first lookup
+        s = self[ch] = style_of(_ATTRS(ch))
         return s
 
 

@@ -127,8 +127,10 @@ class MirrorProc:
             pass
         p.wait()
         for f in (p.stdin, p.stdout):
+            if f is None:  # (both are pipes: never)
+                continue
             try:
-                f.close()  # type: ignore[union-attr]
+                f.close()
             except OSError:
                 pass
 
@@ -315,7 +317,7 @@ class MirrorProc:
                 return self._last_snapshot
         return self._last_snapshot
 
-    def request_snapshot(self) -> asyncio.Future:
+    def request_snapshot(self) -> asyncio.Future[bytes]:
         """The snapshot of every byte given before this call, without blocking: a future the
         worker's answer resolves (the last screen if the worker dies or stalls meanwhile)."""
         loop = self._loop or asyncio.get_running_loop()

@@ -217,8 +217,8 @@ class LineSink:
             first = self._gap == 0
             self.dropped += n
             self._gap += n
-            if shed:
-                self.on_shed(shed)  # type: ignore[misc]
+            if shed and self.on_shed is not None:  # (``shed`` is kept only when there is one)
+                self.on_shed(shed)
             if first and self.on_stall is not None:
                 self.on_stall()
 
