@@ -30,8 +30,9 @@ import asyncio
 import inspect
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from meshview.link.connect import ConnectError, caller_of
 from meshview.model.resolve import AmbiguousName, Candidate, resolve

@@ -29,7 +29,7 @@ import struct
 import subprocess
 import termios
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Literal, Union
+from typing import TYPE_CHECKING, Callable, Literal
 
 from meshview.wire import frames as tf
 
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from attach.terminal.mirror import Mirror
 
 #: what the bridge sends next, tagged: pty bytes, a repaint the mirror worker is taking, the end
-_Out = Union[tuple[Literal["data"], bytes], tuple[Literal["snap"], asyncio.Future[bytes]],
-             tuple[Literal["end"], str]]
+_Out = (tuple[Literal["data"], bytes] | tuple[Literal["snap"], asyncio.Future[bytes]]
+        | tuple[Literal["end"], str])
 
 CHUNK = 48 * 1024  # raw bytes per data frame (base64 keeps it far under the 1 MiB frame cap)
 PRE_READY_LIMIT = 1024 * 1024

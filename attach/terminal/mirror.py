@@ -30,10 +30,11 @@ from __future__ import annotations
 import codecs
 import re
 from collections import defaultdict
+from collections.abc import Generator
 from dataclasses import dataclass
 from itertools import compress, groupby, islice, repeat
 from operator import is_not, itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyte
 from pyte import charsets as _cs

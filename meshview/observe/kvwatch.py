@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import Any, AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
+from typing import Any, Callable
 
 import msgspec
 from nats.js import api

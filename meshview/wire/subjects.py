@@ -9,9 +9,10 @@ because a silently rewritten owner or actor would alias another principal's lane
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from meshview.wire.names import space_token
 
