@@ -22,7 +22,7 @@ import asyncio
 import json
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from meshview.link.auth import Credential
 from meshview.link.connect import (
@@ -59,6 +59,11 @@ from meshview.wire.envelope import (
 from meshview.wire.sanitize import inline
 from meshview.wire.names import epc_stream, space_token
 
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.aio.msg import Msg
+    from nats.aio.subscription import Subscription
+
 DESCRIBE_RETRY_S = 0.25  # the first re-poll of an unanswered describe; each later one waits twice as long
 DESCRIBE_RETRY_MAX_S = 2.0
 EXPECTED_POLL_S = 0.1  # a scatter re-reads its expected set this often (it may shrink)
@@ -85,7 +90,7 @@ _BINDINGS: "weakref.WeakKeyDictionary[Any, Binding]" = weakref.WeakKeyDictionary
 _BINDING_LOCKS: "weakref.WeakKeyDictionary[Any, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
-def conn_id_of(nc) -> str | None:
+def conn_id_of(nc: NATS) -> str | None:
     """The connection's connect name as its reply inbox is scoped (``_INBOX_<connId>``); ``None``
     for a connection with the default inbox (an open-mesh client: nothing issues to it)."""
     prefix = nc.new_inbox().split(".", 1)[0]  # ``<prefix>.<nuid>``: the prefix the connection was made with
@@ -94,7 +99,7 @@ def conn_id_of(nc) -> str | None:
     return prefix[len("_INBOX_"):]
 
 
-async def read_binding(nc, space: str, triple: tuple[str, str, str]) -> Binding:
+async def read_binding(nc: NATS, space: str, triple: tuple[str, str, str]) -> Binding:
     """Read this connection's accepted row once (§13.15) and keep what it says for the life of the
     connection. No connect name, a refused read, a ``Status`` answer (404: no row; 503: no
     store) or no answer within :data:`ACCEPTED_READ_S` all mean no issued authority."""
@@ -111,7 +116,7 @@ async def read_binding(nc, space: str, triple: tuple[str, str, str]) -> Binding:
         return cached
 
 
-async def _read_binding(nc, space: str, triple: tuple[str, str, str]) -> Binding:
+async def _read_binding(nc: NATS, space: str, triple: tuple[str, str, str]) -> Binding:
     from nats.errors import NoRespondersError
 
     conn_id = conn_id_of(nc)
@@ -166,14 +171,14 @@ class Reply:
         return self.data
 
 
-async def publish_artifact(nc, space: str, document: object) -> str:
+async def publish_artifact(nc: NATS, space: str, document: object) -> str:
     """Store one canonical artifact in ``EPC_<space>`` at its digest; returns the digest."""
     d = digest(document)
     await nc.jetstream().publish(epc_subject(space, d), canonical_bytes(document), stream=epc_stream(space))
     return d
 
 
-async def publish_closure(nc, space: str, document: object) -> str:
+async def publish_closure(nc: NATS, space: str, document: object) -> str:
     """Store a single-document closure (root + manifest); returns the closure digest."""
     root = await publish_artifact(nc, space, document)
     closure = await publish_artifact(nc, space, manifest_for(root))
@@ -181,14 +186,14 @@ async def publish_closure(nc, space: str, document: object) -> str:
     return closure
 
 
-async def fetch_artifact(nc, space: str, ref: str) -> Any:
+async def fetch_artifact(nc: NATS, space: str, ref: str) -> Any:
     """Direct-get one artifact by digest and verify its canonical bytes hash to ``ref``."""
     try:
         msg = await nc.jsm().get_last_msg(epc_stream(space), epc_subject(space, ref), direct=True)
     except Exception as e:
         raise EndpointError("not-found", f"contract artifact {ref} is not in {epc_stream(space)}: {e}") from None
     try:
-        value = json.loads(msg.data.decode("utf-8"))
+        value = json.loads((msg.data or b"").decode("utf-8"))  # no body: not JSON either
     except (UnicodeDecodeError, ValueError):
         raise EndpointError("contract-invalid", f"contract artifact {ref} is not JSON") from None
     if digest(value) != ref:
@@ -196,7 +201,7 @@ async def fetch_artifact(nc, space: str, ref: str) -> Any:
     return value
 
 
-async def fetch_cluster(nc, space: str, closure: str) -> dict[str, Command]:
+async def fetch_cluster(nc: NATS, space: str, closure: str) -> dict[str, Command]:
     manifest = await fetch_artifact(nc, space, closure)
     if (
         not isinstance(manifest, dict)
@@ -223,7 +228,8 @@ class Resolved:
 class EndpointClient:
     """Calls on one endpoint of one space, as one caller triple."""
 
-    def __init__(self, nc, space: str, *, endpoint: str = MANAGER, caller: Caller | None = None, name: str = "cotal-tui"):
+    def __init__(self, nc: NATS, space: str, *, endpoint: str = MANAGER, caller: Caller | None = None,
+                 name: str = "cotal-tui") -> None:
         self.nc = nc
         self.space = space_token(space)
         self.endpoint = endpoint
@@ -283,7 +289,7 @@ class EndpointClient:
         return request_subject(self.space, p.endpoint, p.command, p.caller, p.nonce, route=p.route,
                                instance_id=p.instance_id, target=p.target, generation=self.generation)
 
-    def _reply_of(self, msg, nonce: str, env: dict) -> Reply | None:
+    def _reply_of(self, msg: Msg, nonce: str, env: dict) -> Reply | None:
         """The reply ``msg`` is, if it answers ``env`` on ``nonce``: the subject's endpoint, nonce
         and caller match and the body echoes the request id. A bind refusal that cannot be
         honoured (§13.2) comes back as the caller's own ``internal`` refusal."""
@@ -310,7 +316,7 @@ class EndpointClient:
             return Reply(False, None, err, parsed.instance_id, parsed.epoch, caller_refused=True)
         return Reply(False, None, err, parsed.instance_id, parsed.epoch)
 
-    async def open_call(self, subject: str, env: dict, nonce: str, q: asyncio.Queue):
+    async def open_call(self, subject: str, env: dict, nonce: str, q: asyncio.Queue[Reply]) -> Subscription:
         """One call on the wire: its exact reply rail subscribed and flushed, then the request
         published once. Returns the subscription (the caller unsubscribes it); every reply it
         accepts lands in ``q`` (a scatter's own gather, attach/control/scatter.py, reads it too)."""
@@ -319,7 +325,7 @@ class EndpointClient:
         subject = self._on_rail(subject)
         filt = reply_filter(self.space, self.endpoint, self.caller, nonce, generation=self.generation)
 
-        async def cb(msg) -> None:
+        async def cb(msg: Msg) -> None:
             r = self._reply_of(msg, nonce, env)
             if r is not None:
                 q.put_nowait(r)
@@ -388,7 +394,7 @@ class EndpointClient:
         generation = await self._bound_for("describe")
         loop = asyncio.get_running_loop()
         end = loop.time() + deadline_ms / 1000
-        q: asyncio.Queue = asyncio.Queue()
+        q: asyncio.Queue[Reply] = asyncio.Queue()
         subs = []
         interval = DESCRIBE_RETRY_S
         next_poll = loop.time()
@@ -414,7 +420,8 @@ class EndpointClient:
                 except asyncio.TimeoutError:
                     continue
                 if not r.ok:
-                    raise r.error  # type: ignore[misc]
+                    assert r.error is not None  # a refused reply always carries its error
+                    raise r.error
                 return r
         finally:
             for sub in subs:
@@ -485,8 +492,9 @@ class EndpointClient:
                             args=args, target=target, bind=bind, deadline_ms=deadline_ms, name=self.name,
                             request_id=request_id)
         [r] = await self._exchange(subject, env, deadline_ms, nonce=nonce)
-        if r.caller_refused:
-            raise r.error  # type: ignore[misc]  # an incoherent bind refusal: never a re-locate
+        if r.caller_refused:  # an incoherent bind refusal: never a re-locate
+            assert r.error is not None  # a refused reply always carries its error
+            raise r.error
         if bind is not None and r.ok and (r.instance_id, r.epoch) != (bind["instanceId"], bind["epoch"]):
             raise EndpointError("failed-precondition", "the answering incarnation is not the bound one",
                                 outcome="unknown")
@@ -509,7 +517,7 @@ class EndpointClient:
 
 
 
-async def _unsubscribe(sub) -> None:
+async def _unsubscribe(sub: Subscription) -> None:
     try:
         await sub.unsubscribe()
     except Exception:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 from meshview.wire.names import bucket_names
 
 from attach.control.poller import RoundLoop
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
 
 PERIOD_S = 10.0
 DEADLINE_MS = 3000
@@ -91,7 +95,7 @@ class ManagedFold:
     rounds: int = 0
     notice: str | None = None  # why there is nothing to poll (said once; the poller has stopped)
 
-    def apply(self, registered: set[str], answers: dict[str, list | None], now: float | None = None,
+    def apply(self, registered: set[str], answers: Mapping[str, list | None], now: float | None = None,
               errors: dict[str, str] | None = None) -> None:
         """One round: ``answers[iid]`` is the row list of each instance that answered."""
         now = time.time() if now is None else now
@@ -190,7 +194,7 @@ def _silenced(s: ManagedSeat, since: float) -> ManagedSeat:
 # ---- the poll --------------------------------------------------------------------------------
 
 
-async def registered_instances(nc, space: str) -> set[str]:
+async def registered_instances(nc: NATS, space: str) -> set[str]:
     """The instances a ``ps`` expects: the registry's frozen set (:func:`attach.control.registry.freeze`).
     An exited, escalated or deregistered manager is not in it, and neither is one that holds
     only a lease; an unreadable registry is the empty set."""
@@ -207,9 +211,9 @@ class PsPoller(RoundLoop):
 
     task_name = "ps-poller"
 
-    def __init__(self, nc, space: str, fold: ManagedFold | None = None, *, period: float = PERIOD_S,
+    def __init__(self, nc: NATS | None, space: str, fold: ManagedFold | None = None, *, period: float = PERIOD_S,
                  deadline_ms: int = DEADLINE_MS, on_update: Callable[[ManagedFold], Any] | None = None) -> None:
-        self.nc = nc
+        self.nc = nc  # None: a subclass that connects for each round (attach/control/verbs.py)
         self.space = space
         self.fold = fold or ManagedFold()
         self.period = period
@@ -230,9 +234,11 @@ class PsPoller(RoundLoop):
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            mark = denial_mark(self.nc)
-            registered = await registered_instances(self.nc, self.space)
-            denied = events_of(self.nc).denied_since(mark, "publish")
+            nc = self.nc
+            assert nc is not None  # the round's connection (a per-round subclass set it)
+            mark = denial_mark(nc)
+            registered = await registered_instances(nc, self.space)
+            denied = events_of(nc).denied_since(mark, "publish")
             if not registered and denied and "kv_" in denied.lower():
                 # observer/admin credentials cannot read the manager registry: asking again
                 # only makes the broker log another violation, so say it once and stop
@@ -248,7 +254,7 @@ class PsPoller(RoundLoop):
             answers: dict[str, list | None] = {}
             errors: dict[str, str] = {}
             if registered:
-                ep = EndpointClient(self.nc, self.space)
+                ep = EndpointClient(nc, self.space)
                 try:
                     replies = await ep.scatter("ps", None, deadline_ms=self.deadline_ms, expected=registered)
                 except EndpointError as e:  # nobody to describe the contract: every manager is silent

@@ -69,6 +69,12 @@ class Registration:
     def expected(self) -> bool:
         return self.skip_reason is None
 
+    def slot(self) -> Slot | None:
+        """The coordinate a reply must match, when a scatter expects this instance."""
+        if self.skip_reason is not None or self.spec_revision is None or self.epoch is None:
+            return None
+        return Slot(self.instance_id, self.spec_revision, self.epoch)
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -130,16 +136,16 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
     out: dict[str, Registration] = {}
     for iid in sorted(ids):
         spec_rev = state = epoch = observed = status_rev = None
-        e = await _get(records, f"svc.manager.{iid}.spec")
-        if e is not None:
-            spec_rev = e.revision
-        e = await _get(records, f"svc.manager.{iid}.status")
+        entry = await _get(records, f"svc.manager.{iid}.spec")
+        if entry is not None:
+            spec_rev = entry.revision
+        entry = await _get(records, f"svc.manager.{iid}.status")
         rec = None
-        if e is not None:
+        if entry is not None:
             with contextlib.suppress(ValueError, UnicodeDecodeError):
-                rec = json.loads(e.value)
+                rec = json.loads(entry.value)
         if isinstance(rec, dict):
-            status_rev = e.revision
+            status_rev = entry.revision
             s = rec.get("state")
             state = s if isinstance(s, str) else None
             epoch = _uint(rec.get("epoch"))
@@ -177,5 +183,4 @@ async def read_leases(js: Any, space: str) -> set[str]:
 
 def freeze(regs: dict[str, Registration]) -> dict[str, Slot]:
     """The expected set: ``(instanceId, registrationRevision, epoch)`` of every live registration."""
-    return {iid: Slot(iid, r.spec_revision, r.epoch)  # type: ignore[arg-type]
-            for iid, r in regs.items() if r.expected}
+    return {iid: s for iid, r in regs.items() if (s := r.slot()) is not None}

@@ -8,11 +8,14 @@ wording can be tested on its own.
 from __future__ import annotations
 
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from attach.control.managed import ManagedSeat
 from meshview.wire.sanitize import inline as clean  # rows are untrusted text
 from meshview.timefmt import age, uptime
+
+if TYPE_CHECKING:
+    from attach.control.verbs import ManagerReport, PsResult
 
 
 def process_text(s: ManagedSeat) -> str:
@@ -81,7 +84,7 @@ def describe_row(row: dict) -> tuple[str, str]:
     return process, m
 
 
-def manager_line(m, deadline_s: float) -> str:
+def manager_line(m: ManagerReport, deadline_s: float) -> str:
     """What one manager that gave no rows says (refused, churned or silent), for the operator;
     terminal-safe (the refusal's code and message are the manager's)."""
     iid = clean(m.instance_id)
@@ -111,16 +114,16 @@ STRAY_TEXT = {
 }
 
 
-def stray_lines(result) -> list[str]:
+def stray_lines(result: PsResult) -> list[str]:
     """The replies that were no slot's answer, and the escalated managers nobody asked."""
     out = [f"manager {clean(x.reply.instance_id)} (epoch {x.reply.epoch}): {STRAY_TEXT.get(x.kind, x.kind)}"
-           for x in getattr(result, "strays", [])]
+           for x in result.strays]
     out += [f"manager {clean(r.instance_id)}: escalated (its supervisor spent the restart budget); not asked"
-            for r in getattr(result, "skipped", [])]
+            for r in result.skipped]
     return out
 
 
-def render_ps(result, deadline_s: float, out: TextIO) -> None:
+def render_ps(result: PsResult, deadline_s: float, out: TextIO) -> None:
     """``cotal ps``'s table of a ``ps`` result (the console's ``:ps`` prints the same lines)."""
 
     answered = [m for m in result.managers if m.state == "answered"]
@@ -147,7 +150,7 @@ def render_ps(result, deadline_s: float, out: TextIO) -> None:
 # --------------------------------------------------------------------------- manager status
 
 
-def status_lines(report) -> list[str]:
+def status_lines(report: ManagerReport) -> list[str]:
     """One manager's status record as lines (the console's managers view prints the same)."""
     d = report.data if isinstance(report.data, dict) else {}
     iid = clean(report.instance_id)
@@ -157,14 +160,17 @@ def status_lines(report) -> list[str]:
 
     up = d.get("uptimeMs")
     up_s = uptime(up) if isinstance(up, int) and not isinstance(up, bool) and up >= 0 else "?"
-    spawn = {True: "takes unpinned spawns", False: "takes no unpinned spawn (every connector unavailable)"}.get(
-        d.get("classSpawn"), "classSpawn ?")
+    cs = d.get("classSpawn")  # a boolean; anything else (a list would not even hash) is unknown
+    spawn = ("takes unpinned spawns" if cs is True else
+             "takes no unpinned spawn (every connector unavailable)" if cs is False else "classSpawn ?")
     out = [f"manager {iid} · {s('runtime')} · custody {s('custody')} · {s('agentCount')} agent(s) · "
            f"up {up_s} · {spawn}"]
     for c in d.get("connectors") or []:
         if not isinstance(c, dict):
             continue
-        bins = c.get("binaries") if isinstance(c.get("binaries"), dict) else {}
+        bins = c.get("binaries")
+        if not isinstance(bins, dict):
+            bins = {}
         b = ", ".join(f"{clean(k, 32)} {clean(v, 64)}" for k, v in list(bins.items())[:8])
         line = f"  connector {clean(c.get('agent'), 32)}: {clean(c.get('state'), 16)}"
         if b:

@@ -737,10 +737,10 @@ def spawn_request(persona: str, name: str | None = None, options: LaunchOptions 
                    ("config", o.config), ("prompt", o.prompt), ("cwd", o.cwd)):
         if v is not None:
             args[key] = v
-    for key, v in (("subscribe", o.subscribe), ("allowSubscribe", o.allow_subscribe),
-                   ("allowPublish", o.allow_publish)):
-        if v is not None:
-            args[key] = list(v)
+    for key, vs in (("subscribe", o.subscribe), ("allowSubscribe", o.allow_subscribe),
+                    ("allowPublish", o.allow_publish)):
+        if vs is not None:
+            args[key] = list(vs)
     if o.events is not None:
         args["events"] = o.events
     return args

@@ -30,8 +30,9 @@ import asyncio
 import inspect
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from meshview.link.connect import ConnectError, caller_of
 from meshview.model.resolve import AmbiguousName, Candidate, resolve
@@ -46,6 +47,11 @@ from attach.control.endpoint import EndpointClient, Reply
 from attach.session.rail import PEER_SILENT, Rail, RailError, open_rail
 from meshview.wire.rail import check_window
 from attach.control.registry import RegistryUnreadable, read_leases
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+
+    from meshview.link.connect import ConnectTarget
 
 BACKOFF_S = (1, 2, 5, 10, 30)
 MAX_REBIND = 16
@@ -112,7 +118,7 @@ def drop_text(n: int) -> str:
     return f"[cotal: {n} bytes dropped - backpressure]"
 
 
-async def live_instances(nc, space: str) -> set[str]:
+async def live_instances(nc: NATS, space: str) -> set[str]:
     """Manager instances holding a live lease in ``cotal_manager_<space>``: none when there is
     no lease bucket; a lease read that fails is ``unavailable`` (never "no manager")."""
     try:
@@ -157,7 +163,7 @@ async def locate(ep: EndpointClient, name: str, *, instance_id: str | None = Non
     raise EndpointError("unavailable", f"no manager answered in space {ep.space}", outcome="unknown")
 
 
-def _refuse_ambiguous(name: str, hits: list[tuple[Reply, object]]) -> None:
+def _refuse_ambiguous(name: str, hits: Sequence[tuple[Reply, object]]) -> None:
     """Two seats answer to ``name``: a refusal naming each (id and manager instance)."""
     cands = [Candidate(_principal(row.get("id")) if isinstance(row, dict) else "?",
                        str(row.get("name", name)) if isinstance(row, dict) else name,
@@ -232,7 +238,7 @@ def check_grant(grant: object, space: str, reply: Reply) -> dict:
 class _Link:
     """One established session: its grant, rails and how it ended."""
 
-    def __init__(self, grant: dict, nc, owns_nc: bool):
+    def __init__(self, grant: dict, nc: NATS, owns_nc: bool) -> None:
         self.grant = grant
         self.nc = nc
         self.owns_nc = owns_nc
@@ -256,7 +262,7 @@ class AttachSession:
         space: str,
         name: str,
         *,
-        nc=None,
+        nc: NATS | None = None,
         connect: Callable[[], Awaitable[Any]] | None = None,
         on_output: Output | None = None,
         on_notice: NoticeFn | None = None,
@@ -267,7 +273,7 @@ class AttachSession:
         caller: Caller | None = None,
         liveness_s: float = LIVENESS_S,
         consumer_credit: bool = False,
-    ):
+    ) -> None:
         if nc is None and connect is None:
             raise ValueError("AttachSession needs a connection or a connect factory")
         self.space = space_token(space)
@@ -516,7 +522,7 @@ class AttachSession:
 
         asyncio.get_running_loop().create_task(watch())
 
-    async def _call_attach(self, nc) -> tuple[dict, Reply]:
+    async def _call_attach(self, nc: NATS) -> tuple[dict, Reply]:
         bound = caller_of(nc)
         if bound is not None:  # a minted instrument is pinned to its own caller triple
             self.caller = Caller(*bound)
@@ -538,15 +544,16 @@ class AttachSession:
                 data = r.data if isinstance(r.data, dict) else {}
                 grant = check_grant(data.get("grant"), self.space, r)
                 return grant, r
-            e = r.error
-            assert e is not None
+            refusal = r.error
+            assert refusal is not None
             # the manager restarted in between (a coherent bind refusal; an incoherent one was
             # already refused as `internal` by the call), or the seat's incarnation moved on:
             # nothing ran, so locate again
-            rebind = refused_before_effect(e) or (e.code == "expired" and e.effective_outcome == "not-executed")
+            rebind = refused_before_effect(refusal) or (
+                refusal.code == "expired" and refusal.effective_outcome == "not-executed")
             if not rebind:
-                raise AttachError(e.code, e.message)
-            last = e
+                raise AttachError(refusal.code, refusal.message)
+            last = refusal
             ep = EndpointClient(nc, self.space, caller=self.caller)  # re-describe
         raise AttachError(last.code if last else "unavailable", last.message if last else "could not bind")
 
@@ -596,7 +603,7 @@ class AttachSession:
         await rail.close()  # once: a rail that faulted already sent it
         if rail.close_sent and _usable(link.nc):
             try:
-                await link.nc.flush(timeout=HAND_BACK_S)
+                await link.nc.flush(timeout=HAND_BACK_S)  # type: ignore[arg-type]  # nats-py says int; wait_for takes a float
                 return True
             except Exception:
                 pass
@@ -604,7 +611,7 @@ class AttachSession:
         if factory is None:
             return False
         if _is_session_connection(link.nc):  # only this session's credential may speak for it
-            def factory():
+            def factory() -> Awaitable[Any]:
                 return _connect_like(link.nc)
         try:
             nc = await asyncio.wait_for(factory(), HAND_BACK_S)
@@ -618,7 +625,7 @@ class AttachSession:
             await _close_nc(nc)
 
 
-def user_pin(nc) -> str | None:
+def user_pin(nc: NATS) -> str | None:
     """The manager instance a user-mode control connection's view is pinned to (None elsewhere):
     on a user mesh every lookup goes there, never to a scatter."""
     from meshview.link.connect import target_of
@@ -629,7 +636,7 @@ def user_pin(nc) -> str | None:
     return t.manager_instance
 
 
-async def _session_connection(nc, grant: dict):
+async def _session_connection(nc: NATS, grant: dict) -> tuple[Any, bool]:
     from meshview.link.connect import target_of
 
     t = target_of(nc)
@@ -640,7 +647,7 @@ async def _session_connection(nc, grant: dict):
     return await session_connection(nc, grant)
 
 
-async def _redeemed_connection(t, grant: dict):
+async def _redeemed_connection(t: ConnectTarget, grant: dict) -> Any:
     """A user mesh's session rails: the grant redeemed at the exchange for a ``session-caller``
     bearer (never cached: each grant once), then a connection on that bearer and the sentinel
     creds, with a fresh connect name. The auth plane's refusal is a :class:`ConnectError`."""
@@ -653,34 +660,34 @@ async def _redeemed_connection(t, grant: dict):
     return await connect(st)
 
 
-def _is_session_connection(nc) -> bool:
+def _is_session_connection(nc: NATS) -> bool:
     from meshview.link.connect import target_of
 
     t = target_of(nc)
     return t is not None and t.role == "session"
 
 
-async def _connect_like(nc):
+async def _connect_like(nc: NATS) -> Any:
     from attach.control.connection import connect_like
 
     return await connect_like(nc)
 
 
-async def _hand_back(nc, grant: dict) -> bool:
+async def _hand_back(nc: NATS, grant: dict) -> bool:
     """Release a session we will not use: ``close`` on its ``in`` rail, confirmed by a flush."""
     try:
         await nc.publish(grant["subjects"]["in"], json.dumps({"t": "close"}).encode())
-        await nc.flush(timeout=HAND_BACK_S)
+        await nc.flush(timeout=HAND_BACK_S)  # type: ignore[arg-type]  # nats-py says int; wait_for takes a float
         return True
     except Exception:
         return False
 
 
-def _usable(nc) -> bool:
+def _usable(nc: NATS) -> bool:
     return not nc.is_closed and nc.is_connected
 
 
-async def _close_nc(nc) -> None:
+async def _close_nc(nc: NATS) -> None:
     try:
         await nc.close()
     except Exception:

@@ -29,12 +29,19 @@ import struct
 import subprocess
 import termios
 from collections import deque
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Literal
 
 from meshview.wire import frames as tf
 
 from attach.terminal.mirror_proc import MirrorProc
 from attach.session.rail import Rail, RailError
+
+if TYPE_CHECKING:
+    from attach.terminal.mirror import Mirror
+
+#: what the bridge sends next, tagged: pty bytes, a repaint the mirror worker is taking, the end
+_Out = (tuple[Literal["data"], bytes] | tuple[Literal["snap"], asyncio.Future[bytes]]
+        | tuple[Literal["end"], str])
 
 CHUNK = 48 * 1024  # raw bytes per data frame (base64 keeps it far under the 1 MiB frame cap)
 PRE_READY_LIMIT = 1024 * 1024
@@ -68,7 +75,7 @@ class PtySeat:
         self.cwd = cwd
         self._mirror_proc = MirrorProc(cols, rows, backlog_max=MIRROR_BACKLOG_MAX,
                                        backlog_keep=MIRROR_BACKLOG_KEEP)
-        self._final = None  # the in-process Mirror once the program has exited
+        self._final: Mirror | None = None  # the in-process Mirror once the program has exited
         self.proc: subprocess.Popen | None = None
         self.master: int | None = None
         self.listeners: list[Callable[[bytes], None]] = []
@@ -89,7 +96,7 @@ class PtySeat:
         return self._mirror_proc.backlog_bytes
 
     @property
-    def mirror(self):
+    def mirror(self) -> Mirror:
         """An in-process :class:`~attach.terminal.mirror.Mirror` equal to the seat's screen right now
         (rebuilt from a snapshot while the worker holds the live one)."""
         from attach.terminal.mirror import Mirror
@@ -162,7 +169,7 @@ class PtySeat:
             return self._final.snapshot()
         return self._mirror_proc.snapshot()
 
-    def request_snapshot(self) -> asyncio.Future:
+    def request_snapshot(self) -> asyncio.Future[bytes]:
         """The snapshot of every byte read so far, as a future (the loop is not held meanwhile)."""
         if self._final is not None:
             fut = asyncio.get_running_loop().create_future()
@@ -301,10 +308,10 @@ class ServingBridge:
         self.on_done = on_done
         self._pending: deque[bytes] = deque()  # output after the first snapshot, before ready
         self._pending_bytes = 0
-        self._snapshot: asyncio.Future | None = seat.request_snapshot()
+        self._snapshot: asyncio.Future[bytes] | None = seat.request_snapshot()
         self._ready = False
         self._ready_evt = asyncio.Event()
-        self._out: deque[tuple[str, object]] = deque()
+        self._out: deque[_Out] = deque()
         self._behind_snap = 0  # output bytes queued behind a snapshot not taken yet
         self._wake = asyncio.Event()
         self.dropped = 0
@@ -356,7 +363,7 @@ class ServingBridge:
                 self._ready = True
                 self._ready_evt.set()
                 first = self._snapshot if self._snapshot is not None else self.seat.request_snapshot()
-                head: list[tuple[str, object]] = [("snap", first)]
+                head: list[_Out] = [("snap", first)]
                 head += [("data", chunk) for chunk in self._pending]
                 self._out = deque(head + list(self._out))  # before an `end` queued pre-ready
                 self._pending.clear()
@@ -396,24 +403,24 @@ class ServingBridge:
                         continue
                     await self._wake.wait()
                     continue
-                kind, payload = self._out[0]
-                if kind == "snap":  # its bytes, once the mirror worker has caught up
-                    shot = await payload  # type: ignore[misc]
-                    if self._out and self._out[0][1] is payload:  # not replaced by a newer repaint
+                item = self._out[0]
+                if item[0] == "snap":  # its bytes, once the mirror worker has caught up
+                    shot = await item[1]
+                    if self._out and self._out[0][1] is item[1]:  # not replaced by a newer repaint
                         self._out[0] = ("data", shot)
                         self._behind_snap = 0
                     continue
-                if kind == "end":
-                    await self._send_end(str(payload))
+                if item[0] == "end":
+                    await self._send_end(item[1])
                     return
                 if self.dropped:
                     if self.rail.free_slots() >= 2:
                         await self._notify_drop()
                     else:
                         self._out.popleft()
-                        self.dropped += len(payload)  # type: ignore[arg-type]
+                        self.dropped += len(item[1])
                     continue
-                data: bytes = payload  # type: ignore[assignment]
+                data = item[1]
                 if len(data) < CHUNK and len(self._out) > 1 and self._out[1][0] == "data":
                     data = self._coalesce()  # many small pty reads → one frame, not one each
                 piece, rest = data[:CHUNK], data[CHUNK:]
@@ -437,7 +444,10 @@ class ServingBridge:
         parts: list[bytes] = []
         size = 0
         while self._out and self._out[0][0] == "data":
-            nxt: bytes = self._out[0][1]  # type: ignore[assignment]
+            head = self._out[0]
+            if head[0] != "data":  # (the loop's condition: never)
+                break
+            nxt = head[1]
             if parts and size + len(nxt) > CHUNK:
                 break
             self._out.popleft()

@@ -34,9 +34,13 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from meshview.wire.rail import MAX_SEQ, WINDOW_DEFAULT, FrameError, check_window, encode_frame, parse_frame
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.aio.msg import Msg
 
 MAX_PAYLOAD = 1024 * 1024
 IDLE_CREDIT_MS = 1000
@@ -428,7 +432,7 @@ class Rail:
         return RailStats(self.seq, self.acked_through, self.delivered, self.seq - self.acked_through)
 
 
-async def open_rail(nc, *, egress: str, ingress: str, **kw: Any) -> Rail:
+async def open_rail(nc: NATS, *, egress: str, ingress: str, **kw: Any) -> Rail:
     """Subscribe the ingress rail on ``nc``, flush so the SUB is live, start the timer."""
 
     async def publish(subject: str, payload: bytes) -> None:
@@ -436,7 +440,7 @@ async def open_rail(nc, *, egress: str, ingress: str, **kw: Any) -> Rail:
 
     rail = Rail(egress=egress, ingress=ingress, publish=publish, **kw)
 
-    async def cb(msg) -> None:
+    async def cb(msg: Msg) -> None:
         await rail.feed(msg.data)
 
     sub = await nc.subscribe(ingress, cb=cb)

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 
 import pyte
 from pyte import charsets as _cs
 from pyte import modes as _mo
-from pyte.screens import Char
+from pyte.screens import Char, StaticDefaultDict
 from wcwidth import wcwidth
 
 __all__ = ["FastScreen"]
@@ -74,7 +75,7 @@ class FastScreen(pyte.Screen):
     def __init__(self, columns: int, lines: int) -> None:
         self.scrolled = 0  # lines scrolled off the top by ``index`` (a renderer's flood gauge)
         # a callable given each whole-screen row that scrolls off the top (scrollback), or None
-        self.on_scroll_off = None
+        self.on_scroll_off: Callable[[StaticDefaultDict[int, Char] | None], None] | None = None
         self._cells_for: dict[Char, _Cells] = {}
         self._cells: _Cells | None = None
         self._sgr: dict[tuple, Char] = {}
@@ -127,8 +128,9 @@ class FastScreen(pyte.Screen):
                     self._draw_ascii(m.group())
                     continue
                 m = other_run(data, i)
-                i = m.end()  # type: ignore[union-attr]
-                if not self._draw_chars(m.group()):  # type: ignore[union-attr]
+                assert m is not None  # data[i] is no printable ASCII: it starts an other run
+                i = m.end()
+                if not self._draw_chars(m.group()):
                     break  # pyte stops the whole run at a character it cannot print
         self.dirty.add(cursor.y)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections import defaultdict
+from collections.abc import Generator
 from dataclasses import dataclass
 from itertools import compress, groupby, islice, repeat
 from operator import is_not, itemgetter
@@ -43,6 +44,9 @@ from pyte.screens import Char, Margins, StaticDefaultDict
 from wcwidth import wcwidth
 
 from attach.terminal.fast_screen import FastScreen
+
+#: a screen buffer as pyte keeps it: row -> (column -> cell)
+_Buffer = dict[int, StaticDefaultDict[int, Char]]
 
 if TYPE_CHECKING:
     from attach.terminal.scrollback import Scrollback
@@ -83,7 +87,9 @@ class _StyleCache(dict):
         self.style_of = style_of
 
     def __missing__(self, ch: Char) -> Any:
-        s = self[ch] = self.style_of(_ATTRS(ch))  # type: ignore[misc]
+        style_of = self.style_of
+        assert style_of is not None  # styled_runs sets it before the first lookup
+        s = self[ch] = style_of(_ATTRS(ch))
         return s
 
 
@@ -104,7 +110,7 @@ class _Extras(pyte.Screen):
 
     def _init_extra(self) -> None:
         self.alt = False
-        self.main_buffer: dict | None = None  # the main buffer while the alt one is shown
+        self.main_buffer: _Buffer | None = None  # the main buffer while the alt one is shown
         self.main_cursor: tuple[int, int, Char] | None = None  # saved by 1049
         self.mouse_tracking: int | None = None
         self.mouse_sgr = False
@@ -115,7 +121,7 @@ class _Extras(pyte.Screen):
         self.synchronized = False
         self.last_char = ""
 
-    def _new_buffer(self) -> dict:
+    def _new_buffer(self) -> _Buffer:
         return defaultdict(lambda: StaticDefaultDict(self.default_char))
 
     def reset(self) -> None:
@@ -161,7 +167,8 @@ class _Extras(pyte.Screen):
         n = min(count or 1, bottom - top + 1)
         buf = self.buffer
         rows = [buf.pop(y, None) for y in range(top, bottom + 1)]
-        rows = rows[n:] + [None] * n if up else [None] * n + rows[: len(rows) - n]
+        blank: list[StaticDefaultDict[int, Char] | None] = [None] * n
+        rows = rows[n:] + blank if up else blank + rows[: len(rows) - n]
         for i, line in enumerate(rows):
             if line is not None:
                 buf[top + i] = line
@@ -243,7 +250,7 @@ class _Extras(pyte.Screen):
         self.dirty.update(range(self.lines))
 
     def _leave_alt(self, m: int) -> None:
-        if not self.alt:
+        if not self.alt or self.main_buffer is None:  # (alt always saved the main buffer)
             return
         self.alt = False
         self.buffer = self.main_buffer
@@ -305,6 +312,11 @@ class _Screen(_Extras, FastScreen):
 class _Stream(pyte.Stream):
     """pyte Stream with the extra controls wired in and a feed loop that never raises."""
 
+    # pyte types these Optional (a stream may be built without a screen); this one always has
+    # its screen, and the parser that comes with it
+    listener: _Screen
+    _parser: Generator[bool | None, str, None]
+
     csi = {
         **pyte.Stream.csi,
         "S": "scroll_up",
@@ -320,7 +332,7 @@ class _Stream(pyte.Stream):
         | {"keypad_application", "keypad_numeric"}
     )
 
-    def __init__(self, screen: pyte.Screen) -> None:
+    def __init__(self, screen: _Screen) -> None:
         super().__init__(screen)
         # We decode UTF-8 ourselves, so the parser may honour ESC ( 0 (DEC line drawing), as tmux does.
         self.use_utf8 = False
@@ -568,8 +580,8 @@ def _clean_title(t: str) -> str:
 class Mirror:
     """A headless terminal of ``cols`` × ``rows``: feed pty bytes, read rows, take a snapshot."""
 
-    _screen_cls: type = _Screen
-    _stream_cls: type = _Stream
+    _screen_cls: type[_Screen] = _Screen
+    _stream_cls: type[_Stream] = _Stream
 
     def __init__(self, cols: int = 80, rows: int = 24) -> None:
         self._screen = self._screen_cls(cols, rows)
@@ -606,7 +618,7 @@ class Mirror:
             s.on_scroll_off = None
             return
 
-        def off(row: object) -> None:
+        def off(row: StaticDefaultDict[int, Char] | None) -> None:
             if not s.alt:  # a full-screen program's alternate screen has no scrollback
                 history.push_row(row, s.columns)
 
@@ -803,7 +815,7 @@ class Mirror:
         # ?1049l first: a repaint may land on a terminal (or mirror) that is in its alternate
         # screen, and must rebuild the main screen under it too
         out = ["\x1b[?1049l\x1b[0m\x1b[?25l\x1b[r\x1b[?6l\x1b[?7h\x1b[4l\x1b[20l\x1b(B\x0f\x1b[H\x1b[2J"]
-        if s.alt:
+        if s.alt and s.main_buffer is not None:  # (alt always saved the main buffer)
             _paint(out, s.main_buffer, cols, rows)
             if s.main_cursor is not None:
                 x, y, attrs = s.main_cursor

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 _HEAD = struct.Struct(">cI")
@@ -126,8 +127,10 @@ class MirrorProc:
             pass
         p.wait()
         for f in (p.stdin, p.stdout):
+            if f is None:  # (both are pipes: never)
+                continue
             try:
-                f.close()  # type: ignore[union-attr]
+                f.close()
             except OSError:
                 pass
 
@@ -268,7 +271,7 @@ class MirrorProc:
                     fut.set_result(payload)
         self._pump()
 
-    def _wait(self, done) -> bool:
+    def _wait(self, done: Callable[[], bool]) -> bool:
         """Block (this thread) writing and reading until ``done()``; False if the worker died."""
         deadline = time.monotonic() + REPLY_WAIT_S
         while not done():
@@ -314,7 +317,7 @@ class MirrorProc:
                 return self._last_snapshot
         return self._last_snapshot
 
-    def request_snapshot(self) -> asyncio.Future:
+    def request_snapshot(self) -> asyncio.Future[bytes]:
         """The snapshot of every byte given before this call, without blocking: a future the
         worker's answer resolves (the last screen if the worker dies or stalls meanwhile)."""
         loop = self._loop or asyncio.get_running_loop()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Protocol
 
 DEFAULT_LINES = 10_000
 DEFAULT_BYTES = 8 * 1024 * 1024
@@ -28,6 +29,19 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} GB"
+
+
+class Cell(Protocol):
+    """A mirror cell: the text it shows."""
+
+    @property
+    def data(self) -> str: ...
+
+
+class Row(Protocol):
+    """A mirror row: column -> cell (pyte's ``StaticDefaultDict[int, Char]``)."""
+
+    def __getitem__(self, column: int, /) -> Cell: ...
 
 
 class Scrollback:
@@ -47,14 +61,14 @@ class Scrollback:
     def __len__(self) -> int:
         return len(self.lines)
 
-    def push_row(self, row: object, cols: int) -> None:
+    def push_row(self, row: Row | None, cols: int) -> None:
         """A mirror row (column -> cell with ``.data``) that scrolled off; ``None``: blank."""
         if self.max_lines == 0:
             return
         if row is None:
             text = ""
         else:
-            get = row.__getitem__  # type: ignore[attr-defined]
+            get = row.__getitem__
             text = "".join(get(x).data for x in range(cols)).rstrip()
         self.cols = cols
         self.push(text)

@@ -30,7 +30,7 @@ class TermFilter:
         self.titles = titles
         self.dropped = 0  # sequences dropped so far
         self._held = b""  # the unfinished start of a sequence, or an ESC that ended a read
-        self._skip: re.Pattern | None = None  # inside a dropped sequence: its end
+        self._skip: re.Pattern[bytes] | None = None  # inside a dropped sequence: its end
 
     def feed(self, data: bytes) -> bytes:
         if not self._held and self._skip is None:
@@ -42,7 +42,7 @@ class TermFilter:
         i, n = 0, len(buf)
         while i < n:
             if self._skip is not None:
-                i = self._skip_to_end(buf, i)
+                i = self._skip_to_end(self._skip, buf, i)
                 if i < 0:
                     return b"".join(out)  # the rest of the chunk is inside it
                 continue
@@ -65,13 +65,13 @@ class TermFilter:
                 i = at + 2
         return b"".join(out)
 
-    def _skip_to_end(self, buf: bytes, i: int) -> int:
+    def _skip_to_end(self, skip: re.Pattern[bytes], buf: bytes, i: int) -> int:
         """Past the end of the dropped sequence from ``i``; -1 when it goes on past ``buf``.
         An ESC ends an OSC (ST when a backslash follows, else it starts the next sequence);
         in a DCS passthrough ESC ESC is an escaped ESC, still inside."""
         n = len(buf)
         while True:
-            m = self._skip.search(buf, i)  # type: ignore[union-attr]
+            m = skip.search(buf, i)
             if m is None:
                 return -1
             j = m.end()
@@ -81,7 +81,7 @@ class TermFilter:
             if j == n:  # ST, a pair or an abort: the next read says
                 self._held = b"\x1b"
                 return -1
-            if self._skip is _DCS_END and buf[j] == 0x1B:
+            if skip is _DCS_END and buf[j] == 0x1B:
                 i = j + 1
                 continue
             self._skip = None

@@ -477,9 +477,10 @@ class Participant:
         if nc is None:
             return
         ev = events_of(nc)
-        for lst, fn in ((ev.on_error, self._on_nats_error), (ev.on_reconnect, self._on_reconnect)):
-            if fn in lst:
-                lst.remove(fn)
+        if self._on_nats_error in ev.on_error:
+            ev.on_error.remove(self._on_nats_error)
+        if self._on_reconnect in ev.on_reconnect:
+            ev.on_reconnect.remove(self._on_reconnect)
         try:
             await asyncio.wait_for(nc.drain(), 2.0)
         except Exception:  # noqa: BLE001
@@ -902,7 +903,7 @@ class Participant:
                     deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start,
                     ack_policy=api.AckPolicy.NONE, mem_storage=True, inactive_threshold=30.0))
                 psub = await js.pull_subscribe_bind(consumer=ci.name, stream=stream)
-                pending = ci.num_pending
+                pending = ci.num_pending or 0  # nats-py's ConsumerInfo leaves it None when absent
                 while pending > 0:
                     msgs = await psub.fetch(min(pending, 256), timeout=timeout)
                     if not msgs:

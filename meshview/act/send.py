@@ -50,6 +50,7 @@ class Original:
     @classmethod
     def of(cls, original: CotalMessage | Delivery) -> Original:
         """A delivery's authenticated kind and sender, else the envelope's own fields."""
+        kind: str | None
         if isinstance(original, Delivery):
             kind, msg, sender = original.kind, original.message, original.sender
         else:

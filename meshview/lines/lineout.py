@@ -217,8 +217,8 @@ class LineSink:
             first = self._gap == 0
             self.dropped += n
             self._gap += n
-            if shed:
-                self.on_shed(shed)  # type: ignore[misc]
+            if shed and self.on_shed is not None:  # (``shed`` is kept only when there is one)
+                self.on_shed(shed)
             if first and self.on_stall is not None:
                 self.on_stall()
 
@@ -226,7 +226,8 @@ class LineSink:
         """Write as much as the fd takes without blocking; wait for writability if it fills."""
         q = self._q
         while q and not self.broken:
-            gap_at = gap = None
+            gap: bytes | None = None
+            gap_at = 0  # where ``gap`` went in the queue (read only when there is a gap)
             if self._gap and self.gap_line is not None:
                 text = self.gap_line(self._gap, self.dropped)
                 if text is not None:

@@ -19,7 +19,7 @@ import os
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Protocol, TextIO
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -60,7 +60,15 @@ LABEL_STYLE = {"join": "32", "update": "2", "offline": "2", "msg": "", "history"
                "manager": "35"}
 
 
-def use_colour(stream: TextIO) -> bool:
+class TextOut(Protocol):
+    """A text file the writer prints to (a TTY, a test's StringIO, an embedding's proxy)."""
+
+    def write(self, s: str, /) -> object: ...
+    def flush(self) -> None: ...
+    def isatty(self) -> bool: ...
+
+
+def use_colour(stream: TextOut | LineSink) -> bool:
     """ANSI only on a TTY and when ``NO_COLOR`` is unset or empty."""
     if os.environ.get("NO_COLOR"):
         return False
@@ -281,7 +289,7 @@ class StreamWriter:
     ``out``/``err`` are a :class:`LineSink` (the real stream: never blocks) or any text file
     (tests, embedding)."""
 
-    def __init__(self, mode: str, out: TextIO | LineSink, err: TextIO | LineSink,
+    def __init__(self, mode: str, out: TextOut | LineSink, err: TextOut | LineSink,
                  colour: bool | None = None) -> None:
         self.mode = mode
         self.out, self.err = out, err
@@ -413,7 +421,7 @@ class StreamWriter:
         self.diag(f"rejected {sanitize.inline(ev.reason)} on {sanitize.inline(ev.subject, 200)}{extra}")
 
 
-def _emit(dest: TextIO | LineSink, lines: list[str]) -> None:
+def _emit(dest: TextOut | LineSink, lines: list[str]) -> None:
     if isinstance(dest, LineSink):
         dest.write_lines(lines)
     else:
@@ -444,7 +452,7 @@ class StreamOptions:
 
 
 async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
-                       out: TextIO | LineSink, err: TextIO | LineSink, stop: asyncio.Event, *,
+                       out: TextOut | LineSink, err: TextOut | LineSink, stop: asyncio.Event, *,
                        runs_poll: Callable[[MeshModel], Callable[[], Awaitable[None]]] | None = None,
                        beside: Callable[[MeshModel, Observer, Callable[[str], None]], Beside] | None = None,
                        ) -> int:

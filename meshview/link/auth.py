@@ -163,8 +163,8 @@ class Permissions:
     sub_deny: tuple[str, ...] = ()
 
     def claims(self) -> dict:
-        def side(allow, deny):
-            d: dict = {}
+        def side(allow: tuple[str, ...], deny: tuple[str, ...]) -> dict[str, list[str]]:
+            d: dict[str, list[str]] = {}
             if allow:
                 d["allow"] = list(allow)
             if deny:
@@ -612,8 +612,11 @@ def bearer_principal(bearer: str) -> tuple[str, str, str]:
     """(owner, actor, lifecycleUid) a bearer is bound to (``sub``, ``act.actor``,
     ``act.lifecycleUid``), read without verification: the broker's callout verifies."""
     claims = jwt_claims(bearer)
-    act = claims.get("act") if isinstance(claims.get("act"), dict) else {}
+    act = claims.get("act")
+    if not isinstance(act, dict):
+        act = {}
     owner, actor, uid = claims.get("sub"), act.get("actor"), act.get("lifecycleUid")
-    if not all(isinstance(x, str) and x for x in (owner, actor, uid)):
+    if not (isinstance(owner, str) and isinstance(actor, str) and isinstance(uid, str)
+            and owner and actor and uid):
         raise AuthError("the bearer names no principal (sub, act.actor, act.lifecycleUid)")
     return owner, actor, uid

@@ -53,6 +53,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
@@ -106,7 +107,9 @@ class LenientClient(NATS):
         if self._direct:
             self._direct.pop(sub._id, None)
 
-    async def _process_msg(self, sid, subject, reply, data, headers):  # noqa: D401 - override
+    async def _process_msg(  # noqa: D401 - override
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes
+    ) -> None:
         route = self._direct.get(sid) if self._direct else None
         if route is None or sid not in self._subs:
             return await super()._process_msg(sid, subject, reply, data, headers)
@@ -122,7 +125,9 @@ class LenientClient(NATS):
             self._direct_run = 0
             await asyncio.sleep(0)
 
-    def _build_message(self, sid, subject, reply, data, headers):  # noqa: D401 - override
+    def _build_message(  # noqa: D401 - override
+        self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: dict[str, str] | None
+    ) -> Msg:
         return self.msg_class(
             subject=subject.decode("utf-8", "replace"),
             reply=reply.decode("utf-8", "replace"),
@@ -576,7 +581,8 @@ async def publish_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
     force = getattr(nc, "_flush_pending", None)
     if force is not None:
         await force(force_flush=True)
-    await nc.flush(timeout)
+    # nats-py annotates flush's timeout as int, but hands it to asyncio.wait_for: a float is fine
+    await nc.flush(timeout)  # type: ignore[arg-type]
     if ev.denied_since(mark, "publish", subject):
         raise SubjectDenied("publish", subject)
 
@@ -682,6 +688,9 @@ def prepare(target: ConnectTarget) -> ConnectTarget:
                            "no root to mint from; pass --creds, or re-record it from its project folder.")
     if target.role == "session" or target.role not in ROLES:
         raise ConnectError("a session connection needs the session's own credential.")
+    if target.root is None:
+        raise ConnectError(f"space {target.space}'s control instrument is issued here, but no mesh root "
+                           "names the signer to issue it with.")
     try:
         seed = auth.load_root_seed(target.root, target.space)
         if target.role == "control":
@@ -1039,13 +1048,16 @@ async def _issue(target: ConnectTarget) -> None:
     from meshview.link import auth
     from meshview.link.issuance import IssuanceError, issue_instrument
 
+    if target.root is None:
+        raise ConnectError(f"space {target.space}'s control instrument is issued here, but no mesh root "
+                           "names the signer to issue it with.")
     try:
         seed = auth.load_root_seed(target.root, target.space)
     except auth.AuthError as e:
         raise ConnectError(f"{e}.") from None
     issuer = _replace(target, credential=auth.mint_issuer(seed, target.space), name="cotal-issuer")
 
-    async def open_issuer():
+    async def open_issuer() -> NATS:
         opts = connect_options(issuer)
         opts.update(allow_reconnect=False, max_reconnect_attempts=0)
         return await asyncio.wait_for(nats.connect(**opts), timeout=target.timeout + 0.5)

@@ -101,16 +101,21 @@ def bearer_of(token: str, *, view: str | None, answer: dict, now: float | None =
     """A :class:`Bearer` from the exchange's token and answer; a token that names no principal
     is refused (the callout would refuse it too)."""
     c = token_claims(token)
-    act = c.get("act") if isinstance(c.get("act"), dict) else {}
+    act = c.get("act")
+    if not isinstance(act, dict):
+        act = {}
     owner, actor, uid = c.get("sub"), act.get("actor"), act.get("lifecycleUid")
-    if not all(isinstance(x, str) and x for x in (owner, actor, uid)):
+    if not (isinstance(owner, str) and isinstance(actor, str) and isinstance(uid, str)
+            and owner and actor and uid):
         raise ExchangeError("internal", "the exchange answered with a bearer that names no principal "
                             "(sub, act.actor, act.lifecycleUid); the auth service may be too old")
     now = time.time() if now is None else now
     exp, iat = c.get("exp"), c.get("iat")
     exp = float(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool) else now + 60.0
     iat = float(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else now
-    scope = act.get("scope") if isinstance(act.get("scope"), list) else []
+    scope = act.get("scope")
+    if not isinstance(scope, list):
+        scope = []
     iid = answer.get("managerInstanceId") or act.get("managerInstanceId")
     return Bearer(token, view, owner, actor, uid, tuple(s for s in scope if isinstance(s, str)),
                   min(iat, now), exp, iid if isinstance(iid, str) and iid else None,

@@ -15,9 +15,18 @@ discard-new (write-once at the broker), and no delete, purge or rollup.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from meshview.wire.issued import IssuedRef, accepted_bucket, accepted_key, accepted_token, encode_row
 from meshview.wire.names import space_token
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client as NATS
+    from nats.js import JetStreamContext
+    from nats.js.api import StreamConfig
+
+    from meshview.link.auth import Credential
 
 ISSUE_TIMEOUT_S = 5.0
 _WRITTEN: set[str] = set()  # instruments (by nkey) whose row this process wrote: a reconnect reuses it
@@ -27,7 +36,7 @@ class IssuanceError(RuntimeError):
     """The accepted row could not be written; one sentence, no secret."""
 
 
-def accepted_store_config(space: str):
+def accepted_store_config(space: str) -> StreamConfig:
     from nats.js.api import DiscardPolicy, StorageType, StreamConfig
 
     b = accepted_bucket(space)
@@ -37,28 +46,28 @@ def accepted_store_config(space: str):
                         max_bytes=-1, max_age=0)
 
 
-async def ensure_accepted_store(js, space: str) -> None:
+async def ensure_accepted_store(js: JetStreamContext, space: str) -> None:
     """Create the accepted-row store if it is missing; an existing one of another shape is refused."""
     from nats.js.errors import NotFoundError
 
-    cfg = accepted_store_config(space)
+    cfg, name = accepted_store_config(space), f"KV_{accepted_bucket(space)}"
     try:
-        info = await js.stream_info(cfg.name)
+        info = await js.stream_info(name)
     except NotFoundError:
         try:
             await js.add_stream(cfg)
             return
         except Exception as e:  # noqa: BLE001 - a racing creator of the same shape is fine
-            info = await js.stream_info(cfg.name)
+            info = await js.stream_info(name)
             if info is None:
-                raise IssuanceError(f"the accepted-row store {cfg.name} could not be created") from e
+                raise IssuanceError(f"the accepted-row store {name} could not be created") from e
     c = info.config
     if not c.allow_direct or (c.max_msgs_per_subject or 0) != 1 or not c.deny_delete or not c.deny_purge:
-        raise IssuanceError(f"the accepted-row store {cfg.name} has a drifted shape (not direct-read, "
+        raise IssuanceError(f"the accepted-row store {name} has a drifted shape (not direct-read, "
                             "write-once per key, undeletable); reprovision it")
 
 
-async def write_accepted_row(js, space: str, token: str, ref: IssuedRef) -> None:
+async def write_accepted_row(js: JetStreamContext, space: str, token: str, ref: IssuedRef) -> None:
     """Create-only: a token names one row, written once."""
     b = accepted_bucket(space)
     try:
@@ -69,7 +78,7 @@ async def write_accepted_row(js, space: str, token: str, ref: IssuedRef) -> None
                             f"({type(e).__name__})") from None
 
 
-async def issue_instrument(connect_issuer, cred) -> None:
+async def issue_instrument(connect_issuer: Callable[[], Awaitable[NATS]], cred: Credential) -> None:
     """Write ``cred``'s accepted row (``cred.issued``, under the token of its own nkey) over a
     connection ``connect_issuer()`` opens with the issuer credential, then close that connection.
     A credential that is no issuance, or whose row this process already wrote (a second connect

@@ -31,7 +31,8 @@ class _Loader(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         hide = "aiohttp" not in sys.modules
         if hide:
-            sys.modules["aiohttp"] = None  # type: ignore[assignment]  # `import aiohttp` -> ImportError
+            # a None entry is how `import aiohttp` is made an ImportError; typeshed allows modules only
+            sys.modules["aiohttp"] = None  # type: ignore[assignment]
         try:
             self.inner.exec_module(module)
         finally:

@@ -90,7 +90,7 @@ class FeedRows(Sequence):
             return len(self) == len(other) and all(a is b or a == b for a, b in zip(self, other))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as list is: typeshed types object's a method
 
     def __repr__(self) -> str:
         return f"FeedRows(base={self._base}, end={self._end})"

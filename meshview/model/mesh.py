@@ -93,7 +93,9 @@ EXCERPT_CAP = 200  # characters of the original kept on a reply row
 #: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
 CHANNELS_CAP = 20_000
 _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "reply_ambiguous")
-_NO_THREAD = (None, None, (), None, False)  # a message that names no thread: FeedEntry's defaults
+#: FeedEntry's threading fields in order: reply_to, wire_context_id, mentions, excerpt, ambiguous
+_Thread = tuple[str | None, str | None, tuple[str, ...], str | None, bool]
+_NO_THREAD: _Thread = (None, None, (), None, False)  # a message that names no thread: FeedEntry's defaults
 
 # Public methods that are not inputs: reads, and forwards (they only call inputs, each of which
 # is an input call of its own). tests/test_record.py fails on a public method in none of
@@ -454,7 +456,7 @@ class MeshModel(RunsReducer, RosterReducer):
         return True
 
     def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any,
-                me: Ref) -> tuple[Any, ...]:
+                me: Ref) -> _Thread:
         """The envelope's threading fields, bounded, plus the first line of the original
         reply ``me`` answers when it is in the feed now (``FeedEntry.reply_excerpt``): the
         first copy by stream order that fits (meshview/model/originals.py), and whether the id names

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeGuard
 
 from msgspec.structs import replace as restruct  # a Peer is a Struct: built in C, ~40x faster
 
@@ -60,6 +60,10 @@ def as_presence(p: Peer) -> Presence:
 OFFLINE_CAP = 2000
 
 ROSTER_SORTS = ("status", "name", "role", "activity")  # the console's ``s`` cycles these
+
+
+def _is_status(s: str) -> TypeGuard[Status]:
+    return s in STATUS_ORDER
 
 
 def last_active(p: Peer) -> float:
@@ -171,14 +175,14 @@ class RosterReducer:
                                            rec.status_since, c.code if c else None,
                                            c.message if c else None, c.since if c else None),
                              rec.active_at, rec.role)
-        status: Status = rec.status if rec.status in STATUS_ORDER else "idle"  # type: ignore
+        status: Status = rec.status if _is_status(rec.status) else "idle"
         new = self._make_peer(rec, now, prev, status, None)
         if prev is None or prev.status == "offline":
             incarnation = (
                 prev is not None and rec.lifecycle_uid is not None
                 and prev.lifecycle_uid is not None and rec.lifecycle_uid != prev.lifecycle_uid
             )
-            if incarnation:
+            if incarnation and prev is not None:  # ``incarnation`` implies a prev (for mypy)
                 new = restruct(new, incarnations=prev.incarnations + 1)
             self._set_peer(new)
             if incarnation:  # back from offline as a new instance: one event, not two

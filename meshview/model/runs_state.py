@@ -223,17 +223,17 @@ class RunsReducer:
         assert ref is not None
         if new is not None and (old is None or old.state != new.state):
             self._emit(RunEvent("state", new.run_id, new.instance_id, now, new.state,
-                                previous=old.state if old is not None else None))  # type: ignore[arg-type]
+                                previous=old.state if old is not None else None))
         before = {p.step_key: p for p in _open(old)} if old is not None else {}
         after = {p.step_key: p for p in _open(new)} if new is not None else {}
         state = new.state if new is not None else ref.state
         for k, p in after.items():
             if k not in before:
-                self._emit(RunEvent("pause-open", ref.run_id, ref.instance_id, now, state,  # type: ignore[arg-type]
+                self._emit(RunEvent("pause-open", ref.run_id, ref.instance_id, now, state,
                                     step_key=k, prompt=p.prompt))
         for k in before:
             if k not in after:
-                self._emit(RunEvent("pause-settled", ref.run_id, ref.instance_id, now, state,  # type: ignore[arg-type]
+                self._emit(RunEvent("pause-settled", ref.run_id, ref.instance_id, now, state,
                                     step_key=k))
 
     @model_input("runs")
@@ -401,8 +401,10 @@ def answer_value(text: str, *, as_json: bool, schema: Any = None) -> Any:
     else:
         try:
             value = json.loads(text)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             raise AnswerInvalid(f"not JSON: {e.msg} at character {e.pos}") from None
+        except ValueError:  # not a parse error: a number past the int-conversion digit limit
+            raise AnswerInvalid("not JSON: a number is too long to read") from None
     if isinstance(schema, dict):
         _check(value, schema, "the answer")
     return value

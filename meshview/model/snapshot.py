@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Union
 
 import msgspec
 
@@ -20,6 +20,9 @@ from meshview.model.labels import Labels, Sender
 from meshview.model.originals import entry_ref, pick
 from meshview.wire.sanitize import elide_id
 from meshview.wire import ChannelConfig, ChannelDefaults, Presence, bound_presence
+
+if TYPE_CHECKING:
+    from meshview.model.runs_state import RunEvent
 
 Status = Literal["working", "waiting", "idle", "offline"]
 FeedKind = Literal["channel", "dm", "anycast", "lifecycle"]
@@ -238,7 +241,8 @@ class StateEvent:
     listener_error: str | None = None
 
 
-ModelEvent = FeedEntry | PresenceEvent | Rejected | StateEvent
+#: what ``take_events`` hands out; a run's events too (RunEvent imports this module, hence the name)
+ModelEvent = Union[FeedEntry, PresenceEvent, Rejected, StateEvent, "RunEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,4 +524,5 @@ class ReadOnlyNames(dict):
     def _ro(self, *a: Any, **k: Any) -> None:
         raise TypeError("snapshot mappings are read-only")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _ro  # type: ignore
+    # one refusal for every mutator, whatever its signature: typeshed's differ from ``_ro``'s
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _ro  # type: ignore[assignment]

@@ -111,7 +111,10 @@ def fold(snap: Snapshot) -> Fold:
                 linked = True
             if linked:
                 nodes.add(mv.id)
-    key = lambda i: (names.get(i, i).lower(), i)  # noqa: E731
+
+    def key(i: str) -> tuple[str, str]:
+        return (names.get(i, i).lower(), i)
+
     f.nodes = sorted(nodes, key=key)
     f.senders = sorted({s for (s, _) in edges}, key=key)
     f.hubs = sorted(hubs)

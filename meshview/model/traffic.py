@@ -96,12 +96,15 @@ class DmRollup:
         )
 
 
+_EdgeKey = tuple[str, str, FeedKind]  # (sender, target, kind)
+
+
 class HopLog:
     """Sender -> target edge counts (least recently used edges go first) and recent hops: what
     the topology lens folds into its window (``meshview.model.topology.fold``)."""
 
     def __init__(self) -> None:
-        self._edges: OrderedDict[tuple[str, str, str], list] = OrderedDict()
+        self._edges: OrderedDict[_EdgeKey, list] = OrderedDict()
         self._hops: deque[Hop] = deque(maxlen=TOPO_RECENT_CAP)
         # what :meth:`topology` handed out, kept: each edge's row, the edges moved since, and
         # the last answer (None: something moved). A snapshot is taken 30 times a second and
@@ -110,8 +113,8 @@ class HopLog:
 
     def _after_restore(self) -> None:
         """The kept rows start again from the edges (also after a checkpoint's restore)."""
-        self._rows: dict[tuple[str, str, str], Edge] = {}
-        self._moved: set[tuple[str, str, str]] = set(self._edges)
+        self._rows: dict[_EdgeKey, Edge] = {}
+        self._moved: set[_EdgeKey] = set(self._edges)
         self._topo: Topology | None = None
 
     def hop(self, ts: float, f: str, to: str, kind: FeedKind, historical: bool) -> None:
@@ -154,7 +157,7 @@ class HopLog:
             rows, edges = self._rows, self._edges
             for key in self._moved:
                 n, ts = edges[key]
-                rows[key] = Edge(key[0], key[1], key[2], n, ts)  # type: ignore[arg-type]
+                rows[key] = Edge(key[0], key[1], key[2], n, ts)
             self._moved.clear()
             self._topo = Topology(
                 tuple(map(rows.__getitem__, edges)),

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncGenerator
+from typing import Any, Callable
 
 import msgspec
 from nats.js import api
@@ -197,7 +198,7 @@ async def run_watch(nc: Any, bucket: str, on_entry: Callable[[KvEntry, bool], No
                 pass  # the inactive threshold reaps it
 
 
-async def watch(nc: Any, bucket: str) -> AsyncIterator[KvEntry | None]:
+async def watch(nc: Any, bucket: str) -> AsyncGenerator[KvEntry | None, None]:
     """:func:`run_watch` as an iterator (for one-shot reads such as the roster of a sender):
     the bucket's entries, ``None`` once the initial state is in, then live updates."""
     queue: asyncio.Queue = asyncio.Queue()

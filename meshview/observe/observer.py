@@ -237,8 +237,11 @@ class Observer:
     async def stop(self) -> None:
         self._closing = True
         ev = events_of(self.nc)
-        for lst, fn in ((ev.on_error, self._on_nats_error), (ev.on_disconnect, self._on_disconnect),
-                        (ev.on_reconnect, self._on_reconnect), (ev.on_close, self._on_close)):
+        # one list per signature, so one line each (a loop over the pairs has no single type)
+        if self._on_nats_error in ev.on_error:
+            ev.on_error.remove(self._on_nats_error)
+        for lst, fn in ((ev.on_disconnect, self._on_disconnect), (ev.on_reconnect, self._on_reconnect),
+                        (ev.on_close, self._on_close)):
             if fn in lst:
                 lst.remove(fn)
         await reap(self._tasks)
@@ -403,7 +406,7 @@ class Observer:
             from_role=msg.from_.role, text=parts_to_text(msg.parts), parts=msg.parts,
             channel=channel, to=d.target if kind == "dm" else None,
             to_service=d.target if kind == "anycast" else None,
-            historical=historical, event=bool(channel) and is_event_channel(channel),
+            historical=historical, event=bool(channel and is_event_channel(channel)),
             received=now, context_id=reply_context(msg), reply_to=msg.replyTo,
             wire_context_id=msg.contextId, mentions=msg.mentions,
         )
@@ -483,8 +486,9 @@ class Observer:
         if op == "PUT" and e.key in lp:
             # the common case at scale: the last applied record again with new clock digits
             c = match_clocks(lp[e.key], e.value)
-            if c is not None and m.refresh_clocks(e.key, float(c[0]), c[1], c[2], c[3],
-                                                  received=now):
+            # c[0] is the record's ts, never None (a presence record without one is refused)
+            if c is not None and c[0] is not None and m.refresh_clocks(e.key, float(c[0]), c[1], c[2],
+                                                                       c[3], received=now):
                 if self._said_stale:
                     self._stale_over()
                 return
@@ -584,8 +588,9 @@ class Observer:
         if len(memo) > SUBJECT_MEMO_CAP:
             memo.clear()  # bounded: a space with more sender×channel subjects re-parses
         for subj, n in (info.state.subjects or {}).items():
-            ch = memo.get(subj, False)
-            if ch is False:
+            if subj in memo:
+                ch = memo[subj]
+            else:
                 ch = memo[subj] = self._counted_channel(subj)
             if ch is not None:
                 counts[ch] = counts.get(ch, 0) + n

@@ -22,6 +22,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
+from types import TracebackType
 from typing import IO, Iterator
 
 import msgspec
@@ -110,6 +111,9 @@ class _Null:
 
     def flush(self) -> None:
         pass
+
+    def isatty(self) -> bool:
+        return False
 
 
 # ---- cut -----------------------------------------------------------------------------------
@@ -210,8 +214,9 @@ class _quiet:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        return typ is not None and issubclass(typ, OSError)
 
 
 # ---- asciicast -----------------------------------------------------------------------------

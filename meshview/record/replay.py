@@ -168,7 +168,7 @@ def load_recording(path: str) -> Recording:
             prev = None
         if (prev is not None and prev.damage is None
                 and prev.header.get("recording") == rec.header.get("recording")
-                and prev.header.get("segment") == rec.header.get("segment") - 1):
+                and prev.header.get("segment") == rec.header["segment"] - 1):
             base = len(prev.entries)
             prev.entries += rec.entries
             prev.seat_lines += rec.seat_lines
@@ -203,7 +203,8 @@ class Replay:
         self.limit = len(rec.entries)  # inputs that can be applied (less after apply damage)
         self._times = [e.t for e in rec.entries]
         self._cp_index = [i for i, _, _ in rec.checkpoints]
-        marks, last = [], {}
+        marks: list[int] = []
+        last: dict[str, str] = {}  # the roster-visible fields last seen, per peer (``_visible``)
         for i, e in enumerate(rec.entries):
             if e.kind in EVENT_KINDS and _visible(e, last):
                 marks.append(i)
@@ -300,7 +301,7 @@ class Replay:
         return bisect.bisect_left(marks, self.pos), len([m for m in marks if m < self.limit])
 
 
-def _visible(e: Entry, last: dict[str, tuple]) -> bool:
+def _visible(e: Entry, last: dict[str, str]) -> bool:
     """Whether an input shows as an event: a message, a lifecycle change, a presence record
     that changed what the roster says (heartbeat rewrites and watch bookkeeping do not)."""
     if e.op in ("apply_message", "apply_manager", "apply_presence_delete", "apply_absent"):

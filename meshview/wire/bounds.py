@@ -8,7 +8,10 @@ at a code-point boundary with ``…`` (within the bound). Limits are generous fo
 
 from __future__ import annotations
 
-from typing import Any
+import builtins
+from typing import Any, TypeVar, overload
+
+_T = TypeVar("_T")
 
 ELLIPSIS = "…"  # 3 bytes in UTF-8
 
@@ -71,7 +74,14 @@ class Cuts:
             self.names.append(field)
         return out
 
-    def list(self, field: str, v: list | None, limit: int) -> list | None:
+    # builtins.: inside this class body ``str`` names the method above
+    @overload
+    def list(self, field: builtins.str, v: builtins.list[_T], limit: int) -> builtins.list[_T]: ...
+    @overload
+    def list(self, field: builtins.str, v: None, limit: int) -> None: ...
+    def list(
+        self, field: builtins.str, v: builtins.list[_T] | None, limit: int
+    ) -> builtins.list[_T] | None:
         """The first ``limit`` items of ``v``, noting ``field`` when items were dropped."""
         if v is None or len(v) <= limit:
             return v

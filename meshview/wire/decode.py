@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from itertools import islice
-from typing import Any
+from typing import Any, Literal, final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -41,11 +41,13 @@ MALFORMED_ENVELOPE = "malformed-envelope"
 NON_CONFORMANT_ENVELOPE = "non-conformant-envelope"
 NON_CONFORMANT_PART_KIND = "non-conformant-part-kind"
 
-DELIVERY_KIND = {"chat": "channel", "inst": "dm", "svc": "anycast"}
+DeliveryKind = Literal["channel", "dm", "anycast"]
+DELIVERY_KIND: dict[str, DeliveryKind] = {"chat": "channel", "inst": "dm", "svc": "anycast"}
 #: Bare legacy part kinds older builds emitted (json-render ``view``): kept, not rendered.
 LEGACY_PART_KINDS = frozenset({"view"})
 
 
+@final  # never subclassed: readers test ``type(d) is Delivery`` on the hot path
 class Delivery(msgspec.Struct, frozen=True):
     """An accepted message; kind, sender and target come from the subject, never the payload.
 
@@ -53,7 +55,7 @@ class Delivery(msgspec.Struct, frozen=True):
     construction is ~7x cheaper, and one is built per message on the hot path.
     """
 
-    kind: str  # "channel" | "dm" | "anycast"
+    kind: DeliveryKind
     subject: ParsedSubject
     message: CotalMessage
     sender: str
@@ -64,6 +66,7 @@ class Delivery(msgspec.Struct, frozen=True):
     cuts: tuple[str, ...] = ()
 
 
+@final
 class Rejection(msgspec.Struct, frozen=True):
     """A dropped message.  ``terminate`` marks permanent anomalies a JetStream reader ``term()``s.
 
@@ -173,6 +176,8 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
 
     kind = ps.kind
     target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
+    if kind is None or target is None:  # unreachable: ps.deliver means a delivery kind and target
+        return Rejection(MALFORMED_SUBJECT, subject, True)
     msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras
         mid, ts, space, frm, parts,
         target if kind == "chat" else None,

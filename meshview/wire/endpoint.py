@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from meshview.wire.issued import is_generation
 from meshview.wire.names import space_token
@@ -92,11 +93,11 @@ def check_owner(v: str, what: str = "owner") -> str:
     return _check(_OWNER, v, what)
 
 
-def is_lifecycle_token(v: object) -> bool:
+def is_lifecycle_token(v: object) -> TypeGuard[str]:
     return isinstance(v, str) and bool(_LIFECYCLE.fullmatch(v))
 
 
-def is_id_token(v: object) -> bool:
+def is_id_token(v: object) -> TypeGuard[str]:
     return isinstance(v, str) and bool(_ID.fullmatch(v))
 
 

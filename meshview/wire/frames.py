@@ -11,6 +11,7 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 MAX_B64_CHARS = 4 * 1024 * 1024
 REASON_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
@@ -77,12 +78,20 @@ def b64decode_strict(s: object) -> bytes:
         raise TerminalFrameError(f"data payload is not valid base64: {e}") from None
 
 
-def valid_reason(r: object) -> bool:
+def valid_reason(r: object) -> TypeGuard[str]:
     return isinstance(r, str) and bool(REASON_RE.fullmatch(r))
 
 
-def _is_int(v: object) -> bool:
+def _is_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _dimension(data: dict[str, Any], name: str) -> int:
+    """A resize frame's ``cols`` or ``rows``, refused unless a bounded positive integer."""
+    v = data.get(name)
+    if not _is_int(v) or not 1 <= v <= 100_000:
+        raise TerminalFrameError(f"resize {name} is not a bounded positive integer")
+    return v
 
 
 def _only(o: dict, keys: set[str], kind: str, lenient: bool = False) -> None:
@@ -132,23 +141,19 @@ def decode(data: object, *, lenient: bool = False) -> TerminalFrame | None:
         return Data(b64decode_strict(data.get("b")))
     if k == "resize":
         _only(data, {"k", "cols", "rows"}, "resize", lenient)
-        cols, rows = data.get("cols"), data.get("rows")
-        for name, v in (("cols", cols), ("rows", rows)):
-            if not _is_int(v) or not 1 <= v <= 100_000:
-                raise TerminalFrameError(f"resize {name} is not a bounded positive integer")
-        return Resize(cols, rows)  # type: ignore[arg-type]
+        return Resize(_dimension(data, "cols"), _dimension(data, "rows"))
     if k == "end":
         _only(data, {"k", "reason"}, "end", lenient)
         r = data.get("reason")
         if not valid_reason(r):
             raise TerminalFrameError(f"end reason {r!r} is not a bounded kebab token")
-        return End(r)  # type: ignore[arg-type]
+        return End(r)
     if k == "drop":
         _only(data, {"k", "bytes"}, "drop", lenient)
         n = data.get("bytes")
         if not _is_int(n) or n < 1:
             raise TerminalFrameError("drop bytes is not a positive integer")
-        return Drop(n)  # type: ignore[arg-type]
+        return Drop(n)
     if lenient and isinstance(k, str) and k:
         return None
     raise TerminalFrameError(f"unknown terminal-session frame kind {k!r}")

@@ -13,7 +13,7 @@ sanitize it before it reaches a terminal.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -72,7 +72,7 @@ def part_text(p: Part) -> str:
     return unrenderable(str(getattr(p, "kind", type(p).__name__)))
 
 
-def parts_to_text(parts: Iterable[Part]) -> str:
+def parts_to_text(parts: Sequence[Part]) -> str:
     """A message's parts as one string, space-joined (upstream ``partsToText``)."""
     if type(parts) in (list, tuple) and len(parts) == 1:  # most messages: one part
         p = parts[0]

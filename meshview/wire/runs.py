@@ -155,7 +155,8 @@ def parse_journal_record(obj: object, *, run_id: str | None = None) -> dict:
     if not isinstance(obj, dict):
         raise RunShapeError("a journal record is not a JSON object")
     kind = obj.get("kind")
-    allowed = {"activation": _ACTIVATION_KEYS, "step": _STEP_RECORD_KEYS}.get(kind)  # type: ignore[arg-type]
+    # a kind that is no string (a list would not even hash) is no known kind either
+    allowed = {"activation": _ACTIVATION_KEYS, "step": _STEP_RECORD_KEYS}.get(kind) if isinstance(kind, str) else None
     if allowed is None:
         raise RunShapeError(f"journal record kind {kind!r} is not activation or step")
     extra = set(obj) - allowed

@@ -117,10 +117,10 @@ def is_unsafe(ch: str) -> bool:
 
 def _escape(s: str, pattern: re.Pattern, shown_as: dict[int, str]) -> str:
     out, last = [], 0
-    u = _UNSAFE
+    u = _unsafe_set()
     for m in pattern.finditer(s):
         cp = ord(m.group())
-        if cp > 0xFFFF and not u.astral_unsafe(cp):  # type: ignore[union-attr]
+        if cp > 0xFFFF and not u.astral_unsafe(cp):
             continue
         out.append(s[last:m.start()])
         out.append(shown_as.get(cp) or _esc(cp))

@@ -9,6 +9,7 @@ because a silently rewritten owner or actor would alias another principal's lane
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
@@ -139,6 +140,7 @@ def _valid_route(kind: str, toks: list[str]) -> bool:
 
     Keeps control bytes and aliasing out of anything surfaced as a sender or target.
     """
+    routes: Sequence[str]
     if kind == "chat":
         ids, routes = toks[3:5], toks[5:]
     elif kind == "inst":

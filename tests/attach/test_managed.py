@@ -66,6 +66,18 @@ def test_words_match_cotal_ps():
     assert lines["process"] == "running 3.5h" and lines["runtime"].startswith("pty on manager m")
 
 
+
+def test_status_lines_survive_a_manager_that_sends_odd_shapes():
+    # a manager's status record is untrusted JSON: a list where a boolean belongs (which would
+    # not even hash as a lookup key) reads as unknown, never an exception
+    from attach.control.seat_text import status_lines
+    from attach.control.verbs import ManagerReport
+
+    odd = ManagerReport("m", "answered", data={"classSpawn": ["yes"], "connectors": [{"binaries": ["x"]}]})
+    assert "classSpawn ?" in status_lines(odd)[0]
+    ok = ManagerReport("m", "answered", data={"classSpawn": True})
+    assert "takes unpinned spawns" in status_lines(ok)[0]
+
 async def test_poller_against_real_managers(nc, space, tmp_path):
     m1 = DemoManager(nc, space, [SeatSpec(name="one", principal_id="local.one")], root=str(tmp_path / "a"))
     m2 = DemoManager(nc, space, [SeatSpec(name="two", principal_id="local.two")], root=str(tmp_path / "b"))

@@ -140,6 +140,9 @@ def test_answers_are_checked_before_they_are_sent():
             answer_value(text, as_json=True, schema=schema)
     with pytest.raises(AnswerInvalid, match="empty"):
         answer_value("  ", as_json=False)
+    # past the int-conversion digit limit json.loads raises a bare ValueError, not a parse error
+    with pytest.raises(AnswerInvalid, match="not JSON: a number is too long"):
+        answer_value("1" * 5000, as_json=True)
 
 
 def test_a_run_pause_alerts_like_a_waiting_agent():

@@ -119,6 +119,7 @@ def test_status_pause_carries_deadline_and_expiry():
     (lambda d: d.pop("spec"), "lacks 'spec'"),
     (lambda d: d.update(extra=1), "unknown field 'extra'"),
     (lambda d: d["journal"].append({"n": 9, "kind": "marker"}), "'marker'"),
+    (lambda d: d["journal"].append({"n": 9, "kind": ["step"]}), "not activation or step"),  # unhashable
     (lambda d: d["journal"].append({"n": 9, "kind": "step"}), "without its key"),
     (lambda d: d["journal"].append({"n": 9, "kind": "step", "step": "/x:y#0", "state": "open"}), "'open'"),
     (lambda d: d["journal"].append({"n": 9, "kind": "step", "step": "/x:y#0", "answer": {}}), "lacks 'answerId'"),
