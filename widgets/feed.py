@@ -285,7 +285,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         super().__init__(id=id, classes=classes)
         self._snap: Snapshot | None = None
         self.tab: str | None = None  # None = all, else a channel name
-        self.query = ""
+        self.filter_text = ""  # the ``/`` search (not ``query``: that is Textual's DOM query)
         self._rows: list[int] = []
         self._heights: list[int] = []
         self._starts: list[int] = [0]
@@ -304,7 +304,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 return False
         elif self.tab is not None and (e.kind != "channel" or e.channel != self.tab):
             return False
-        return not self.query or entry_matches(e, self.query, self._snap)
+        return not self.filter_text or entry_matches(e, self.filter_text, self._snap)
 
     def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
@@ -360,8 +360,8 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._set_virtual(Size(self._width, self._starts[-1]))
         where = "#" + self.tab if self.tab else "all"
         title = f"feed · {where} · {len(self._rows)}"
-        if self.query:
-            title += f" · /{self.query}"
+        if self.filter_text:
+            title += f" · /{self.filter_text}"
         if not self.show_lifecycle:
             title += " · lifecycle hidden"
         set_title(self, title)
@@ -459,7 +459,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         if tab is not ...:
             self.tab = tab
         if query is not None:
-            self.query = query
+            self.filter_text = query
         self.cursor = None
         self.follow = True
         self._refilter()
@@ -622,7 +622,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         line = round(self.scroll_y) + y
         if line >= self._starts[-1] or not self._rows:
             if not self._rows and y == 0:
-                msg = "no messages match the search" if self.query else "no messages yet"
+                msg = "no messages match the search" if self.filter_text else "no messages yet"
                 return Strip(list(Text(msg, style="dim italic").render(self.app.console, end=""))
                              ).crop_extend(0, width, None).apply_style(self.rich_style)
             return Strip.blank(width, self._style("base"))

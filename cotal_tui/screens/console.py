@@ -447,7 +447,7 @@ class ConsoleScreen(ComposeKeys):
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
         box = self.query_one("#search", Input)
-        box.value = self.query_one(FeedView).query
+        box.value = self.query_one(FeedView).filter_text
         box.display = True
         box.focus()
 
@@ -610,7 +610,7 @@ class ConsoleScreen(ComposeKeys):
             self._lens_changed()
             return
         feed = self.query_one(FeedView)
-        if feed.query:
+        if feed.filter_text:
             feed.set_filter(query="")
             return
         if self.can_go_back:
