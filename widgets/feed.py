@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
+from types import EllipsisType
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -291,7 +292,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._starts: list[int] = [0]
         self._end = 0  # absolute index processed up to
         self._width = 0
-        self._cache: OrderedDict[tuple[int, int, bool], list[Strip]] = OrderedDict()
+        self._cache: OrderedDict[tuple[int, int, bool], _RowStrips] = OrderedDict()
         self._layouts: OrderedDict[tuple[int, int], tuple] = OrderedDict()  # (LAYOUT_ROWS)
         self.cursor: int | None = None
         self._styles: dict[str, object] = {}
@@ -454,8 +455,9 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                            immediate=True, force=True)
         self.refresh()
 
-    def set_filter(self, *, tab: str | None = ..., query: str | None = None) -> None:  # type: ignore[assignment]
-        """Change tab and/or query; jumps to the newest row."""
+    def set_filter(self, *, tab: str | None | EllipsisType = ..., query: str | None = None) -> None:
+        """Change tab and/or query (``...``: the tab as it is; None is the all tab); jumps to the
+        newest row."""
         if tab is not ...:
             self.tab = tab
         if query is not None:

@@ -306,7 +306,9 @@ class ConsoleScreen(ComposeKeys):
                 if rail.display:
                     rail.update_snapshot(snap)
             elif lens in LENS:
-                self.query_one(f"#{lens}").update_snapshot(snap)
+                shown = self.query_one(f"#{lens}")
+                if isinstance(shown, SnapshotOverlay):  # every lens widget follows the drain
+                    shown.update_snapshot(snap)
             self._mark_focus()
         overlay = self.app.screen
         if overlay is not self and isinstance(overlay, SnapshotOverlay):
