@@ -16,7 +16,7 @@ terminal in a read-only pane that follows the replay's time, with the same keys.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
@@ -37,6 +37,13 @@ from meshview.record.replay import ReplaySession
 from meshview.record.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
+
+# the screens ReplaySeek is mixed into are ShellScreens; at run time it stays a plain mixin, out
+# of Textual's DOM class chain (its bindings, CSS type names and handler walk stay as they were)
+if TYPE_CHECKING:
+    _SeekHost = ShellScreen
+else:
+    _SeekHost = object
 
 REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute", "replay_marker", "replay_markers",
                   "replay_mark", "replay_find")
@@ -122,14 +129,12 @@ REPLAY_BINDINGS = [
 ]
 
 
-class ReplaySeek(ShellScreen):
+class ReplaySeek(_SeekHost):
     """←/→ by event and [/] by minute, for every screen of a replay (each says how it moved)."""
 
     session: ReplaySession
-
-    def _moved(self) -> None:
-        """How the screen follows a seek (each replay screen says)."""
-        raise NotImplementedError
+    if TYPE_CHECKING:
+        def _moved(self) -> None: ...  # each screen says how it follows a seek
 
     def action_replay_step(self, delta: int) -> None:
         self.session.replay.step(delta)
@@ -322,7 +327,7 @@ FEED_AHEAD = 128 * 1024  # recorded output handed to the pane ahead of its parsi
 SEAT_TICK_S = 0.05
 
 
-class ReplaySeatScreen(ReplaySeek):
+class ReplaySeatScreen(ReplaySeek, ShellScreen):
     """One recorded seat's terminal at the replay's time: read-only, following play, pause and
     seeks (the replay keys work here too). Each tick hands the pane at most
     :data:`FEED_AHEAD` bytes beyond what it has parsed (the pane parses within its budget), so
