@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
@@ -155,7 +155,7 @@ class _RunsBase(ShellScreen):
         open_answer(self.app, self.session, self.desk, run, step_key)
 
 
-def open_answer(app: Any, session: ConsoleSession, desk: RunsDesk, run: RunView,
+def open_answer(app: App[Any], session: ConsoleSession, desk: RunsDesk, run: RunView,
                 step_key: str | None) -> bool:
     """The composer for ``step_key`` of ``run`` (its first open pause when None): an open pause
     is answered, a step settled by an answer is amended; anything else is said, not opened."""
