@@ -76,7 +76,11 @@ def _watch(session: ConsoleSession, n: Notifier) -> None:
         task = asyncio.get_running_loop().create_task(poll(), name="notify:poll")
     except RuntimeError:
         return  # no loop (a test building sessions by hand): nothing to watch with
-    session.on_stop.append(task.cancel)
+
+    def stop_polling() -> None:
+        task.cancel()
+
+    session.on_stop.append(stop_polling)
 
 
 def toggle_notify(app: ConsoleShell) -> str:

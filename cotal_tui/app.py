@@ -11,6 +11,7 @@ the control verbs' own connections (screens/control.py). Screens call the App th
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any, Callable, Iterable
 
 from textual import events, work
@@ -36,6 +37,8 @@ from cotal_tui.seats import SeatSessions
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
 from cotal_tui.themes import COTAL_THEMES, DEFAULT_THEME, theme_names
+from widgets.channel_tabs import ChannelTabs
+from widgets.feed import FeedView
 from widgets.presentation import css_variables, look_from_theme
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
@@ -46,6 +49,11 @@ OpenSpace = Callable[[str], ConsoleSession]
 
 
 SEAT_VERBS = ("attach", "peek", "tile")
+
+
+def _select_tab(screen: ConsoleScreen, name: str) -> None:
+    """The palette's ``#channel``: that tab, looked up when chosen."""
+    screen.query_one("#tabs", ChannelTabs).select(name)
 
 
 class MeshCommands(Provider):
@@ -81,7 +89,8 @@ class MeshCommands(Provider):
         app = self.shell
         screen = self._console()
         cmds: list[tuple[str, str, Callable[[], Any]]] = [
-            ("help", "show the keys of the focused panel", lambda: screen and screen.action_help()),
+            ("help", "show the keys of the focused panel",
+             lambda: screen.action_help() if screen is not None else None),
             ("quit", "leave the console", lambda: self.app.exit(0)),
             ("theme", THEME_HELP, self.app.search_themes),
         ]
@@ -106,24 +115,23 @@ class MeshCommands(Provider):
                  lambda: self.app.open_triage() if isinstance(self.app, CotalApp) else None),
                 ("search", "filter the feed", screen.action_search),
                 ("lifecycle", "show or hide lifecycle rows in the feed",
-                 lambda: screen.query_one("#feed").action_toggle_lifecycle()),
+                 lambda: screen.query_one("#feed", FeedView).action_toggle_lifecycle()),
                 ("tile", "live terminals of the working agents, read-only until promoted",
                  lambda: self._tile(None)),
             ]
             names, _ = self._seat_names(screen)
             for n in names:
-                cmds.append((f"attach {n}", f"open {n}'s terminal",
-                             lambda n=n: app.open_seat(n)))
+                cmds.append((f"attach {n}", f"open {n}'s terminal", partial(app.open_seat, n)))
                 cmds.append((f"peek {n}", f"watch {n}'s terminal, read-only",
-                             lambda n=n: app.open_seat(n, peek=True)))
+                             partial(app.open_seat, n, peek=True)))
             snap = screen.snap
             if snap is not None:
                 for c in snap.channels:
                     cmds.append((f"#{c.name}", "switch to this channel tab",
-                                 lambda n=c.name: screen.query_one("#tabs").select(n)))
+                                 partial(_select_tab, screen, c.name)))
                 for p in snap.peers:
                     cmds.append((f"@{p.name}", f"{p.role or p.kind} · agent card",
-                                 lambda i=p.id: screen.open_agent(i)))
+                                 partial(screen.open_agent, p.id)))
         if app.list_spaces is not None:
             cmds.append(("spaces", "the spaces overview", app.back_to_spaces))
         else:
@@ -170,12 +178,15 @@ class MeshCommands(Provider):
         """The write verbs as palette rows; unavailable ones say why instead of hiding."""
         screen = self._console()
         why = screen.refusal() if screen is not None else "open a space first"
-        rows = []
+        rows: list[tuple[str, str, Callable[[], Any]]] = []
         for verb, usage in WRITE_VERBS.items():
             help_ = usage if why is None else f"unavailable - {why}"
-            rows.append((verb, help_, lambda u=usage, w=why: self.shell.notify_line(
-                f"unavailable - {w}" if w else f"type it out: {u}", w is not None)))
+            rows.append((verb, help_, partial(self._write_verb_note, usage, why)))
         return rows
+
+    def _write_verb_note(self, usage: str, why: str | None) -> None:
+        self.shell.notify_line(f"unavailable - {why}" if why else f"type it out: {usage}",
+                               why is not None)
 
     async def discover(self) -> Hits:
         for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.shell):
@@ -373,7 +384,8 @@ class CotalApp(App[int]):
 
     def action_command_palette(self) -> None:
         """``:``: the palette with Tab completion of verbs, #channels, @agents and @roles."""
-        if self.use_command_palette and not MeshPalette.is_open(self):
+        # Textual types is_open(app: App[object]); App is invariant and this one is App[int]
+        if self.use_command_palette and not MeshPalette.is_open(self):  # type: ignore[arg-type]
             self.push_screen(MeshPalette(id="--command-palette"))
 
     def console_screen(self) -> ConsoleScreen | None:

@@ -146,10 +146,10 @@ def attach_terminal(args: argparse.Namespace | None = None, home: Path | None = 
     window title (``--no-titles``, ``[attach] titles``; kept by default)."""
     cfg = read_config(home)
     clip = pick(False, ("flag", getattr(args, "clipboard", None)),
-                ("config.toml", _good(cfg, "attach", "clipboard")))
+                ("config.toml", _good_bool(cfg, "attach", "clipboard")))
     titles = pick(True, ("flag", getattr(args, "titles", None)),
-                  ("config.toml", _good(cfg, "attach", "titles")))
-    return clip, titles  # type: ignore[return-value]
+                  ("config.toml", _good_bool(cfg, "attach", "titles")))
+    return clip, titles
 
 
 def ui_theme(flag: str | None = None, home: Path | None = None) -> tuple[str, str]:
@@ -221,6 +221,24 @@ def _good(cfg: ConfigFile, table: str, key: str) -> object | None:
         return None
     v = t[key]
     return v if KEYS[table][key].ok(v) else None
+
+
+def _good_bool(cfg: ConfigFile, table: str, key: str) -> bool | None:
+    """:func:`_good` for a key whose check takes only true or false, typed so."""
+    v = _good(cfg, table, key)
+    return v if isinstance(v, bool) else None
+
+
+def _good_str(cfg: ConfigFile, table: str, key: str) -> str | None:
+    """:func:`_good` for a key whose check takes only a string, typed so."""
+    v = _good(cfg, table, key)
+    return v if isinstance(v, str) else None
+
+
+def _good_num(cfg: ConfigFile, table: str, key: str) -> float | None:
+    """:func:`_good` for a key whose check takes only a number (never a bool), typed so."""
+    v = _good(cfg, table, key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def _shown(v: object) -> str:
@@ -304,9 +322,9 @@ def notify_settings(args: argparse.Namespace | None = None,
     warning = f"notifications: {problems[0]}" if problems else None
     env = os.environ
     sources: dict[str, str] = {}
-    enabled, command, escape, settle, stalled, minutes = (
-        _good(cfg, "notify", k)
-        for k in ("enabled", "command", "escape", "settle", "stalled", "stalled_minutes"))
+    enabled, stalled = _good_bool(cfg, "notify", "enabled"), _good_bool(cfg, "notify", "stalled")
+    command, escape = _good_str(cfg, "notify", "command"), _good_str(cfg, "notify", "escape")
+    settle, minutes = _good_num(cfg, "notify", "settle"), _good_num(cfg, "notify", "stalled_minutes")
     terminal, sources["terminal"] = pick(
         False,
         ("flag", True if getattr(args, "notify", False) else None),

@@ -24,7 +24,9 @@ class ReplayApp(CotalApp):
         super().__init__(session=session, keymap=keymap, notice=notice)
         self.replay_session = session
 
-    def on_mount(self, event: events.Mount) -> None:
+    # Textual hands the Mount event to a handler that takes one, so prevent_default can keep
+    # CotalApp's on_mount from running; CotalApp's takes none, hence the override ignore.
+    def on_mount(self, event: events.Mount) -> None:  # type: ignore[override]
         event.prevent_default()  # not CotalApp's: it would push a live console on top
         if self._user_keymap:
             self.set_keymap(self._user_keymap)

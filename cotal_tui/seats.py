@@ -118,7 +118,7 @@ class PaneLink:
         self.end_reason: str | None = None
         self.status = ""
         self.keys_sent = 0
-        self._link = None
+        self._link: object = None  # the session's link last seen, compared by identity
         self._closing = False
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._task: asyncio.Task | None = None

@@ -146,8 +146,8 @@ class LiveSession:
         backfill = options.backfill
         self.space = space
         self.target = target
-        self.model = MeshModel(space, server=target.display,
-                               **({"stall_ms": options.stall_ms} if options.stall_ms else {}))
+        self.model = (MeshModel(space, server=target.display, stall_ms=options.stall_ms)
+                      if options.stall_ms else MeshModel(space, server=target.display))
         self.observer = ConsoleObserver(
             nc, space, self.model, has_credential=target.has_credential,
             options=ObserverOptions(dms=options.dms, backfill=backfill,

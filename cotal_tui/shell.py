@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from attach.control.managed import ManagedFold
     from cotal_tui.screens.console import ConsoleScreen
     from cotal_tui.screens.control import Controls
+    from cotal_tui.screens.runs import RunsDesk
     from cotal_tui.seats import SeatSessions
     from cotal_tui.session import ConsoleSession
 
@@ -54,6 +55,9 @@ class ConsoleShell(Protocol):
     @property
     def key_at(self) -> float: ...  # monotonic time of the operator's last key
 
+    @property
+    def runs(self) -> RunsDesk: ...  # the workflow runs: a poller per session, the answer call
+
     def console_screen(self) -> ConsoleScreen | None: ...
 
     def start_session(self, session: ConsoleSession) -> object: ...
@@ -67,6 +71,8 @@ class ConsoleShell(Protocol):
     def reach_seats(self) -> SeatSessions | None: ...
 
     def open_seat(self, name: str, *, peek: bool = False, instance_id: str | None = None) -> bool: ...
+
+    def open_runs(self) -> bool: ...  # the runs lens over the open console
 
     def open_tile(self, names: list[str] | None = None,
                   managed_names: Iterable[str] | None = None) -> bool: ...

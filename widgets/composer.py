@@ -19,6 +19,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Static, TextArea
 
+from meshview.act.send import SendKind
 from widgets.presentation import safe
 
 NEWLINE_KEYS = ("ctrl+j", "alt+enter", "shift+enter")
@@ -29,7 +30,7 @@ class SendTarget:
     """Where a composed message goes (a :class:`meshview.act.participant.Send` without its text,
     plus a label). ``kind``: channel, dm or ask; a reply is one of them with ``reply_to``."""
 
-    kind: str
+    kind: SendKind
     label: str  # shown to the operator: "#general", "@bram", "@reviewer (anycast)"
     channel: str | None = None
     to: str | None = None  # a principal id for DMs and DM replies

@@ -23,7 +23,7 @@ def _field(label: str, value: Text | str, width: int) -> list[Text]:
     v = value if isinstance(value, Text) else Text(value)
     line = Text(f"{label:>10}  ", style="bold")
     line.append_text(v)
-    out = []
+    out: list[Text] = []
     plain_room = max(8, width - 12)
     if line.cell_len <= width:
         return [line]

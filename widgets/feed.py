@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
+from types import EllipsisType
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -285,13 +286,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         super().__init__(id=id, classes=classes)
         self._snap: Snapshot | None = None
         self.tab: str | None = None  # None = all, else a channel name
-        self.query = ""
+        self.filter_text = ""  # the ``/`` search (not ``query``: that is Textual's DOM query)
         self._rows: list[int] = []
         self._heights: list[int] = []
         self._starts: list[int] = [0]
         self._end = 0  # absolute index processed up to
         self._width = 0
-        self._cache: OrderedDict[tuple[int, int, bool], list[Strip]] = OrderedDict()
+        self._cache: OrderedDict[tuple[int, int, bool], _RowStrips] = OrderedDict()
         self._layouts: OrderedDict[tuple[int, int], tuple] = OrderedDict()  # (LAYOUT_ROWS)
         self.cursor: int | None = None
         self._styles: dict[str, object] = {}
@@ -304,7 +305,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 return False
         elif self.tab is not None and (e.kind != "channel" or e.channel != self.tab):
             return False
-        return not self.query or entry_matches(e, self.query, self._snap)
+        return not self.filter_text or entry_matches(e, self.filter_text, self._snap)
 
     def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
@@ -360,8 +361,8 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._set_virtual(Size(self._width, self._starts[-1]))
         where = "#" + self.tab if self.tab else "all"
         title = f"feed · {where} · {len(self._rows)}"
-        if self.query:
-            title += f" · /{self.query}"
+        if self.filter_text:
+            title += f" · /{self.filter_text}"
         if not self.show_lifecycle:
             title += " · lifecycle hidden"
         set_title(self, title)
@@ -454,12 +455,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                            immediate=True, force=True)
         self.refresh()
 
-    def set_filter(self, *, tab: str | None = ..., query: str | None = None) -> None:  # type: ignore[assignment]
-        """Change tab and/or query; jumps to the newest row."""
+    def set_filter(self, *, tab: str | None | EllipsisType = ..., query: str | None = None) -> None:
+        """Change tab and/or query (``...``: the tab as it is; None is the all tab); jumps to the
+        newest row."""
         if tab is not ...:
             self.tab = tab
         if query is not None:
-            self.query = query
+            self.filter_text = query
         self.cursor = None
         self.follow = True
         self._refilter()
@@ -622,7 +624,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         line = round(self.scroll_y) + y
         if line >= self._starts[-1] or not self._rows:
             if not self._rows and y == 0:
-                msg = "no messages match the search" if self.query else "no messages yet"
+                msg = "no messages match the search" if self.filter_text else "no messages yet"
                 return Strip(list(Text(msg, style="dim italic").render(self.app.console, end=""))
                              ).crop_extend(0, width, None).apply_style(self.rich_style)
             return Strip.blank(width, self._style("base"))

@@ -17,7 +17,7 @@ from itertools import accumulate, compress
 from math import ceil
 from operator import is_not, ne
 from time import perf_counter
-from typing import Any, Hashable
+from typing import Any, Hashable, cast
 
 from rich.style import Style
 from rich.text import Text
@@ -214,19 +214,21 @@ class LazyLineList(LineList):
                 continue
             h = heights[i] = max(1, measure(d, width))
             mdata[k], mh[k] = d, h
+        # every height is known now: a None (never measured) was measured in the loop above
+        known = cast("list[int]", heights)
         if len(mdata) > 2 * len(keys) + 64:  # keys that left, forgotten (bounded)
-            self._mdata, self._mh = dict(zip(keys, data)), dict(zip(keys, heights))
-        self._keys, self._data, self._heights = keys, data, heights
+            self._mdata, self._mh = dict(zip(keys, data)), dict(zip(keys, known))
+        self._keys, self._data, self._heights = keys, data, known
         self._index = dict(zip(keys, range(len(keys))))
         self._built = {}
-        self._starts = [0, *accumulate(heights)][:-1] if heights else []
-        total = sum(heights)
-        self._items = _Items(self)  # type: ignore[assignment]
+        self._starts = [0, *accumulate(known)][:-1] if known else []
+        total = sum(known)
+        self._items = _Items(self)
         if not keys and self.empty_text:
             self._lines = [(Text(self.empty_text, style="dim italic"), -1)]
             total = 1
         else:
-            self._lines = _Lines(self, total)  # type: ignore[assignment]
+            self._lines = _Lines(self, total)
         cache, self._cache = self._cache, {}
         moved = False
         at = self._index.get(self.cursor_key)
@@ -253,7 +255,7 @@ class LazyLineList(LineList):
             relaid = self._remeasure([i for i in self._shown() if i in clocked], width)
         if relaid and moved and hold[1]:
             self.scroll_to_cursor()  # a height on screen changed too: the cursor still shows
-        if quiet and not relaid and self.scroll_offset.y == to:
+        if quiet and before is not None and not relaid and self.scroll_offset.y == to:
             self._repaint_rows(before, prior, aged, cache, top)
         else:
             self.refresh()
@@ -428,7 +430,7 @@ class LazyLineList(LineList):
         heights = self._heights
         self._starts = [0, *accumulate(heights)][:-1] if heights else []
         total = sum(heights)
-        self._lines = _Lines(self, total)  # type: ignore[assignment]
+        self._lines = _Lines(self, total)
         self._set_total(width, total, quiet=True)  # what moved on screen is painted below
         if shift and not everything and self._shift_quietly(shift):
             return
@@ -520,7 +522,7 @@ class LazyLineList(LineList):
         if on_screen:
             self._remeasure(on_screen, width)  # shown rows are exact at once
         if not stale:
-            new = list(map(mh.get, keys))
+            new = cast("list[int]", list(map(mh.get, keys)))  # nothing stale: every key measured
             if new != heights:
                 top = min(shown) if shown else 0
                 shift = sum(new[:top]) - sum(heights[:top])

@@ -7,6 +7,7 @@ Strips by row until the next rebuild or style change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Hashable
 
 from rich.style import Style
@@ -63,8 +64,9 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._items: list[Item] = []
-        self._lines: list[tuple[Text, int]] = []  # (line, item index)
+        # sequences, not lists: the lazy list (lazy_list.py) builds them on access
+        self._items: Sequence[Item] = []
+        self._lines: Sequence[tuple[Text, int]] = []  # (line, item index)
         self._starts: list[int] = []
         self._cache: dict[int, Strip] = {}
         self.cursor_key: Hashable | None = None
@@ -108,7 +110,7 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
         self.refresh()
 
     @property
-    def items(self) -> list[Item]:
+    def items(self) -> Sequence[Item]:
         return self._items
 
     def line_texts(self) -> list[str]:

@@ -5,6 +5,7 @@ listener raised (the last one is the bar's tooltip), then a notice or the contex
 from __future__ import annotations
 
 from rich.text import Text
+from textual.timer import Timer
 from textual.widget import Widget
 
 from meshview.record.record import human_size
@@ -57,7 +58,7 @@ class StatusBar(Widget):
         self.hints: str = ""
         self.notice: str | None = None
         self.notice_error = False
-        self._notice_timer = None
+        self._notice_timer: Timer | None = None
         self._key: object = None
         self.link: tuple[str, str, str] | None = None  # (connection, where, extra) sans model
         self.recording: int | None = None  # bytes recorded so far, while a recording runs

@@ -108,7 +108,7 @@ def rich_color(c: str) -> Color | None:
     """A mirror colour ("default", a pyte name such as "brown"/"brightblue", or "rrggbb")."""
     hit = _COLOR_CACHE.get(c, False)
     if hit is not False:
-        return hit  # type: ignore[return-value]
+        return hit  # type: ignore[return-value]  # False is the miss sentinel: past it, a Color or None
     out: Color | None = None
     if c != "default":
         name = c
@@ -512,7 +512,7 @@ class TerminalPane(Widget, can_focus=True):
         m = self.mirror
         runs = m.styled_runs(y, self._style_of, self._styles_token, x, x + width)
         if runs is None:  # wide characters in a cropped row: crop whole cells
-            full = m.styled_runs(y, self._style_of, self._styles_token)
+            full = m.styled_runs(y, self._style_of, self._styles_token) or ()  # uncropped: never None
             segs = list(Strip([Segment(t, st) for t, st in full if t], m.cols).crop(x, x + width))
             key = None
         else:
@@ -609,7 +609,7 @@ class TerminalPane(Widget, can_focus=True):
             if event.key in ("pageup", "shift+pageup"):  # a peek: PgUp scrolls back
                 event.stop()
                 event.prevent_default()
-                if self.enter_copy_mode():
+                if self.enter_copy_mode() and self.copy is not None:
                     self.copy.page(-1)
                     self.refresh()
             return
@@ -721,9 +721,10 @@ class TerminalPane(Widget, can_focus=True):
             return
         if self.interactive and m.alt_screen:
             key = encode_key("up" if d < 0 else "down", None, app_cursor=m.app_cursor)
-            self._send(key * WHEEL_LINES)
+            if key is not None:  # an arrow always encodes
+                self._send(key * WHEEL_LINES)
             return
-        if d < 0 and self.enter_copy_mode():
+        if d < 0 and self.enter_copy_mode() and self.copy is not None:
             self.copy.move(-WHEEL_LINES)
             self.refresh()
 

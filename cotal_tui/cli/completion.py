@@ -138,7 +138,7 @@ def bash_script(prog: str, vs: list[Verb]) -> str:
     for v in vs:
         flags = " ".join(f for o in v.options for f in o.flags)
         valued = " ".join(f for o in v.options if o.kind is not None for f in o.flags)
-        cases = {}
+        cases: dict[str, list[str]] = {}
         for o in v.options:
             if o.kind:
                 cases.setdefault(o.kind, []).extend(o.flags)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -183,7 +184,7 @@ def print_report(report: dict, out=None) -> None:
             print(f"  {p}", file=out)
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]], out) -> None:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]], out) -> None:
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
     for r in [head, *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)

@@ -64,8 +64,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"cotal demo: could not start the mesh: {e}", file=sys.stderr)
         return 1
     try:
-        if mesh.home is not None:  # static/user auth: this process and its children use the registry
-            os.environ["COTAL_HOME"] = mesh.home_for_user
+        acting = mesh.home_for_user if mesh.home is not None else None
+        if acting is not None:  # static/user auth: this process and its children use the registry
+            os.environ["COTAL_HOME"] = acting
         if args.headless:
             done = threading.Event()  # before anything is printed: a reader may stop us at once
             signal.signal(signal.SIGTERM, lambda *_: done.set())

@@ -68,7 +68,7 @@ def answer_value(value: str | None, text: str | None) -> Any:
     """``--value`` parsed as JSON, or ``--text`` as a JSON string; exactly one of them."""
     if (value is None) == (text is None):
         raise _Usage("runs answer takes exactly one of --value JSON or --text TEXT")
-    if text is not None:
+    if value is None:  # exactly one of them: the text
         return text
     try:
         return json.loads(value)
@@ -128,7 +128,8 @@ def _refusal(verb: str, e) -> int:
     print(f"cotal runs {verb}: {clean(e.message, 2048)}", file=sys.stderr)
     for d in e.details:
         if isinstance(d, dict) and d.get("kind") == "ai.cotal.lang.problem":
-            w = d.get("where") if isinstance(d.get("where"), dict) else {}
+            where = d.get("where")
+            w = where if isinstance(where, dict) else {}
             at = f"{w.get('file', '<program>')}:{w.get('line', '?')}:{w.get('column', '?')}"
             print(f"  {clean(d.get('code', 'L????'))} {clean(d.get('title', ''))} ({clean(at)})\n"
                   f"    {clean(d.get('cause', ''), 2048)}\n    fix: {clean(d.get('fix', ''), 2048)}", file=sys.stderr)

@@ -36,7 +36,7 @@ import asyncio
 import dataclasses
 import sys
 
-from meshview.act.send import Send
+from meshview.act.send import Send, SendKind
 from meshview.wire.subjects import is_concrete_channel
 
 DEFAULT_SEND_TIMEOUT = 30.0
@@ -82,6 +82,7 @@ def plan(args: argparse.Namespace) -> Send:
     thread (``contextId``) is the original's, known once it has been looked up."""
     words = list(args.words or [])
     target: str | None = None
+    mode: SendKind
     if args.ask is not None:
         role = args.ask.removeprefix("@").strip()
         if not role:

@@ -134,8 +134,9 @@ async def _run(args: argparse.Namespace) -> int:
         record_and_notify(session, args, lambda: app)
         return session
 
+    first = None if picker else open_space(target.space)  # a LiveSession: its observer settles gc
     app = CotalApp(
-        session=None if picker else open_space(target.space),
+        session=first,
         open_space=open_space,
         list_spaces=SpaceLister(nc, target.display, list_spaces) if picker else None,
         keymap=keymap,
@@ -143,7 +144,7 @@ async def _run(args: argparse.Namespace) -> int:
         theme=theme,
     )
     loop = asyncio.get_running_loop()
-    tune_gc(settle=app.session.observer.presence_loaded if app.session is not None else None)
+    tune_gc(settle=first.observer.presence_loaded if first is not None else None)
     try:
         loop.add_signal_handler(signal.SIGTERM, lambda: app.exit(0))
     except (NotImplementedError, RuntimeError):

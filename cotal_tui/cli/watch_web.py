@@ -341,7 +341,8 @@ def _close_sessions_on_stop() -> None:
             if transport is not None:
                 transport.close()
 
-    server.AppService = ReapingAppService  # the name textual-serve's websocket handler builds
+    # the name textual-serve's websocket handler builds; mypy refuses assigning to a class name
+    server.AppService = ReapingAppService  # type: ignore[misc]
 
 
 def serve(args: argparse.Namespace) -> int:

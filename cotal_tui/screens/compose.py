@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
+from cotal_tui.operator import Operator
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ShellScreen
 from meshview.act.send import Original, Send, reply_send
@@ -23,7 +24,6 @@ from widgets.channel_tabs import ChannelTabs
 from widgets.composer import Composer, SendTarget
 
 if TYPE_CHECKING:
-    from cotal_tui.operator import Operator
     from meshview.record.replay import ReplayOperator
 
 
@@ -142,7 +142,7 @@ class ComposeKeys(ShellScreen):
             return
         entry = focused.selected_entry()
         op = self.operator
-        me = op.participant.id if op is not None and op.refusal() is None else None
+        me = op.participant.id if isinstance(op, Operator) and op.refusal() is None else None
         target = reply_target(entry, me, self.snap) if entry is not None else None
         if target is None:
             self.shell.notify_line("nothing to reply to on this row")
@@ -168,7 +168,7 @@ class ComposeKeys(ShellScreen):
 
         self.focus_back()
         op = self.operator
-        if op is None:
+        if not isinstance(op, Operator):  # none, or a replay's (which never sends)
             self.shell.notify_line("sending is not available in this console", True)
             return
         self.shell.notify_line(f"sending to {target.label}…")

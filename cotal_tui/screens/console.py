@@ -306,7 +306,9 @@ class ConsoleScreen(ComposeKeys):
                 if rail.display:
                     rail.update_snapshot(snap)
             elif lens in LENS:
-                self.query_one(f"#{lens}").update_snapshot(snap)
+                shown = self.query_one(f"#{lens}")
+                if isinstance(shown, SnapshotOverlay):  # every lens widget follows the drain
+                    shown.update_snapshot(snap)
             self._mark_focus()
         overlay = self.app.screen
         if overlay is not self and isinstance(overlay, SnapshotOverlay):
@@ -447,7 +449,7 @@ class ConsoleScreen(ComposeKeys):
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
         box = self.query_one("#search", Input)
-        box.value = self.query_one(FeedView).query
+        box.value = self.query_one(FeedView).filter_text
         box.display = True
         box.focus()
 
@@ -610,7 +612,7 @@ class ConsoleScreen(ComposeKeys):
             self._lens_changed()
             return
         feed = self.query_one(FeedView)
-        if feed.query:
+        if feed.filter_text:
             feed.set_filter(query="")
             return
         if self.can_go_back:

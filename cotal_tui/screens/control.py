@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from functools import partial
 from typing import Any, Callable
 
 from textual.app import App, ComposeResult
@@ -624,11 +625,11 @@ def control_rows(app: ConsoleShell) -> list[tuple[str, str, Callable[[], Any]]]:
     """The control verbs as palette rows; an unavailable one says why instead of hiding."""
     c = app.controls
     session = _session(app)
-    rows = []
+    rows: list[tuple[str, str, Callable[[], Any]]] = []
     for verb, (usage, what, _) in CONTROL_VERBS.items():
         why = refusal(session, verb)
         if why is not None:
-            rows.append((verb, f"unavailable - {why}", lambda v=verb, w=why: c.say(f"{v}: unavailable - {w}", True)))
+            rows.append((verb, f"unavailable - {why}", partial(c.say, f"{verb}: unavailable - {why}", True)))
         elif verb == "ps":
             rows.append((verb, what, c.ps))
         elif verb == "managers":
@@ -636,7 +637,7 @@ def control_rows(app: ConsoleShell) -> list[tuple[str, str, Callable[[], Any]]]:
         elif verb == "purge":
             rows.append((verb, what, c.ask_purge))
         else:
-            rows.append((verb, f"{usage} - {what}", lambda u=usage: c.say(f"type it out: {u}")))
+            rows.append((verb, f"{usage} - {what}", partial(c.say, f"type it out: {usage}")))
     return rows
 
 

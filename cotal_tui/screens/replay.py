@@ -16,26 +16,34 @@ terminal in a read-only pane that follows the replay's time, with the same keys.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.markers import FindBox, MarkerLabel
+from cotal_tui.shell import ShellScreen
 from meshview.record.markers import Marker, auto_markers
 from meshview.record.recordtools import grep
 from meshview.record.replay import ReplaySession
 from meshview.record.seatreplay import SeatStream
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
+
+# the screens ReplaySeek is mixed into are ShellScreens; at run time it stays a plain mixin, out
+# of Textual's DOM class chain (its bindings, CSS type names and handler walk stay as they were)
+if TYPE_CHECKING:
+    _SeekHost = ShellScreen
+else:
+    _SeekHost = object
 
 REPLAY_ACTIONS = ("replay_pause", "replay_step", "replay_minute", "replay_marker", "replay_markers",
                   "replay_mark", "replay_find")
@@ -121,10 +129,12 @@ REPLAY_BINDINGS = [
 ]
 
 
-class ReplaySeek:
+class ReplaySeek(_SeekHost):
     """←/→ by event and [/] by minute, for every screen of a replay (each says how it moved)."""
 
-    session: ReplaySession  # each screen also has ``_moved()``: how it follows a seek
+    session: ReplaySession
+    if TYPE_CHECKING:
+        def _moved(self) -> None: ...  # each screen says how it follows a seek
 
     def action_replay_step(self, delta: int) -> None:
         self.session.replay.step(delta)
@@ -138,7 +148,7 @@ class ReplaySeek:
     def action_replay_marker(self, delta: int) -> None:
         m = self.session.marker_near(delta)
         if m is None:
-            self.app.notify_line(f"no marker {'after' if delta > 0 else 'before'} this point"
+            self.shell.notify_line(f"no marker {'after' if delta > 0 else 'before'} this point"
                                  + ("" if self.session.markers_ready else " (still finding them)"), True)
             return
         self.seek_marker(m)
@@ -146,7 +156,7 @@ class ReplaySeek:
     def seek_marker(self, m: Marker) -> None:
         self.session.replay.seek(m.t)
         self._moved()
-        self.app.notify_line(f"◆ {clock(m.t - self.session.replay.start)} {m.kind}: {m.label}")
+        self.shell.notify_line(f"◆ {clock(m.t - self.session.replay.start)} {m.kind}: {m.label}")
 
     def action_replay_markers(self) -> None:
         self.app.push_screen(MarkerList(self.session), self._picked)
@@ -166,7 +176,7 @@ class ReplaySeek:
             self._next_match()
             return
         s.find_query, s.find_matches = text, None
-        self.app.notify_line(f"finding {text!r}…")
+        self.shell.notify_line(f"finding {text!r}…")
         self.run_worker(lambda: self._grep(text), thread=True, exclusive=True, group="find")
 
     def _grep(self, text: str) -> None:
@@ -180,7 +190,7 @@ class ReplaySeek:
             return  # a newer search replaced this one
         s.find_matches = found
         if not found:
-            self.app.notify_line(f"{text!r}: not in this recording", True)
+            self.shell.notify_line(f"{text!r}: not in this recording", True)
             return
         self._next_match()
 
@@ -188,14 +198,14 @@ class ReplaySeek:
         s = self.session
         found = s.find_matches or []
         if not found:
-            self.app.notify_line(f"{s.find_query!r}: not in this recording", True)
+            self.shell.notify_line(f"{s.find_query!r}: not in this recording", True)
             return
         now = s.replay.now
         i = next((k for k, m in enumerate(found) if m.t > now + 1), 0)  # after here, else wrap
         m = found[i]
         s.replay.seek(m.t)
         self._moved()
-        self.app.notify_line(f"match {i + 1}/{len(found)} at {clock(m.offset)}: {m.line[:100]}")
+        self.shell.notify_line(f"match {i + 1}/{len(found)} at {clock(m.offset)}: {m.line[:100]}")
 
     def action_replay_mark(self) -> None:
         self.app.push_screen(MarkerLabel(clock(self.session.replay.now - self.session.replay.start)),
@@ -207,9 +217,9 @@ class ReplaySeek:
         m, problem = self.session.add_mark(label)
         self.query_one(Timeline).refresh()
         if problem:
-            self.app.notify_line(f"marker kept for this replay only: {problem}", True)
+            self.shell.notify_line(f"marker kept for this replay only: {problem}", True)
         else:
-            self.app.notify_line(f"◆ marker {m.label!r} at {clock(m.t - self.session.replay.start)} "
+            self.shell.notify_line(f"◆ marker {m.label!r} at {clock(m.t - self.session.replay.start)} "
                                  "stored in the recording")
 
 
@@ -261,6 +271,7 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
     """:class:`ConsoleScreen` on a :class:`meshview.record.replay.ReplaySession`."""
 
     BINDINGS = list(REPLAY_BINDINGS)
+    session: ReplaySession  # the console's session, narrowed: the replay's player and markers
 
     def __init__(self, session: ReplaySession, *, can_go_back: bool = False) -> None:
         super().__init__(session, can_go_back=can_go_back)
@@ -272,7 +283,9 @@ class ReplayScreen(ReplaySeek, ConsoleScreen):
                 yield Timeline(self.session, id="timeline")
             yield w
 
-    def on_mount(self, event: events.Mount) -> None:
+    # Textual hands the Mount event to a handler that takes one (prevent_default: the console's
+    # on_mount runs once, from here); the base's handler takes none, hence the override ignore.
+    def on_mount(self, event: events.Mount) -> None:  # type: ignore[override]
         event.prevent_default()  # the console's on_mount runs here, once, then ours
         super().on_mount()
         seats = "  a seat's terminal" if self.session.recording.seat_lines else ""
@@ -314,7 +327,7 @@ FEED_AHEAD = 128 * 1024  # recorded output handed to the pane ahead of its parsi
 SEAT_TICK_S = 0.05
 
 
-class ReplaySeatScreen(ReplaySeek, Screen[None]):
+class ReplaySeatScreen(ReplaySeek, ShellScreen):
     """One recorded seat's terminal at the replay's time: read-only, following play, pause and
     seeks (the replay keys work here too). Each tick hands the pane at most
     :data:`FEED_AHEAD` bytes beyond what it has parsed (the pane parses within its budget), so

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from attach.control.runs_poll import SILENT
+from cotal_tui.shell import ShellScreen
 from meshview.model.runs_state import (
     AnswerInvalid, JournalRow, Pause, RunsSnapshot, RunView, answer_value, short_run, wants_json,
 )
@@ -97,7 +98,9 @@ class RunsDesk:
             raise AnswerInvalid("this console has no mesh to answer on (a replay shows what was)")
         fn = self.answerer
         if fn is None:
-            from attach.control.runs import run_answer as fn  # noqa: N813
+            from attach.control.runs import run_answer
+
+            fn = run_answer
         from attach.control.runs_poll import call_target
 
         from cotal_tui.actionlog import action_log
@@ -117,7 +120,7 @@ class RunsDesk:
         return data
 
 
-class _RunsBase(Screen[None]):
+class _RunsBase(ShellScreen):
     """A runs screen over the console: it follows the console's drain (``update_snapshot``)."""
 
     def __init__(self, session: ConsoleSession, desk: RunsDesk) -> None:
@@ -152,7 +155,7 @@ class _RunsBase(Screen[None]):
         open_answer(self.app, self.session, self.desk, run, step_key)
 
 
-def open_answer(app: Any, session: ConsoleSession, desk: RunsDesk, run: RunView,
+def open_answer(app: App[Any], session: ConsoleSession, desk: RunsDesk, run: RunView,
                 step_key: str | None) -> bool:
     """The composer for ``step_key`` of ``run`` (its first open pause when None): an open pause
     is answered, a step settled by an answer is amended; anything else is said, not opened."""
@@ -212,7 +215,7 @@ class RunsScreen(_RunsBase):
     def _refresh(self) -> None:
         p = self.desk.poller(self.session)
         if p is None:
-            self.app.notify_line("runs: nothing to ask (no mesh behind this console)")
+            self.shell.notify_line("runs: nothing to ask (no mesh behind this console)")
         else:
             p.poke()
 
@@ -249,7 +252,7 @@ class JournalScreen(_RunsBase):
     def _answer(self, event: JournalView.Answer) -> None:
         run = self.query_one(JournalView).run
         if run is None:
-            self.app.notify_line("this run is no longer reported by its manager")
+            self.shell.notify_line("this run is no longer reported by its manager")
             return
         self.open_answer(run, event.step_key)
 

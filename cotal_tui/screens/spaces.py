@@ -42,13 +42,13 @@ class SpacePickerScreen(ShellScreen):
         """The broker link on the status bar: what the lister's connection says when it can
         say (``link()``), else what the last listing proved."""
         lister = self.shell.list_spaces
-        linked = isinstance(lister, LinkedLister)
-        if linked:
+        server = ""
+        if isinstance(lister, LinkedLister):
             state = lister.link()
+            server = lister.server or ""
         if state is None:
             return
-        self.query_one(StatusBar).set_link(state, (lister.server if linked else "") or "",
-                                           self._count)
+        self.query_one(StatusBar).set_link(state, server, self._count)
 
     def refresh_spaces(self) -> None:
         self._load()

@@ -586,7 +586,7 @@ class TriageScreen(ShellScreen):
         if run is None:
             self.say("that run is no longer reported by its manager")
             return
-        open_answer(self.app, session, self.app.runs, run, card.need.pause.step_key)
+        open_answer(self.app, session, self.shell.runs, run, card.need.pause.step_key)
 
     def action_escape(self) -> None:
         box = self.query_one("#triage-input", Input)

@@ -283,6 +283,7 @@ INNER_EXCEPTIONS: dict[tuple[str, str], str] = {
     # screens import the shell at run time, the shell never imports a screen
     ("cotal_tui/shell.py", "cotal_tui.screens.console"): "type only (ConsoleScreen)",
     ("cotal_tui/shell.py", "cotal_tui.screens.control"): "type only (Controls)",
+    ("cotal_tui/shell.py", "cotal_tui.screens.runs"): "type only (RunsDesk)",
 }
 
 

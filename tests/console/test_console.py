@@ -235,22 +235,22 @@ async def test_search_filters_by_sender_role_channel_service_target_text():
         await pilot.press("slash")
         assert scr.query_one("#search").display and scr.focused.id == "search"
         await pilot.press(*"standup")
-        await until(pilot, lambda: feed.query == "standup")
+        await until(pilot, lambda: feed.filter_text == "standup")
         assert [e.text for e in feed.visible_entries()] == ["standup in 5 minutes"]
         assert "/standup" in shown(app)
         await pilot.press("enter")  # keep the query, back to the feed
-        assert not scr.query_one("#search").display and feed.query == "standup"
+        assert not scr.query_one("#search").display and feed.filter_text == "standup"
         for q, expect in (("reviewer", "please pick up: the rate limiter"),  # service / role
                           ("team.backend", "session store refactor is half done"),  # channel
                           ("gus", "can you review PR 57 today?")):  # a target name
             feed.set_filter(query=q)
             assert expect in [e.text for e in feed.visible_entries()], q
         await pilot.press("escape")  # the first esc after a search clears it (rail stays)
-        assert feed.query == "" and scr.query_one("#rail").display
+        assert feed.filter_text == "" and scr.query_one("#rail").display
         await pilot.press("slash", *"zzz-nothing")
         await until(pilot, lambda: "no messages match the search" in shown(app))
         await pilot.press("escape")
-        assert feed.query == "" and not scr.query_one("#search").display
+        assert feed.filter_text == "" and not scr.query_one("#search").display
 
 
 # --------------------------------------------------------------------------- roster, rail
@@ -523,15 +523,15 @@ async def test_escape_backs_out_one_level_at_a_time():
         await pilot.press("escape")  # the main view: nothing to leave, the rail stays
         assert rail.display and scr.lens == "body" and app.screen is scr
         await pilot.press("slash", *"ada", "enter")  # a kept search
-        await until(pilot, lambda: feed.query == "ada")
+        await until(pilot, lambda: feed.filter_text == "ada")
         await pilot.press("escape")  # first Esc: the filter goes, not the rail
-        assert feed.query == "" and rail.display
+        assert feed.filter_text == "" and rail.display
         feed.set_filter(query="ada")
         await pilot.press("t")
         await pilot.press("escape")  # a lens: back to the body, the query kept
-        assert scr.lens == "body" and rail.display and feed.query == "ada"
+        assert scr.lens == "body" and rail.display and feed.filter_text == "ada"
         await pilot.press("escape")
-        assert feed.query == "" and rail.display
+        assert feed.filter_text == "" and rail.display
         await pilot.press("d", "l")  # the DM lens, then its thread pane
         assert scr.lens == "dms" and scr.focused.id == "dm-thread"
         await pilot.press("escape")  # thread -> peers, still in the lens
