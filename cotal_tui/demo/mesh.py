@@ -31,6 +31,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,8 +140,9 @@ class DemoMesh:
                                     **self._infra_options())
             await provision_space(nc, self.space)
             owners = tuple(u.owner for u in self.plane.users.values()) if self.plane is not None else None
+            by_owner: dict[str, Any] = {"owners": owners} if owners else {}  # else Team's default owner
             self.team = Team(nc, self.space, seed=self.seed, agents=self.agents,
-                             rate=self.rate, schedule=self.schedule, **({"owners": owners} if owners else {}))
+                             rate=self.rate, schedule=self.schedule, **by_owner)
             if self.plane is not None:
                 self._grant_team()  # before any agent shows up: its row exists first
             await self.team.start()

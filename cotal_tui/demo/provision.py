@@ -36,7 +36,6 @@ TWO_HOURS = 7200.0
 
 def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
     s = space_token(space)
-    common = dict(storage=StorageType.FILE, num_replicas=replicas)
     return [
         StreamConfig(
             name=chat_stream(s),
@@ -46,21 +45,24 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
             discard=DiscardPolicy.OLD,
             allow_direct=True,
             duplicate_window=TWO_MIN,
-            **common,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
         ),
         StreamConfig(
             name=dm_stream(s),
             subjects=[kind_pattern(s, "inst")],
             retention=RetentionPolicy.LIMITS,
             duplicate_window=TWO_MIN,
-            **common,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
         ),
         StreamConfig(
             name=task_stream(s),
             subjects=[kind_pattern(s, "svc")],
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=TWO_MIN,
-            **common,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
         ),
         StreamConfig(
             name=inbox_stream(s),
@@ -68,7 +70,8 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1000,
             duplicate_window=TWO_HOURS,
-            **common,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
         ),
         StreamConfig(
             name=dlv_stream(s),
@@ -76,7 +79,8 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1000,
             duplicate_window=TWO_HOURS,
-            **common,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
         ),
         StreamConfig(
             name=epc_stream(s),
@@ -85,7 +89,8 @@ def stream_configs(space: str, replicas: int = 1) -> list[StreamConfig]:
             max_msgs_per_subject=1,
             allow_direct=True,
             duplicate_window=TWO_MIN,
-            **common,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
         ),
     ]
 
@@ -115,6 +120,7 @@ async def provision_space(
     """Create (or reconcile) every canonical stream and bucket of ``space``."""
     js = nc.jetstream()
     for cfg in stream_configs(space, replicas):
+        assert cfg.name is not None  # every canonical stream is named (stream_configs above)
         try:
             await js.stream_info(cfg.name)
             await js.update_stream(cfg)

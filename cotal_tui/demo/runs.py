@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 from nats.js.api import KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
+from nats.js.kv import KeyValue
 from nats.js.errors import (
     BucketNotFoundError,
     KeyNotFoundError,
@@ -241,8 +242,23 @@ class RunHost:
         self._claims: set[str] = set()  # runs a resume is launching
         self.reconciled = False
         self.stopping = False
-        self._records = None
-        self._admission = None
+        self._records_kv: KeyValue | None = None  # set by start() on a run host
+        self._admission_kv: KeyValue | None = None
+
+    @property
+    def _records(self) -> KeyValue:
+        """The records bucket (runs' program, spec, status and journal rows); only a started
+        run host reads it."""
+        if self._records_kv is None:
+            raise RuntimeError("the run host is not started")
+        return self._records_kv
+
+    @property
+    def _admission(self) -> KeyValue:
+        """The admission bucket (one row per admitted run); only a started run host reads it."""
+        if self._admission_kv is None:
+            raise RuntimeError("the run host is not started")
+        return self._admission_kv
 
     @property
     def hosts_runs(self) -> bool:
@@ -257,8 +273,8 @@ class RunHost:
             return
         js = self.nc.jetstream()
         await ensure_run_stores(js, self.space)
-        self._records = await js.key_value(f"cotal_records_{self.space}")
-        self._admission = await js.key_value(admission_bucket(self.space))
+        self._records_kv = await js.key_value(f"cotal_records_{self.space}")
+        self._admission_kv = await js.key_value(admission_bucket(self.space))
         try:
             await self._take_back()
         finally:
@@ -473,7 +489,7 @@ class RunHost:
             if e.get("state") == "pending" and isinstance(e.get("asks"), str) and open_now.get(e.get("key")):
                 row["asks"] = e["asks"]
             ans = live.answers.get(e.get("key")) if live else None
-            if e.get("state") == "settled" and ans is not None:
+            if live is not None and e.get("state") == "settled" and ans is not None:
                 row["answer"] = {k: ans[k] for k in ("answerId", "value", "by", "artifact", "at") if k in ans}
                 if live.amendments.get(e["key"]):
                     row["amendments"] = [{k: a[k] for k in ("answerId", "supersedes", "value", "by", "artifact", "at")

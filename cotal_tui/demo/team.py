@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import msgspec
 from nats.aio.client import Client as NATS
 from nats.js import api
+from nats.js.kv import KeyValue
 
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import EndpointRef
@@ -183,7 +184,7 @@ class Team:
             )
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
-        self._kv = None
+        self._kv: KeyValue | None = None  # the presence bucket, once started
         self._started = 0.0
         self.published = 0  # messages published (acked or queued)
         self.last_ids: list[str] = []
@@ -358,7 +359,7 @@ class Team:
         if kind < 0.55:
             channel = rng.choice(CHANNELS)
             mentions = [peer.name.lower()] if f"@{peer.name}" in text else None
-            extra = None
+            extra: list[dict[str, object]] | None = None
             if rng.random() < 0.15:
                 extra = [{"kind": "data", "data": {"tests": rng.randrange(50, 500),
                                                    "failed": rng.randrange(3), "ok": True}}]
@@ -436,7 +437,8 @@ class Team:
         self.answers: list[dict] = []
         if not self.answer:
             return
-        pending = self._answer_pending = set()
+        pending: set[asyncio.Task[None]] = set()
+        self._answer_pending = pending
         subs = [await self.nc.subscribe(inbox_pattern(self.space, a.id), cb=self._on_dm)
                 for a in self.members]
         for role in sorted({a.role for a in self.members}):

@@ -23,7 +23,8 @@ from attach.session.client import AttachSession, Notice, check_grant, locate, ta
 from attach.control.endpoint import EndpointClient
 from attach.session.rail import PEER_SILENT
 from meshview.wire.endpoint import Caller
-from cotal_tui.demo.manager import CALLER_SILENCE_MS, DemoManager, SeatSpec
+from cotal_tui.demo.manager import DemoManager, SeatSpec
+from cotal_tui.demo.manager.base import CALLER_SILENCE_MS
 from conftest import until
 
 BOUND_MS = 2500  # the tests' silence bound on both sides (defaults: 30 s manager, 10 s client)

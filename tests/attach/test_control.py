@@ -14,7 +14,7 @@ from support.managers import Managers
 from attach.control import verbs as control
 from attach.control.verbs import ControlError
 from conftest import until
-from cotal_tui.demo.manager import PERSONAS, Persona
+from cotal_tui.demo.manager.spec import PERSONAS, Persona
 from meshview.link.connect import ConnectTarget, connect
 from meshview.model.mesh import MeshModel
 from meshview.observe.observer import Observer, ObserverOptions

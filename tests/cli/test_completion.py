@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cotal_tui.demo.manager import PERSONAS, DemoManager, SeatSpec
+from cotal_tui.demo.manager import DemoManager, SeatSpec
+from cotal_tui.demo.manager.spec import PERSONAS
 
 ROOT = Path(__file__).resolve().parents[2]
 

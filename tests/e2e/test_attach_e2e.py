@@ -15,7 +15,8 @@ import pytest
 
 from attach.session.client import AttachError, AttachSession, Notice
 from attach.terminal.mirror import Mirror
-from cotal_tui.demo.manager import PROGRAMS, DemoManager, SeatSpec
+from cotal_tui.demo.manager import DemoManager, SeatSpec
+from cotal_tui.demo.personas import PROGRAMS
 from conftest import until
 
 

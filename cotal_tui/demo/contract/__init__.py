@@ -114,7 +114,8 @@ class ManagerContract:
 
     def __init__(self, raw: dict):
         try:
-            from jsonschema import Draft202012Validator
+            # jsonschema ships no type stubs and types-jsonschema is not a dev dependency
+            from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
         except ImportError as e:  # a runtime dependency (pyproject): say what is missing
             raise ContractInvalid("the demo manager validates every request and reply against the "
                                   "reference's closed schemas and needs the jsonschema package") from e

@@ -147,39 +147,41 @@ class Callout:
                                  "connect profile; raw view bearers are refused")
         if t.view == "session-caller":
             assert t.session is not None
-            s = await p.verify_session(owner=t.owner, actor=t.actor, lifecycle_uid=t.lifecycle_uid,
-                                       endpoint=t.session.endpoint, session_id=t.session.session_id,
-                                       epoch=t.session.epoch, grant_sig=None)
-            if s.exp != t.session.exp:
+            sess = await p.verify_session(owner=t.owner, actor=t.actor, lifecycle_uid=t.lifecycle_uid,
+                                          endpoint=t.session.endpoint, session_id=t.session.session_id,
+                                          epoch=t.session.epoch, grant_sig=None)
+            if sess.exp != t.session.exp:
                 raise CalloutRefused("callout permissions: the session row's expiry is not the bearer's session claim")
-            return session_caller_permissions(p.space, (s.endpoint, s.session_id, s.epoch), conn_id), s.exp
+            return session_caller_permissions(p.space, (sess.endpoint, sess.session_id, sess.epoch), conn_id), sess.exp
         if t.view == "manager-caller":
             assert t.manager_instance_id is not None
             await p.authorize_manager_caller(t.owner, t.manager_instance_id)
             if row.interactive:
-                return await self.issue_user_caller(t, caller, caps, conn_id), t.exp
+                return await self.issue_user_caller(t, caller, caps, conn_id, t.manager_instance_id), t.exp
             return manager_caller_permissions(p.space, caller, conn_id, scopes=caps,
                                               instance_id=t.manager_instance_id), t.exp
         if t.view == "deployer":
             return deployer_permissions(p.space, caller, conn_id, scopes=caps), t.exp
         return view_permissions(t.view, p.space, conn_id), t.exp
 
-    async def issue_user_caller(self, t: ValidatedBearer, caller: Caller, caps, conn_id: str) -> Permissions:
+    async def issue_user_caller(self, t: ValidatedBearer, caller: Caller, caps: frozenset[str], conn_id: str,
+                                instance_id: str) -> Permissions:
         """§13.15: a fresh generation and a create-only accepted row for this connection's token;
-        a reconnect under the same connId keeps the generation only if the ceiling is identical."""
+        a reconnect under the same connId keeps the generation only if the ceiling is identical.
+        ``caller`` carries the bearer's checked lifecycle uid; ``instance_id`` its manager's."""
         p = self.plane
         token = accepted_token(conn_id)
 
         def mint(generation: str) -> Permissions:
             return manager_caller_permissions(p.space, caller, conn_id, scopes=caps,
-                                              instance_id=t.manager_instance_id, generation=generation,
+                                              instance_id=instance_id, generation=generation,
                                               accepted_token=token)
 
         kv = p.accepted_kv
         existing = await p.kv_value(kv, accepted_key(token))
         if existing is not None:
             try:
-                ref = parse_row(existing, space=p.space, triple=(t.owner, t.actor, t.lifecycle_uid))
+                ref = parse_row(existing, space=p.space, triple=(caller.owner, caller.actor, caller.uid))
             except IssuedRowError:
                 raise CalloutRefused("failed-precondition: this connection id is bound to another caller - "
                                      "open a new connection with a new nonce") from None
@@ -191,7 +193,7 @@ class Callout:
             return perms
         generation = new_generation()
         perms = mint(generation)
-        ref = IssuedRef(p.space, t.owner, t.actor, t.lifecycle_uid, generation)
+        ref = IssuedRef(p.space, caller.owner, caller.actor, caller.uid, generation)
         await kv.create(accepted_key(token), encode_row(ref))
         self._issued[token] = (generation, ceiling(perms))
         p.issued.append(ref)

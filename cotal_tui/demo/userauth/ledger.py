@@ -20,6 +20,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TypeGuard
 
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
@@ -40,17 +41,24 @@ class LedgerError(RuntimeError):
     """A ledger row cannot be read or written; one sentence, naming the principal."""
 
 
-def is_derived_owner(v: object) -> bool:
+def is_derived_owner(v: object) -> TypeGuard[str]:
     """A user mesh's owner: a derived ``u_`` token, never ``local``."""
     return isinstance(v, str) and v != "local" and is_principal_owner(v)
 
 
-def is_actor(v: object) -> bool:
+def is_actor(v: object) -> TypeGuard[str]:
+    if not isinstance(v, str):
+        return False
     try:
-        check_owner(v, "actor")  # type: ignore[arg-type]
+        check_owner(v, "actor")
     except (SubjectError, TypeError):
         return False
     return True
+
+
+def _str_list(v: object) -> list[str] | None:
+    """``v`` when it is a list of strings, else None."""
+    return v if isinstance(v, list) and all(isinstance(s, str) for s in v) else None
 
 
 def is_plain_token(v: object, extra: str = "_-") -> bool:
@@ -123,8 +131,8 @@ def parse_row(data: bytes, *, kind: str, owner: str, actor: str) -> ActorRow:
         raise LedgerError(f"{where} has an unknown version; refusing to guess at an authorization row")
     if doc.get("owner") != owner or doc.get("actor") != actor:
         raise LedgerError(f"{where} names another principal; refusing to authenticate one row as another")
-    lists = [doc.get(k) for k in ("scope", "allowSubscribe", "allowPublish")]
-    if not all(isinstance(v, list) and all(isinstance(s, str) for s in v) for v in lists):
+    scope, allow_sub, allow_pub = (_str_list(doc.get(k)) for k in ("scope", "allowSubscribe", "allowPublish"))
+    if scope is None or allow_sub is None or allow_pub is None:
         raise LedgerError(f"{where} is missing explicit scope/allowSubscribe/allowPublish lists")
     th = doc.get("tokenHash")
     if kind == INTERACTIVE and th is not None:
@@ -135,7 +143,7 @@ def parse_row(data: bytes, *, kind: str, owner: str, actor: str) -> ActorRow:
     if not isinstance(uid, str):
         uid = ""  # a pre-cut row: the exchange and the callout refuse it by name
     opt = {k: doc[k] for k in ("role", "parent", "label") if isinstance(doc.get(k), str)}
-    return ActorRow(owner, actor, kind, frozenset(lists[0]), uid, tuple(lists[1]), tuple(lists[2]),
+    return ActorRow(owner, actor, kind, frozenset(scope), uid, tuple(allow_sub), tuple(allow_pub),
                     granted_at=str(doc.get("grantedAt", "")), token_hash=th, **opt)
 
 

@@ -156,8 +156,10 @@ class UserAuthPlane:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        url = self.url
+        assert url is not None  # start() sets it before this thread runs
         try:
-            self.nc = await nats.connect(self.url, **self._infra.nats_options(), name="cotal-auth-plane",
+            self.nc = await nats.connect(url, **self._infra.nats_options(), name="cotal-auth-plane",
                                          connect_timeout=5, max_reconnect_attempts=-1)
             js = self.nc.jetstream()
             self.ledger_kv = await ensure_ledger(js, self.space)
@@ -168,7 +170,7 @@ class UserAuthPlane:
             except BucketNotFoundError:
                 self.accepted_kv = await js.create_key_value(config=KeyValueConfig(
                     bucket=accepted_bucket(self.space), history=1, direct=True))
-            self.callout_nc = await nats.connect(self.url, **self._service.nats_options(), connect_timeout=5,
+            self.callout_nc = await nats.connect(url, **self._service.nats_options(), connect_timeout=5,
                                                  name="cotal-auth-callout", max_reconnect_attempts=-1)
             await self.callout_nc.subscribe(AUTH_SUBJECT, cb=self._on_auth)
             await self.callout_nc.flush()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any, NoReturn
 
 from cotal_tui.demo.userauth.bearer import Session
 from cotal_tui.demo.userauth.managers import manager_gate
@@ -22,7 +23,7 @@ class RedemptionRefused(RuntimeError):
     """``permission-denied``: the sentence is ``session redemption refused: …``."""
 
 
-def _deny(why: str):
+def _deny(why: str) -> NoReturn:
     raise RedemptionRefused(f"session redemption refused: {why}")
 
 
@@ -69,7 +70,8 @@ async def verify_session_redemption(nc, space: str, *, owner: str, actor: str, l
         _deny(f'session {session_id} is "{row.get("state")}", not active')
     if grant_sig is not None and row.get("grantSig") != grant_sig:
         _deny("the presented grant is not the one this session was redeemed with")
-    holder = row.get("holder") if isinstance(row.get("holder"), dict) else {}
+    h = row.get("holder")
+    holder: dict[str, Any] = h if isinstance(h, dict) else {}
     principal = f"{owner}.{actor}"
     if holder.get("principal") != principal:
         _deny(f"session {session_id} was issued to {holder.get('principal')}, not {principal}")
@@ -77,7 +79,8 @@ async def verify_session_redemption(nc, space: str, *, owner: str, actor: str, l
         _deny("the bearer's lifecycle is not the session holder's")
     if row.get("endpoint") != endpoint:
         _deny(f"session {session_id} is on endpoint {row.get('endpoint')}, not {endpoint}")
-    serving = row.get("serving") if isinstance(row.get("serving"), dict) else {}
+    sv = row.get("serving")
+    serving: dict[str, Any] = sv if isinstance(sv, dict) else {}
     if serving.get("epoch") != epoch:
         _deny(f"session {session_id} is pinned to serving epoch {serving.get('epoch')}, not {epoch}")
     exp = row.get("exp")
