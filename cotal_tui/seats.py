@@ -3,9 +3,13 @@ attach, peek and tile screens.
 
 :class:`SeatSessions` is a space and a factory for fresh bare connections (the same shape
 ``cotal attach`` uses). :class:`PaneLink` ties one :class:`~widgets.terminal_pane.TerminalPane`
-to one :class:`~attach.session.client.AttachSession`: keystrokes leave in order through one sender task,
-notices and end reasons land in a status line in the CLI's words, and closing hands the session
-back (``close`` on its rail, flushed).
+to one :class:`~attach.session.client.AttachSession`, both ways, and is the only thing between
+them: it binds itself to the pane (:meth:`~widgets.terminal_pane.TerminalPane.bind_link`), so the
+pane hands it keys, paste and focus reports (``send``) and parsed byte counts (``parsed``, the
+credit) directly; output, fresh mirrors and resizes go to the pane from it. Keystrokes leave in
+order through one sender task, notices and end reasons land in the host's status line
+(``on_status``) in the CLI's words, and closing hands the session back (``close`` on its rail,
+flushed).
 
 Output is queued to the pane, which parses it within a budget; the session runs on consumer
 credit, returned as the pane parses. When output outruns the pane (more queued than it can
@@ -132,7 +136,7 @@ class PaneLink:
         self.bytes_skipped = 0
         self.fitted_from: tuple[int, int] | None = None  # the seat's size before fit-to-pane
         self._resizing = asyncio.Lock()
-        pane.on_parsed = self._parsed
+        pane.bind_link(self)
 
     @property
     def closing(self) -> bool:
@@ -212,9 +216,10 @@ class PaneLink:
             self.bytes_skipped += self.pane.drop_pending()
             self._skip_check()
 
-    def _parsed(self, n: int) -> None:
+    def parsed(self, nbytes: int) -> None:
+        """The pane parsed ``nbytes`` of queued output: the session returns that much credit."""
         if self.session is not None:
-            self.session.release(n)
+            self.session.release(nbytes)
 
     def _skip_check(self) -> None:
         """Skipping: once the manager's window is full, give all credit back (it drops, then
@@ -283,7 +288,7 @@ class PaneLink:
         self._set_status(n.text)
 
     def send(self, data: bytes) -> None:
-        """Queue keystrokes for the remote; never for a read-only pane."""
+        """Queue the pane's input for the remote, in order; never for a read-only pane."""
         if self.pane.interactive and not self._closing:
             self._queue.put_nowait(data)
 
