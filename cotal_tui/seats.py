@@ -74,7 +74,7 @@ class SeatSessions:
         self.default_size = default_size
         self.sizes = dict(sizes or {})  # name → the size this console set the seat's pty to
         # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
-        self.tap: Callable[[Any, str, bytes], None] | None = None
+        self.tap: Callable[[PaneLink, str, bytes], None] | None = None
         # seat name -> when its open session last showed output (monotonic), and how many panes
         # have a session open on it: facts for the stalled verdict (meshview/model/stalled.py)
         self.output_seen: dict[str, float] = {}
@@ -122,7 +122,7 @@ class PaneLink:
         self.end_reason: str | None = None
         self.status = ""
         self.keys_sent = 0
-        self._link = None
+        self._serving: object = None  # the session's rail link output last came on (identity only)
         self._closing = False
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._task: asyncio.Task | None = None
@@ -193,10 +193,10 @@ class PaneLink:
 
     def _output(self, data: bytes) -> None:
         link = self.session.link if self.session is not None else None
-        if link is not self._link:  # a fresh session repaints from its snapshot into a clean mirror
-            if self._link is not None:
+        if link is not self._serving:  # a fresh session repaints from its snapshot into a clean mirror
+            if self._serving is not None:
                 self.pane.reset()
-            self._link = link
+            self._serving = link
             self._end_skip()
             self._expect_drop = False
             self._tap("reset")

@@ -526,7 +526,7 @@ class TerminalPane(Widget, can_focus=True):
         runs = m.styled_runs(y, self._style_of, self._styles_token, x, x + width)
         if runs is None:  # wide characters in a cropped row: crop whole cells
             full = m.styled_runs(y, self._style_of, self._styles_token)
-            segs = list(Strip([Segment(t, st) for t, st in full if t], m.cols).crop(x, x + width))
+            segs = list(Strip([Segment(t, st) for t, st in full or () if t], m.cols).crop(x, x + width))
             key = None
         else:
             key = (shape, *runs)
@@ -622,7 +622,7 @@ class TerminalPane(Widget, can_focus=True):
             if event.key in ("pageup", "shift+pageup"):  # a peek: PgUp scrolls back
                 event.stop()
                 event.prevent_default()
-                if self.enter_copy_mode():
+                if self.enter_copy_mode() and self.copy is not None:
                     self.copy.page(-1)
                     self.refresh()
             return
@@ -734,9 +734,9 @@ class TerminalPane(Widget, can_focus=True):
             return
         if self.interactive and m.alt_screen:
             key = encode_key("up" if d < 0 else "down", None, app_cursor=m.app_cursor)
-            self._send(key * WHEEL_LINES)
+            self._send(key * WHEEL_LINES if key else None)
             return
-        if d < 0 and self.enter_copy_mode():
+        if d < 0 and self.enter_copy_mode() and self.copy is not None:
             self.copy.move(-WHEEL_LINES)
             self.refresh()
 

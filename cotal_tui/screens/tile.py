@@ -14,6 +14,7 @@ it had. ``F`` fits (or restores) every seat, the way tmux sizes a window to the 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -76,7 +77,7 @@ class TileScreen(Screen[None]):
             pane = TilePane(name, cols, rows, detach_byte=self.detach_byte, id=f"tile-{i}")
             pane.size_known = False  # no crop mark until the session opens at the seat's size
             self.panes.append(pane)
-            self.links[pane] = PaneLink(sessions, name, pane, on_status=lambda t, p=pane: self._status(p, t))
+            self.links[pane] = PaneLink(sessions, name, pane, on_status=partial(self._status, pane))
         self._leaving = False
         self._refit: Timer | None = None
 
