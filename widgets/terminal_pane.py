@@ -4,8 +4,9 @@ Live output is queued (:meth:`TerminalPane.queue`) and parsed by a task of the p
 a time with the event loop free between slices, within a parse budget shared by every pane of
 the process (a share of each 1/60 s frame window): however fast output arrives, parsing never
 takes the loop for more than a slice, nor more than its share of it. Parsed bytes are reported
-to the pane's link (:class:`PaneLinkEnd`) so the session returns credit at the rate we parse; a session whose output
-outruns the budget skips ahead (``drop_pending``, then a repaint — see ``cotal_tui/seats.py``).
+to the pane's link (:class:`PaneLinkEnd`) so the session returns credit at the rate we parse; a
+session whose output outruns the budget skips ahead (``drop_pending``, then a repaint — see
+``cotal_tui/seats.py``).
 :meth:`TerminalPane.feed` parses at once, for callers that pace themselves.
 
 Nothing repaints per chunk: a frame tick, at most 60 times a second and only while output
