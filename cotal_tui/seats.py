@@ -143,6 +143,11 @@ class PaneLink:
         """``close()`` has begun: the pane is being handed back."""
         return self._closing
 
+    @property
+    def skipping(self) -> bool:
+        """Output outran the pane: arriving output is thrown away until the manager repaints."""
+        return self._skipping
+
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.sessions.open_on[self.name] = self.sessions.open_on.get(self.name, 0) + 1
