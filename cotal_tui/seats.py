@@ -3,9 +3,13 @@ attach, peek and tile screens.
 
 :class:`SeatSessions` is a space and a factory for fresh bare connections (the same shape
 ``cotal attach`` uses). :class:`PaneLink` ties one :class:`~widgets.terminal_pane.TerminalPane`
-to one :class:`~attach.session.client.AttachSession`: keystrokes leave in order through one sender task,
-notices and end reasons land in a status line in the CLI's words, and closing hands the session
-back (``close`` on its rail, flushed).
+to one :class:`~attach.session.client.AttachSession`, both ways, and is the only thing between
+them: it binds itself to the pane (:meth:`~widgets.terminal_pane.TerminalPane.bind_link`), so the
+pane hands it keys, paste and focus reports (``send``) and parsed byte counts (``parsed``, the
+credit) directly; output, fresh mirrors and resizes go to the pane from it. Keystrokes leave in
+order through one sender task, notices and end reasons land in the host's status line
+(``on_status``) in the CLI's words, and closing hands the session back (``close`` on its rail,
+flushed).
 
 Output is queued to the pane, which parses it within a budget; the session runs on consumer
 credit, returned as the pane parses. When output outruns the pane (more queued than it can
@@ -70,7 +74,7 @@ class SeatSessions:
         self.default_size = default_size
         self.sizes = dict(sizes or {})  # name → the size this console set the seat's pty to
         # (link, "reset" | "out" | "end", bytes): what the panes show, for a recording; no keys
-        self.tap: Callable[[Any, str, bytes], None] | None = None
+        self.tap: Callable[[PaneLink, str, bytes], None] | None = None
         # seat name -> when its open session last showed output (monotonic), and how many panes
         # have a session open on it: facts for the stalled verdict (meshview/model/stalled.py)
         self.output_seen: dict[str, float] = {}
@@ -118,7 +122,7 @@ class PaneLink:
         self.end_reason: str | None = None
         self.status = ""
         self.keys_sent = 0
-        self._link: object = None  # the session's link last seen, compared by identity
+        self._serving: object = None  # the session's rail link output last came on (identity only)
         self._closing = False
         self._queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._task: asyncio.Task | None = None
@@ -132,12 +136,17 @@ class PaneLink:
         self.bytes_skipped = 0
         self.fitted_from: tuple[int, int] | None = None  # the seat's size before fit-to-pane
         self._resizing = asyncio.Lock()
-        pane.on_parsed = self._parsed
+        pane.bind_link(self)
 
     @property
     def closing(self) -> bool:
         """``close()`` has begun: the pane is being handed back."""
         return self._closing
+
+    @property
+    def skipping(self) -> bool:
+        """Output outran the pane: arriving output is thrown away until the manager repaints."""
+        return self._skipping
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -189,10 +198,10 @@ class PaneLink:
 
     def _output(self, data: bytes) -> None:
         link = self.session.link if self.session is not None else None
-        if link is not self._link:  # a fresh session repaints from its snapshot into a clean mirror
-            if self._link is not None:
+        if link is not self._serving:  # a fresh session repaints from its snapshot into a clean mirror
+            if self._serving is not None:
                 self.pane.reset()
-            self._link = link
+            self._serving = link
             self._end_skip()
             self._expect_drop = False
             self._tap("reset")
@@ -212,9 +221,10 @@ class PaneLink:
             self.bytes_skipped += self.pane.drop_pending()
             self._skip_check()
 
-    def _parsed(self, n: int) -> None:
+    def parsed(self, nbytes: int) -> None:
+        """The pane parsed ``nbytes`` of queued output: the session returns that much credit."""
         if self.session is not None:
-            self.session.release(n)
+            self.session.release(nbytes)
 
     def _skip_check(self) -> None:
         """Skipping: once the manager's window is full, give all credit back (it drops, then
@@ -283,7 +293,7 @@ class PaneLink:
         self._set_status(n.text)
 
     def send(self, data: bytes) -> None:
-        """Queue keystrokes for the remote; never for a read-only pane."""
+        """Queue the pane's input for the remote, in order; never for a read-only pane."""
         if self.pane.interactive and not self._closing:
             self._queue.put_nowait(data)
 

@@ -4,8 +4,9 @@ Live output is queued (:meth:`TerminalPane.queue`) and parsed by a task of the p
 a time with the event loop free between slices, within a parse budget shared by every pane of
 the process (a share of each 1/60 s frame window): however fast output arrives, parsing never
 takes the loop for more than a slice, nor more than its share of it. Parsed bytes are reported
-(``on_parsed``) so the session returns credit at the rate we parse; a session whose output
-outruns the budget skips ahead (``drop_pending``, then a repaint — see ``cotal_tui/seats.py``).
+to the pane's link (:class:`PaneLinkEnd`) so the session returns credit at the rate we parse; a
+session whose output outruns the budget skips ahead (``drop_pending``, then a repaint — see
+``cotal_tui/seats.py``).
 :meth:`TerminalPane.feed` parses at once, for callers that pace themselves.
 
 Nothing repaints per chunk: a frame tick, at most 60 times a second and only while output
@@ -28,6 +29,11 @@ smaller pane crops around the cursor, a larger one centres the screen. When inte
 focused it owns every key (``check_consume_key``), so no binding — not even Textual's priority
 ``ctrl+q`` — takes one from the remote program, except the escape hatch: the detach key
 (Ctrl-] by default) or Esc twice within 0.4 s. A single Esc goes to the program after that.
+
+Input leaves through the pane's link (:meth:`TerminalPane.bind_link`), the one object between
+the pane and its session: keys, paste, mouse and focus reports go straight to it, in order, with
+no message hop through the screen; parsed bytes go back to it as credit. A pane with no link
+(a replay, a recording) sends nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import math
 import os
 import time
 from collections import deque
-from typing import Callable
+from typing import Protocol
 
 from rich.color import Color
 from rich.segment import Segment
@@ -134,6 +140,17 @@ def attrs_style(attrs: tuple) -> Style:
                  underline=underscore or None, reverse=reverse or None, strike=strike or None)
 
 
+class PaneLinkEnd(Protocol):
+    """The session behind a pane, as the pane sees it (``cotal_tui.seats.PaneLink``): the pane
+    calls it directly, so no screen forwards input and no callback is set on the pane."""
+
+    def send(self, data: bytes) -> None:
+        """Bytes for the remote program: keys, paste, mouse, focus reports (refused when read-only)."""
+
+    def parsed(self, nbytes: int) -> None:
+        """``nbytes`` of queued output were parsed: credit for the session to return."""
+
+
 class TerminalPane(Widget, can_focus=True):
     """One remote screen. ``interactive`` panes forward input; others are read-only."""
 
@@ -147,18 +164,6 @@ class TerminalPane(Widget, can_focus=True):
     TerminalPane > .terminal--outside { background: $panel; }
     """
     COMPONENT_CLASSES = {"terminal--outside"}
-
-    class Send(Message):
-        """Bytes for the remote program (keys, paste, mouse, focus reports)."""
-
-        def __init__(self, pane: "TerminalPane", data: bytes) -> None:
-            super().__init__()
-            self.pane = pane
-            self.data = data
-
-        @property
-        def control(self) -> "TerminalPane":
-            return self.pane
 
     class Yanked(Message):
         """Copy mode yanked ``text`` to ``path`` (and to the clipboard when ``clipboard``)."""
@@ -228,13 +233,22 @@ class TerminalPane(Widget, can_focus=True):
         self._pending: deque[bytes | None] = deque()  # queued output; None: a fresh mirror here
         self._pending_bytes = 0
         self._parser: asyncio.Task | None = None
-        self.on_parsed: Callable[[int], None] | None = None  # bytes of queued output parsed
+        self._link: PaneLinkEnd | None = None  # the session behind the pane (``bind_link``)
         # counters for tests and the bench
         self.frames = 0
         self.rows_refreshed = 0
         self.bytes_fed = 0
 
     # ------------------------------------------------------------------ remote screen
+
+    @property
+    def link(self) -> PaneLinkEnd | None:
+        """The session behind the pane, or ``None`` (a replay, a recording: input goes nowhere)."""
+        return self._link
+
+    def bind_link(self, link: PaneLinkEnd) -> None:
+        """Put ``link`` behind the pane: input leaves through it, parsed output is credited to it."""
+        self._link = link
 
     @property
     def remote_size(self) -> tuple[int, int]:
@@ -310,8 +324,8 @@ class TerminalPane(Widget, can_focus=True):
                 self.bytes_fed += n
             budget.spend(time.perf_counter() - t0)
             self._schedule()
-            if n and self.on_parsed is not None:
-                self.on_parsed(n)
+            if n and self._link is not None:
+                self._link.parsed(n)
             await asyncio.sleep(0)  # keys, timers and the network run between slices
 
     def _fresh_mirror(self) -> None:
@@ -590,8 +604,8 @@ class TerminalPane(Widget, can_focus=True):
         return self.interactive or self.copy is not None
 
     def _send(self, data: bytes | None) -> None:
-        if data:
-            self.post_message(self.Send(self, data))
+        if data and self._link is not None:
+            self._link.send(data)
 
     def _flush_esc(self) -> None:
         if self._esc_timer is not None:

@@ -119,11 +119,6 @@ class AttachScreen(Screen[None]):
         except Exception:  # not composed yet, or already gone
             pass
 
-    @on(TerminalPane.Send)
-    def _on_pane_send(self, event: TerminalPane.Send) -> None:
-        event.stop()
-        self.link.send(event.data)
-
     @on(TerminalPane.Yanked)
     def _on_pane_yanked(self, event: TerminalPane.Yanked) -> None:
         event.stop()

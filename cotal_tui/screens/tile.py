@@ -220,13 +220,6 @@ class TileScreen(Screen[None]):
         pane.interactive = False
         pane.set_status(self.links[pane].status)
 
-    @on(TerminalPane.Send)
-    def _on_pane_send(self, event: TerminalPane.Send) -> None:
-        event.stop()
-        link = self.links.get(event.pane) if isinstance(event.pane, TilePane) else None
-        if link is not None:
-            link.send(event.data)
-
     @on(TerminalPane.Detach)
     def _on_pane_detach(self, event: TerminalPane.Detach) -> None:
         event.stop()

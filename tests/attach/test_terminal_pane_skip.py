@@ -118,7 +118,7 @@ async def test_flood_skips_ahead_and_ends_on_the_real_screen(broker, nc, space, 
             link.send(b"g")
 
             def settled() -> bool:
-                return (pane.pending_bytes == 0 and not link._skipping and pane.mirror.alt_screen
+                return (pane.pending_bytes == 0 and not link.skipping and pane.mirror.alt_screen
                         and "FINAL" in "\n".join(pane.content_text()))
 
             await until(pilot, settled, 60, what="the final screen in the pane")

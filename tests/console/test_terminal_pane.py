@@ -22,6 +22,16 @@ def capture(*names: str) -> bytes:
     return b"".join((CAPTURES / f"{n}.bin").read_bytes() for n in names)
 
 
+class Sent(list):
+    """The pane's link in these tests: what the pane sends, in order (no session behind it)."""
+
+    def send(self, data: bytes) -> None:
+        self.append(data)
+
+    def parsed(self, nbytes: int) -> None:
+        pass
+
+
 class PaneApp(App):
     """Textual's default priority ``ctrl+q`` stays; more priority bindings are added on purpose."""
 
@@ -35,7 +45,8 @@ class PaneApp(App):
     def __init__(self, pane: TerminalPane) -> None:
         super().__init__()
         self.pane = pane
-        self.sent: list[bytes] = []
+        self.sent = Sent()
+        pane.bind_link(self.sent)
         self.detached = 0
 
     def compose(self) -> ComposeResult:
@@ -43,9 +54,6 @@ class PaneApp(App):
 
     def on_mount(self) -> None:
         self.pane.focus()
-
-    def on_terminal_pane_send(self, event: TerminalPane.Send) -> None:
-        self.sent.append(event.data)
 
     def on_terminal_pane_detach(self, event: TerminalPane.Detach) -> None:
         self.detached += 1
