@@ -39,7 +39,7 @@ from meshview.wire.sanitize import inline
 from meshview.wire import frames as tf
 from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token, is_lifecycle_token
 from meshview.wire.envelope import EndpointError, refused_before_effect
-from meshview.wire.names import bucket_names, space_token
+from meshview.wire.names import space_token
 
 from attach.control.broker import server_version, too_old
 from attach.control.endpoint import EndpointClient, Reply

@@ -20,7 +20,6 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Hashable
 
 from textual import work
 from textual.app import ComposeResult
