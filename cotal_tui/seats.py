@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable
 
 from attach.session.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
 from attach.control.endpoint import EndpointClient
+from meshview.tasks import TaskOwner
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
@@ -46,6 +47,7 @@ from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 DEFAULT_SIZE = (120, 32)
 CLOSE_WAIT_S = 3.0
 SKIP_STATUS = "[cotal: output outran the pane - skipping ahead]"
+_owned = TaskOwner("seats")  # repaint requests, held until answered; a failure is logged
 SKIP_QUIET_S = 1.0  # skipping, and nothing arrived this long: the window will not fill; repaint
 Connect = Callable[[], Awaitable[Any]]
 
@@ -262,7 +264,7 @@ class PaneLink:
         """Ask for a fresh snapshot (a repeated ``ready``); it rebuilds the screen wherever it lands."""
         if self.session is not None:
             self.repaints += 1
-            asyncio.get_running_loop().create_task(self.session.repaint())
+            _owned.spawn(self.session.repaint(), "repaint")
 
     def _notice(self, n: Notice) -> None:
         if n.kind == "reconnecting":

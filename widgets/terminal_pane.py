@@ -803,7 +803,7 @@ class TerminalPane(Widget, can_focus=True):
             self._search_task.cancel()
 
         async def scan() -> None:  # a slice of lines at a time, the loop free between slices
-            while self.copy is cm and not cm.search_slice():
+            while self.copy is cm and not cm.search_slice():  # noqa: ASYNC110 - a yield between slices
                 await asyncio.sleep(0)
             self.refresh()
 

@@ -40,6 +40,7 @@ from meshview.wire import frames as tf
 from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token, is_lifecycle_token
 from meshview.wire.envelope import EndpointError, refused_before_effect
 from meshview.wire.names import space_token
+from meshview.tasks import TaskOwner
 
 from attach.control.broker import server_version, too_old
 from attach.control.endpoint import EndpointClient, Reply
@@ -56,6 +57,7 @@ KEYS_CREDIT_WAIT_S = 2.0
 # nothing means it is gone (a crash, a partition, a rail it tore down). Output is not needed.
 LIVENESS_S = 10.0
 HAND_BACK_S = 2.0  # per step (connect, flush) of handing an abandoned session back
+_owned = TaskOwner("attach")  # a link's connection watch, held until the link ends
 
 
 class AttachError(Exception):
@@ -514,7 +516,7 @@ class AttachSession:
                     return
                 await asyncio.sleep(0.2)
 
-        asyncio.get_running_loop().create_task(watch())
+        _owned.spawn(watch(), "watch-connection")  # ends with the link
 
     async def _call_attach(self, nc) -> tuple[dict, Reply]:
         bound = caller_of(nc)

@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from meshview.tasks import TaskOwner
 from meshview.wire.rail import MAX_SEQ, WINDOW_DEFAULT, FrameError, check_window, encode_frame, parse_frame
 
 MAX_PAYLOAD = 1024 * 1024
@@ -43,6 +44,7 @@ IDLE_CREDIT_MS = 1000
 STALL_TIMEOUT_MS = 30_000
 PEER_SILENT = "peer-silent"  # a local fault name: nothing heard from the peer within the bound
 log = logging.getLogger(__name__)
+_owned = TaskOwner("rail")  # an async teardown hook runs on after the rail; a failure is logged
 CLOSE_DRAIN_S = 2.0
 
 
@@ -149,7 +151,7 @@ class Rail:
             try:
                 r = fn()
                 if inspect.isawaitable(r):
-                    asyncio.ensure_future(r)
+                    _owned.spawn(r, "teardown-hook")
             except Exception:
                 pass
 

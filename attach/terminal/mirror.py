@@ -652,7 +652,6 @@ class Mirror:
             self._stream.feed(text)
 
     def _fix(self, m: re.Match) -> str:
-        s = m.group(0)
         if m.group(2) is not None:
             return _rewrite_sgr(m.group(2))
         if m.group(1) is not None:  # a string left unterminated at the end of this chunk

@@ -20,6 +20,7 @@ from typing import Callable
 from attach.session.client import AttachSession, Notice, drop_text, end_text
 from attach.terminal.detach import DEFAULT_DETACH, LEAVE_ALT, RESTORE, AltTracker, banner_text, detach_forms, detached_text
 from attach.terminal.termfilter import TermFilter
+from meshview.tasks import TaskOwner
 
 
 class RawTerminal:
@@ -124,6 +125,7 @@ async def run_passthrough(
 
     stop_signals = (signal.SIGTERM, signal.SIGHUP)
     stdin_done = asyncio.Event()
+    owned = TaskOwner("passthrough")  # keys, resizes and the close, each held until sent
 
     def on_stdin() -> None:
         try:
@@ -137,13 +139,13 @@ async def run_passthrough(
             stdin_done.set()
             return
         if is_tty and data in forms:
-            loop.create_task(session.close())
+            owned.spawn(session.close(), "close")
             return
         if not is_tty:
             pending_pipe.append(data)  # piped stdin is buffered and delivered
-            loop.create_task(flush_pipe())
+            owned.spawn(flush_pipe(), "flush-pipe")
             return
-        loop.create_task(session.send_keys(data))  # dropped while no session is open
+        owned.spawn(session.send_keys(data), "keys")  # dropped while no session is open
 
     async def flush_pipe() -> None:
         while pending_pipe and session.is_open:
@@ -158,13 +160,13 @@ async def run_passthrough(
         except OSError:
             return
         if sz.columns > 0 and sz.lines > 0:
-            loop.create_task(session.resize(sz.columns, sz.lines))
+            owned.spawn(session.resize(sz.columns, sz.lines), "resize")
 
     try:
         if is_tty:
             term.enter()
         for sig in stop_signals:
-            loop.add_signal_handler(sig, lambda: loop.create_task(session.close()))
+            loop.add_signal_handler(sig, lambda: owned.spawn(session.close(), "close"))
         loop.add_signal_handler(signal.SIGWINCH, on_winch)
         try:
             loop.add_reader(in_fd, on_stdin)

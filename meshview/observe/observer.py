@@ -43,7 +43,7 @@ from meshview.observe.history import History
 from meshview.observe.kvwatch import KvWatch
 from meshview.model.mesh import BATCH_MS, MeshModel
 from meshview.model.snapshot import PresenceRecord
-from meshview.tasks import reap
+from meshview.tasks import TaskOwner, reap
 from meshview.wire import (
     Delivery,
     clock_template,
@@ -130,6 +130,7 @@ class Observer:
         self._subs: dict[str, Any] = {}
         self._denied: set[str] = set()
         self._tasks: list[asyncio.Task] = []
+        self._owned = TaskOwner("observer")  # one-off rebinds and polls, cancelled by stop()
         self._closing = False
         self._started = False
         self._last_publish = 0.0
@@ -243,6 +244,7 @@ class Observer:
                 lst.remove(fn)
         await reap(self._tasks)
         self._tasks.clear()
+        await self._owned.close()
         for w in self._watches:
             await w.stop()
         for s in list(self._subs.values()):
@@ -447,7 +449,7 @@ class Observer:
         if self._rebinding or now - self._last_rebind < self.model.ttl_ms:
             return
         self._last_rebind = now
-        asyncio.create_task(self._rebind_presence())
+        self._owned.spawn(self._rebind_presence(), "rebind-presence")
 
     async def _rebind_presence(self) -> None:
         self._rebinding = True
@@ -643,7 +645,7 @@ class Observer:
             # a failover or outage: what other nodes stored meanwhile is read back, once
             self._catchup = asyncio.create_task(self._catch_up(since - CATCHUP_SLACK_MS))
         else:
-            asyncio.create_task(self._poll_channels())
+            self._owned.spawn(self._poll_channels(), "poll-channels")
 
     async def _prefill_later(self) -> None:
         """The start-up prefill again, after each of ``PREFILL_RETRY_S``, until JetStream

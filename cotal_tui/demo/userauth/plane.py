@@ -58,10 +58,12 @@ from cotal_tui.demo.userauth.managers import (
     select_manager_instance,
 )
 from cotal_tui.demo.userauth.redemption import RedemptionRefused, grant_coordinates, verify_session_redemption
+from meshview.tasks import TaskOwner
 from meshview.link.auth import Credential, Permissions, format_creds, new_nkey, user_jwt
 from meshview.wire.issued import accepted_bucket
 from meshview.wire.names import space_token
 
+_owned = TaskOwner("auth-plane")  # one callout per request, held until answered
 AGENT_BEARER_TTL_S = MAX_TOKEN_TTL_S
 
 
@@ -189,7 +191,7 @@ class UserAuthPlane:
                 pass
 
     async def _on_auth(self, msg) -> None:
-        asyncio.get_running_loop().create_task(self.callout.handle(msg))
+        _owned.spawn(self.callout.handle(msg), "auth-callout")
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None:
