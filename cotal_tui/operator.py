@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from cotal_tui.actionlog import action_log, send_target
+from cotal_tui.errors import CotalError
 from meshview.link.connect import ConnectError, ConnectTarget, prepare
 
 if TYPE_CHECKING:
@@ -198,7 +199,7 @@ class Operator:
             await self._participant.close()
 
 
-class SendRefused(Exception):
+class SendRefused(CotalError):
     """One sentence for the status line."""
 
 

@@ -1,5 +1,6 @@
 """Error roots shared by meshview's layers, so a caller catches one kind of refusal however deep
-it was raised.
+it was raised: :class:`MeshviewError` under every error meshview raises, and below it the roots
+two modules share.
 
 Each module keeps its own typed errors (connect's transport errors, the participant's send
 errors); where two of them mean the same thing to a caller, they derive from one root here.
@@ -8,7 +9,12 @@ errors); where two of them mean the same thing to a caller, they derive from one
 from __future__ import annotations
 
 
-class PermissionDenied(Exception):
+class MeshviewError(Exception):
+    """The root of every error meshview raises; its text is one sentence for a user (the CLI's
+    edge prints it as is: ``cotal_tui.cli.failure_sentence``)."""
+
+
+class PermissionDenied(MeshviewError):
     """The broker refused this credential a publish or a subscription: the root of every
     layer's denial (a connection's :class:`meshview.link.connect.SubjectDenied`, a send's
     :class:`meshview.act.participant.PublishDenied`), so ``except PermissionDenied`` catches each."""

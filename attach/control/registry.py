@@ -12,6 +12,8 @@ is frozen as ``(instanceId, registrationRevision, epoch)``. The liveness lease i
 
 from __future__ import annotations
 
+from attach.errors import AttachLayerError
+
 import contextlib
 import json
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ ESCALATED = "escalated"
 READY = "ready"
 
 
-class RegistryUnreadable(Exception):
+class RegistryUnreadable(AttachLayerError):
     """The records bucket could not be read: ``absent`` when it does not exist or this
     credential may not read it, otherwise a read that failed (a slow or refusing server)."""
 

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from attach.errors import AttachLayerError
 from meshview.link.connect import ConnectError, ConnectTarget
 from meshview.link.connect import connect as mesh_connect
 from meshview.wire.endpoint import AuthzTarget, SubjectError, new_nonce, request_subject
@@ -34,7 +35,7 @@ READ_DEADLINE_MS = 10_000
 LAUNCH_DEADLINE_MS = 30_000  # a start or resume answers once the drive activated (runs.md §8.7)
 
 
-class RunsError(Exception):
+class RunsError(AttachLayerError):
     """A run call that did not happen: the manager's refusal (its code, sentence and details) or
     why it never reached one."""
 

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
+from attach.errors import AttachLayerError
 from meshview.model.runs_state import JournalRow, Pause, RunView, clip, pause_kind
 from meshview.wire.runs import RUNNING, RunRow, RunStatus, Step
 
@@ -60,7 +61,7 @@ class RunsInput(Protocol):
     def set_runs_unavailable(self, reason: str | None) -> None: ...
 
 
-class RunsUnavailable(Exception):
+class RunsUnavailable(AttachLayerError):
     """This console has no way to list runs here (open mesh, no control path): one sentence."""
 
 

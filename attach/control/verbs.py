@@ -47,6 +47,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from attach.errors import AttachLayerError
 from meshview.model.resolve import AmbiguousName, Candidate, matches, resolve
 from meshview.wire.sanitize import inline as clean
 from meshview.link.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
@@ -86,7 +87,7 @@ MESSAGE_MAX = 600  # a refusal sentence is cut past this (a manager's message is
 
 
 
-class ControlError(Exception):
+class ControlError(AttachLayerError):
     """A control action that did not happen (or whose outcome is unknown); ``message`` is one
     sentence for a status line or stderr, ``code`` the §13.3 code (or ``read-only``)."""
 

@@ -33,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from attach.errors import AttachLayerError
 from meshview.link.connect import ConnectError, caller_of
 from meshview.model.resolve import AmbiguousName, Candidate, resolve
 from meshview.wire.sanitize import inline
@@ -60,7 +61,7 @@ HAND_BACK_S = 2.0  # per step (connect, flush) of handing an abandoned session b
 _owned = TaskOwner("attach")  # a link's connection watch, held until the link ends
 
 
-class AttachError(Exception):
+class AttachError(AttachLayerError):
     """An attach that could not be made; ``code`` is the §13.3 code that decides what to do.
 
     ``message`` is for a terminal: a manager's words in it are neutralised (a manager is an

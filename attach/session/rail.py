@@ -36,6 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from attach.errors import AttachLayerError
 from meshview.tasks import TaskOwner
 from meshview.wire.rail import MAX_SEQ, WINDOW_DEFAULT, FrameError, check_window, encode_frame, parse_frame
 
@@ -48,7 +49,7 @@ _owned = TaskOwner("rail")  # an async teardown hook runs on after the rail; a f
 CLOSE_DRAIN_S = 2.0
 
 
-class RailError(Exception):
+class RailError(AttachLayerError):
     """A refused send. ``code`` is an §13.3 catalog code."""
 
     def __init__(self, code: str, message: str):

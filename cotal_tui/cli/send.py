@@ -36,6 +36,7 @@ import asyncio
 import dataclasses
 import sys
 
+from cotal_tui.errors import CotalError
 from meshview.act.send import Send
 from meshview.wire.subjects import is_concrete_channel
 
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
 
 
-class Usage(Exception):
+class Usage(CotalError):
     """Bad usage: exit 2 with this one sentence."""
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
 
+from cotal_tui.errors import CotalError
+
 MIN_VERSION = (2, 12, 0)
 _LIVE: "set[subprocess.Popen]" = set()
 
@@ -48,7 +50,7 @@ def _reap_all() -> None:
                 pass
 
 
-class BrokerError(RuntimeError):
+class BrokerError(CotalError, RuntimeError):
     """A broker could not be found, started or accepted; the message is one clear sentence."""
 
 

@@ -45,6 +45,7 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client as NATS
 
+from meshview.errors import MeshviewError
 from meshview.link.connect import (  # the creds' connId/principal
     ConnectError,
     ConnectTarget,
@@ -94,7 +95,7 @@ _DENIED_PUB = re.compile(r"permissions violation for publish to \"?([^\"\s']+)\"
 
 # --------------------------------------------------------------------------- errors
 
-class ParticipantError(Exception):
+class ParticipantError(MeshviewError):
     """A send or start that did not happen; ``str()`` is one sentence, no secrets."""
 
 

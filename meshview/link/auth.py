@@ -26,6 +26,8 @@ one minting path; a mistake between split halves would be a security bug.
 
 from __future__ import annotations
 
+from meshview.errors import MeshviewError
+
 import base64
 import dataclasses
 import hashlib
@@ -67,7 +69,7 @@ _PREFIX = {
 }
 
 
-class AuthError(RuntimeError):
+class AuthError(MeshviewError, RuntimeError):
     """Credentials cannot be made; the message is one sentence that names no secret."""
 
 

@@ -56,6 +56,7 @@ from nats.aio.client import Client as NATS
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
+from meshview.errors import MeshviewError
 from meshview.link.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest  # noqa: E402
 from meshview.link.home import cotal_home  # noqa: E402
 from meshview.link.natsload import websocket_ready  # noqa: E402
@@ -133,7 +134,7 @@ class LenientClient(NATS):
         )
 
 
-class ConnectError(RuntimeError):
+class ConnectError(MeshviewError, RuntimeError):
     """The target could not be reached or accepted; the message is one sentence, no secrets.
     ``code``: ``unavailable``, or the auth service exchange's code when it refused a view."""
 

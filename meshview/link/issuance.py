@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
+from meshview.errors import MeshviewError
 from meshview.wire.issued import IssuedRef, accepted_bucket, accepted_key, accepted_token, encode_row
 from meshview.wire.names import space_token
 
@@ -23,7 +24,7 @@ ISSUE_TIMEOUT_S = 5.0
 _WRITTEN: set[str] = set()  # instruments (by nkey) whose row this process wrote: a reconnect reuses it
 
 
-class IssuanceError(RuntimeError):
+class IssuanceError(MeshviewError, RuntimeError):
     """The accepted row could not be written; one sentence, no secret."""
 
 

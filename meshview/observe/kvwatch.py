@@ -20,6 +20,7 @@ import msgspec
 from nats.js import api
 from nats.js.errors import BucketNotFoundError
 
+from meshview.errors import MeshviewError
 from meshview.link.connect import YIELD_EVERY, events_of, short_error
 from meshview.tasks import reap
 
@@ -28,7 +29,7 @@ SILENCE_S = 3 * IDLE_HEARTBEAT_S
 MAX_QUEUED = 100_000  # deliveries a callback subscription may hold before it drops (a gap)
 
 
-class WatchBroken(RuntimeError):
+class WatchBroken(MeshviewError, RuntimeError):
     """The watch lost continuity (gap, silence, consumer gone); rebind from current state."""
 
 

@@ -58,6 +58,7 @@ from cotal_tui.demo.userauth.managers import (
     select_manager_instance,
 )
 from cotal_tui.demo.userauth.redemption import RedemptionRefused, grant_coordinates, verify_session_redemption
+from cotal_tui.errors import CotalError
 from meshview.tasks import TaskOwner
 from meshview.link.auth import Credential, Permissions, format_creds, new_nkey, user_jwt
 from meshview.wire.issued import accepted_bucket
@@ -67,7 +68,7 @@ _owned = TaskOwner("auth-plane")  # one callout per request, held until answered
 AGENT_BEARER_TTL_S = MAX_TOKEN_TTL_S
 
 
-class ExchangeRefused(Exception):
+class ExchangeRefused(CotalError):
     def __init__(self, status: int, error: str) -> None:
         super().__init__(error)
         self.status = status
