@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from cotal_tui.actionlog import action_log, send_target
 from cotal_tui.errors import CotalError
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectError, ConnectTarget, prepare
 
 if TYPE_CHECKING:
@@ -81,7 +82,8 @@ class Operator:
             try:
                 p = self.participant
                 holder = p.held_by(self.roster())
-            except Exception:  # noqa: BLE001 - the send itself will say what is wrong
+            except Exception:  # noqa: BLE001 - the send itself will say what is wrong [counted: COTAL_LOG]
+                swallowed("cotal_tui.operator:Operator.refusal")
                 return None
             if holder is not None:
                 from meshview.act.participant import taken_sentence

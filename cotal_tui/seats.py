@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable
 
 from attach.session.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
 from attach.control.endpoint import EndpointClient
+from meshview.errors import swallowed
 from meshview.tasks import TaskOwner
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
@@ -87,13 +88,15 @@ class SeatSessions:
         """The seat's row and hosting instance (``None`` when it could not be looked up)."""
         try:
             nc = await self.connect()
-        except Exception:
+        except Exception:  # noqa: BLE001 - no broker: the seat is not located [counted: COTAL_LOG]
+            swallowed("cotal_tui.seats:SeatSessions.locate")
             return None, None
         try:
             # a user-auth mesh: the manager the view is pinned to, never a scatter
             loc = await locate(EndpointClient(nc, self.space), name, instance_id=user_pin(nc))
             return loc.row, loc.instance_id
-        except (EndpointError, AttachError, Exception):
+        except (EndpointError, AttachError, Exception):  # noqa: BLE001 - any refusal of the lookup: the seat is not located [counted: COTAL_LOG]
+            swallowed("cotal_tui.seats:SeatSessions.locate#2")
             return None, None
         finally:
             with contextlib.suppress(Exception):
@@ -357,8 +360,8 @@ class PaneLink:
         if self.fitted_from is not None or self._resizing.locked():
             try:
                 await asyncio.wait_for(self.unfit(), CLOSE_WAIT_S)
-            except (asyncio.TimeoutError, Exception):
-                pass
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a pane's close is bounded and best effort [counted: COTAL_LOG]
+                swallowed("cotal_tui.seats:PaneLink.close")
         self._end_skip()
         if self.session is not None:
             with contextlib.suppress(Exception):
@@ -366,7 +369,8 @@ class PaneLink:
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), CLOSE_WAIT_S)
-            except (asyncio.TimeoutError, Exception):
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a session that will not stop is cancelled [counted: COTAL_LOG]
+                swallowed("cotal_tui.seats:PaneLink.close#2")
                 self._task.cancel()
         if self._sender is not None:
             self._sender.cancel()

@@ -39,7 +39,7 @@ import time
 from collections import deque
 from typing import Callable
 
-from rich.color import Color
+from rich.color import Color, ColorParseError
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -121,7 +121,7 @@ def rich_color(c: str) -> Color | None:
         elif len(name) == 6:
             try:
                 out = Color.parse("#" + name)
-            except Exception:
+            except ColorParseError:
                 out = None
     _COLOR_CACHE[c] = out
     return out

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from attach.errors import AttachLayerError
+from meshview.errors import swallowed
 from meshview.model.resolve import AmbiguousName, Candidate, matches, resolve
 from meshview.wire.sanitize import inline as clean
 from meshview.link.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
@@ -358,7 +359,8 @@ async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S)
         return "gone"
     except (asyncio.TimeoutError, TimeoutError):
         return "unknown"
-    except Exception:
+    except Exception:  # noqa: BLE001 - any refusal of the probe is the answer [counted: COTAL_LOG]
+        swallowed("attach.control.verbs:probe")
         return "probe-refused"
     return "unknown"
 
@@ -912,7 +914,8 @@ async def delchan(target: ConnectTarget, channel: str, *, read_only: str | None 
             try:
                 await kv.get(ch)
                 had_entry = True
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unreadable entry is no entry [counted: COTAL_LOG]
+                swallowed("attach.control.verbs:delchan.body")
                 had_entry = False
             if had_entry:
                 await kv.delete(ch)

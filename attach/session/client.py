@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from attach.errors import AttachLayerError
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectError, caller_of
 from meshview.model.resolve import AmbiguousName, Candidate, resolve
 from meshview.wire.sanitize import inline
@@ -403,8 +404,8 @@ class AttachSession:
                 await link.rail.close()
                 try:
                     await link.nc.flush(timeout=2)
-                except Exception:
-                    pass
+                except Exception:  # noqa: BLE001 - a detach's last flush is best effort [counted: COTAL_LOG]
+                    swallowed("attach.session.client:AttachSession.close")
             link.finish("detached")
 
     # ---- internals --------------------------------------------------------------------------
@@ -452,7 +453,7 @@ class AttachSession:
         if self._connect is not None:
             try:
                 nc = await self._connect()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any failure to connect is said as AttachError
                 raise AttachError("unreachable", f"cannot reach the broker: {e}") from None
             old = too_old(server_version(nc))
             if old is not None:
@@ -472,7 +473,7 @@ class AttachSession:
         try:
             # static auth: the rails ride their own connection on the session's own credential
             rails_nc, fresh = await _session_connection(nc, grant)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure here is said as AttachError
             if owns:
                 await _close_nc(nc)
             code = "permission-denied" if isinstance(e, ConnectError) else "unreachable"
@@ -497,7 +498,7 @@ class AttachSession:
                 on_close=lambda: link.finish("peer-closed"),
                 on_fault=lambda reason, detail: link.finish(reason),
             )
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure here is said as AttachError
             await _hand_back(nc, grant)
             if owns:
                 await _close_nc(nc)
@@ -601,8 +602,8 @@ class AttachSession:
             try:
                 await link.nc.flush(timeout=HAND_BACK_S)
                 return True
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - this link cannot hand back; a fresh connection tries [counted: COTAL_LOG]
+                swallowed("attach.session.client:AttachSession._hand_back_link")
         factory = self._connect
         if factory is None:
             return False
@@ -611,7 +612,8 @@ class AttachSession:
                 return _connect_like(link.nc)
         try:
             nc = await asyncio.wait_for(factory(), HAND_BACK_S)
-        except Exception:
+        except Exception:  # noqa: BLE001 - no connection for the hand-back: the grant's TTL ends it [counted: COTAL_LOG]
+            swallowed("attach.session.client:AttachSession._hand_back_link#2")
             return False
         if nc is None:
             return False
@@ -675,7 +677,8 @@ async def _hand_back(nc, grant: dict) -> bool:
         await nc.publish(grant["subjects"]["in"], json.dumps({"t": "close"}).encode())
         await nc.flush(timeout=HAND_BACK_S)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - a failed hand-back is said by its False [counted: COTAL_LOG]
+        swallowed("attach.session.client:_hand_back")
         return False
 
 
@@ -686,5 +689,5 @@ def _usable(nc) -> bool:
 async def _close_nc(nc) -> None:
     try:
         await nc.close()
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001 - a closing connection's close is best effort [counted: COTAL_LOG]
+        swallowed("attach.session.client:_close_nc")

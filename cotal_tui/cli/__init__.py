@@ -17,6 +17,7 @@ import os
 import sys
 
 from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file, steady_malloc
+from meshview.errors import swallowed
 
 # subcommand -> module exposing add_arguments(parser) and run(args) -> int ("module:verb": the
 # module's <verb>_arguments and run_<verb>, for verbs that share one module)
@@ -140,7 +141,8 @@ def failure_sentence(e: BaseException) -> str:
         from meshview.link.connect import explain_error
 
         said = explain_error(e)
-    except Exception:  # noqa: BLE001 - the translation itself must never be the next traceback
+    except Exception:  # noqa: BLE001 - the translation itself must never be the next traceback [counted: COTAL_LOG]
+        swallowed("cotal_tui.cli:failure_sentence")
         said = None
     if said:
         return f"{said}; nothing more was done (if this persists, {DEBUG_HINT})."

@@ -20,6 +20,7 @@ from typing import Callable
 from attach.session.client import AttachSession, Notice, drop_text, end_text
 from attach.terminal.detach import DEFAULT_DETACH, LEAVE_ALT, RESTORE, AltTracker, banner_text, detach_forms, detached_text
 from attach.terminal.termfilter import TermFilter
+from meshview.errors import swallowed
 from meshview.tasks import TaskOwner
 
 
@@ -194,13 +195,13 @@ async def run_passthrough(
     finally:
         try:
             loop.remove_reader(in_fd)
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - the terminal is restored whatever the loop's state [counted: COTAL_LOG]
+            swallowed("cotal_tui.cli.passthrough:run_passthrough")
         for sig in (*stop_signals, signal.SIGWINCH):
             try:
                 loop.remove_signal_handler(sig)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - the terminal is restored whatever the loop's state [counted: COTAL_LOG]
+                swallowed("cotal_tui.cli.passthrough:run_passthrough#2")
         term.restore()
     say(detached_text(name) if reason == "detached" else end_text(reason, name), own_line=True)
     code = 0 if reason in ("detached", "process-exit", "target-despawn", "not-found") else 1

@@ -55,6 +55,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from attach.control.endpoint import publish_closure
 from attach.session.host import PtySeat, ServingBridge
 from attach.session.rail import STALL_TIMEOUT_MS, open_rail
+from meshview.errors import swallowed
 from meshview.wire.rail import WINDOW_DEFAULT, check_window
 from cotal_tui.demo.contract import VIOLATIONS, load_contract
 from cotal_tui.demo.runs import RUN_COMMANDS, RunHost
@@ -419,7 +420,8 @@ class DemoManager:
         except BucketNotFoundError:
             try:
                 return await js.create_key_value(config=KeyValueConfig(bucket=name, history=1))
-            except Exception:
+            except Exception:  # noqa: BLE001 - no sessions bucket: the demo runs without one [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.manager:DemoManager._sessions_bucket")
                 return await js.key_value(name)
 
     async def stop(self, *, deregister: bool = True) -> None:
@@ -435,8 +437,8 @@ class DemoManager:
         for sub in self._subs:
             try:
                 await sub.unsubscribe()
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.manager:DemoManager.stop")
         self._subs.clear()
         bridges = [b for b, _ in self.sessions.values()]
         for b in bridges:
@@ -457,8 +459,8 @@ class DemoManager:
             await self._kv["presence"].put(f"local.{self.actor}", json.dumps(
                 self._presence("offline")).encode())
             await self.nc.flush()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - the last presence on the way out is best effort [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager.stop#2")
         if self._tmp_personas is not None:
             shutil.rmtree(self._tmp_personas, ignore_errors=True)
 
@@ -526,8 +528,8 @@ class DemoManager:
                 await fn()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                pass  # a missed beat is retried on the next tick
+            except Exception:  # noqa: BLE001 - one failed tick never stops the loop [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.manager:DemoManager._every")  # a missed beat is retried on the next tick
 
     def _presence(self, status: str = "idle") -> dict:
         card = {"id": f"local.{self.actor}", "name": f"manager-{self.instance_id[:6]}", "kind": "endpoint",
@@ -570,8 +572,8 @@ class DemoManager:
             rec = self._seat_presence(seat, "offline")
             await self._kv["presence"].put(f"{seat.owner}.{seat.actor}", json.dumps(rec).encode())
             await self.nc.flush()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - a seat's last presence is best effort [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager._offline")
 
     async def _renew_lease(self) -> None:
         await self._kv["manager"].put(f"lease.{self.instance_id}", json.dumps({
@@ -622,7 +624,8 @@ class DemoManager:
     async def _join(self, seat: _Seat) -> None:
         try:
             await self._put_seat_presence(seat)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a seat's first presence is retried by the heartbeat [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager._join")
             seat.joined_at = None  # retried on the next output
             return
         if seat.spec.prompt:  # the initial prompt, typed once the program is up
@@ -650,8 +653,8 @@ class DemoManager:
         try:
             await self.nc.publish(subj, json.dumps({"v": 1, "goalId": goal.goal_id, **body},
                                                    separators=(",", ":")).encode())
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - a progress event is best effort [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager._progress")
 
     def _settle(self, seat: _Seat, state: str, data: dict | None = None) -> None:
         """First fact wins: the goal's terminal fact, published on the caller's progress rail and
@@ -718,7 +721,8 @@ class DemoManager:
             js = self.nc.jetstream()
             kv = await js.key_value(accepted_bucket(self.space))
             keys = await kv_keys(js, accepted_bucket(self.space), "accepted.")  # never a racy kv.keys()
-        except Exception:  # noqa: BLE001 - no store, or no keys: nothing issued
+        except Exception:  # noqa: BLE001 - no store, or no keys: nothing issued [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager._load_issued")
             return
         for k in keys:
             if k in seen:
@@ -729,7 +733,8 @@ class DemoManager:
             except IssuedRowError:  # a malformed or foreign row authorizes nothing
                 seen.add(k)
                 continue
-            except Exception:  # noqa: BLE001 - an unreadable row is tried again next time
+            except Exception:  # noqa: BLE001 - an unreadable row is tried again next time [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.manager:DemoManager._load_issued#2")
                 continue
             seen.add(k)
             known.add((ref.owner, ref.actor, ref.uid, ref.generation))
@@ -766,15 +771,15 @@ class DemoManager:
             if e.code == "bad-request":
                 self.bad_requests += 1
             body = reply_body(env["id"] if env is not None else "invalid", error=e)
-        except Exception as e:  # a handler bug answers `internal`, never silence
+        except Exception as e:  # noqa: BLE001 - a handler bug answers `internal`, never silence
             if env is not None and not env["replyExpected"]:
                 return
             body = reply_body(env["id"] if env is not None else "invalid",
                               error=EndpointError("internal", f"{type(e).__name__}: {e}", outcome="unknown"))
         try:
             await self.nc.publish(reply_to, body)
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - the caller times out on a lost reply [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager._handle")
 
     async def _dispatch(self, parsed: ParsedRequest, env: dict) -> object:
         """The reference's boundary order: the command, its digest pins, the bind fence, the
@@ -1005,7 +1010,7 @@ class DemoManager:
         try:
             msg = await self.nc.request(f"$JS.API.STREAM.PURGE.{stream}", b"{}", timeout=5.0)
             o = json.loads(msg.data)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - said as the verb's failed-precondition
             raise _fail("failed-precondition", f"the purge of {stream} failed ({type(e).__name__})",
                         outcome="unknown") from None
         err = o.get("error") if isinstance(o, dict) else None
@@ -1142,7 +1147,8 @@ class DemoManager:
         try:
             e = await self._kv["presence"].get(f"{seat.owner}.{seat.actor}")
             rec = json.loads(e.value)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unreadable presence is no status [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.manager:DemoManager._mesh_status")
             return "absent", None
         ts = rec.get("ts") if isinstance(rec, dict) else None
         ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None
@@ -1243,8 +1249,8 @@ class DemoManager:
             try:
                 await self._kv["sessions"].put(f"session.{sid}", json.dumps(
                     {"state": "closed", "reason": reason}).encode())
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - a closed session's record is best effort [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.manager:DemoManager._session_done.mark")
             if snc is not None:  # the session's serving connection dies with it
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(snc.drain(), 2.0)

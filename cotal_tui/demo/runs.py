@@ -512,7 +512,7 @@ class RunHost:
                 if rv is not None:
                     r = _loads(rv.value) or {}
                     row["revoked"] = {"by": str(r.get("by", "")), "reason": str(r.get("reason", ""))}
-            except Exception as e:  # the marker could not be read: said, never guessed
+            except Exception as e:  # noqa: BLE001 - the marker could not be read: said, never guessed
                 row["revocationUnreadable"] = f"{type(e).__name__}"
             rows.append(row)
         return rows
@@ -692,7 +692,7 @@ class RunHost:
                 self.log(f"took back run {run_id}")
             except EndpointError as e:
                 self.log(f"! run {run_id} stays parked: {e.message}")
-            except Exception as e:  # never fatal to the manager
+            except Exception as e:  # noqa: BLE001 - never fatal to the manager
                 self.log(f"! run {run_id} could not be taken back: {type(e).__name__}")
 
     async def _run_keys(self) -> list[str]:

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from attach.terminal.detach import key_label
+from meshview.errors import swallowed
 from meshview.wire import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
@@ -70,7 +71,8 @@ class AttachScreen(Screen[None]):
 
         try:
             nc = await self.sessions.connect()
-        except Exception:  # noqa: BLE001 - no viewers shown, the pane is unaffected
+        except Exception:  # noqa: BLE001 - no viewers shown, the pane is unaffected [counted: COTAL_LOG]
+            swallowed("cotal_tui.screens.attach:AttachScreen._watch_viewers")
             return
         try:
             while not self._leaving:
@@ -116,8 +118,8 @@ class AttachScreen(Screen[None]):
         try:
             self.query_one("#attach-status", Static).update(text)
             self.query_one("#attach-title", Static).update(self._title())
-        except Exception:  # not composed yet, or already gone
-            pass
+        except Exception:  # noqa: BLE001 - not composed yet, or already gone [counted: COTAL_LOG]
+            swallowed("cotal_tui.screens.attach:AttachScreen._status")
 
     @on(TerminalPane.Send)
     def _on_pane_send(self, event: TerminalPane.Send) -> None:

@@ -31,6 +31,7 @@ from attach.control.managed import Binding as SeatBinding
 from cotal_tui.seats import PaneLink, SeatSessions
 from cotal_tui.screens.control import control_target, read_only_reason, refusal
 from cotal_tui.shell import ShellScreen
+from meshview.errors import swallowed
 from meshview.model.runs_state import RunNeed
 from meshview.model.snapshot import NeedsYou, Snapshot
 from widgets.presentation import safe
@@ -164,7 +165,8 @@ class TriageScreen(ShellScreen):
             return
         try:
             nc = await sessions.connect()
-        except Exception:  # noqa: BLE001 - no viewers shown; the cards are unaffected
+        except Exception:  # noqa: BLE001 - no viewers shown; the cards are unaffected [counted: COTAL_LOG]
+            swallowed("cotal_tui.screens.triage:TriageScreen._watch_viewers")
             return
         try:
             while not self._closing:

@@ -108,7 +108,7 @@ def nkey_from_seed(seed: bytes | str) -> NKey:
         seed = seed.encode()
     try:
         public = nkeys.from_seed(seed).public_key.decode()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any decode failure is said as AuthError
         raise AuthError("an nkey seed does not decode") from None
     kind = {"O": "operator", "A": "account", "U": "user"}.get(public[0], "unknown")
     return NKey(kind, public, seed)

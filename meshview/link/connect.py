@@ -56,7 +56,7 @@ from nats.aio.client import Client as NATS
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
-from meshview.errors import MeshviewError
+from meshview.errors import MeshviewError, swallowed
 from meshview.link.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest  # noqa: E402
 from meshview.link.home import cotal_home  # noqa: E402
 from meshview.link.natsload import websocket_ready  # noqa: E402
@@ -479,7 +479,8 @@ def _seed_public_key(path: str) -> str | None:
 
         seed = Path(path).read_bytes().strip().split()[0]
         return nkeys.from_seed(seed).public_key.decode()
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable or malformed seed file names no key [counted: COTAL_LOG]
+        swallowed("meshview.link.connect:_seed_public_key")
         return None
 
 
@@ -513,8 +514,8 @@ class ConnectionEvents:
                 r = cb(*a)
                 if asyncio.iscoroutine(r):
                     await r
-            except Exception:
-                pass  # a listener's failure must not break the client loop
+            except Exception:  # noqa: BLE001 - a listener's failure must not break the client loop [counted: COTAL_LOG]
+                swallowed("meshview.link.connect:ConnectionEvents._fire")  # a listener's failure must not break the client loop
 
     async def error(self, e: Exception) -> None:
         self.last_error = e
@@ -602,8 +603,8 @@ async def request_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
     finally:
         try:
             await sub.unsubscribe()
-        except Exception:  # noqa: BLE001 - already gone with max_msgs
-            pass
+        except Exception:  # noqa: BLE001 - already gone with max_msgs [counted: COTAL_LOG]
+            swallowed("meshview.link.connect:request_checked")
 
 
 def denial_mark(nc: NATS) -> int:
@@ -1096,5 +1097,5 @@ def _hint(target: ConnectTarget) -> str:
 async def _abandon(nc: NATS) -> None:
     try:
         await asyncio.wait_for(nc.close(), 1.0)
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001 - an abandoned connection's close is best effort [counted: COTAL_LOG]
+        swallowed("meshview.link.connect:_abandon")

@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable
 
 from nats.aio.client import Client as NATS
 
+from meshview.errors import swallowed
 from meshview.observe.buckets import ManagerLeases, MembershipFold, RegistryFold
 from meshview.link.connect import events_of, is_transient, short_error
 from meshview.observe.history import History
@@ -201,8 +202,8 @@ class Observer:
             try:
                 info = await asyncio.wait_for(self.js.stream_info(st), WATERMARK_TIMEOUT_S)
                 self.watermark[st] = info.state.last_seq
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - no watermark: history is read without one [counted: COTAL_LOG]
+                swallowed("meshview.observe.observer:Observer.start.mark")
         await asyncio.gather(mark(chat_stream(self.space)), mark(dm_stream(self.space)))
         await self._subscribe_taps()
         self.model.set_connection("connected")
@@ -270,8 +271,8 @@ class Observer:
         for _ in range(2):  # a denial arrives before the PONG; a second round trip covers
             try:            # a PONG that answered an earlier PING (seen under JWT auth)
                 await self.nc.flush(timeout=5)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - a flush that fails leaves the taps to the next PONG [counted: COTAL_LOG]
+                swallowed("meshview.observe.observer:Observer._subscribe_taps")
         self._publish_tap()
 
     async def _sub(self, subj: str) -> None:
@@ -291,8 +292,8 @@ class Observer:
             undirect(sub)
         try:
             await sub.unsubscribe()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+            swallowed("meshview.observe.observer:Observer._unsub")
 
     def _publish_tap(self) -> None:
         live = [s for s in self._subs if s not in self._denied]
