@@ -37,7 +37,7 @@ from typing import Any, Awaitable, Callable
 
 from attach.session.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
 from attach.control.endpoint import EndpointClient
-from meshview.errors import swallowed
+from meshview.errors import swallowed, swallowing
 from meshview.tasks import TaskOwner
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
@@ -99,7 +99,7 @@ class SeatSessions:
             swallowed("cotal_tui.seats:SeatSessions.locate#2")
             return None, None
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.seats:SeatSessions.locate"):
                 await nc.close()
 
     def size_for(self, name: str) -> tuple[int, int]:
@@ -364,7 +364,7 @@ class PaneLink:
                 swallowed("cotal_tui.seats:PaneLink.close")
         self._end_skip()
         if self.session is not None:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.seats:PaneLink.close"):
                 await self.session.close()
         if self._task is not None:
             try:

@@ -9,6 +9,8 @@ errors); where two of them mean the same thing to a caller, they derive from one
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
+from typing import Iterator
 
 
 class MeshviewError(Exception):
@@ -37,3 +39,13 @@ def swallowed(site: str) -> None:
 def swallowed_counts() -> dict[str, int]:
     """Exceptions let go so far in this process, by site."""
     return dict(_swallowed)
+
+
+@contextmanager
+def swallowing(site: str) -> Iterator[None]:
+    """``contextlib.suppress(Exception)`` that counts what it lets go (:func:`swallowed`); the
+    ``with`` line says why its block is best effort."""
+    try:
+        yield
+    except Exception:  # noqa: BLE001 - the caller's best-effort block [counted: COTAL_LOG]
+        swallowed(site)

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from meshview.errors import swallowing
 from meshview.wire.endpoint import is_lifecycle_token
 from meshview.wire.names import bucket_names
 
@@ -147,7 +148,7 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
             epoch = _uint(rec.get("epoch"))
             observed = _uint(rec.get("observedSpecRevision"))
         out[iid] = Registration(iid, spec_rev, state, epoch, observed, status_rev)
-    with contextlib.suppress(Exception):  # the leases are a display hint only
+    with swallowing("attach.control.registry:read_registry"):  # the leases are a display hint only
         for iid in await read_leases(js, space):
             r = out.get(iid, Registration(iid))
             out[iid] = Registration(r.instance_id, r.spec_revision, r.state, r.epoch,

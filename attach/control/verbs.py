@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from attach.errors import AttachLayerError
-from meshview.errors import swallowed
+from meshview.errors import swallowed, swallowing
 from meshview.model.resolve import AmbiguousName, Candidate, matches, resolve
 from meshview.wire.sanitize import inline as clean
 from meshview.link.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
@@ -308,7 +308,7 @@ async def _connect(target: ConnectTarget) -> Any:
 
 
 async def _close(nc: Any) -> None:
-    with contextlib.suppress(Exception):
+    with swallowing("attach.control.verbs:_close"):
         await asyncio.wait_for(nc.close(), 2.0)
 
 
@@ -769,7 +769,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
 
     def say(line: str) -> None:
         if progress is not None:
-            with contextlib.suppress(Exception):
+            with swallowing("attach.control.verbs:spawn.say"):
                 progress(clean(line))  # the seat name in it is the manager's
 
     async def body(nc: Any) -> SpawnResult:
@@ -847,7 +847,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
                 lifecycle_uid=str(acc.get("uid") or ""), elapsed_s=loop.time() - t0, readiness_ms=ready_ms,
                 data=data if isinstance(data, dict) else {}, goal_id=goal_id)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("attach.control.verbs:spawn.body"):
                 await sub.unsubscribe()
 
     return await _run(_pin(target, on), body)
@@ -909,7 +909,7 @@ async def delchan(target: ConnectTarget, channel: str, *, read_only: str | None 
         space = space_token(target.space)
         purged = await _purge_stream(nc, chat_stream(space), chat_pattern(space, ch))
         had_entry = False
-        with contextlib.suppress(Exception):
+        with swallowing("attach.control.verbs:delchan.body"):
             kv = await nc.jetstream().key_value(bucket_names(space).channels)
             try:
                 await kv.get(ch)

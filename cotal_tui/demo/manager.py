@@ -55,7 +55,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from attach.control.endpoint import publish_closure
 from attach.session.host import PtySeat, ServingBridge
 from attach.session.rail import STALL_TIMEOUT_MS, open_rail
-from meshview.errors import swallowed
+from meshview.errors import swallowed, swallowing
 from meshview.wire.rail import WINDOW_DEFAULT, check_window
 from cotal_tui.demo.contract import VIOLATIONS, load_contract
 from cotal_tui.demo.runs import RUN_COMMANDS, RunHost
@@ -452,7 +452,7 @@ class DemoManager:
             await seat.pty.stop()
         for seat in self.seats.values():
             await self._offline(seat)
-        with contextlib.suppress(Exception):
+        with swallowing("cotal_tui.demo.manager:DemoManager.stop"):
             await self._exit_registry(deregister)
         try:
             await self._kv["manager"].delete(f"lease.{self.instance_id}")
@@ -629,7 +629,7 @@ class DemoManager:
             seat.joined_at = None  # retried on the next output
             return
         if seat.spec.prompt:  # the initial prompt, typed once the program is up
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.demo.manager:DemoManager._join"):
                 await seat.pty.write(seat.spec.prompt.encode("utf-8", "replace") + b"\r")
         goal = seat.goal
         if goal is not None and not goal.settled:
@@ -1252,7 +1252,7 @@ class DemoManager:
             except Exception:  # noqa: BLE001 - a closed session's record is best effort [counted: COTAL_LOG]
                 swallowed("cotal_tui.demo.manager:DemoManager._session_done.mark")
             if snc is not None:  # the session's serving connection dies with it
-                with contextlib.suppress(Exception):
+                with swallowing("cotal_tui.demo.manager:DemoManager._session_done.mark"):
                     await asyncio.wait_for(snc.drain(), 2.0)
 
         t = asyncio.get_running_loop().create_task(mark())

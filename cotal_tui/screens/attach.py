@@ -6,7 +6,6 @@ console opens this screen (roster ``a``/``p``, ``:attach <name>``) is the App's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from attach.terminal.detach import key_label
-from meshview.errors import swallowed
+from meshview.errors import swallowed, swallowing
 from meshview.wire import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
@@ -84,7 +83,7 @@ class AttachScreen(Screen[None]):
                     self.set_viewers(viewers_label(seen) if any(not v.you for v in seen) else "")
                 await asyncio.sleep(self.VIEWERS_S)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.screens.attach:AttachScreen._watch_viewers"):
                 await nc.close()
 
     def compose(self) -> ComposeResult:

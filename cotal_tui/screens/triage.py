@@ -15,7 +15,6 @@ run answer composer. Every tick reads the model; nothing here grows without boun
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import weakref
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from attach.control.managed import Binding as SeatBinding
 from cotal_tui.seats import PaneLink, SeatSessions
 from cotal_tui.screens.control import control_target, read_only_reason, refusal
 from cotal_tui.shell import ShellScreen
-from meshview.errors import swallowed
+from meshview.errors import swallowed, swallowing
 from meshview.model.runs_state import RunNeed
 from meshview.model.snapshot import NeedsYou, Snapshot
 from widgets.presentation import safe
@@ -181,7 +180,7 @@ class TriageScreen(ShellScreen):
                 self.viewers = seen
                 await asyncio.sleep(self.VIEWERS_S)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.screens.triage:TriageScreen._watch_viewers"):
                 await nc.close()
 
     def focus_on(self, peer_id: str) -> None:

@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from meshview.errors import swallowed, swallowed_counts
+import pytest
+
+from meshview.errors import swallowed, swallowed_counts, swallowing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +42,17 @@ def test_swallowed_is_counted_by_site():
     before = swallowed_counts().get("probe.here:g", 0)
     swallowed("probe.here:g")
     assert swallowed_counts()["probe.here:g"] == before + 1
+
+
+def test_swallowing_counts_what_it_suppresses_and_lets_a_cancel_through():
+    before = swallowed_counts().get("probe.with:h", 0)
+    with swallowing("probe.with:h"):
+        raise OSError("gone")
+    with swallowing("probe.with:h"):
+        pass  # nothing raised, nothing counted
+    assert swallowed_counts()["probe.with:h"] == before + 1
+    with pytest.raises(KeyboardInterrupt), swallowing("probe.with:h"):
+        raise KeyboardInterrupt  # not an Exception, as with contextlib.suppress(Exception)
 
 
 def test_the_counts_are_reported_at_exit_in_the_cotal_log_file(tmp_path):
