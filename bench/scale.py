@@ -261,7 +261,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
 
         import gc
 
-        def on_gc(phase, info, _t=[0.0]):
+        def on_gc(phase, info, _t=[0.0]):  # noqa: B006 - the shared default is the callback's own clock
             if phase == "start":
                 _t[0] = time.perf_counter()
             elif watching:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from meshview.errors import swallowed
 from meshview.link.home import cotal_home
 
 WHATS = frozenset({"send", "answer", "input", "spawn", "stop", "purge", "delchan", "deregister",
@@ -122,8 +123,8 @@ class ActionLog:
         for fn in list(LISTENERS):  # a recording's markers (cotal_tui/recording.py)
             try:
                 fn(what, row["target"])
-            except Exception:  # noqa: BLE001 - a listener never stops the action
-                pass
+            except Exception:  # noqa: BLE001 - a listener never stops the action [counted: COTAL_LOG]
+                swallowed("cotal_tui.actionlog:ActionLog.record")
         return aid
 
     def settle(self, action_id: str, outcome: str, *, message_id: str | None = None,

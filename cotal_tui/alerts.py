@@ -17,6 +17,7 @@ from cotal_tui.config import notify_settings
 from cotal_tui.operator import Operator
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell
+from meshview.errors import swallowed
 from meshview.lines.notify import Alert, Notifier
 
 POLL_S = 0.1
@@ -69,8 +70,8 @@ def _watch(session: ConsoleSession, n: Notifier) -> None:
                 seen = model.version
                 try:
                     n.on_model(model)
-                except Exception:  # noqa: BLE001 - a notification never breaks the console
-                    pass
+                except Exception:  # noqa: BLE001 - a notification never breaks the console [counted: COTAL_LOG]
+                    swallowed("cotal_tui.alerts:_watch.poll")
 
     try:
         task = asyncio.get_running_loop().create_task(poll(), name="notify:poll")

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from cotal_tui.errors import CotalError
 from meshview.link.home import cotal_home
 
 FILES = ("keymap.toml", "keymap.json")
 MODIFIERS = ("shift", "alt", "ctrl", "super", "hyper", "meta")  # as Textual names them
 
 
-class KeymapError(ValueError):
+class KeymapError(CotalError, ValueError):
     pass
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from cotal_tui.actionlog import action_log, send_target
+from cotal_tui.errors import CotalError
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectError, ConnectTarget, prepare
 
 if TYPE_CHECKING:
@@ -80,7 +82,8 @@ class Operator:
             try:
                 p = self.participant
                 holder = p.held_by(self.roster())
-            except Exception:  # noqa: BLE001 - the send itself will say what is wrong
+            except Exception:  # noqa: BLE001 - the send itself will say what is wrong [counted: COTAL_LOG]
+                swallowed("cotal_tui.operator:Operator.refusal")
                 return None
             if holder is not None:
                 from meshview.act.participant import taken_sentence
@@ -198,7 +201,7 @@ class Operator:
             await self._participant.close()
 
 
-class SendRefused(Exception):
+class SendRefused(CotalError):
     """One sentence for the status line."""
 
 

@@ -20,6 +20,7 @@ from cotal_tui.config import recordings_dir
 from cotal_tui.seats import PaneLink
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell
+from meshview.errors import swallowed
 from meshview.record.record import MAX_SIZE, Recorder, active_recorder
 
 
@@ -54,8 +55,8 @@ class SeatTap:
             return
         try:
             self._on(link, ev, data)
-        except Exception:  # noqa: BLE001 - recording never breaks a pane (the mirror stays live)
-            pass
+        except Exception:  # noqa: BLE001 - recording never breaks a pane (the mirror stays live) [counted: COTAL_LOG]
+            swallowed("cotal_tui.recording:SeatTap.__call__")
 
     def _on(self, link: PaneLink, ev: str, data: bytes) -> None:
         name = link.name
@@ -115,7 +116,8 @@ class SeatTap:
                     cols, rows = link.pane.remote_size
                     self.rec.seat(name, "note", cols=cols, rows=rows, text="resumes mid-stream")
                     self._owed.add(name)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - recording never breaks a pane (the mirror stays live) [counted: COTAL_LOG]
+                swallowed("cotal_tui.recording:SeatTap._segment")
                 self._forget(name)
 
     def _forget(self, name: str) -> None:
@@ -145,8 +147,8 @@ def tell_errors(rec: Recorder, app: App | None) -> None:
             try:
                 a.notify_line(msg, True, seconds=ERROR_SECONDS)  # held longer than a notice
                 return
-            except Exception:  # noqa: BLE001 - not mounted yet: try again shortly
-                pass
+            except Exception:  # noqa: BLE001 - not mounted yet: try again shortly [counted: COTAL_LOG]
+                swallowed("cotal_tui.recording:tell_errors.say")
         if tries < 120:
             try:
                 asyncio.get_running_loop().call_later(0.25, say, msg, tries + 1)

@@ -41,6 +41,8 @@ from typing import Any, Awaitable, Callable
 
 from attach.session.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
 from attach.control.endpoint import EndpointClient
+from meshview.errors import swallowed, swallowing
+from meshview.tasks import TaskOwner
 from meshview.wire.envelope import EndpointError
 from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 
@@ -50,6 +52,7 @@ from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
 DEFAULT_SIZE = (120, 32)
 CLOSE_WAIT_S = 3.0
 SKIP_STATUS = "[cotal: output outran the pane - skipping ahead]"
+_owned = TaskOwner("seats")  # repaint requests, held until answered; a failure is logged
 SKIP_QUIET_S = 1.0  # skipping, and nothing arrived this long: the window will not fill; repaint
 Connect = Callable[[], Awaitable[Any]]
 
@@ -89,16 +92,18 @@ class SeatSessions:
         """The seat's row and hosting instance (``None`` when it could not be looked up)."""
         try:
             nc = await self.connect()
-        except Exception:
+        except Exception:  # noqa: BLE001 - no broker: the seat is not located [counted: COTAL_LOG]
+            swallowed("cotal_tui.seats:SeatSessions.locate")
             return None, None
         try:
             # a user-auth mesh: the manager the view is pinned to, never a scatter
             loc = await locate(EndpointClient(nc, self.space), name, instance_id=user_pin(nc))
             return loc.row, loc.instance_id
-        except (EndpointError, AttachError, Exception):
+        except (EndpointError, AttachError, Exception):  # noqa: BLE001 - any refusal of the lookup: the seat is not located [counted: COTAL_LOG]
+            swallowed("cotal_tui.seats:SeatSessions.locate#2")
             return None, None
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.seats:SeatSessions.locate"):
                 await nc.close()
 
     def size_for(self, name: str) -> tuple[int, int]:
@@ -272,7 +277,7 @@ class PaneLink:
         """Ask for a fresh snapshot (a repeated ``ready``); it rebuilds the screen wherever it lands."""
         if self.session is not None:
             self.repaints += 1
-            asyncio.get_running_loop().create_task(self.session.repaint())
+            _owned.spawn(self.session.repaint(), "repaint")
 
     def _notice(self, n: Notice) -> None:
         if n.kind == "reconnecting":
@@ -365,16 +370,17 @@ class PaneLink:
         if self.fitted_from is not None or self._resizing.locked():
             try:
                 await asyncio.wait_for(self.unfit(), CLOSE_WAIT_S)
-            except (asyncio.TimeoutError, Exception):
-                pass
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a pane's close is bounded and best effort [counted: COTAL_LOG]
+                swallowed("cotal_tui.seats:PaneLink.close")
         self._end_skip()
         if self.session is not None:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.seats:PaneLink.close"):
                 await self.session.close()
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), CLOSE_WAIT_S)
-            except (asyncio.TimeoutError, Exception):
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a session that will not stop is cancelled [counted: COTAL_LOG]
+                swallowed("cotal_tui.seats:PaneLink.close#2")
                 self._task.cancel()
         if self._sender is not None:
             self._sender.cancel()

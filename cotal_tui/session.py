@@ -19,6 +19,7 @@ from attach.control.verbs import ps_poller
 from attach.control.managed import PsPoller
 from cotal_tui.operator import Operator
 from cotal_tui.seats import SeatSessions
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectTarget
 from meshview.model.mesh import MeshModel
 from meshview.observe.observer import Observer, ObserverOptions
@@ -122,7 +123,8 @@ class ConsoleObserver(Observer):
                 if isinstance(s, dict):
                     out.append((str(s.get("name") or s.get("id") or "?")[:64],
                                 str(s.get("description") or "")[:200]))  # bounded
-        except Exception:  # noqa: BLE001 - the observer already judged the record
+        except Exception:  # noqa: BLE001 - the observer already judged the record [counted: COTAL_LOG]
+            swallowed("cotal_tui.session:ConsoleObserver._on_presence")
             return
         if not out:  # most cards list none: nothing kept, so the cap holds those that do
             self.skills.pop(e.key, None)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from textual.theme import BUILTIN_THEMES, Theme
 
+from cotal_tui.errors import CotalError
 from widgets.presentation import COTAL_DARK_LOOK, COTAL_LIGHT_LOOK, look_variables
 
 DEFAULT_THEME = "cotal-dark"
@@ -58,7 +59,7 @@ def theme_names() -> list[str]:
     return [t.name for t in COTAL_THEMES] + sorted(BUILTIN_THEMES)
 
 
-class UnknownTheme(ValueError):
+class UnknownTheme(CotalError, ValueError):
     """A theme name the console does not have; the message is the sentence to show."""
 
     def __init__(self, name: str, source: str, where: str) -> None:

@@ -1,4 +1,8 @@
-"""Ending background tasks within a bound.
+"""Owning background tasks, and ending them within a bound.
+
+Every task the product starts is held by someone: a field its owner cancels, or a
+:class:`TaskOwner`, which keeps a fire-and-forget task alive until it ends and logs (logger
+``cotal.tasks``) and counts a failure, so no exception is lost with a dropped task.
 
 A task is cancelled, then awaited for at most ``timeout`` seconds: a library call that swallows
 its cancel (a JetStream fetch or KV watch racing the cancel can turn it into a timeout and loop)
@@ -10,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable
+from collections import Counter
+from typing import Any, Awaitable, Coroutine, Iterable
 
 log = logging.getLogger("cotal.tasks")
 
@@ -32,3 +37,52 @@ async def reap(tasks: Iterable[asyncio.Task | None], timeout: float = STOP_TIMEO
         if t.done() and not t.cancelled():
             t.exception()
     return sorted(t.get_name() for t in stuck)
+
+
+_failed: Counter[str] = Counter()
+
+
+def task_failures() -> dict[str, int]:
+    """Owned tasks that ended in an exception, by task name (``cotal version --debug`` prints it)."""
+    return dict(_failed)
+
+
+class TaskOwner:
+    """Holds fire-and-forget tasks until they end; a failure is logged and counted, never lost."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._live: set[asyncio.Task] = set()
+
+    def spawn(self, coro: Awaitable[Any], name: str | None = None) -> asyncio.Task:
+        """Start ``coro`` on the running loop, held here until it ends."""
+        if not asyncio.iscoroutine(coro):
+            coro = _wait_for(coro)
+        t = asyncio.get_running_loop().create_task(coro, name=f"{self.name}:{name or _coro_name(coro)}")
+        self._live.add(t)
+        t.add_done_callback(self._ended)
+        return t
+
+    def _ended(self, t: asyncio.Task) -> None:
+        self._live.discard(t)
+        if t.cancelled():
+            return
+        exc = t.exception()
+        if exc is not None:
+            _failed[t.get_name()] += 1
+            log.error("task %s failed", t.get_name(), exc_info=exc)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    async def close(self, timeout: float = STOP_TIMEOUT_S) -> list[str]:
+        """Cancel what is still running, bounded (see :func:`reap`)."""
+        return await reap(list(self._live), timeout)
+
+
+async def _wait_for(aw: Awaitable[Any]) -> Any:
+    return await aw
+
+
+def _coro_name(coro: Coroutine[Any, Any, Any]) -> str:
+    return getattr(coro, "__qualname__", None) or type(coro).__name__

@@ -45,7 +45,7 @@ import time
 from collections import deque
 from typing import Protocol
 
-from rich.color import Color
+from rich.color import Color, ColorParseError
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -127,7 +127,7 @@ def rich_color(c: str) -> Color | None:
         elif len(name) == 6:
             try:
                 out = Color.parse("#" + name)
-            except Exception:
+            except ColorParseError:
                 out = None
     _COLOR_CACHE[c] = out
     return out
@@ -818,7 +818,7 @@ class TerminalPane(Widget, can_focus=True):
             self._search_task.cancel()
 
         async def scan() -> None:  # a slice of lines at a time, the loop free between slices
-            while self.copy is cm and not cm.search_slice():
+            while self.copy is cm and not cm.search_slice():  # noqa: ASYNC110 - a yield between slices
                 await asyncio.sleep(0)
             self.refresh()
 

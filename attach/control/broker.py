@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from meshview.errors import swallowed
+
 MIN_VERSION = (2, 12, 0)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -38,6 +40,7 @@ def server_version(nc: Any) -> str | None:
     try:
         v = nc.connected_server_version
         text = f"{v.major}.{v.minor}.{v.patch}"
-    except Exception:  # noqa: BLE001 - no version known (or unparseable): not refused
+    except Exception:  # noqa: BLE001 - no version known (or unparseable): not refused [counted: COTAL_LOG]
+        swallowed("attach.control.broker:server_version")
         return None
     return None if text == "0.0.0" else text

@@ -24,6 +24,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from meshview.errors import swallowed
 from meshview.link.auth import Credential
 from meshview.link.connect import (
     SubjectDenied,
@@ -190,7 +191,7 @@ async def fetch_artifact(nc: NATS, space: str, ref: str) -> Any:
     """Direct-get one artifact by digest and verify its canonical bytes hash to ``ref``."""
     try:
         msg = await nc.jsm().get_last_msg(epc_stream(space), epc_subject(space, ref), direct=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failed read is said as not-found, with its text
         raise EndpointError("not-found", f"contract artifact {ref} is not in {epc_stream(space)}: {e}") from None
     try:
         value = json.loads((msg.data or b"").decode("utf-8"))  # no body: not JSON either
@@ -520,5 +521,5 @@ class EndpointClient:
 async def _unsubscribe(sub: Subscription) -> None:
     try:
         await sub.unsubscribe()
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+        swallowed("attach.control.endpoint:_unsubscribe")

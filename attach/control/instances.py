@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectTarget
 from meshview.wire.endpoint import MANAGER
 from meshview.wire.envelope import EndpointError
@@ -101,7 +102,8 @@ async def probe_instance(nc: Any, space: str, instance_id: str, *, describe_ms: 
 async def _delete_pinned(kv: Any, key: str, revision: int) -> bool:
     try:
         await kv.delete(key, last=revision)
-    except Exception:  # noqa: BLE001 - a wrong-last-sequence refusal: the key moved
+    except Exception:  # noqa: BLE001 - a wrong-last-sequence refusal: the key moved [counted: COTAL_LOG]
+        swallowed("attach.control.instances:_delete_pinned")
         return False
     return True
 

@@ -12,11 +12,14 @@ is frozen as ``(instanceId, registrationRevision, epoch)``. The liveness lease i
 
 from __future__ import annotations
 
+from attach.errors import AttachLayerError
+
 import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from meshview.errors import swallowing
 from meshview.wire.endpoint import is_lifecycle_token
 from meshview.wire.names import bucket_names
 
@@ -25,7 +28,7 @@ ESCALATED = "escalated"
 READY = "ready"
 
 
-class RegistryUnreadable(Exception):
+class RegistryUnreadable(AttachLayerError):
     """The records bucket could not be read: ``absent`` when it does not exist or this
     credential may not read it, otherwise a read that failed (a slow or refusing server)."""
 
@@ -151,7 +154,7 @@ async def read_registry(nc: Any, space: str) -> dict[str, Registration]:
             epoch = _uint(rec.get("epoch"))
             observed = _uint(rec.get("observedSpecRevision"))
         out[iid] = Registration(iid, spec_rev, state, epoch, observed, status_rev)
-    with contextlib.suppress(Exception):  # the leases are a display hint only
+    with swallowing("attach.control.registry:read_registry"):  # the leases are a display hint only
         for iid in await read_leases(js, space):
             r = out.get(iid, Registration(iid))
             out[iid] = Registration(r.instance_id, r.spec_revision, r.state, r.epoch,

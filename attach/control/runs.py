@@ -15,11 +15,12 @@ name, before anything is sent when it has none.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from attach.errors import AttachLayerError
+from meshview.errors import swallowing
 from meshview.link.connect import ConnectError, ConnectTarget
 from meshview.link.connect import connect as mesh_connect
 from meshview.wire.endpoint import AuthzTarget, SubjectError, new_nonce, request_subject
@@ -34,7 +35,7 @@ READ_DEADLINE_MS = 10_000
 LAUNCH_DEADLINE_MS = 30_000  # a start or resume answers once the drive activated (runs.md §8.7)
 
 
-class RunsError(Exception):
+class RunsError(AttachLayerError):
     """A run call that did not happen: the manager's refusal (its code, sentence and details) or
     why it never reached one."""
 
@@ -75,7 +76,7 @@ async def _with(target: ConnectTarget, body: Callable[[EndpointClient], Any]) ->
     except (RunShapeError, SubjectError) as e:
         raise RunsError("contract-invalid" if isinstance(e, RunShapeError) else "bad-request", str(e)) from None
     finally:
-        with contextlib.suppress(Exception):
+        with swallowing("attach.control.runs:_with"):
             await asyncio.wait_for(nc.close(), 2.0)
 
 
@@ -143,7 +144,7 @@ async def _call_in_mode(ep: EndpointClient, command: str, args: Any, *, on: str 
             raise RunsError("deadline-exceeded", f"no {command} reply from {ep.endpoint} within {deadline_ms} ms; "
                             "its outcome is unknown, so it is not sent again") from None
     finally:
-        with contextlib.suppress(Exception):
+        with swallowing("attach.control.runs:_call_in_mode"):
             await sub.unsubscribe()
 
 

@@ -15,12 +15,13 @@ run inputs, so a recording holds it and a replay shows it. No Textual or Rich he
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol
 
+from attach.errors import AttachLayerError
+from meshview.errors import swallowing
 from meshview.model.runs_state import JournalRow, Pause, RunView, clip, pause_kind
 from meshview.wire.runs import RUNNING, RunRow, RunStatus, Step
 
@@ -60,7 +61,7 @@ class RunsInput(Protocol):
     def set_runs_unavailable(self, reason: str | None) -> None: ...
 
 
-class RunsUnavailable(Exception):
+class RunsUnavailable(AttachLayerError):
     """This console has no way to list runs here (open mesh, no control path): one sentence."""
 
 
@@ -81,7 +82,7 @@ class TargetRunsClient:
         try:
             return await registered_instances(nc, self.space)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("attach.control.runs_poll:TargetRunsClient.instances"):
                 await asyncio.wait_for(nc.close(), 2.0)
 
     async def ps(self, instance_id: str) -> list[RunRow]:

@@ -22,6 +22,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from meshview.errors import swallowed
 from meshview.wire.endpoint import new_nonce, request_subject
 from meshview.wire.envelope import EndpointError, build_request
 
@@ -107,7 +108,8 @@ async def scatter(ep: EndpointClient, command: str, args: Any, frozen: dict[str,
         if silent and reconcile is not None:
             try:
                 now = await reconcile()
-            except Exception:  # noqa: BLE001 - a failed re-read leaves the slots missing
+            except Exception:  # noqa: BLE001 - a failed re-read leaves the slots missing [counted: COTAL_LOG]
+                swallowed("attach.control.scatter:scatter")
                 now = dict(frozen)
             for iid in silent:
                 cur = now.get(iid)
@@ -117,6 +119,6 @@ async def scatter(ep: EndpointClient, command: str, args: Any, frozen: dict[str,
     finally:
         try:
             await sub.unsubscribe()
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+            swallowed("attach.control.scatter:scatter#2")
     return got

@@ -47,6 +47,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from attach.errors import AttachLayerError
+from meshview.errors import swallowed, swallowing
 from meshview.model.resolve import AmbiguousName, Candidate, matches, resolve
 from meshview.wire.sanitize import inline as clean
 from meshview.link.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
@@ -86,7 +88,7 @@ MESSAGE_MAX = 600  # a refusal sentence is cut past this (a manager's message is
 
 
 
-class ControlError(Exception):
+class ControlError(AttachLayerError):
     """A control action that did not happen (or whose outcome is unknown); ``message`` is one
     sentence for a status line or stderr, ``code`` the §13.3 code (or ``read-only``)."""
 
@@ -306,7 +308,7 @@ async def _connect(target: ConnectTarget) -> Any:
 
 
 async def _close(nc: Any) -> None:
-    with contextlib.suppress(Exception):
+    with swallowing("attach.control.verbs:_close"):
         await asyncio.wait_for(nc.close(), 2.0)
 
 
@@ -357,7 +359,8 @@ async def probe(nc: Any, space: str, instance_id: str, timeout: float = PROBE_S)
         return "gone"
     except (asyncio.TimeoutError, TimeoutError):
         return "unknown"
-    except Exception:
+    except Exception:  # noqa: BLE001 - any refusal of the probe is the answer [counted: COTAL_LOG]
+        swallowed("attach.control.verbs:probe")
         return "probe-refused"
     return "unknown"
 
@@ -766,7 +769,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
 
     def say(line: str) -> None:
         if progress is not None:
-            with contextlib.suppress(Exception):
+            with swallowing("attach.control.verbs:spawn.say"):
                 progress(clean(line))  # the seat name in it is the manager's
 
     async def body(nc: Any) -> SpawnResult:
@@ -844,7 +847,7 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
                 lifecycle_uid=str(acc.get("uid") or ""), elapsed_s=loop.time() - t0, readiness_ms=ready_ms,
                 data=data if isinstance(data, dict) else {}, goal_id=goal_id)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("attach.control.verbs:spawn.body"):
                 await sub.unsubscribe()
 
     return await _run(_pin(target, on), body)
@@ -906,12 +909,13 @@ async def delchan(target: ConnectTarget, channel: str, *, read_only: str | None 
         space = space_token(target.space)
         purged = await _purge_stream(nc, chat_stream(space), chat_pattern(space, ch))
         had_entry = False
-        with contextlib.suppress(Exception):
+        with swallowing("attach.control.verbs:delchan.body"):
             kv = await nc.jetstream().key_value(bucket_names(space).channels)
             try:
                 await kv.get(ch)
                 had_entry = True
-            except Exception:
+            except Exception:  # noqa: BLE001 - an unreadable entry is no entry [counted: COTAL_LOG]
+                swallowed("attach.control.verbs:delchan.body")
                 had_entry = False
             if had_entry:
                 await kv.delete(ch)

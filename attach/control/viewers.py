@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from attach.control.registry import kv_keys
+from meshview.errors import swallowed
 
 LIVE_STATES = frozenset({"issuing", "active"})
 MAX_ROWS = 4096  # ledger rows looked at per read (maxSessions is 64; a flood stops here)
@@ -104,7 +105,8 @@ async def read_viewers(nc: Any, space: str, seat: str, **kw: Any) -> list[Viewer
         js = nc.jetstream()
         kv = await js.key_value(sessions_bucket(space))
         keys = await kv_keys(js, sessions_bucket(space), "session.")  # never a racy kv.keys()
-    except Exception:  # noqa: BLE001 - no bucket (no manager ever attached) or no read: nobody
+    except Exception:  # noqa: BLE001 - no bucket (no manager ever attached) or no read: nobody [counted: COTAL_LOG]
+        swallowed("attach.control.viewers:read_viewers")
         return []
     rows: list[tuple[str, Any]] = []
     for key in keys[:MAX_ROWS]:
@@ -113,6 +115,7 @@ async def read_viewers(nc: Any, space: str, seat: str, **kw: Any) -> list[Viewer
         try:
             entry = await kv.get(key)
             rows.append((key, json.loads(entry.value or b"null")))
-        except Exception:  # noqa: BLE001 - deleted between keys() and get(), or not JSON
+        except Exception:  # noqa: BLE001 - deleted between keys() and get(), or not JSON [counted: COTAL_LOG]
+            swallowed("attach.control.viewers:read_viewers#2")
             continue
     return viewers_of(rows, seat, **kw)

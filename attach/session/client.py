@@ -34,13 +34,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from attach.errors import AttachLayerError
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectError, caller_of
 from meshview.model.resolve import AmbiguousName, Candidate, resolve
 from meshview.wire.sanitize import inline
 from meshview.wire import frames as tf
 from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token, is_lifecycle_token
 from meshview.wire.envelope import EndpointError, refused_before_effect
-from meshview.wire.names import bucket_names, space_token
+from meshview.wire.names import space_token
+from meshview.tasks import TaskOwner
 
 from attach.control.broker import server_version, too_old
 from attach.control.endpoint import EndpointClient, Reply
@@ -62,9 +65,10 @@ KEYS_CREDIT_WAIT_S = 2.0
 # nothing means it is gone (a crash, a partition, a rail it tore down). Output is not needed.
 LIVENESS_S = 10.0
 HAND_BACK_S = 2.0  # per step (connect, flush) of handing an abandoned session back
+_owned = TaskOwner("attach")  # a link's connection watch, held until the link ends
 
 
-class AttachError(Exception):
+class AttachError(AttachLayerError):
     """An attach that could not be made; ``code`` is the §13.3 code that decides what to do.
 
     ``message`` is for a terminal: a manager's words in it are neutralised (a manager is an
@@ -406,8 +410,8 @@ class AttachSession:
                 await link.rail.close()
                 try:
                     await link.nc.flush(timeout=2)
-                except Exception:
-                    pass
+                except Exception:  # noqa: BLE001 - a detach's last flush is best effort [counted: COTAL_LOG]
+                    swallowed("attach.session.client:AttachSession.close")
             link.finish("detached")
 
     # ---- internals --------------------------------------------------------------------------
@@ -455,7 +459,7 @@ class AttachSession:
         if self._connect is not None:
             try:
                 nc = await self._connect()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any failure to connect is said as AttachError
                 raise AttachError("unreachable", f"cannot reach the broker: {e}") from None
             old = too_old(server_version(nc))
             if old is not None:
@@ -475,7 +479,7 @@ class AttachSession:
         try:
             # static auth: the rails ride their own connection on the session's own credential
             rails_nc, fresh = await _session_connection(nc, grant)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure here is said as AttachError
             if owns:
                 await _close_nc(nc)
             code = "permission-denied" if isinstance(e, ConnectError) else "unreachable"
@@ -500,7 +504,7 @@ class AttachSession:
                 on_close=lambda: link.finish("peer-closed"),
                 on_fault=lambda reason, detail: link.finish(reason),
             )
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any failure here is said as AttachError
             await _hand_back(nc, grant)
             if owns:
                 await _close_nc(nc)
@@ -520,7 +524,7 @@ class AttachSession:
                     return
                 await asyncio.sleep(0.2)
 
-        asyncio.get_running_loop().create_task(watch())
+        _owned.spawn(watch(), "watch-connection")  # ends with the link
 
     async def _call_attach(self, nc: NATS) -> tuple[dict, Reply]:
         bound = caller_of(nc)
@@ -605,8 +609,8 @@ class AttachSession:
             try:
                 await link.nc.flush(timeout=HAND_BACK_S)  # type: ignore[arg-type]  # nats-py says int; wait_for takes a float
                 return True
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - this link cannot hand back; a fresh connection tries [counted: COTAL_LOG]
+                swallowed("attach.session.client:AttachSession._hand_back_link")
         factory = self._connect
         if factory is None:
             return False
@@ -615,7 +619,8 @@ class AttachSession:
                 return _connect_like(link.nc)
         try:
             nc = await asyncio.wait_for(factory(), HAND_BACK_S)
-        except Exception:
+        except Exception:  # noqa: BLE001 - no connection for the hand-back: the grant's TTL ends it [counted: COTAL_LOG]
+            swallowed("attach.session.client:AttachSession._hand_back_link#2")
             return False
         if nc is None:
             return False
@@ -679,7 +684,8 @@ async def _hand_back(nc: NATS, grant: dict) -> bool:
         await nc.publish(grant["subjects"]["in"], json.dumps({"t": "close"}).encode())
         await nc.flush(timeout=HAND_BACK_S)  # type: ignore[arg-type]  # nats-py says int; wait_for takes a float
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - a failed hand-back is said by its False [counted: COTAL_LOG]
+        swallowed("attach.session.client:_hand_back")
         return False
 
 
@@ -690,5 +696,5 @@ def _usable(nc: NATS) -> bool:
 async def _close_nc(nc: NATS) -> None:
     try:
         await nc.close()
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001 - a closing connection's close is best effort [counted: COTAL_LOG]
+        swallowed("attach.session.client:_close_nc")

@@ -31,6 +31,7 @@ import termios
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Literal
 
+from meshview.tasks import TaskOwner
 from meshview.wire import frames as tf
 
 from attach.terminal.mirror_proc import MirrorProc
@@ -202,11 +203,11 @@ class PtySeat:
             except OSError:
                 pass
             self.master = None
-        loop.create_task(self._reap())
+        _owned.spawn(self._reap(), "reap-child")
 
     async def _reap(self) -> None:
         assert self.proc is not None
-        while self.proc.poll() is None:
+        while self.proc.poll() is None:  # noqa: ASYNC110 - a Popen's exit has nothing to await
             await asyncio.sleep(0.02)
         self.returncode = self.proc.returncode
         await self._retire_mirror()
@@ -287,6 +288,9 @@ class PtySeat:
             if self.master is not None:
                 self._on_eof()
             await self.exited.wait()
+
+
+_owned = TaskOwner("pty-host")  # a child's reaper runs to its exit; a failure is logged
 
 
 def _default_env() -> dict[str, str]:

@@ -36,6 +36,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from attach.errors import AttachLayerError
+from meshview.errors import swallowed
+from meshview.tasks import TaskOwner
 from meshview.wire.rail import MAX_SEQ, WINDOW_DEFAULT, FrameError, check_window, encode_frame, parse_frame
 
 if TYPE_CHECKING:
@@ -47,10 +50,11 @@ IDLE_CREDIT_MS = 1000
 STALL_TIMEOUT_MS = 30_000
 PEER_SILENT = "peer-silent"  # a local fault name: nothing heard from the peer within the bound
 log = logging.getLogger(__name__)
+_owned = TaskOwner("rail")  # an async teardown hook runs on after the rail; a failure is logged
 CLOSE_DRAIN_S = 2.0
 
 
-class RailError(Exception):
+class RailError(AttachLayerError):
     """A refused send. ``code`` is an §13.3 catalog code."""
 
     def __init__(self, code: str, message: str):
@@ -153,9 +157,9 @@ class Rail:
             try:
                 r = fn()
                 if inspect.isawaitable(r):
-                    asyncio.ensure_future(r)
-            except Exception:
-                pass
+                    _owned.spawn(r, "teardown-hook")
+            except Exception:  # noqa: BLE001 - a teardown hook never stops the teardown [counted: COTAL_LOG]
+                swallowed("attach.session.rail:Rail._teardown")
 
     async def _call(self, fn: Callable | None, *args: Any) -> None:
         if fn is None:
@@ -171,7 +175,8 @@ class Rail:
         self.close_sent = True
         try:
             await self._publish(self.egress, encode_frame({"t": "close"}))
-        except Exception:
+        except Exception:  # noqa: BLE001 - never left: a hand-back must retry on another link [counted: COTAL_LOG]
+            swallowed("attach.session.rail:Rail._send_close")
             self.close_sent = False  # never left: a hand-back must retry on another link
 
     async def _protocol_error(self, reason: str, detail: Any = None) -> None:
@@ -247,7 +252,7 @@ class Rail:
             seq, data = self._queue[0]
             try:
                 await self._call(self._on_data, data, seq)
-            except Exception as e:  # the application refused the frame
+            except Exception as e:  # noqa: BLE001 - reported as the rail's protocol error
                 if self.alive:
                     await self._protocol_error("handler", f"{type(e).__name__}: {e}")
                 return
@@ -279,7 +284,7 @@ class Rail:
         self._ack_sent = max(self._ack_sent, ack)
         try:
             await self._publish(self.egress, encode_frame({"t": "credit", "ack": ack}))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported as the rail's protocol error
             await self._protocol_error("publish", str(e))
 
     def release(self, through: int, *, now: bool = False) -> None:
@@ -403,7 +408,7 @@ class Rail:
         self._last_sent = self._clock()
         try:
             await self._publish(self.egress, raw)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported, then said as RailError
             await self._protocol_error("publish", str(e))
             raise RailError("failed-precondition", f"session rail publish failed: {e}") from None
         if self.seq - self.acked_through >= self.window and self._window_full_since is None:
@@ -448,8 +453,8 @@ async def open_rail(nc: NATS, *, egress: str, ingress: str, **kw: Any) -> Rail:
     async def unsub() -> None:
         try:
             await sub.unsubscribe()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+            swallowed("attach.session.rail:open_rail.unsub")
 
     rail.on_teardown(unsub)
     await nc.flush()

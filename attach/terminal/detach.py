@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from attach.errors import AttachLayerError
+
 DEFAULT_DETACH = 0x1D  # Ctrl-]
 _DETACH_RE = re.compile(r"^(?:ctrl-|\^)([a-z@\[\\\]\^_])$", re.IGNORECASE)
 
@@ -21,7 +23,7 @@ LEAVE_ALT = b"\x1b[?1049l"
 _ALT_RE = re.compile(rb"\x1b\[\?(1049|1047|47)([hl])")
 
 
-class DetachKeyError(ValueError):
+class DetachKeyError(AttachLayerError, ValueError):
     pass
 
 

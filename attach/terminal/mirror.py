@@ -371,7 +371,7 @@ class _Stream(pyte.Stream):
                     j = m.end()
                     try:
                         draw(data[i:j])
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - a malformed sequence is counted in screen.errors
                         screen.errors += 1
                     i = j
                     continue
@@ -381,7 +381,7 @@ class _Stream(pyte.Stream):
                     i += 1
                     try:
                         fn()
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - a malformed sequence is counted in screen.errors
                         screen.errors += 1
                     continue
                 if c == "\x1b" and i + 1 < n:
@@ -400,14 +400,14 @@ class _Stream(pyte.Stream):
                                     fn(*params, private=True)
                                 else:
                                     fn(*params)
-                            except Exception:
+                            except Exception:  # noqa: BLE001 - a malformed sequence is counted in screen.errors
                                 screen.errors += 1
                             continue
                     elif c2 in escape_fn:
                         i += 2
                         try:
                             escape_fn[c2]()
-                        except Exception:
+                        except Exception:  # noqa: BLE001 - a malformed sequence is counted in screen.errors
                             screen.errors += 1
                         continue
                     elif (c2 == "(" or c2 == ")") and i + 2 < n:
@@ -415,14 +415,14 @@ class _Stream(pyte.Stream):
                         i += 3
                         try:
                             screen.define_charset(code, mode=c2)
-                        except Exception:
+                        except Exception:  # noqa: BLE001 - a malformed sequence is counted in screen.errors
                             screen.errors += 1
                         continue
                 plain = False  # the state machine takes this character
             else:
                 try:
                     plain = send(data[i])
-                except Exception:
+                except Exception:  # noqa: BLE001 - a malformed sequence is counted in screen.errors
                     screen.errors += 1
                     self._initialize_parser()
                     send = self._parser.send
@@ -664,7 +664,6 @@ class Mirror:
             self._stream.feed(text)
 
     def _fix(self, m: re.Match) -> str:
-        s = m.group(0)
         if m.group(2) is not None:
             return _rewrite_sgr(m.group(2))
         if m.group(1) is not None:  # a string left unterminated at the end of this chunk

@@ -55,7 +55,7 @@ def _pdeathsig() -> None:  # runs in the worker between fork and exec
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
+    except (ImportError, OSError, AttributeError):  # no ctypes, no libc, no prctl: not Linux
         pass
 
 

@@ -17,6 +17,7 @@ import os
 import sys
 
 from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file, steady_malloc
+from meshview.errors import swallowed
 
 # subcommand -> module exposing add_arguments(parser) and run(args) -> int ("module:verb": the
 # module's <verb>_arguments and run_<verb>, for verbs that share one module)
@@ -132,16 +133,31 @@ DEBUG_HINT = "run it again with COTAL_DEBUG=1 for the traceback"
 def failure_sentence(e: BaseException) -> str:
     """The one sentence for a failure a command did not handle itself: a known transport
     failure (a socket error, a timeout, a nats error) in words, from :func:`meshview.link.connect.
-    explain_error`; anything else is a bug, said as one, with the way to see its traceback.
+    explain_error`; an error of one of the layers' roots (``cotal_tui.errors.LAYER_ROOTS``) by its
+    own text, the first line of it; anything else is a bug, said as one, with the way to see its traceback.
     Never the exception's class name, an errno or a repr (a bug's own text may be all three,
     so it is not shown: the traceback has it)."""
     try:
         from meshview.link.connect import explain_error
 
         said = explain_error(e)
-    except Exception:  # noqa: BLE001 - the translation itself must never be the next traceback
+    except Exception:  # noqa: BLE001 - the translation itself must never be the next traceback [counted: COTAL_LOG]
+        swallowed("cotal_tui.cli:failure_sentence")
         said = None
     if said:
         return f"{said}; nothing more was done (if this persists, {DEBUG_HINT})."
+    told = _own_sentence(e)
+    if told:
+        return f"{told}."
     return f"it stopped on an internal error (a bug in cotal, not your input); {DEBUG_HINT} and report it."
+
+
+def _own_sentence(e: BaseException) -> str | None:
+    """A layer's own error already says what happened in words: its first line, unstopped."""
+    from cotal_tui.errors import LAYER_ROOTS
+
+    if not isinstance(e, LAYER_ROOTS):
+        return None
+    lines = str(e).strip().splitlines()
+    return lines[0].strip().rstrip(".") if lines else None
 

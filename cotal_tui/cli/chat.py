@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from meshview.act.send import Send
+from meshview.errors import swallowed
 from meshview.wire.outbound import is_mention_name
 from meshview.wire.subjects import is_channel_name
 
@@ -350,8 +351,8 @@ class Chat:
                 worker.cancel()
                 try:
                     await worker
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                    pass
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the worker was cancelled; its end is not news [counted: COTAL_LOG]
+                    swallowed("cotal_tui.cli.chat:Chat._session")
         return 0
 
     async def _leave(self, nc: Any) -> None:
@@ -359,8 +360,8 @@ class Chat:
         for step in (self.part.close, self.obs.stop, nc.close):
             try:
                 await asyncio.wait_for(step(), 3.0)
-            except (Exception, asyncio.CancelledError):  # noqa: BLE001
-                pass
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - each leaving step is bounded and best effort [counted: COTAL_LOG]
+                swallowed("cotal_tui.cli.chat:Chat._leave")
 
     # ---------------------------------------------------------------- the stream
 
@@ -436,8 +437,8 @@ class Chat:
                     app.exit(exception=EOFError)
                 try:
                     await prompt
-                except (EOFError, Exception):  # noqa: BLE001
-                    pass
+                except (EOFError, Exception):  # noqa: BLE001 - the prompt ends however it ends [counted: COTAL_LOG]
+                    swallowed("cotal_tui.cli.chat:Chat._prompt_loop")
                 return
             try:
                 line = prompt.result()

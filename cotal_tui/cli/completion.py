@@ -30,6 +30,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from meshview.errors import swallowed
+
 SHELLS = ("bash", "zsh", "fish")
 KINDS = ("agents", "personas", "spaces")
 QUERY_BUDGET_S = 1.2  # the query's whole run after its start (the interpreter's start comes first)
@@ -483,8 +485,8 @@ async def _spaces(target) -> list[tuple[str, str]]:
     finally:
         try:
             await nc.close()
-        except Exception:  # noqa: BLE001 - a completion never reports
-            pass
+        except Exception:  # noqa: BLE001 - a completion never reports [counted: COTAL_LOG]
+            swallowed("cotal_tui.cli.completion:_spaces")
 
 
 def _lines(pairs: list[tuple[str, str]]) -> str:

@@ -20,6 +20,8 @@ from typing import Callable
 from attach.session.client import AttachSession, Notice, drop_text, end_text
 from attach.terminal.detach import DEFAULT_DETACH, LEAVE_ALT, RESTORE, AltTracker, banner_text, detach_forms, detached_text
 from attach.terminal.termfilter import TermFilter
+from meshview.errors import swallowed
+from meshview.tasks import TaskOwner
 
 
 class RawTerminal:
@@ -124,6 +126,7 @@ async def run_passthrough(
 
     stop_signals = (signal.SIGTERM, signal.SIGHUP)
     stdin_done = asyncio.Event()
+    owned = TaskOwner("passthrough")  # keys, resizes and the close, each held until sent
 
     def on_stdin() -> None:
         try:
@@ -137,13 +140,13 @@ async def run_passthrough(
             stdin_done.set()
             return
         if is_tty and data in forms:
-            loop.create_task(session.close())
+            owned.spawn(session.close(), "close")
             return
         if not is_tty:
             pending_pipe.append(data)  # piped stdin is buffered and delivered
-            loop.create_task(flush_pipe())
+            owned.spawn(flush_pipe(), "flush-pipe")
             return
-        loop.create_task(session.send_keys(data))  # dropped while no session is open
+        owned.spawn(session.send_keys(data), "keys")  # dropped while no session is open
 
     async def flush_pipe() -> None:
         while pending_pipe and session.is_open:
@@ -158,13 +161,13 @@ async def run_passthrough(
         except OSError:
             return
         if sz.columns > 0 and sz.lines > 0:
-            loop.create_task(session.resize(sz.columns, sz.lines))
+            owned.spawn(session.resize(sz.columns, sz.lines), "resize")
 
     try:
         if is_tty:
             term.enter()
         for sig in stop_signals:
-            loop.add_signal_handler(sig, lambda: loop.create_task(session.close()))
+            loop.add_signal_handler(sig, lambda: owned.spawn(session.close(), "close"))
         loop.add_signal_handler(signal.SIGWINCH, on_winch)
         try:
             loop.add_reader(in_fd, on_stdin)
@@ -192,13 +195,13 @@ async def run_passthrough(
     finally:
         try:
             loop.remove_reader(in_fd)
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - the terminal is restored whatever the loop's state [counted: COTAL_LOG]
+            swallowed("cotal_tui.cli.passthrough:run_passthrough")
         for sig in (*stop_signals, signal.SIGWINCH):
             try:
                 loop.remove_signal_handler(sig)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - the terminal is restored whatever the loop's state [counted: COTAL_LOG]
+                swallowed("cotal_tui.cli.passthrough:run_passthrough#2")
         term.restore()
     say(detached_text(name) if reason == "detached" else end_text(reason, name), own_line=True)
     code = 0 if reason in ("detached", "process-exit", "target-despawn", "not-found") else 1

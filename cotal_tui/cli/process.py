@@ -1,11 +1,13 @@
 """What the ``cotal`` process sets up before a command runs: the aiohttp deferral for nats-py,
-library logs kept off the terminal, the ``COTAL_LOG`` log file, and glibc's mmap threshold.
+library logs kept off the terminal, the ``COTAL_LOG`` log file (with, at exit, what kept
+``except Exception`` handlers let go and which owned tasks failed), and glibc's mmap threshold.
 
 Done here, by the entry point, never by importing a package: ``import meshview`` changes
 nothing in the interpreter that imports it."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -77,7 +79,22 @@ def start_log_file(command: str) -> Path | None:
     for name in LIBRARY_LOGGERS:  # kept off the terminal, not out of the file
         logging.getLogger(name).addHandler(handler)
     _log_file = path
+    atexit.register(report_counts)  # after logging's own atexit: runs first, the file still open
     return path
+
+
+def report_counts() -> None:
+    """Into the log file, at exit: every exception a kept ``except Exception`` let go and every
+    owned task that failed, by site (``meshview.errors.swallowed``, ``meshview.tasks``)."""
+    from meshview.errors import swallowed_counts
+    from meshview.tasks import task_failures
+
+    log = logging.getLogger("cotal.errors")
+    for what, counts in (("swallowed", swallowed_counts()), ("task failed", task_failures())):
+        if not counts:
+            log.info("%s: none", what)
+        for site, n in sorted(counts.items()):
+            log.warning("%s: %d at %s", what, n, site)
 
 
 # glibc raises its mmap threshold each time a large block is freed, so after the first ~1 MiB

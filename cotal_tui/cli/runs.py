@@ -22,6 +22,8 @@ import json
 import sys
 from typing import Any
 
+from cotal_tui.errors import CotalError
+
 VERBS = ("ps", "journal", "answer", "start", "resume")
 HELD_HINT = ("the run is held: one step is settled `refused`, and a resume on a host that can perform it "
              "continues exactly there")
@@ -44,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_connection_arguments(p)
 
 
-class _Usage(Exception):
+class _Usage(CotalError):
     pass
 
 

@@ -36,7 +36,9 @@ import asyncio
 import dataclasses
 import sys
 
+from cotal_tui.errors import CotalError
 from meshview.act.send import Send, SendKind
+from meshview.errors import swallowed
 from meshview.wire.subjects import is_concrete_channel
 
 DEFAULT_SEND_TIMEOUT = 30.0
@@ -62,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_connection_arguments(parser)
 
 
-class Usage(Exception):
+class Usage(CotalError):
     """Bad usage: exit 2 with this one sentence."""
 
 
@@ -176,8 +178,8 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
     finally:
         try:
             await part.close()
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception:  # noqa: BLE001 - the send is done; a slow close changes nothing [counted: COTAL_LOG]
+            swallowed("cotal_tui.cli.send:_send")
     action_log("send").record("send", send_target(p.kind, p.target), "acknowledged",
                               message_id=sent.message.id)
     if args.json:

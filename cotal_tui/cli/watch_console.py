@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.operator import read_only_from_args
 from cotal_tui.session import LiveSession, SessionOptions
+from meshview.errors import swallowed
 from meshview.link.connect import ConnectError, ConnectTarget, connect
 
 
@@ -155,12 +156,12 @@ async def _run(args: argparse.Namespace) -> int:
         for s in list(app.sessions) + ([app.session] if app.session is not None else []):
             try:
                 await asyncio.wait_for(s.stop(), 3.0)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - the console has ended; a stuck stop must not hold the exit [counted: COTAL_LOG]
+                swallowed("cotal_tui.cli.watch_console:_run")
         try:
             await asyncio.wait_for(nc.close(), 2.0)
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - a slow close must not hold the exit [counted: COTAL_LOG]
+            swallowed("cotal_tui.cli.watch_console:_run#2")
     return int(rc or 0)
 
 

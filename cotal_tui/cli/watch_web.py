@@ -36,6 +36,8 @@ import sys
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
+from cotal_tui.errors import CotalError
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 ARGV_ENV = "COTAL_WEB_ARGV"
@@ -49,7 +51,7 @@ _TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01
 _WILDCARD = {"0.0.0.0", "::", ""}
 
 
-class WebError(ValueError):
+class WebError(CotalError, ValueError):
     """A bad ``--web`` setting (one sentence)."""
 
 

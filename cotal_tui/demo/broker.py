@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 from pathlib import Path
 
+from cotal_tui.errors import CotalError
+from meshview.errors import swallowed
+
 MIN_VERSION = (2, 12, 0)
 _LIVE: "set[subprocess.Popen]" = set()
 
@@ -34,8 +37,8 @@ def _die_with_parent() -> None:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001 - no prctl here: the broker outlives a killed parent [counted: COTAL_LOG]
+        swallowed("cotal_tui.demo.broker:_die_with_parent")
 
 
 @atexit.register
@@ -48,7 +51,7 @@ def _reap_all() -> None:
                 pass
 
 
-class BrokerError(RuntimeError):
+class BrokerError(CotalError, RuntimeError):
     """A broker could not be found, started or accepted; the message is one clear sentence."""
 
 
@@ -236,7 +239,8 @@ class Broker:
         try:
             with urllib.request.urlopen(url, timeout=1.0) as r:
                 return json.loads(r.read()).get("status") == "ok"
-        except Exception:
+        except Exception:  # noqa: BLE001 - not answering is not healthy [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.broker:Broker._healthy")
             return False
 
     def log_tail(self, n: int = 5) -> str:

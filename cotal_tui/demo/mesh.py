@@ -148,7 +148,7 @@ class DemoMesh:
             await self.team.start()
             if self.manager:
                 self.mgr = await self._start_manager(nc)
-        except BaseException as e:  # surfaced to start()
+        except BaseException as e:  # noqa: BLE001 - surfaced to start()
             self._error = e
             self._ready.set()
             if nc is not None:

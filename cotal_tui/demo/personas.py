@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cotal_tui.errors import CotalError
 from meshview.wire.endpoint import is_seat_name
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -67,7 +68,7 @@ def measure_connectors() -> dict[str, ConnectorState]:
     return out
 
 
-class LaunchRefused(Exception):
+class LaunchRefused(CotalError):
     """A launch the connector cannot make, in one sentence."""
 
 
@@ -98,7 +99,7 @@ _FIELDS = ("name", "role", "description", "agent", "model", "variant", "subscrib
            "allowPublish", "launchOptions", "owner")
 
 
-class PersonaError(Exception):
+class PersonaError(CotalError):
     """A persona file that cannot be read or written, in one sentence."""
 
 

@@ -26,7 +26,6 @@ issuer's evidence (it is recorded as deny-all).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import secrets
@@ -42,6 +41,7 @@ from nats.js.errors import (
     NotFoundError,
 )
 
+from meshview.errors import swallowing
 from meshview.wire.endpoint import Caller
 from meshview.wire.envelope import EndpointError
 from meshview.wire.runs import (
@@ -181,14 +181,14 @@ async def ensure_run_stores(js, space: str, replicas: int = 1) -> None:
     try:
         await js.stream_info(name)
     except NotFoundError:
-        with contextlib.suppress(Exception):
+        with swallowing("cotal_tui.demo.runs:ensure_run_stores"):
             await js.add_stream(StreamConfig(name=name, subjects=[journal_filter(space)],
                                              retention=RetentionPolicy.LIMITS, storage=StorageType.FILE,
                                              allow_direct=False, num_replicas=replicas))
     try:
         await js.key_value(admission_bucket(space))
     except BucketNotFoundError:
-        with contextlib.suppress(Exception):
+        with swallowing("cotal_tui.demo.runs:ensure_run_stores#2"):
             await js.create_key_value(config=KeyValueConfig(bucket=admission_bucket(space), history=1,
                                                             replicas=replicas))
 
@@ -528,7 +528,7 @@ class RunHost:
                 if rv is not None:
                     r = _loads(rv.value) or {}
                     row["revoked"] = {"by": str(r.get("by", "")), "reason": str(r.get("reason", ""))}
-            except Exception as e:  # the marker could not be read: said, never guessed
+            except Exception as e:  # noqa: BLE001 - the marker could not be read: said, never guessed
                 row["revocationUnreadable"] = f"{type(e).__name__}"
             rows.append(row)
         return rows
@@ -634,7 +634,7 @@ class RunHost:
             if run.pauses.get(key) is not pause or self.stopping:
                 return
             del run.pauses[key]
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.demo.runs:RunHost._expire"):
                 entry = dict(run.entries[key], state="settled", outcome="expired", status="expired",
                              endedAt=self._now_ms())
                 entry.pop("asks", None)
@@ -708,7 +708,7 @@ class RunHost:
                 self.log(f"took back run {run_id}")
             except EndpointError as e:
                 self.log(f"! run {run_id} stays parked: {e.message}")
-            except Exception as e:  # never fatal to the manager
+            except Exception as e:  # noqa: BLE001 - never fatal to the manager
                 self.log(f"! run {run_id} could not be taken back: {type(e).__name__}")
 
     async def _run_keys(self) -> list[str]:

@@ -27,6 +27,7 @@ from nats.aio.client import Client as NATS
 from nats.js import api
 from nats.js.kv import KeyValue
 
+from meshview.errors import swallowed
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import EndpointRef
 from meshview.wire.names import bucket_names, space_token, task_stream
@@ -234,8 +235,8 @@ class Team:
                         rec.pop("statusSince", None)
                         rec.pop("attention", None)
                         await self._kv.put(a.id, json.dumps(rec).encode())
-                    except Exception:
-                        pass
+                    except Exception:  # noqa: BLE001 - a scripted agent's last presence is best effort [counted: COTAL_LOG]
+                        swallowed("cotal_tui.demo.team:Team.stop")
 
     # -- presence ---------------------------------------------------------------------------
 
@@ -263,7 +264,8 @@ class Team:
             await asyncio.sleep(self.heartbeat_s)
             try:
                 await self._heartbeat_all()
-            except Exception:
+            except Exception:  # noqa: BLE001 - one failed heartbeat never stops the loop [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.team:Team._heartbeat_loop")
                 await asyncio.sleep(0.5)  # broker away: keep trying, like a real agent
 
     async def crash(self, name: str) -> None:
@@ -398,7 +400,8 @@ class Team:
                 await self.step()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception:  # noqa: BLE001 - one failed script step never stops the script [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.team:Team._script_loop")
                 await asyncio.sleep(0.5)  # broker away; the heartbeat loop keeps retrying
 
     async def _flood_loop(self) -> None:
@@ -418,7 +421,8 @@ class Team:
                 i += 1
                 try:
                     await self.post(a, CHANNELS[i % len(CHANNELS)], f"load {i}", wait_ack=False)
-                except Exception:
+                except Exception:  # noqa: BLE001 - the flood goes on past a failed post [counted: COTAL_LOG]
+                    swallowed("cotal_tui.demo.team:Team._flood_loop")
                     await asyncio.sleep(0.05)
             next_t += tick
             await asyncio.sleep(max(0.0, next_t - time.monotonic()))
@@ -463,8 +467,8 @@ class Team:
             for sub in subs:
                 try:
                     await sub.unsubscribe()
-                except Exception:
-                    pass
+                except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+                    swallowed("cotal_tui.demo.team:Team._hold_answering")
 
     def _member(self, pid: str) -> Agent | None:
         return next((a for a in self.members if a.id == pid), None)
@@ -484,8 +488,8 @@ class Team:
         finally:
             try:  # a pull subscription left behind would hold up the connection's drain
                 await psub.unsubscribe()
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+                swallowed("cotal_tui.demo.team:Team._ask_loop")
 
     async def _asks(self, role: str, psub, pending: set[asyncio.Task]) -> None:
         while not self._stopping:
@@ -493,8 +497,9 @@ class Team:
                 msgs = await psub.fetch(8, timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # timeout (idle) or broker away
+            except Exception as e:  # noqa: BLE001 - timeout (idle) or broker away [counted: COTAL_LOG]
                 if not isinstance(e, asyncio.TimeoutError):
+                    swallowed("cotal_tui.demo.team:Team._ask_loop")
                     await asyncio.sleep(0.5)
                 continue
             for m in msgs:
@@ -514,8 +519,8 @@ class Team:
                     self._schedule_answer(a, d, pending, ack=m)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    pass
+                except Exception:  # noqa: BLE001 - one failed ask never stops the loop [counted: COTAL_LOG]
+                    swallowed("cotal_tui.demo.team:Team._asks")
 
     def _schedule_answer(self, a: Agent, d, pending: set[asyncio.Task], ack=None) -> None:
         """Draw the answer now (so it depends only on the seed and arrival order), send it later."""
@@ -549,12 +554,13 @@ class Team:
                                  "reply_to": d.message.id, "id": msg.id, "unblocked": unblock})
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # noqa: BLE001 - an answer that fails is redelivered (nak below) [counted: COTAL_LOG]
+            swallowed("cotal_tui.demo.team:Team._answer")
             if ack is not None:
                 try:
                     await ack.nak(delay=1.0)
-                except Exception:
-                    pass
+                except Exception:  # noqa: BLE001 - no nak: the ack wait redelivers it [counted: COTAL_LOG]
+                    swallowed("cotal_tui.demo.team:Team._answer#2")
 
 
 ANSWER_LINES = [

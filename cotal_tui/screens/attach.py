@@ -6,7 +6,6 @@ console opens this screen (roster ``a``/``p``, ``:attach <name>``) is the App's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Callable
 
@@ -17,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from attach.terminal.detach import key_label
+from meshview.errors import swallowed, swallowing
 from meshview.wire import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
 from widgets.terminal_pane import TerminalPane
@@ -70,7 +70,8 @@ class AttachScreen(Screen[None]):
 
         try:
             nc = await self.sessions.connect()
-        except Exception:  # noqa: BLE001 - no viewers shown, the pane is unaffected
+        except Exception:  # noqa: BLE001 - no viewers shown, the pane is unaffected [counted: COTAL_LOG]
+            swallowed("cotal_tui.screens.attach:AttachScreen._watch_viewers")
             return
         try:
             while not self._leaving:
@@ -82,7 +83,7 @@ class AttachScreen(Screen[None]):
                     self.set_viewers(viewers_label(seen) if any(not v.you for v in seen) else "")
                 await asyncio.sleep(self.VIEWERS_S)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.screens.attach:AttachScreen._watch_viewers"):
                 await nc.close()
 
     def compose(self) -> ComposeResult:
@@ -116,8 +117,8 @@ class AttachScreen(Screen[None]):
         try:
             self.query_one("#attach-status", Static).update(text)
             self.query_one("#attach-title", Static).update(self._title())
-        except Exception:  # not composed yet, or already gone
-            pass
+        except Exception:  # noqa: BLE001 - not composed yet, or already gone [counted: COTAL_LOG]
+            swallowed("cotal_tui.screens.attach:AttachScreen._status")
 
     @on(TerminalPane.Yanked)
     def _on_pane_yanked(self, event: TerminalPane.Yanked) -> None:

@@ -18,7 +18,7 @@ def describe_bindings(screen: Screen) -> tuple[str, list[tuple[str, str]], list[
     panel_name = type(focused).__name__ if focused is not None else "console"
     panel: dict[str, list[str]] = {}
     glob: dict[str, list[str]] = {}
-    for key, active in screen.active_bindings.items():
+    for active in screen.active_bindings.values():
         b = active.binding
         if b.system or not b.description or not b.id:
             continue

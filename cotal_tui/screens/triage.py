@@ -15,12 +15,10 @@ run answer composer. Every tick reads the model; nothing here grows without boun
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Hashable
 
 from textual import work
 from textual.app import ComposeResult
@@ -32,6 +30,7 @@ from attach.control.managed import Binding as SeatBinding
 from cotal_tui.seats import PaneLink, SeatSessions
 from cotal_tui.screens.control import control_target, read_only_reason, refusal
 from cotal_tui.shell import ShellScreen
+from meshview.errors import swallowed, swallowing
 from meshview.model.runs_state import RunNeed
 from meshview.model.snapshot import NeedsYou, Snapshot
 from widgets.presentation import safe
@@ -165,7 +164,8 @@ class TriageScreen(ShellScreen):
             return
         try:
             nc = await sessions.connect()
-        except Exception:  # noqa: BLE001 - no viewers shown; the cards are unaffected
+        except Exception:  # noqa: BLE001 - no viewers shown; the cards are unaffected [counted: COTAL_LOG]
+            swallowed("cotal_tui.screens.triage:TriageScreen._watch_viewers")
             return
         try:
             while not self._closing:
@@ -180,7 +180,7 @@ class TriageScreen(ShellScreen):
                 self.viewers = seen
                 await asyncio.sleep(self.VIEWERS_S)
         finally:
-            with contextlib.suppress(Exception):
+            with swallowing("cotal_tui.screens.triage:TriageScreen._watch_viewers"):
                 await nc.close()
 
     def focus_on(self, peer_id: str) -> None:

@@ -45,6 +45,7 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client as NATS
 
+from meshview.errors import MeshviewError, swallowed
 from meshview.link.connect import (  # the creds' connId/principal
     ConnectError,
     ConnectTarget,
@@ -94,7 +95,7 @@ _DENIED_PUB = re.compile(r"permissions violation for publish to \"?([^\"\s']+)\"
 
 # --------------------------------------------------------------------------- errors
 
-class ParticipantError(Exception):
+class ParticipantError(MeshviewError):
     """A send or start that did not happen; ``str()`` is one sentence, no secrets."""
 
 
@@ -167,7 +168,8 @@ class Identity:
 def os_user() -> str:
     try:
         return getpass.getuser() or "operator"
-    except Exception:  # noqa: BLE001 - no passwd entry in a container
+    except Exception:  # noqa: BLE001 - no passwd entry in a container [counted: COTAL_LOG]
+        swallowed("meshview.act.participant:os_user")
         return os.environ.get("USER") or "operator"
 
 
@@ -371,8 +373,8 @@ class Participant:
         if self.on_state is not None:
             try:
                 self.on_state(state, detail)
-            except Exception:  # noqa: BLE001 - a listener never breaks the peer
-                pass
+            except Exception:  # noqa: BLE001 - a listener never breaks the peer [counted: COTAL_LOG]
+                swallowed("meshview.act.participant:Participant._state")
 
     # ---------------------------------------------------------------- start / close
 
@@ -458,8 +460,8 @@ class Participant:
             try:  # only over our own record: never offline one somebody else wrote since
                 await self._put_presence(offline_record(self._record),
                                          deadline=CLOSE_TIMEOUT_S, take=False)
-            except Exception:  # noqa: BLE001 - the TTL retires us anyway
-                pass
+            except Exception:  # noqa: BLE001 - the TTL retires us anyway [counted: COTAL_LOG]
+                swallowed("meshview.act.participant:Participant.close")
         self._ready = False
         await self._teardown()
         self._state("closed")
@@ -483,11 +485,12 @@ class Participant:
             ev.on_reconnect.remove(self._on_reconnect)
         try:
             await asyncio.wait_for(nc.drain(), 2.0)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a drain that fails falls back to a close [counted: COTAL_LOG]
+            swallowed("meshview.act.participant:Participant._teardown")
             try:
                 await asyncio.wait_for(nc.close(), 1.0)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception:  # noqa: BLE001 - the connection is gone either way [counted: COTAL_LOG]
+                swallowed("meshview.act.participant:Participant._teardown#2")
 
     # ---------------------------------------------------------------- presence
 
@@ -562,8 +565,8 @@ class Participant:
         finally:
             try:
                 await sub.unsubscribe()
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+                swallowed("meshview.act.participant:Participant._read_presence")
 
     def _live_holder(self, current: tuple[str, bytes, int] | None) -> Presence | None:
         """The live record on our key that this participant did not write, if any."""
@@ -890,7 +893,8 @@ class Participant:
             found.append(rows)
             try:
                 info = await js.stream_info(stream)
-            except Exception:  # noqa: BLE001 - no grant or no stream: look elsewhere
+            except Exception:  # noqa: BLE001 - no grant or no stream: look elsewhere [counted: COTAL_LOG]
+                swallowed("meshview.act.participant:Participant.find_copies")
                 continue
             last, first = info.state.last_seq, info.state.first_seq
             if not info.state.messages:
@@ -917,17 +921,17 @@ class Participant:
                                 rows.append(Stored(stream, seq, stored_ms(m), d))
                         if seq >= last:
                             pending = 0
-            except Exception:  # noqa: BLE001 - history is best effort
-                pass
+            except Exception:  # noqa: BLE001 - history is best effort [counted: COTAL_LOG]
+                swallowed("meshview.act.participant:Participant.find_copies#2")
             finally:
                 if psub is not None:
                     try:
                         await psub.unsubscribe()
-                    except Exception:  # noqa: BLE001
-                        pass
+                    except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+                        swallowed("meshview.act.participant:Participant.find_copies#3")
                 if ci is not None:
                     try:
                         await js.delete_consumer(stream, ci.name)
-                    except Exception:  # noqa: BLE001
-                        pass
+                    except Exception:  # noqa: BLE001 - cleanup of a one-off consumer; the broker reaps it anyway [counted: COTAL_LOG]
+                        swallowed("meshview.act.participant:Participant.find_copies#4")
         return stream_order(*found)

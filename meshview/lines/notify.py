@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from meshview.errors import swallowed
 from meshview.model.stalled import DEFAULT_STALL_MINUTES
 
 if TYPE_CHECKING:  # annotations only: `cotal watch --help` reads STYLES without the model
@@ -339,8 +340,8 @@ class Notifier:
         if self.on_alert is not None:
             try:
                 self.on_alert(alert)
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception:  # noqa: BLE001 - a listener never breaks the watcher [counted: COTAL_LOG]
+                swallowed("meshview.lines.notify:Notifier.deliver")
 
     async def close(self) -> None:
         if self.runner is not None:

@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable, Iterable, Protocol
 import msgspec
 from nats.aio.client import Client as NATS
 
+from meshview.errors import swallowed
 from meshview.wire import sanitize
 from meshview.link.connect import ConnectTarget
 from meshview.model.labels import EMPTY as NO_LABELS
@@ -511,26 +512,26 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
         deadline = loop.time() + STOP_BUDGET
         try:
             await asyncio.wait_for(obs.stop(), STOP_BUDGET / 2)
-        except (Exception, asyncio.CancelledError):
-            pass
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - the stream is ending; a stuck stop must not hold the exit [counted: COTAL_LOG]
+            swallowed("meshview.lines.stream:stream_space")
         if not broken.is_set():
             try:
                 drain(model)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - the last drain on the way out is best effort [counted: COTAL_LOG]
+                swallowed("meshview.lines.stream:stream_space#2")
         if running is not None:
             await running.close()
         if stop_runs is not None:
             try:
                 await asyncio.wait_for(stop_runs(), STOP_BUDGET / 4)
-            except (Exception, asyncio.CancelledError):
-                pass
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - the stream is ending; a stuck stop must not hold the exit [counted: COTAL_LOG]
+                swallowed("meshview.lines.stream:stream_space#3")
         closing = asyncio.create_task(nc.close())
         await _finish(writer, out_sink, sinks, deadline, loop)
         try:
             await asyncio.wait_for(closing, max(0.05, deadline - loop.time()))
-        except (Exception, asyncio.CancelledError):
-            pass
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - a slow close must not hold the exit [counted: COTAL_LOG]
+            swallowed("meshview.lines.stream:stream_space#4")
     return 0
 
 

@@ -26,6 +26,8 @@ one minting path; a mistake between split halves would be a security bug.
 
 from __future__ import annotations
 
+from meshview.errors import MeshviewError
+
 import base64
 import dataclasses
 import hashlib
@@ -67,7 +69,7 @@ _PREFIX = {
 }
 
 
-class AuthError(RuntimeError):
+class AuthError(MeshviewError, RuntimeError):
     """Credentials cannot be made; the message is one sentence that names no secret."""
 
 
@@ -106,7 +108,7 @@ def nkey_from_seed(seed: bytes | str) -> NKey:
         seed = seed.encode()
     try:
         public = nkeys.from_seed(seed).public_key.decode()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any decode failure is said as AuthError
         raise AuthError("an nkey seed does not decode") from None
     kind = {"O": "operator", "A": "account", "U": "user"}.get(public[0], "unknown")
     return NKey(kind, public, seed)

@@ -57,6 +57,7 @@ from nats.aio.msg import Msg
 
 DEFAULT_SERVER = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
+from meshview.errors import MeshviewError, swallowed
 from meshview.link.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest  # noqa: E402
 from meshview.link.home import cotal_home  # noqa: E402
 from meshview.link.natsload import websocket_ready  # noqa: E402
@@ -138,7 +139,7 @@ class LenientClient(NATS):
         )
 
 
-class ConnectError(RuntimeError):
+class ConnectError(MeshviewError, RuntimeError):
     """The target could not be reached or accepted; the message is one sentence, no secrets.
     ``code``: ``unavailable``, or the auth service exchange's code when it refused a view."""
 
@@ -483,7 +484,8 @@ def _seed_public_key(path: str) -> str | None:
 
         seed = Path(path).read_bytes().strip().split()[0]
         return nkeys.from_seed(seed).public_key.decode()
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable or malformed seed file names no key [counted: COTAL_LOG]
+        swallowed("meshview.link.connect:_seed_public_key")
         return None
 
 
@@ -517,8 +519,8 @@ class ConnectionEvents:
                 r = cb(*a)
                 if asyncio.iscoroutine(r):
                     await r
-            except Exception:
-                pass  # a listener's failure must not break the client loop
+            except Exception:  # noqa: BLE001 - a listener's failure must not break the client loop [counted: COTAL_LOG]
+                swallowed("meshview.link.connect:ConnectionEvents._fire")  # a listener's failure must not break the client loop
 
     async def error(self, e: Exception) -> None:
         self.last_error = e
@@ -607,8 +609,8 @@ async def request_checked(nc: NATS, subject: str, payload: bytes, *, timeout: fl
     finally:
         try:
             await sub.unsubscribe()
-        except Exception:  # noqa: BLE001 - already gone with max_msgs
-            pass
+        except Exception:  # noqa: BLE001 - already gone with max_msgs [counted: COTAL_LOG]
+            swallowed("meshview.link.connect:request_checked")
 
 
 def denial_mark(nc: NATS) -> int:
@@ -1107,5 +1109,5 @@ def _hint(target: ConnectTarget) -> str:
 async def _abandon(nc: NATS) -> None:
     try:
         await asyncio.wait_for(nc.close(), 1.0)
-    except Exception:
-        pass
+    except Exception:  # noqa: BLE001 - an abandoned connection's close is best effort [counted: COTAL_LOG]
+        swallowed("meshview.link.connect:_abandon")

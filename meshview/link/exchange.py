@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from meshview.errors import MeshviewError
 from meshview.wire.sanitize import inline as _clean
 
 CLI_ACTOR = "cli"
@@ -41,7 +42,7 @@ VIEWS = ("admin", "purger", "channel-purger", "channel-writer", "deployer", "man
          "manager-caller", "session-caller", "transfer-writer")
 
 
-class ExchangeError(RuntimeError):
+class ExchangeError(MeshviewError, RuntimeError):
     """The exchange did not issue a bearer; ``code`` is the §13.3-style code (``unavailable``,
     ``unauthenticated``, ``permission-denied``, ``bad-request``), the message one sentence."""
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, insort
 from collections import deque
-from operator import attrgetter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 

@@ -23,12 +23,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from meshview.errors import MeshviewError
 from meshview.wire import sanitize
 
 MAX_LISTED = 8  # candidates spelled out in a refusal; the rest are counted
 
 
-class ResolveError(ValueError):
+class ResolveError(MeshviewError, ValueError):
     """A name that does not resolve to one principal; ``str()`` is one sentence."""
 
 

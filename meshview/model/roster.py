@@ -283,7 +283,7 @@ class RosterReducer:
         """After a reconnect: every live peer gets one ttl to heartbeat again before the
         sweep may call it stale (its silence was ours, not its)."""
         now = self.clock() if now is None else now
-        for pid, p in self._peers.items():
+        for p in self._peers.values():
             if p.status != "offline" and p.seen_at < now:
                 self._put_peer(restruct(p, seen_at=now))
 

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from meshview.errors import MeshviewError
 from meshview.model.inputs import model_input
 
 if TYPE_CHECKING:
@@ -375,7 +376,7 @@ def pause_kind(step_key: str, effect: str | None) -> str:
 # ---- an answer, checked before it is sent ---------------------------------------------------
 
 
-class AnswerInvalid(ValueError):
+class AnswerInvalid(MeshviewError, ValueError):
     """An answer that does not meet what the prompt asks for: one sentence, nothing sent."""
 
 

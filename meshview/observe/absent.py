@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from meshview.errors import swallowed
 from meshview.observe.history import History
 from meshview.wire import is_principal_id, parse_subject, sender_pattern
 from meshview.wire.names import (
@@ -47,7 +48,8 @@ async def stream_senders(js: Any, stream: str) -> set[str]:
     """Principals that sent on ``stream`` (from its per-subject counts); empty when refused."""
     try:
         info = await asyncio.wait_for(js.stream_info(stream, subjects_filter=">"), READ_TIMEOUT)
-    except Exception:  # noqa: BLE001 - a credential may not read it
+    except Exception:  # noqa: BLE001 - a credential may not read it [counted: COTAL_LOG]
+        swallowed("meshview.observe.absent:stream_senders")
         return set()
     out = set()
     for subj in (info.state.subjects or {}):
@@ -69,7 +71,8 @@ async def active_heads(js: Any, space: str) -> set[str]:
             READ_TIMEOUT)
         keys = sorted(s[len(prefix):] for s in (info.state.subjects or {}))
         kv = await asyncio.wait_for(js.key_value(bucket), READ_TIMEOUT)
-    except Exception:  # noqa: BLE001 - no bucket, no grant, or no keys
+    except Exception:  # noqa: BLE001 - no bucket, no grant, or no keys [counted: COTAL_LOG]
+        swallowed("meshview.observe.absent:active_heads")
         return set()
     out = set()
     for key in keys[:CAP]:
@@ -79,7 +82,8 @@ async def active_heads(js: Any, space: str) -> set[str]:
         try:
             entry = await asyncio.wait_for(kv.get(key), READ_TIMEOUT)
             head = json.loads(entry.value or b"{}")
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - an unreadable head is skipped [counted: COTAL_LOG]
+            swallowed("meshview.observe.absent:active_heads#2")
             continue
         if isinstance(head, dict) and head.get("state") == "active":
             out.add(pid)
@@ -107,7 +111,8 @@ async def find_absent(js: Any, space: str, history: History, present: Iterable[s
                 try:
                     got = await asyncio.wait_for(
                         history.last(stream, sender_pattern(space, kind, pid)), READ_TIMEOUT)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - no last message read: none is shown [counted: COTAL_LOG]
+                    swallowed("meshview.observe.absent:find_absent.last")
                     got = None
                 if got is not None and (d is None or got.message.ts > d.message.ts):
                     d = got

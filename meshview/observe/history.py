@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from nats.js import api
 
+from meshview.errors import swallowed
 from meshview.link.connect import short_error
 from meshview.model.mesh import MeshModel
 from meshview.observe.streamorder import Stored, stored_ms, stream_order
@@ -115,12 +116,12 @@ class History:
         if psub is not None:
             try:
                 await psub.unsubscribe()
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - cleanup of a one-off consumer; the broker reaps it anyway [counted: COTAL_LOG]
+                swallowed("meshview.observe.history:History._delete")
         try:
             await self.js.delete_consumer(stream, name)
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - cleanup of a one-off consumer; the broker reaps it anyway [counted: COTAL_LOG]
+            swallowed("meshview.observe.history:History._delete#2")
 
     async def _edge_seq(self, stream: str, filt: str, policy: api.DeliverPolicy) -> int | None:
         msg = await self._first(stream, filt, policy)
@@ -152,7 +153,8 @@ class History:
             while pending > 0:
                 try:
                     msgs = await psub.fetch(min(pending, 256), timeout=self.timeout)
-                except Exception:
+                except Exception:  # noqa: BLE001 - a failed fetch ends the range read; what was read stands [counted: COTAL_LOG]
+                    swallowed("meshview.observe.history:History._read_range")
                     break
                 if not msgs:
                     break

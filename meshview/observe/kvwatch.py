@@ -21,6 +21,7 @@ import msgspec
 from nats.js import api
 from nats.js.errors import BucketNotFoundError
 
+from meshview.errors import MeshviewError, swallowed
 from meshview.link.connect import YIELD_EVERY, events_of, short_error
 from meshview.tasks import reap
 
@@ -29,7 +30,7 @@ SILENCE_S = 3 * IDLE_HEARTBEAT_S
 MAX_QUEUED = 100_000  # deliveries a callback subscription may hold before it drops (a gap)
 
 
-class WatchBroken(RuntimeError):
+class WatchBroken(MeshviewError, RuntimeError):
     """The watch lost continuity (gap, silence, consumer gone); rebind from current state."""
 
 
@@ -189,13 +190,13 @@ async def run_watch(nc: Any, bucket: str, on_entry: Callable[[KvEntry, bool], No
             nc.undirect(sub)
         try:
             await sub.unsubscribe()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - teardown of a watch that is ending anyway [counted: COTAL_LOG]
+            swallowed("meshview.observe.kvwatch:run_watch")
         if created:
             try:
                 await asyncio.wait_for(js.delete_consumer(stream, name), 1.0)
-            except Exception:
-                pass  # the inactive threshold reaps it
+            except Exception:  # noqa: BLE001 - the inactive threshold reaps it [counted: COTAL_LOG]
+                swallowed("meshview.observe.kvwatch:run_watch#2")  # the inactive threshold reaps it
 
 
 async def watch(nc: Any, bucket: str) -> AsyncGenerator[KvEntry | None, None]:

@@ -37,13 +37,14 @@ from typing import Any, Awaitable, Callable
 
 from nats.aio.client import Client as NATS
 
+from meshview.errors import swallowed
 from meshview.observe.buckets import ManagerLeases, MembershipFold, RegistryFold
 from meshview.link.connect import events_of, is_transient, short_error
 from meshview.observe.history import History
 from meshview.observe.kvwatch import KvWatch
 from meshview.model.mesh import BATCH_MS, MeshModel
 from meshview.model.snapshot import PresenceRecord
-from meshview.tasks import reap
+from meshview.tasks import TaskOwner, reap
 from meshview.wire import (
     Delivery,
     clock_template,
@@ -130,6 +131,7 @@ class Observer:
         self._subs: dict[str, Any] = {}
         self._denied: set[str] = set()
         self._tasks: list[asyncio.Task] = []
+        self._owned = TaskOwner("observer")  # one-off rebinds and polls, cancelled by stop()
         self._closing = False
         self._started = False
         self._last_publish = 0.0
@@ -200,8 +202,8 @@ class Observer:
             try:
                 info = await asyncio.wait_for(self.js.stream_info(st), WATERMARK_TIMEOUT_S)
                 self.watermark[st] = info.state.last_seq
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - no watermark: history is read without one [counted: COTAL_LOG]
+                swallowed("meshview.observe.observer:Observer.start.mark")
         await asyncio.gather(mark(chat_stream(self.space)), mark(dm_stream(self.space)))
         await self._subscribe_taps()
         self.model.set_connection("connected")
@@ -246,6 +248,7 @@ class Observer:
                 lst.remove(fn)
         await reap(self._tasks)
         self._tasks.clear()
+        await self._owned.close()
         for w in self._watches:
             await w.stop()
         for s in list(self._subs.values()):
@@ -271,8 +274,8 @@ class Observer:
         for _ in range(2):  # a denial arrives before the PONG; a second round trip covers
             try:            # a PONG that answered an earlier PING (seen under JWT auth)
                 await self.nc.flush(timeout=5)
-            except Exception:
-                pass
+            except Exception:  # noqa: BLE001 - a flush that fails leaves the taps to the next PONG [counted: COTAL_LOG]
+                swallowed("meshview.observe.observer:Observer._subscribe_taps")
         self._publish_tap()
 
     async def _sub(self, subj: str) -> None:
@@ -292,8 +295,8 @@ class Observer:
             undirect(sub)
         try:
             await sub.unsubscribe()
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - teardown of a subscription that is ending anyway [counted: COTAL_LOG]
+            swallowed("meshview.observe.observer:Observer._unsub")
 
     def _publish_tap(self) -> None:
         live = [s for s in self._subs if s not in self._denied]
@@ -450,7 +453,7 @@ class Observer:
         if self._rebinding or now - self._last_rebind < self.model.ttl_ms:
             return
         self._last_rebind = now
-        asyncio.create_task(self._rebind_presence())
+        self._owned.spawn(self._rebind_presence(), "rebind-presence")
 
     async def _rebind_presence(self) -> None:
         self._rebinding = True
@@ -648,7 +651,7 @@ class Observer:
             # a failover or outage: what other nodes stored meanwhile is read back, once
             self._catchup = asyncio.create_task(self._catch_up(since - CATCHUP_SLACK_MS))
         else:
-            asyncio.create_task(self._poll_channels())
+            self._owned.spawn(self._poll_channels(), "poll-channels")
 
     async def _prefill_later(self) -> None:
         """The start-up prefill again, after each of ``PREFILL_RETRY_S``, until JetStream

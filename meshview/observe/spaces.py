@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from meshview.errors import swallowed
 from meshview.wire import parse_subject
 from meshview.wire.names import bucket_names, chat_stream, space_token
 
@@ -55,7 +56,8 @@ async def list_spaces(nc: Any) -> list[SpaceInfo]:
             try:
                 si = await asyncio.wait_for(jsm.stream_info(stream, subjects_filter=">"),
                                             READ_TIMEOUT)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a stream that cannot be read is listed as empty [counted: COTAL_LOG]
+                swallowed("meshview.observe.spaces:list_spaces.chat_info")
                 return 0, 0
         channels = set()
         for subj in (si.state.subjects or {}):
@@ -68,7 +70,8 @@ async def list_spaces(nc: Any) -> list[SpaceInfo]:
         async with sem:
             try:
                 si = await asyncio.wait_for(jsm.stream_info(stream), READ_TIMEOUT)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a stream that cannot be read is listed as empty [counted: COTAL_LOG]
+                swallowed("meshview.observe.spaces:list_spaces.agents")
                 return 0
         return int(si.state.messages or 0)
 
@@ -101,7 +104,8 @@ async def _exists(jsm: Any, stream: str) -> bool | None:
         return False
     except (NoRespondersError, ServiceUnavailableError):
         return False  # no JetStream at all: no space can be there
-    except Exception:  # noqa: BLE001 - anything else is "cannot tell", never a false alarm
+    except Exception:  # noqa: BLE001 - anything else is "cannot tell", never a false alarm [counted: COTAL_LOG]
+        swallowed("meshview.observe.spaces:_exists")
         return None
 
 
@@ -117,7 +121,8 @@ async def missing_space(nc: Any, space: str, where: str) -> str | None:
         return None
     try:
         names = await _stream_names(jsm)
-    except Exception:  # noqa: BLE001 - the list is a courtesy
+    except Exception:  # noqa: BLE001 - the list is a courtesy [counted: COTAL_LOG]
+        swallowed("meshview.observe.spaces:missing_space")
         names = []
     known = sorted({m.group(1) for n in names if (m := _CHAT.match(n) or _PRESENCE.match(n))})
     there = (f"spaces there: {', '.join(known[:12])}{', …' if len(known) > 12 else ''}"
@@ -153,5 +158,5 @@ async def require_space(target: Any) -> None:
     finally:
         try:
             await asyncio.wait_for(nc.close(), 2.0)
-        except Exception:  # noqa: BLE001 - the check is done; a slow close changes nothing
-            pass
+        except Exception:  # noqa: BLE001 - the check is done; a slow close changes nothing [counted: COTAL_LOG]
+            swallowed("meshview.observe.spaces:require_space")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Iterable, NamedTuple
 
+from meshview.errors import swallowed
 from meshview.wire.decode import Delivery
 
 
@@ -28,7 +29,8 @@ def stored_ms(msg: Any) -> float:
     """The broker's store time of a JetStream message, epoch ms (0.0 when unknown)."""
     try:
         return msg.metadata.timestamp.timestamp() * 1000.0
-    except Exception:  # noqa: BLE001 - no metadata (not a JetStream delivery)
+    except Exception:  # noqa: BLE001 - no metadata (not a JetStream delivery) [counted: COTAL_LOG]
+        swallowed("meshview.observe.streamorder:stored_ms")
         return 0.0
 
 

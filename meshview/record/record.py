@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from meshview.errors import swallowed
 from meshview.model.inputs import InputCall
 from meshview.model.mesh import MeshModel
 from meshview.record.statecodec import checkpoint, encode
@@ -327,8 +328,8 @@ class Recorder:
         if self.on_error is not None:
             try:
                 self.on_error(self.error)
-            except Exception:  # noqa: BLE001 - telling must not break the caller either
-                pass
+            except Exception:  # noqa: BLE001 - telling must not break the caller either [counted: COTAL_LOG]
+                swallowed("meshview.record.record:Recorder._fail")
 
     @property
     def size(self) -> int:

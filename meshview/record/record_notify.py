@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
+from meshview.errors import swallowed
 from meshview.model.mesh import MeshModel
 from meshview.lines.notify import NotifySettings
 from meshview.observe.observer import Observer
@@ -45,5 +46,5 @@ class RecordAndNotify:
         if self.notifier is not None:
             try:
                 await asyncio.wait_for(self.notifier.close(), 0.1)
-            except (Exception, asyncio.CancelledError):
-                pass
+            except (Exception, asyncio.CancelledError):  # noqa: BLE001 - a slow notifier close must not hold the exit [counted: COTAL_LOG]
+                swallowed("meshview.record.record_notify:RecordAndNotify.close")

@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from meshview.errors import MeshviewError
 from meshview.record.markers import Marker, append_mark, clean_label, parse_mark
 from meshview.model.mesh import MeshModel
 from meshview.record.record import EVENT_KINDS, FORMAT, VERSION
@@ -33,7 +34,7 @@ from meshview.record.statecodec import decode, restore
 from meshview.tasks import reap
 
 
-class RecordingError(Exception):
+class RecordingError(MeshviewError):
     """A recording that cannot be read at all (one sentence)."""
 
 

@@ -19,6 +19,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TypeGuard
 
+from meshview.errors import MeshviewError
 from meshview.wire.issued import is_generation
 from meshview.wire.names import space_token
 from meshview.wire.outbound import mint_lifecycle_uid
@@ -50,7 +51,7 @@ V1 = "v1"  # the versioned rail's token after ``ep`` (§13.2)
 ANY_GENERATION = "*"  # patterns only: every generation of one caller on the versioned rail
 
 
-class SubjectError(ValueError):
+class SubjectError(MeshviewError, ValueError):
     pass
 
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from meshview.errors import MeshviewError
 from meshview.wire.canonical import DIGEST_RE
 from meshview.wire.endpoint import (
     TRIPLE_MODES,
@@ -44,7 +45,7 @@ def is_error_code(code: object) -> bool:
     return isinstance(code, str) and len(code.encode()) <= 64 and (code in ERROR_CODES or bool(_EXT_CODE.fullmatch(code)))
 
 
-class EndpointError(Exception):
+class EndpointError(MeshviewError):
     """A refusal or failure with its §13.3 code; ``outcome`` missing means ``unknown``."""
 
     def __init__(self, code: str, message: str, *, details: list | None = None, outcome: str | None = None):

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from meshview.errors import MeshviewError
+
 MAX_B64_CHARS = 4 * 1024 * 1024
 REASON_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 
@@ -26,7 +28,7 @@ FINAL_REASONS = frozenset({"detached", "process-exit", "target-despawn", "manage
 MANAGER_REASONS = ("process-exit", "closed", "expired", "target-despawn", "manager-restart")
 
 
-class TerminalFrameError(ValueError):
+class TerminalFrameError(MeshviewError, ValueError):
     """A frame that does not parse under the closed terminal-profile schema."""
 
 

@@ -20,6 +20,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from meshview.errors import MeshviewError
 from meshview.wire.names import space_token
 
 ACCEPTED_DOMAIN = b"cotal.accepted.v1\x00"
@@ -28,7 +29,7 @@ _GENERATION = re.compile(r"^[0-9a-f]{32}$")
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
 
 
-class IssuedRowError(ValueError):
+class IssuedRowError(MeshviewError, ValueError):
     """An accepted row that is not the closed §13.15 shape, or names another space or caller."""
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+from meshview.errors import MeshviewError
+
 WINDOW_DEFAULT = 64
 WINDOW_MAX = 1024
 MAX_SEQ = 2**53 - 2  # the last seq a side may send: seq and ack are JSON-safe integers
 
 
-class FrameError(ValueError):
+class FrameError(MeshviewError, ValueError):
     """A frame outside the closed rail schema (a ``garbled-frame`` fault on receipt)."""
 
 

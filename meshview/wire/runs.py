@@ -15,6 +15,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
+from meshview.errors import MeshviewError
 from meshview.wire.canonical import canonical_bytes
 from meshview.wire.names import space_token
 from meshview.wire.subjects import ROOT
@@ -36,7 +37,7 @@ _KEY_SEGMENT = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*):([^/]*)")
 _DERIVED_ID = re.compile(r"^[A-Za-z0-9_-]{43}$")
 
 
-class RunShapeError(ValueError):
+class RunShapeError(MeshviewError, ValueError):
     """A run reply (or record) that is not the closed shape of contract revision 21."""
 
 

@@ -266,7 +266,7 @@ def test_every_wire_rule_lives_in_meshview_wire():
 
 _CLI, _APPS, _SCREENS = ("cotal_tui.cli",), ("cotal_tui.app", "cotal_tui.replay_app"), ("cotal_tui.screens",)
 SUPPORT = ("session", "shell", "operator", "seats", "recording", "alerts", "config", "keymap", "themes",
-           "about")
+           "about", "errors")
 # file or folder -> the cotal_tui modules it may not import (anything else in cotal_tui it may)
 INNER_BANS: dict[str, tuple[str, ...]] = {
     "cotal_tui/app.py": _CLI,

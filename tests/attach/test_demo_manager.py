@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import jsonschema
-import nats
 import pytest
 from nats.js.errors import KeyNotFoundError
 

@@ -14,7 +14,7 @@ import pytest
 from attach.control import runs as client
 from attach.control.runs import RunsError
 from conftest import until
-from cotal_tui.demo.manager import DemoManager, SeatSpec
+from cotal_tui.demo.manager import DemoManager
 from cotal_tui.demo.runs import PROGRAMS
 from meshview.link.connect import ConnectTarget
 from meshview.wire.names import bucket_names

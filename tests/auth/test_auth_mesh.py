@@ -8,7 +8,6 @@ reference permission rows (bare-create KV watches, direct-get KV reads).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import stat

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import msgspec
 import nats
 import pytest
 from conftest import until
@@ -34,7 +33,7 @@ from attach.control.connection import session_target
 from meshview.link import auth
 from meshview.link.connect import ConnectTarget, connect as mesh_connect, events_of, prepare, target_of
 from meshview.wire.messages import EndpointRef, encode_message
-from meshview.wire.names import bucket_names, chat_stream
+from meshview.wire.names import bucket_names
 from meshview.wire.outbound import build_message
 
 SPACE = "gaps"

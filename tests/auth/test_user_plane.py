@@ -431,7 +431,7 @@ def test_the_demo_prints_each_home_and_the_user_it_acts_as(tmp_path):
         assert info[2][1].strip().startswith("sam (scopes spawn)")  # --as-user: sam first
         assert info[4][1].strip().startswith("olivia (scopes admin")
         homes = [v.strip() for k, v in info if k == "home"]
-        for h, who in zip(homes, ("sam", "olivia")):
+        for h, _who in zip(homes, ("sam", "olivia")):
             entry = json.loads((Path(h) / "meshes" / "ud.json").read_text())
             assert entry["mode"] == "user" and entry["exchange"].startswith("http://127.0.0.1:")
             assert Path(entry["sentinelCreds"]).stat().st_mode & 0o077 == 0

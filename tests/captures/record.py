@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import pty
 import select
 import struct
 import subprocess

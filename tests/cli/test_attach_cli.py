@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import termios
 import time
 
 import pytest

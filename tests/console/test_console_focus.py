@@ -5,7 +5,6 @@ were opened from."""
 
 from __future__ import annotations
 
-import pytest
 from cotal_tui.cli.connection import target_from_args
 from support.console import StaticSession, build_model, make_app, screen_text
 

@@ -40,7 +40,7 @@ def test_history_is_bounded_in_lines_and_bytes_and_skips_the_alternate_screen():
     pane_mirror.feed(_lines(500))
     assert len(h) == 100 and h.lines[-1] == "line 00495" and h.dropped == 396
     h2 = Scrollback(max_lines=10_000, max_bytes=2_000)
-    for i in range(1000):
+    for _ in range(1000):
         h2.push("x" * 99)
     assert h2.bytes <= 2_000 and len(h2) == 20
     n = len(h)

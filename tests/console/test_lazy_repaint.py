@@ -187,7 +187,7 @@ async def test_a_churning_roster_is_drawn_at_the_busy_rate():
             screen._next_drain = 0.0
             t = monotonic()
             screen._drained_at = t - 1.0
-            for i in range(10 if quiet else 2000):  # 10 or 2,000 changes in the last second
+            for _ in range(10 if quiet else 2000):  # 10 or 2,000 changes in the last second
                 m.clock.advance(1)
                 m.apply_presence(rec("ada", "working", m.clock.t))
             screen.drain()

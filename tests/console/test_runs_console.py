@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 import nats
-import pytest
 
 from conftest import until
 from cotal_tui.app import CotalApp

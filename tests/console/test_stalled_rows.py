@@ -69,7 +69,6 @@ async def test_an_open_seat_session_feeds_its_output_to_the_verdict():
     import time
     from types import SimpleNamespace
 
-    from conftest import until
 
     from attach.control.managed import ManagedFold
 

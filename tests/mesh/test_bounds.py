@@ -4,7 +4,6 @@ peer live."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 

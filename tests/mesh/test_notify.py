@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import until
 from cotal_tui.config import notify_settings

@@ -8,6 +8,7 @@ from meshview.link.connect import ConnectTarget, connect
 from meshview.model.mesh import MeshModel
 from meshview.observe.observer import Observer, ObserverOptions
 from conftest import until
+from meshview.tasks import reap
 from support.observer import post
 
 
@@ -17,6 +18,7 @@ class CuttableProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.conns: list[asyncio.StreamWriter] = []
+        self.pipes: list[asyncio.Task] = []  # held so a pipe is not collected mid-copy
         self.accepting = True
 
     async def start(self) -> int:
@@ -39,8 +41,7 @@ class CuttableProxy:
                 pass
             finally:
                 dst.close()
-        asyncio.create_task(pipe(r, uw))
-        asyncio.create_task(pipe(ur, w))
+        self.pipes += [asyncio.create_task(pipe(r, uw)), asyncio.create_task(pipe(ur, w))]
 
     def cut(self) -> None:
         for w in self.conns:
@@ -50,6 +51,7 @@ class CuttableProxy:
     async def close(self) -> None:
         self.cut()
         self.server.close()
+        await reap(self.pipes)
 
 
 async def test_gap_is_filled_from_history_after_reconnect(broker, nc, space):

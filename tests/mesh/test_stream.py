@@ -10,7 +10,6 @@ import signal
 import sys
 import time
 
-import pytest
 
 from meshview.model.labels import Labels
 from meshview.model.snapshot import Condition, FeedEntry, Peer, PresenceEvent

@@ -294,7 +294,7 @@ async def test_sigterm_ends_watch_within_1s_while_stdout_is_never_read(nc, space
     try:
         rc = await asyncio.to_thread(w.proc.wait, 5)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"still alive 5 s after SIGTERM; stderr: {w.stderr}")
+        raise AssertionError(f"still alive 5 s after SIGTERM; stderr: {w.stderr}") from None
     took = time.monotonic() - t
     assert rc == 0, w.stderr
     assert took < 1.0, f"SIGTERM took {took:.2f}s"
@@ -417,7 +417,7 @@ async def test_reader_exit_ends_watch_quietly(nc, space, watch):
     try:
         rc = await asyncio.to_thread(w.proc.wait, 5)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"still alive after the reader left; stderr: {w.stderr}")
+        raise AssertionError(f"still alive after the reader left; stderr: {w.stderr}") from None
     assert rc == 0
     assert w.stderr == ""  # no traceback, no BrokenPipeError, no "Exception ignored"
 
@@ -428,5 +428,5 @@ async def test_reader_exit_while_idle_ends_watch(nc, space, watch):
     try:
         rc = await asyncio.to_thread(w.proc.wait, 5)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"still alive after the reader left; stderr: {w.stderr}")
+        raise AssertionError(f"still alive after the reader left; stderr: {w.stderr}") from None
     assert rc == 0 and w.stderr == ""

@@ -162,7 +162,7 @@ def build_model(*, dm_visible: bool = True, membership: str = "live",
                              clk.t)))
     # finn crashes: heartbeats stop, the others keep heartbeating
     finn_ts = clk.t
-    for step in range(4):
+    for _step in range(4):
         clk.advance(2_000)
         for name, *_ in AGENTS:
             if name == "finn":

@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from cotal_tui.errors import CotalError
 from meshview.wire.canonical import closure_digest, digest
 
 CONTRACT_FILE = Path(__file__).with_name("manager-contract.json")
@@ -25,7 +26,7 @@ CONTRACT_FILE = Path(__file__).with_name("manager-contract.json")
 VIOLATIONS: list[tuple[str, str]] = []
 
 
-class ContractInvalid(Exception):
+class ContractInvalid(CotalError):
     """The shipped contract file disagrees with itself (a digest that does not recompute)."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from cotal_tui.demo.userauth.jws import JwsError, SigningKey, verify
 from cotal_tui.demo.userauth.ledger import is_actor, is_derived_owner
+from cotal_tui.errors import CotalError
 from meshview.wire.endpoint import is_lifecycle_token
 
 USER_TOKEN_VER = 1
@@ -36,7 +37,7 @@ def issuer_name(space: str) -> str:
     return f"urn:cotal:auth:{space}"
 
 
-class BearerError(ValueError):
+class BearerError(CotalError, ValueError):
     """A bearer the callout refuses; the message is one sentence (it never echoes the token)."""
 
 

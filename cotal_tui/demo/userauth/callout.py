@@ -33,6 +33,7 @@ from cotal_tui.demo.userauth.profiles import (
     view_permissions,
 )
 from cotal_tui.demo.userauth.redemption import RedemptionRefused
+from cotal_tui.errors import CotalError
 from meshview.link.auth import Permissions, encode_jwt, principal_tags, user_jwt
 from meshview.wire.endpoint import MANAGER, Caller, SubjectError, check_nonce
 from meshview.wire.issued import (
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 AUTH_SUBJECT = "$SYS.REQ.USER.AUTH"
 
 
-class CalloutRefused(RuntimeError):
+class CalloutRefused(CotalError, RuntimeError):
     """The callout refuses a connect; the sentence goes to the server (and the plane's log)."""
 
 

@@ -18,13 +18,14 @@ import time
 from dataclasses import dataclass, field
 
 from cotal_tui.demo.userauth.jws import JwsError, SigningKey, verify
+from cotal_tui.errors import CotalError
 
 DERIVATION_CONTEXT = "cotal-owner-v1"
 _B32 = "abcdefghijklmnopqrstuvwxyz234567"
 CLOCK_TOLERANCE_S = 5
 
 
-class IdpTokenError(ValueError):
+class IdpTokenError(CotalError, ValueError):
     """An IdP token the exchange refuses; the message is the reference's sentence."""
 
 

@@ -14,10 +14,12 @@ import json
 import nacl.exceptions
 import nacl.signing
 
+from cotal_tui.errors import CotalError
+
 EMBEDDED_KEY_HEADERS = ("jku", "jwk", "x5u", "x5c")
 
 
-class JwsError(ValueError):
+class JwsError(CotalError, ValueError):
     """A token that is not a compact EdDSA JWS we can verify; the message names what is wrong."""
 
 

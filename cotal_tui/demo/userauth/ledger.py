@@ -25,6 +25,7 @@ from typing import TypeGuard
 from nats.js.api import KeyValueConfig
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 
+from cotal_tui.errors import CotalError
 from meshview.wire.endpoint import SubjectError, check_owner
 from meshview.wire.names import space_token
 from meshview.wire.outbound import mint_lifecycle_uid
@@ -37,7 +38,7 @@ _PREFIX = {INTERACTIVE: "actors", MANAGED: "managed-actors"}
 SCOPES = ("admin", "spawn", "supervise", "run")  # the vocabulary the views and the manager read
 
 
-class LedgerError(RuntimeError):
+class LedgerError(CotalError, RuntimeError):
     """A ledger row cannot be read or written; one sentence, naming the principal."""
 
 

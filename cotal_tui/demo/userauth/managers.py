@@ -17,12 +17,13 @@ import contextlib
 import json
 
 from attach.control.registry import Registration, read_registry
+from cotal_tui.errors import CotalError
 from meshview.wire.names import bucket_names
 
 LOCAL_OWNER = "local"
 
 
-class ManagerRefused(RuntimeError):
+class ManagerRefused(CotalError, RuntimeError):
     """The exchange or the callout refuses a manager selection; the message is the sentence."""
 
 

@@ -16,10 +16,11 @@ from typing import Any, NoReturn
 
 from cotal_tui.demo.userauth.bearer import Session
 from cotal_tui.demo.userauth.managers import manager_gate
+from cotal_tui.errors import CotalError
 from meshview.wire.names import space_token
 
 
-class RedemptionRefused(RuntimeError):
+class RedemptionRefused(CotalError, RuntimeError):
     """``permission-denied``: the sentence is ``session redemption refused: …``."""
 
 
