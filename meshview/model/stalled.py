@@ -27,7 +27,7 @@ PRESENCE, MESSAGES, OUTPUT, ACTIVE_AT = "presence", "messages", "output", "activ
 _SHORT = {OUTPUT: "no output", MESSAGES: "no messages"}  # what the row says in brackets
 
 
-def stall_ms(minutes: float | None) -> float:
+def stall_ms(minutes: float | str | None) -> float:
     """Minutes (a flag or the config) as the tracker's milliseconds; ``None``: the default.
     A non-positive or non-finite value is refused with one sentence."""
     if minutes is None:

@@ -23,7 +23,7 @@ import os
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from meshview.errors import MeshviewError
 from meshview.record.markers import Marker, append_mark, clean_label, parse_mark
@@ -393,7 +393,7 @@ class ReplaySession:
     not import the console) fed by a recording instead of an observer. ``player`` pauses, steps
     and seeks; there is no mesh: no target, no managers, no seats, nothing sent."""
 
-    kind = "replay"
+    kind: Literal["replay"] = "replay"
 
     def __init__(self, rec: Recording, speed: float = 1.0) -> None:
         self.recording = rec

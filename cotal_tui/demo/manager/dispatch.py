@@ -54,14 +54,14 @@ class DispatchFamily(IssuedFamily):
             if e.code == "bad-request":
                 self.bad_requests += 1
             body = reply_body(env["id"] if env is not None else "invalid", error=e)
-        except Exception as e:  # a handler bug answers `internal`, never silence
+        except Exception as e:  # a handler bug answers `internal`, never silence  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
             if env is not None and not env["replyExpected"]:
                 return
             body = reply_body(env["id"] if env is not None else "invalid",
                               error=EndpointError("internal", f"{type(e).__name__}: {e}", outcome="unknown"))
         try:
             await self.nc.publish(reply_to, body)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
             pass
 
     async def _dispatch(self, parsed: ParsedRequest, env: dict[str, Any]) -> object:

@@ -22,7 +22,7 @@ class GoalFamily(ManagerBase):
         try:
             await self.nc.publish(subj, json.dumps({"v": 1, "goalId": goal.goal_id, **body},
                                                    separators=(",", ":")).encode())
-        except Exception:
+        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
             pass
 
     def _settle(self, seat: Seat, state: str, data: dict[str, Any] | None = None) -> None:
