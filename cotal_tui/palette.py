@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from textual import on
 from textual.binding import Binding
-from textual.command import CommandInput, CommandPalette, Hit
+from textual.command import CommandInput, CommandList, CommandPalette, Hit
+from textual.widgets import Input
 
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target
 from cotal_tui.shell import shell_of
@@ -186,6 +188,15 @@ class MeshPalette(CommandPalette):
     """Textual's palette plus Tab completion of the word being typed."""
 
     BINDINGS = [Binding("tab", "complete", "complete", show=False, priority=True)]
+
+    @on(Input.Changed)
+    def _closing_input(self, event: Input.Changed) -> None:
+        """A key typed just after Enter or Esc changes the box of a palette already leaving:
+        Textual's search would then look for its list after it was taken down (``NoMatches``).
+        Such a change searches nothing (``prevent_default`` stops the base class's handler)."""
+        if not self.is_active or not self.query(CommandList):
+            event.stop()
+            event.prevent_default()
 
     def action_complete(self) -> None:
         box = self.query_one(CommandInput)

@@ -163,6 +163,8 @@ class ConsoleScreen(ComposeKeys):
         """Once a second: the open seat sessions' output as facts for the stalled verdict, then
         the roster's ``stalled?`` lines (meshview/stalled.py), only while some agent is (or was
         just) flagged, so a quiet mesh costs nothing here."""
+        if self.shell.exiting:
+            return
         model = self.model
         self._seat_facts()
         if not model.stalled_ids and not self._stalled_shown:
@@ -173,6 +175,8 @@ class ConsoleScreen(ComposeKeys):
 
     def _recording_tick(self) -> None:
         """``--record``/``:record`` running: the status bar says so, with the size so far."""
+        if self.shell.exiting:
+            return
         rec = active_recorder(self.session.model)
         self.query_one(StatusBar).set_recording(rec.size if rec is not None else None)
 
@@ -221,6 +225,8 @@ class ConsoleScreen(ComposeKeys):
 
     def _drain_tick(self) -> None:
         """The drain timer: keys first (see ``KEYS_FIRST_S``); :meth:`drain_now` is never held."""
+        if self.shell.exiting:  # the widgets it draws are being taken down
+            return
         now = monotonic()
         if (now - self.shell.key_at < KEYS_FIRST_S
                 and now - self._drained_at < KEYS_FIRST_MAX_S and self.snap is not None):
