@@ -26,8 +26,12 @@ def _target(monkeypatch, home):
     return target_from_args(p.parse_args([]))
 
 
-async def test_a_send_goes_out_as_the_signed_in_users_principal(user_plane, monkeypatch):  # noqa: F811
-    u = user_plane.add_user("vik", ["spawn"])
+@pytest.mark.parametrize("presence", [False, True], ids=["cotal-send", "console-composer"])
+async def test_a_send_goes_out_as_the_signed_in_users_principal(user_plane, monkeypatch,  # noqa: F811
+                                                                 presence):
+    """``presence=False`` is ``cotal send``; the console's composer and ``cotal chat`` keep a
+    presence record too (an endpoint on the roster, with the bearer's lifecycle uid)."""
+    u = user_plane.add_user("vik" if not presence else "uma", ["spawn"])
     target = _target(monkeypatch, user_plane.home_for(u))
     svc = await user_plane.service_nc()
     got: list = []
@@ -36,7 +40,7 @@ async def test_a_send_goes_out_as_the_signed_in_users_principal(user_plane, monk
         got.append(m)
 
     sub = await svc.subscribe(f"cotal.{user_plane.space}.chat.>", cb=on)
-    part = Participant(target, presence=False)
+    part = Participant(target, presence=presence)
     try:
         sent = await part.send(Send("channel", "general", "hello from a user mesh"))
         assert part.id.startswith("u_") and part.id.endswith(".cli"), part.id
