@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from meshview.connect import ConnectError, caller_of
+from meshview.resolve import AmbiguousName, Candidate, resolve
 from meshview.sanitize import inline
 from meshview.wire import frames as tf
 from meshview.wire.endpoint import MANAGER, Caller, eps_subject, is_id_token, is_lifecycle_token
@@ -138,16 +139,54 @@ async def locate(ep: EndpointClient, name: str, *, instance_id: str | None = Non
     if not expected:
         raise EndpointError("unavailable", f"no manager is serving space {ep.space}", outcome="not-executed")
     replies = await ep.scatter("inspect", {"name": name}, deadline_ms=LOCATE_DEADLINE_MS, expected=expected)
-    for r in replies:
-        if r.ok:
-            return Located(r.data, r.instance_id, r.epoch)
+    found = [r for r in replies if r.ok]
+    if len(found) == 1:
+        return Located(found[0].data, found[0].instance_id, found[0].epoch)
+    if len(found) > 1:  # two managers each serve a seat of that name: never the first reply
+        _refuse_ambiguous(name, [(r, r.data) for r in found])
     errors = [r.error for r in replies if r.error is not None]
     for e in errors:
         if e.code != "not-found":
             raise e
     if errors:
+        by_id = await _locate_by_id(ep, name, expected)
+        if by_id is not None:
+            return by_id
         raise EndpointError("not-found", f"no seat named {name!r}", outcome="not-executed")
     raise EndpointError("unavailable", f"no manager answered in space {ep.space}", outcome="unknown")
+
+
+def _refuse_ambiguous(name: str, hits: list[tuple[Reply, object]]) -> None:
+    """Two seats answer to ``name``: a refusal naming each (id and manager instance)."""
+    cands = [Candidate(_principal(row.get("id")) if isinstance(row, dict) else "?",
+                       str(row.get("name", name)) if isinstance(row, dict) else name,
+                       where=f"manager {r.instance_id}") for r, row in hits]
+    try:
+        resolve(name, cands, what="seat")
+    except AmbiguousName as e:
+        raise EndpointError("failed-precondition", f"{e} (--on INSTANCE picks the manager)",
+                            outcome="not-executed") from None
+    raise EndpointError("failed-precondition", f"seat {name!r} answers on {len(hits)} managers; "
+                        "--on INSTANCE picks one", outcome="not-executed")
+
+
+def _principal(rid: object) -> str:
+    """A row id as a principal (a bare actor is the open/static owner's)."""
+    rid = rid if isinstance(rid, str) and rid else "?"
+    return rid if "." in rid else f"local.{rid}"
+
+
+async def _locate_by_id(ep: EndpointClient, seat_id: str, expected: set[str]) -> Located | None:
+    """A seat addressed by its row id (as ``cotal ps --json`` prints it), not its name."""
+    replies = await ep.scatter("ps", None, deadline_ms=LOCATE_DEADLINE_MS, expected=expected)
+    hits = [(r, row) for r in replies if r.ok and isinstance(r.data, list)
+            for row in r.data if isinstance(row, dict) and seat_id in (row.get("id"), _principal(row.get("id")))]
+    if len(hits) > 1:
+        _refuse_ambiguous(seat_id, hits)
+    if not hits:
+        return None
+    r, row = hits[0]
+    return Located(row, r.instance_id, r.epoch)
 
 
 def target_for(row: object, caller: Caller) -> dict:

@@ -47,6 +47,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from meshview.resolve import AmbiguousName, Candidate, matches, resolve
 from meshview.sanitize import inline as clean
 from meshview.connect import ConnectError, SubjectDenied, ConnectTarget, caller_of, request_checked
 from meshview.connect import connect as mesh_connect
@@ -245,8 +246,8 @@ def check_instance(on: str | None) -> None:
 
 def check_seat_name(name: str) -> str:
     name = name.removeprefix("@") if isinstance(name, str) else name
-    if not isinstance(name, str) or not name or len(name) > 64 or not name.isprintable() or " " in name:
-        raise ControlError("bad-request", f"{_show(name)} is not a seat name")
+    if not isinstance(name, str) or not name or len(name) > 160 or not name.isprintable() or " " in name:
+        raise ControlError("bad-request", f"{_show(name)} is not a seat name or id")
     return name
 
 
@@ -489,7 +490,31 @@ class _Located:
     epoch: int
 
 
-async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None) -> _Located:
+Expect = tuple[str, "str | None"]  # a seat bound by id: (row id, lifecycleUid) as its manager reported
+
+
+def seat_candidates(rows: list[ManagedRow]) -> list[Candidate]:
+    """``ps`` rows as resolver candidates: addressed by row id, told apart by manager instance."""
+    return [Candidate(seat_principal(r.id), r.name, r.process, f"manager {r.instance_id}", r) for r in rows]
+
+
+def seat_principal(rid: str) -> str:
+    """A row id as a principal: ``owner.actor``, or a bare actor under the open/static owner."""
+    return rid if "." in rid else f"local.{rid}"
+
+
+async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None,
+                  expect: Expect | None = None) -> _Located:
+    loc = await _locate_any(nc, ep, space, name, on)
+    if expect is not None and (loc.row.id, loc.row.lifecycle_uid) != expect:
+        # the seat this verb was bound to (by id, from a ps row) is not the one found now
+        raise ControlError("failed-precondition",
+                           f"seat {name!r} on manager {loc.instance_id} is not the bound seat "
+                           f"{_show(expect[0])} any more; nothing was done")
+    return loc
+
+
+async def _locate_any(nc: Any, ep: EndpointClient, space: str, name: str, on: str | None) -> _Located:
     user = _user_nc(nc)
     if user:  # a user mesh: the pinned instance is the only one this credential reaches
         on = _pinned(nc, space)
@@ -511,14 +536,15 @@ async def _locate(nc: Any, ep: EndpointClient, space: str, name: str, on: str | 
             raise ControlError("contract-invalid", f"manager {on} answered inspect without a seat row")
         return _Located(row, r.instance_id, r.epoch)
     result, replies = await _gather_ps(nc, ep, space, on=None, deadline_ms=PS_DEADLINE_MS)
-    hits = [row for row in result.rows if row.name == name]
+    hits = matches(name, seat_candidates(result.rows))  # a name or a row id; never the first look-alike
     if len(hits) == 1:
-        iid = hits[0].instance_id
-        return _Located(hits[0], iid, replies[iid].epoch)
+        row = hits[0].item
+        return _Located(row, row.instance_id, replies[row.instance_id].epoch)
     if len(hits) > 1:
-        ids = ", ".join(h.instance_id for h in hits)
-        raise ControlError("failed-precondition", f"seat {name!r} runs on {len(hits)} managers ({ids}); "
-                           "name the manager instance to pick one")
+        try:
+            resolve(name, hits, what="seat", outcome="nothing was done")
+        except AmbiguousName as e:
+            raise ControlError("failed-precondition", f"{e} (--on INSTANCE picks the manager)") from None
     answered = [m for m in result.managers if m.state == "answered"]
     msg = f"no managed agent {name!r} on any of the {len(answered)} answering manager(s) in space {space}"
     quiet = [m.instance_id for m in result.managers if m.state != "answered"]
@@ -549,13 +575,13 @@ def _bind_refused(e: EndpointError | None) -> bool:
 
 
 async def _targeted(nc: Any, space: str, name: str, on: str | None, command: str, args: Any,
-                    deadline_ms: int) -> tuple[_Located, Any]:
+                    deadline_ms: int, expect: Expect | None = None) -> tuple[_Located, Any]:
     """Locate, then call the hosting instance bound to the epoch that answered; a bind refusal
     (the manager restarted in between, nothing was done) locates again."""
     ep = EndpointClient(nc, space, name=CLIENT_NAME)
     mode = "owner" if _user_nc(nc) else "any"  # a user bearer never holds any-mode reach
     for _ in range(MAX_REBIND):
-        loc = await _locate(nc, ep, space, name, on)
+        loc = await _locate(nc, ep, space, name, on, expect)
         try:
             r = await ep.call(command, args, instance_id=loc.instance_id, target=_target_of(loc.row, ep.caller),
                               mode=mode, bind={"instanceId": loc.instance_id, "epoch": loc.epoch},
@@ -625,15 +651,16 @@ async def status(target: ConnectTarget, name: str, *, on: str | None = None) -> 
 
 
 async def stop(target: ConnectTarget, name: str, *, force: bool = False, on: str | None = None,
-               read_only: str | None = None) -> StopResult:
-    """Stop a seat: graceful (the manager signals, then SIGKILLs after its grace) or force."""
+               read_only: str | None = None, expect: Expect | None = None) -> StopResult:
+    """Stop a seat: graceful (the manager signals, then SIGKILLs after its grace) or force.
+    ``expect`` (row id, lifecycleUid) binds it to one seat: another one there is refused."""
     refuse_read_only(read_only)
     name = check_seat_name(name)
     check_instance(on)
 
     async def body(nc: Any) -> StopResult:
         loc, data = await _targeted(nc, space_token(target.space), name, on, "despawn",
-                                    {"graceful": not force}, STOP_DEADLINE_MS)
+                                    {"graceful": not force}, STOP_DEADLINE_MS, expect)
         graceful = bool(data.get("graceful")) if isinstance(data, dict) else False
         return StopResult(name, loc.instance_id, force, graceful)
 
@@ -641,8 +668,9 @@ async def stop(target: ConnectTarget, name: str, *, force: bool = False, on: str
 
 
 async def input_text(target: ConnectTarget, name: str, text: str, *, enter: bool = True, on: str | None = None,
-                     read_only: str | None = None) -> InputResult:
-    """Type ``text`` into a seat's terminal, then Enter unless ``enter`` is false."""
+                     read_only: str | None = None, expect: Expect | None = None) -> InputResult:
+    """Type ``text`` into a seat's terminal, then Enter unless ``enter`` is false; ``expect``
+    binds it to one seat (row id, lifecycleUid), as for :func:`stop`."""
     refuse_read_only(read_only)
     name = check_seat_name(name)
     check_instance(on)
@@ -655,7 +683,7 @@ async def input_text(target: ConnectTarget, name: str, text: str, *, enter: bool
         if _user_nc(nc):
             refuse_without_operator_reach(nc)
         loc, data = await _targeted(nc, space_token(target.space), name, on, "input",
-                                    {"text": text, "enter": enter}, CALL_DEADLINE_MS)
+                                    {"text": text, "enter": enter}, CALL_DEADLINE_MS, expect)
         n = data.get("bytes") if isinstance(data, dict) else None
         return InputResult(name, loc.instance_id, n if isinstance(n, int) and n >= 0 else 0)
 

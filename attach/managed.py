@@ -119,23 +119,64 @@ class ManagedFold:
     def seats(self) -> list[ManagedSeat]:
         return [s for st in self.managers.values() for s in st.seats]
 
-    def by_principal(self) -> dict[str, ManagedSeat]:
-        """Roster key → seat; an answering manager wins over a silent one for the same agent."""
-        out: dict[str, ManagedSeat] = {}
+    def index(self) -> dict[str, tuple[ManagedSeat, ...]]:
+        """Roster key -> every seat a manager reports under it (one lookup table per rebuild)."""
+        out: dict[str, list[ManagedSeat]] = {}
         for s in self.seats():
-            cur = out.get(s.principal)
-            if cur is None or (cur.silent and not s.silent):
-                out[s.principal] = s
-        return out
+            out.setdefault(s.principal, []).append(s)
+        return {k: tuple(v) for k, v in out.items()}
 
-    def for_peer(self, peer_id: str, name: str | None = None) -> ManagedSeat | None:
-        hit = self.by_principal().get(peer_id)
-        if hit is None and name is not None:
-            hit = next((s for s in self.seats() if s.name == name), None)
-        return hit
+    def bind(self, peer_id: str, lifecycle_uid: str | None = None,
+             index: dict[str, tuple[ManagedSeat, ...]] | None = None) -> "Binding":
+        """The seat a roster peer is, by principal and lifecycle uid as the managers report
+        them; never by name (a display name is anyone's to take)."""
+        seats = (self.index() if index is None else index).get(peer_id, ())
+        return bind_among(seats, lifecycle_uid)
+
+    def for_peer(self, peer_id: str, lifecycle_uid: str | None = None) -> ManagedSeat | None:
+        """The bound seat, or None when the binding is missing or ambiguous."""
+        return self.bind(peer_id, lifecycle_uid).seat
 
     def silent_managers(self) -> list[ManagerState]:
         return [st for st in self.managers.values() if st.silent_since is not None]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A roster peer's seat: ``seat`` when exactly one manager reports it; otherwise
+    ``candidates`` (two managers claiming one principal) or nothing (not a managed seat)."""
+
+    seat: ManagedSeat | None
+    candidates: tuple[ManagedSeat, ...] = ()
+
+    @property
+    def ambiguous(self) -> bool:
+        return len(self.candidates) > 1
+
+    def refusal(self, verb: str, label: str) -> str | None:
+        """One sentence when ``verb`` cannot go to a seat, else None."""
+        if self.seat is not None:
+            return None
+        if self.ambiguous:
+            where = ", ".join(f"{s.instance_id} ({s.id})" for s in self.candidates[:4])
+            return (f"{verb}: {label} is claimed by {len(self.candidates)} managers ({where}); "
+                    "nothing was done - pick one with cotal ps and --on")
+        return f"{verb}: {label} is not a managed seat (no manager reports its id and lifecycle)"
+
+
+def bind_among(seats: tuple[ManagedSeat, ...], lifecycle_uid: str | None) -> Binding:
+    """The one seat of ``seats`` (all under the peer's principal) that is this incarnation: the
+    row's lifecycle uid must be the peer's when the peer states one. An answering manager wins
+    over a silent one; two answering managers reporting it is ambiguous, never a pick."""
+    if lifecycle_uid is not None:
+        seats = tuple(s for s in seats if s.lifecycle_uid == lifecycle_uid)
+    if not seats:
+        return Binding(None)
+    live = tuple(s for s in seats if not s.silent)
+    pool = live or seats
+    if len({s.instance_id for s in pool}) > 1:
+        return Binding(None, pool)
+    return Binding(pool[0], pool)
 
 
 def _silenced(s: ManagedSeat, since: float) -> ManagedSeat:

@@ -19,6 +19,7 @@ import tty
 from typing import Callable
 
 from .client import AttachSession, Notice, drop_text, end_text
+from .termfilter import TermFilter
 
 DEFAULT_DETACH = 0x1D  # Ctrl-]
 _DETACH_RE = re.compile(r"^(?:ctrl-|\^)([a-z@\[\\\]\^_])$", re.IGNORECASE)
@@ -146,8 +147,10 @@ async def run_passthrough(
     in_fd: int | None = None,
     out_fd: int | None = None,
     err: Callable[[str], None] | None = None,
+    term_filter: TermFilter | None = None,
 ) -> tuple[str, int]:
-    """Drive one attach on the local terminal; returns (final reason, exit code)."""
+    """Drive one attach on the local terminal; returns (final reason, exit code). The seat's
+    output goes through ``term_filter`` (default: no clipboard writes, titles kept)."""
     in_fd = sys.stdin.fileno() if in_fd is None else in_fd
     out_fd = sys.stdout.fileno() if out_fd is None else out_fd
     is_tty = os.isatty(in_fd)
@@ -155,6 +158,7 @@ async def run_passthrough(
     loop = asyncio.get_running_loop()
     forms = detach_forms(detach_byte)
     pending_pipe: list[bytes] = []
+    filt = term_filter if term_filter is not None else TermFilter()
 
     at_line_start = [True]  # the remote's last byte ended a line (nothing written yet counts)
 
@@ -170,6 +174,7 @@ async def run_passthrough(
         at_line_start[0] = True
 
     def on_output(data: bytes) -> None:
+        data = filt.feed(data)
         term.alt.feed(data)
         _write_all(out_fd, data)
         if data:

@@ -10,7 +10,8 @@
                             hands it out: pty read (the raw figure), host framing (the bridge's
                             coalesce into CHUNK frames), base64/JSON (data_json + the rail frame),
                             NATS publish -> broker -> subscriber (a bare nats-py pair), client
-                            decode (rail parse + base64 decode), stdout write (into a pty that a
+                            decode (rail parse + base64 decode), the terminal filter (raw
+                            attach's OSC 52 drop), stdout write (into a pty that a
                             reader drains, like a terminal); then where each process's time goes
 
 The serving side runs as in real use: a manager process of its own (this file with ``--serve``:
@@ -42,6 +43,7 @@ import nats  # noqa: E402
 
 from attach.client import AttachSession  # noqa: E402
 from attach.mirror import Mirror  # noqa: E402
+from attach.termfilter import TermFilter  # noqa: E402
 from cotal_tui.demo.broker import Broker  # noqa: E402
 from cotal_tui.demo.manager import DemoManager, SeatSpec  # noqa: E402
 from cotal_tui.demo.programs.dashboard import frame  # noqa: E402
@@ -263,6 +265,12 @@ def hop_stdout(pieces: list[bytes]) -> float:
     return r
 
 
+def hop_filter(pieces: list[bytes]) -> float:
+    """raw attach's terminal filter (clipboard writes out) over each frame's bytes."""
+    f = TermFilter()
+    return _rate(sum(map(len, pieces)), lambda: [f.feed(p) for p in pieces])
+
+
 def hop_figures(url: str) -> dict:
     chunks: list[bytes] = []
     raw = local_throughput(chunks)
@@ -271,6 +279,7 @@ def hop_figures(url: str) -> dict:
     return {"pty read (raw)": raw, "host framing": framing, "base64/JSON + rail frame": encode,
             "NATS publish->broker->sub": asyncio.run(hop_nats(url, frames)),
             "client decode (rail+base64)": hop_decode(frames),
+            "terminal filter (OSC 52 out)": hop_filter(pieces),
             "stdout write (into a pty)": hop_stdout(pieces),
             "_reads": len(chunks), "_read_median": statistics.median(map(len, chunks)),
             "_frames": len(frames), "_frame_bytes": statistics.median(map(len, frames))}
@@ -377,7 +386,10 @@ async def _mesh_throughput(ncc, mgr: asyncio.subprocess.Process, name: str) -> t
     tail = bytearray()
     done = asyncio.Event()
 
+    filt = TermFilter()  # what `cotal attach` does to each chunk before the terminal
+
     def on_flood(b: bytes) -> None:
+        b = filt.feed(b)
         # the clock starts at the first byte of the program's flood, not at the attach repaint
         # (the screen snapshot arrives ~0.5 s before: the program sleeps first, so the repaint
         # counted in would measure the sleep, not the byte path)

@@ -592,7 +592,7 @@ class CotalApp(App[int]):
         screen = self.console_screen()
         return screen.managed if screen is not None else None
 
-    def open_seat(self, name: str, *, peek: bool = False) -> bool:
+    def open_seat(self, name: str, *, peek: bool = False, instance_id: str | None = None) -> bool:
         """Push the attach (or peek) screen for ``name``; False (with a notice) when it cannot.
 
         When the console's ``ps`` poll has answered, a name no manager hosts is refused here with
@@ -608,7 +608,8 @@ class CotalApp(App[int]):
             why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
             self.notify_line(f"{verb}: {name} is not hosted by any manager ({why})")
             return False
-        self.push_screen(AttachScreen(sessions, name, peek=peek, hold_escape=self.hold_escape))
+        self.push_screen(AttachScreen(sessions, name, peek=peek, instance_id=instance_id,
+                                      hold_escape=self.hold_escape))
         return True
 
     def open_tile(self, names: list[str] | None = None,

@@ -92,6 +92,14 @@ KEYS: dict[str, dict[str, Key]] = {
     "ui": {
         "theme": Key("a theme name (a non-empty string)", _text, "the console's theme"),
     },
+    "attach": {
+        "clipboard": Key("true or false", lambda v: isinstance(v, bool),
+                         "raw cotal attach lets the seat write your clipboard (OSC 52; "
+                         "cotal attach --clipboard)"),
+        "titles": Key("true or false", lambda v: isinstance(v, bool),
+                      "raw cotal attach lets the seat change your window title (OSC 0/1/2; "
+                      "cotal attach --no-titles)"),
+    },
     "recordings": {
         "dir": Key("a folder (a non-empty string)", _text,
                    "where the palette's record writes when no file is named"),
@@ -129,6 +137,19 @@ def recording_max_size(args: argparse.Namespace | None = None,
     v = _good(read_config(home), "recordings", "max_size")
     return pick(MAX_SIZE, ("flag", getattr(args, "max_size", None)),
                 ("config.toml", _size(v) if v is not None else None))
+
+
+def attach_terminal(args: argparse.Namespace | None = None, home: Path | None = None
+                    ) -> tuple[tuple[bool, str], tuple[bool, str]]:
+    """What raw ``cotal attach`` lets a seat do to the operator's terminal, each with its
+    source: the clipboard (``--clipboard``, ``[attach] clipboard``; off by default) and the
+    window title (``--no-titles``, ``[attach] titles``; kept by default)."""
+    cfg = read_config(home)
+    clip = pick(False, ("flag", getattr(args, "clipboard", None)),
+                ("config.toml", _good(cfg, "attach", "clipboard")))
+    titles = pick(True, ("flag", getattr(args, "titles", None)),
+                  ("config.toml", _good(cfg, "attach", "titles")))
+    return clip, titles  # type: ignore[return-value]
 
 
 def ui_theme(flag: str | None = None, home: Path | None = None) -> tuple[str, str]:
@@ -387,7 +408,8 @@ ENVIRONMENT: dict[str, tuple[str | None, str, str | None]] = {
     "COTAL_SENTINEL_CREDS": ("--sentinel-creds", "user-auth mesh: the deny-all sentinel creds",
                              None),
     "COTAL_WEB_TOKEN": ("--web-token", "cotal watch --web refuses browsers without it "
-                        "(its value is never printed)", None),
+                        "(its value is never printed; unset, one is generated and printed "
+                        "once in the URL)", None),
 }
 SECRET = ("COTAL_WEB_TOKEN",)
 
@@ -435,6 +457,13 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     rows.append(Setting("recordings.max_size", size, src,
                         "--max-size" if src == "flag" else file_origin("recordings", "max_size", src),
                         KEYS["recordings"]["max_size"].doc, "--max-size"))
+    (clip, src), (titles, tsrc) = attach_terminal(args, home)
+    rows.append(Setting("attach.clipboard", clip, src,
+                        "--clipboard" if src == "flag" else file_origin("attach", "clipboard", src),
+                        KEYS["attach"]["clipboard"].doc))
+    rows.append(Setting("attach.titles", titles, tsrc,
+                        "--no-titles" if tsrc == "flag" else file_origin("attach", "titles", tsrc),
+                        KEYS["attach"]["titles"].doc))
     rows.append(Setting("chat.history", str(chat_history_path(home_dir)), "default", None,
                         "cotal chat's input history (under the Cotal home)"))
     for var, (flag, doc, default) in ENVIRONMENT.items():

@@ -25,6 +25,7 @@ from textual.widgets import Input
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target
 from cotal_tui.shell import shell_of
 from cotal_tui.themes import theme_names
+from meshview.resolve import ResolveError, candidates_of, resolve
 from meshview.snapshot import Peer
 from widgets.composer import SendTarget
 
@@ -67,11 +68,11 @@ def parse_write(verb: str, rest: str, peers: Sequence[Peer], tab: str | None) ->
     if verb in ("dm", "call"):
         if not words or not words[0]:
             return f"{verb}: name an agent: {verb} @name"
-        name = words[0].removeprefix("@")
-        matches = [p for p in peers if p.name == name or p.id == name]
-        if not matches:
-            return f"{verb}: no agent named {name}"
-        peer = matches[0]
+        try:  # one principal or a refusal naming the candidates, never the first look-alike
+            peer = resolve(words[0], candidates_of(peers), what="peer",
+                           outcome="nothing was sent").item
+        except ResolveError as e:
+            return f"{verb}: {e}"
         if peer.kind != "agent":
             return f"{verb}: {peer.name} is an endpoint, not an agent: DMs go to agents only"
         t = dm_target(peer.id, peer.name)

@@ -32,7 +32,7 @@ class ReplayApp(CotalApp):
         if self._first_notice:
             self.call_after_refresh(self.notify_line, self._first_notice, True)
 
-    def open_seat(self, name: str, *, peek: bool = False) -> bool:
+    def open_seat(self, name: str, *, peek: bool = False, instance_id: str | None = None) -> bool:
         """Roster ``a``/``p``, ``:attach``/``:peek``: the seat's recorded terminal, if any."""
         replay = self.replay_session.replay
         stream = replay.seat_stream(name)

@@ -3,6 +3,11 @@
 Every consumer made here is deleted when the read ends (and has an inactivity threshold in
 case we die first). Channel backfill honours each channel's ``replay`` and ``replayWindow``
 as the ``meshview.wire`` rules give them; rejected rows are counted, never returned.
+
+Order is the broker's, never a sender's ``ts`` (which any peer can set to anything): each
+stream's rows in stream sequence, and the streams (CHAT, DM) merged by the time each stored its
+row, a merge that never reorders a stream's own rows. A forger's earlier ``ts`` cannot move its
+copy of an id ahead of the original.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from nats.js import api
 
 from meshview.connect import short_error
 from meshview.model import MeshModel
+from meshview.streamorder import Stored, stored_ms, stream_order
 from meshview.wire import Delivery, chat_pattern, decode_delivery, kind_pattern
 from meshview.wire.names import chat_stream, dm_stream
 
@@ -33,9 +39,10 @@ class History:
     ) -> list[Delivery]:
         """Newest ``limit`` rows of each channel that replays, inside its replay window, and
         the newest ``dm_limit`` DMs (0: none); with ``since_ts`` only rows from then on (an
-        outage's gap). Oldest first."""
+        outage's gap). In stream order (:func:`stream_order`), never by ``ts``."""
         now = self.model.clock()
-        rows: list[Delivery] = []
+        rows: list[Stored] = []
+        dms: list[Stored] = []
         sem = asyncio.Semaphore(PARALLEL_READS)
 
         async def one(ch: str) -> None:
@@ -45,22 +52,27 @@ class History:
             if since_ts is not None:
                 floor_ts = since_ts if floor_ts is None else max(floor_ts, since_ts)
             async with sem:
-                got = await self.read(chat_stream(self.space), chat_pattern(self.space, ch), limit)
-            rows.extend(d for d in got if floor_ts is None or d.message.ts >= floor_ts)
+                got = await self.read_stored(chat_stream(self.space),
+                                             chat_pattern(self.space, ch), limit)
+            rows.extend(r for r in got if floor_ts is None or r.delivery.message.ts >= floor_ts)
 
         await asyncio.gather(*(one(c) for c in channels))
         if dm_limit > 0:
             try:
-                got = await self.read(dm_stream(self.space), kind_pattern(self.space, "inst"),
-                                      dm_limit)
-                rows.extend(d for d in got if since_ts is None or d.message.ts >= since_ts)
+                got = await self.read_stored(dm_stream(self.space),
+                                             kind_pattern(self.space, "inst"), dm_limit)
+                dms.extend(r for r in got if since_ts is None or r.delivery.message.ts >= since_ts)
             except Exception as e:  # noqa: BLE001 - refused by ACL: the lens stays live-only
                 self.dm_error = short_error(e)
-        rows.sort(key=lambda d: d.message.ts)
-        return rows
+        return stream_order(rows, dms)
 
     async def read(self, stream: str, filt: str, limit: int) -> list[Delivery]:
-        """Newest ``limit`` messages matching ``filt``, oldest first."""
+        """Newest ``limit`` messages matching ``filt``, oldest first (stream order)."""
+        return [r.delivery for r in await self.read_stored(stream, filt, limit)]
+
+    async def read_stored(self, stream: str, filt: str, limit: int) -> list[Stored]:
+        """Newest ``limit`` messages matching ``filt`` with their stream sequence and store
+        time, in stream order."""
         if limit <= 0:
             return []
         ceiling = await self._edge_seq(stream, filt, api.DeliverPolicy.LAST)
@@ -75,12 +87,12 @@ class History:
             if len(got) >= limit or start == 1:
                 break
             span *= 4
-        out: list[Delivery] = []
+        out: list[Stored] = []
         for seq in sorted(got)[-limit:] if len(got) > limit else sorted(got):
             msg = got[seq]
             d = decode_delivery(msg.subject, msg.data, history=True)
             if type(d) is Delivery:
-                out.append(d)
+                out.append(Stored(stream, seq, stored_ms(msg), d))
             else:
                 self.model.apply_rejection(d.reason, msg.subject)
         return out

@@ -35,8 +35,10 @@ from operator import attrgetter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
-from meshview.feedring import FeedRing
+from meshview.feedring import DUPLICATE, FeedRing
 from meshview.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
+from meshview.labels import Labels
+from meshview.originals import Ref, entry_ref, pick
 from meshview.roster import RosterReducer
 from meshview.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
@@ -87,15 +89,18 @@ MEMBERSHIP_STALE_MS = 45_000.0
 THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
 MENTIONS_CAP = 32
 EXCERPT_CAP = 200  # characters of the original kept on a reply row
-_THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt")
-_NO_THREAD = (None, None, (), None)  # a message that names no thread: FeedEntry's defaults
+#: Channels heard on the tap kept (arrival counts, last message): past it the first heard of
+#: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
+CHANNELS_CAP = 20_000
+_THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "reply_ambiguous")
+_NO_THREAD = (None, None, (), None, False)  # a message that names no thread: FeedEntry's defaults
 
 # Public methods that are not inputs: reads, and forwards (they only call inputs, each of which
 # is an input call of its own). tests/test_record.py fails on a public method in none of
 # INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count", "runs_view", "stalled",
+    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count", "labels",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 
@@ -116,6 +121,7 @@ class _Burst:
     opened: float  # clock time the window opened
     context_id: str | None = None
     thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
+    conflict: bool = False  # an id in it was used first by another sender
 
 
 def _order_key(p: Peer) -> tuple:
@@ -173,7 +179,10 @@ class MeshModel(RunsReducer, RosterReducer):
         # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
         self._live_seen: dict[str, float] | None = None
         self._live_floor = float("inf")  # <= every value in ``_live_seen``
-        self._names: dict[str, str] = {}
+        # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
+        self._offline: dict[str, None] | None = None
+        self._names: dict[str, str] = {}  # principal -> roster name (presence, absent)
+        self._labels: Labels | None = None  # built from the roster when asked (None: stale)
         self._watch_last: float | None = None  # receipt time of the last watch delivery
         self._initial_load = True
 
@@ -184,6 +193,13 @@ class MeshModel(RunsReducer, RosterReducer):
         self._arrivals: dict[str, int] = {}
         self._arrivals_at_poll: dict[str, int] = {}  # arrivals when ``_retained`` was read
         self._chan_last: dict[str, float] = {}
+        # the snapshot's channel list, kept between snapshots: only the channels a message or a
+        # poll changed are rebuilt (10k channels cost 35 ms a snapshot rebuilt whole).
+        # ``_chan_info`` None: rebuild all of it
+        self._chan_info: dict[str, ChannelInfo] | None = None
+        self._chan_names: list[str] = []  # sorted
+        self._chan_dirty: set[str] = set()
+        self._chan_tuple: tuple[ChannelInfo, ...] = ()
 
         self._dms = DmRollup(dm_log_cap)
         self._topology = HopLog()
@@ -195,8 +211,9 @@ class MeshModel(RunsReducer, RosterReducer):
         self._rate_origin: float | None = None  # when the rate began to be measured
         self._total = 0
 
-        # rejections
+        # rejections, and the wire fields cut to their byte bounds (meshview/wire/bounds.py)
         self._rejections: dict[str, int] = {}
+        self._cuts: dict[str, int] = {}
 
         # membership / managers
         self._membership_members: dict[str, MemberView] = {}
@@ -323,8 +340,16 @@ class MeshModel(RunsReducer, RosterReducer):
         return self._ring.seen(message_id)
 
     def name_of(self, pid: str) -> str:
-        """A peer's name, else its whole id (display code elides it, never this)."""
+        """A peer's roster name, else its whole id (display code elides it, never this)."""
         return self._names.get(pid) or pid
+
+    def labels(self) -> Labels:
+        """Principal -> display label from the roster (meshview/labels.py), rebuilt only after
+        a roster name or role changed."""
+        lab = self._labels
+        if lab is None or len(lab) != len(self._peers):
+            lab = self._labels = Labels((p.id, p.name, p.role) for p in self._peers.values())
+        return lab
 
     # ------------------------------------------------------------------ messages
 
@@ -351,26 +376,36 @@ class MeshModel(RunsReducer, RosterReducer):
         wire_context_id: str | None = None,
         mentions: Sequence[str] | None = None,
     ) -> bool:
-        """Apply one validated delivery. Returns False for a duplicate id (dropped).
+        """Apply one validated delivery. Returns False for a duplicate (dropped): the same
+        sender's id again. An id another sender used first lands as a row marked ``conflict``.
 
         Channel rows land at once; unicast rows open/extend a ``burst_ms`` window keyed by
         sender + text and land as one row when :meth:`tick` flushes it. History rows
-        (``historical=True``) should be applied oldest-first before live rows
-        (:meth:`apply_history` sorts and does that).
+        (``historical=True``) should be applied in stream order before live rows
+        (:meth:`apply_history`).
         """
         now = self.clock() if received is None else received
-        if id and self._ring.seen(id):
-            return False
-        if from_name:
-            self._names[from_id] = from_name
+        conflict = False
+        if id:
+            seen = self._ring.check(id, from_id)
+            if seen:
+                if seen == DUPLICATE:
+                    return False
+                conflict = True
+        # the envelope's name and role are the sender's claim, never its identity: kept on the
+        # row (bounded by the wire's decode, meshview/wire/bounds.py) and shown against the
+        # roster's entry for ``from_id`` (meshview/labels.py)
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
         parts_t = tuple(parts)
-        thread = self._thread(reply_to, wire_context_id, mentions)
+        thread = (_NO_THREAD if not (reply_to or wire_context_id or mentions) else
+                  self._thread(reply_to, wire_context_id, mentions,
+                               Ref(kind, from_id, channel if kind == "channel" else to_service,
+                                   (to,) if kind == "dm" and to else ())))
         if kind == "dm":
             to_id = to or ""
-            self._dms.add(id, ts, from_id, to_id, text, historical)
+            self._dms.add(id, ts, from_id, to_id, text, historical, from_name, conflict)
             self._topology.hop(ts, from_id, to_id, "dm", historical)
             key = (from_id, text)
             b = self._bursts.get(key)
@@ -379,7 +414,8 @@ class MeshModel(RunsReducer, RosterReducer):
                     b.to_ids.append(to_id)
                 b.ids.append(id)
                 b.ts = min(b.ts, ts)
-                self._ring.hold(id)
+                b.conflict = b.conflict or conflict
+                self._ring.hold(id, from_id)
                 return True
             if b is not None:
                 self._flush_burst(key)
@@ -387,8 +423,9 @@ class MeshModel(RunsReducer, RosterReducer):
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
                 from_role=from_role, text=text, parts=parts_t, historical=historical,
                 to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
+                conflict=conflict,
             )
-            self._ring.hold(id)  # pending burst
+            self._ring.hold(id, from_id)  # pending burst
             if historical or self.burst_ms <= 0:
                 self._flush_burst(key)  # history is settled / coalescing off: no window
             return True
@@ -398,10 +435,13 @@ class MeshModel(RunsReducer, RosterReducer):
                     if channel not in self._retained and channel not in self._registry:
                         self._retained[channel] = 0  # a new channel: its arrivals count
                         self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
+                        if len(self._arrivals) >= CHANNELS_CAP:
+                            self._forget_first_channel(channel)
                     self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
                 last = self._chan_last.get(channel)
                 if last is None or ts > last:
                     self._chan_last[channel] = ts
+                self._chan_dirty.add(channel)
             self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
         elif kind == "anycast":
             self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
@@ -409,31 +449,35 @@ class MeshModel(RunsReducer, RosterReducer):
         self._land(FeedEntry(
             self._ring.end, id, ts, now, kind, from_id, from_name, from_role, text, channel,
             (), (), to_service, parts_t, 1, historical, event, None, (id,), context_id, *thread,
+            conflict,
         ))
         return True
 
-    def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any) -> tuple[Any, ...]:
-        """The envelope's threading fields, bounded, plus the original's first line when it is
-        in the feed now (``FeedEntry.reply_excerpt``)."""
-        if not (reply_to or wire_context_id or mentions):
-            return _NO_THREAD
+    def _thread(self, reply_to: Any, wire_context_id: Any, mentions: Any,
+                me: Ref) -> tuple[Any, ...]:
+        """The envelope's threading fields, bounded, plus the first line of the original
+        reply ``me`` answers when it is in the feed now (``FeedEntry.reply_excerpt``): the
+        first copy by stream order that fits (meshview/originals.py), and whether the id names
+        copies of several senders none of which fits (``reply_ambiguous``)."""
         reply = reply_to[:THREAD_ID_CAP] if isinstance(reply_to, str) and reply_to else None
         ctx = (wire_context_id[:THREAD_ID_CAP]
                if isinstance(wire_context_id, str) and wire_context_id else None)
         ment = tuple(m[:128] for m in list(mentions or ())[:MENTIONS_CAP] if isinstance(m, str))
-        excerpt = None
+        excerpt, ambiguous = None, False
         if reply is not None:
-            at = self._ring.index_of(reply)
+            ring = self._ring
+            at, ambiguous = pick(me, [(entry_ref(ring.at(i)), i) for i in ring.copies(reply)])
             if at is not None:
-                first = self._ring.at(at).text.lstrip().split("\n", 1)[0]
+                first = ring.at(at).text.lstrip().split("\n", 1)[0]
                 excerpt = first[:EXCERPT_CAP]
-        return reply, ctx, ment, excerpt
+        return reply, ctx, ment, excerpt, ambiguous
 
     def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Apply a prefill batch: rows are ``apply_message`` kwargs; sorted by ts, marked
-        historical, deduped. Returns the number of rows that landed."""
+        """Apply a prefill batch: rows are ``apply_message`` kwargs, already in stream order
+        (meshview/history.py: never sorted by the senders' own ``ts``), marked historical,
+        deduped. Returns the number of rows that landed."""
         n = 0
-        for r in sorted(rows, key=lambda r: r["ts"]):
+        for r in rows:
             if self.apply_message(**{**r, "historical": True}):
                 n += 1
         return n
@@ -446,7 +490,7 @@ class MeshModel(RunsReducer, RosterReducer):
             from_name=b.from_name, from_role=b.from_role, text=b.text,
             to_ids=tuple(b.to_ids), to_names=to_names, parts=b.parts, count=len(b.to_ids),
             historical=b.historical, ids=tuple(b.ids), context_id=b.context_id,
-            **dict(zip(_THREAD_FIELDS, b.thread)),
+            **dict(zip(_THREAD_FIELDS, b.thread)), conflict=b.conflict,
         )
 
     @model_input("message")
@@ -507,6 +551,21 @@ class MeshModel(RunsReducer, RosterReducer):
             return sum(self._rejections.values())
         return self._rejections.get(reason, 0)
 
+    @model_input("reject")
+    def note_cuts(self, fields: Sequence[str]) -> None:
+        """A delivery or presence record kept with ``fields`` cut to their byte bounds
+        (``meshview.wire.bounds``; a field may repeat): counted, the record still applies."""
+        cuts = self._cuts
+        for f in fields:
+            cuts[f] = cuts.get(f, 0) + 1
+        self._touch()
+
+    def cut_count(self, field: str | None = None) -> int:
+        """How many wire fields were cut to their byte bounds (of ``field``, or all)."""
+        if field is None:
+            return sum(self._cuts.values())
+        return self._cuts.get(field, 0)
+
     # ------------------------------------------------------------------ channels
 
     @model_input("channels")
@@ -521,14 +580,22 @@ class MeshModel(RunsReducer, RosterReducer):
                           for k, v in configs.items()}
         if defaults is not None:
             self._defaults = defaults.defaults() if isinstance(defaults, ChannelSettings) else defaults
+        self._chan_info = None
         self._touch()
 
     @model_input("channels")
     def set_retained_counts(self, counts: Mapping[str, int]) -> None:
         """Per-channel stored counts from ``STREAM.INFO`` (event channels already removed).
         Rebuilt on every poll, so deleted channels disappear."""
-        self._retained = dict(counts)
-        self._arrivals_at_poll = dict(self._arrivals)
+        old_r, old_p = self._retained, self._arrivals_at_poll
+        self._retained = new_r = dict(counts)
+        self._arrivals_at_poll = new_p = dict(self._arrivals)
+        if self._chan_info is not None:
+            if new_r.keys() != old_r.keys():
+                self._chan_info = None  # channels came or went: the list is rebuilt
+            else:
+                self._chan_dirty.update(ch for ch in new_r if new_r[ch] != old_r[ch]
+                                        or new_p.get(ch) != old_p.get(ch))
         self._touch()
 
     @model_input("channels")
@@ -539,6 +606,7 @@ class MeshModel(RunsReducer, RosterReducer):
         for ch in names:
             for d in (self._retained, self._arrivals, self._arrivals_at_poll, self._chan_last):
                 d.pop(ch, None)
+        self._chan_info = None
         self._touch()
 
     def effective(self, channel: str) -> ChannelSettings:
@@ -563,21 +631,45 @@ class MeshModel(RunsReducer, RosterReducer):
             return None
         return n + max(0, self._arrivals.get(ch, 0) - self._arrivals_at_poll.get(ch, 0))
 
+    def _forget_first_channel(self, keep: str) -> None:
+        """Past :data:`CHANNELS_CAP` channels heard: the first heard of that the registry does
+        not list goes (any peer may post to any number of channels)."""
+        for ch in self._arrivals:
+            if ch != keep and ch not in self._registry:
+                for d in (self._retained, self._arrivals, self._arrivals_at_poll,
+                          self._chan_last):
+                    d.pop(ch, None)
+                self._chan_info = None
+                return
+
     def _channels(self) -> tuple[ChannelInfo, ...]:
-        names = set(self._retained) | set(self._registry) | set(self._arrivals)
-        out = []
-        d = self._defaults
-        for ch in sorted(names):
-            c = self._registry.get(ch)
-            out.append(ChannelInfo(
-                name=ch, retained=self._total_of(ch), arrivals=self._arrivals.get(ch, 0),
-                registered=c is not None, replay=effective_replay(c, d),
-                delivery_class=effective_class(c, d), replay_window=effective_window(c, d),
-                description=c.description if c else None,
-                instructions=c.instructions if c else None,
-                last_ts=self._chan_last.get(ch),
-            ))
-        return tuple(out)
+        """The channel list by name, rebuilt only where a message or a poll changed it."""
+        infos, dirty = self._chan_info, self._chan_dirty
+        if infos is None:
+            names = sorted(set(self._retained) | set(self._registry) | set(self._arrivals))
+            infos = self._chan_info = {ch: self._channel_info(ch) for ch in names}
+            self._chan_names = names
+        elif dirty:
+            for ch in dirty:
+                if ch not in infos:
+                    insort(self._chan_names, ch)
+                infos[ch] = self._channel_info(ch)
+        else:
+            return self._chan_tuple
+        dirty.clear()
+        self._chan_tuple = tuple(map(infos.__getitem__, self._chan_names))
+        return self._chan_tuple
+
+    def _channel_info(self, ch: str) -> ChannelInfo:
+        c, d = self._registry.get(ch), self._defaults
+        return ChannelInfo(
+            name=ch, retained=self._total_of(ch), arrivals=self._arrivals.get(ch, 0),
+            registered=c is not None, replay=effective_replay(c, d),
+            delivery_class=effective_class(c, d), replay_window=effective_window(c, d),
+            description=c.description if c else None,
+            instructions=c.instructions if c else None,
+            last_ts=self._chan_last.get(ch),
+        )
 
     # ------------------------------------------------------------------ membership, managers
 
@@ -836,6 +928,8 @@ class MeshModel(RunsReducer, RosterReducer):
         now = self.clock()
         self._roll(now)
         self._roster()
+        labels = self.labels()
+        label = labels.label
         # heartbeat-only rewrites replace Peer objects without re-sorting: refresh them
         get = self._peers.__getitem__
         agents = tuple(map(get, self._agent_ids))
@@ -857,7 +951,7 @@ class MeshModel(RunsReducer, RosterReducer):
                 p.id, p.name, p.role, c.code if c else None, c.message if c else None,
                 None if ca is None else ca if ca > 0.0 else 0.0,
                 None if sa is None else sa if sa > 0.0 else 0.0,
-                ha if ha > 0.0 else 0.0, p.activity,
+                ha if ha > 0.0 else 0.0, p.activity, label(p.id) or p.name,
             ))
         signals = Signals(
             counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs), live=live)
@@ -867,12 +961,12 @@ class MeshModel(RunsReducer, RosterReducer):
             version=self.version, now=now, status=self._status, agents=agents,
             endpoints=endpoints, channels=self._channels(),
             feed=self._ring.rows(), feed_base=self._ring.base, signals=signals, rates=rates,
-            dms=self._dms.conversations(self.name_of), dm_log=tuple(self._dms.log),
+            dms=self._dms.conversations(lambda pid: labels.label(pid) or pid), dm_log=tuple(self._dms.log),
             topology=self._topology.topology(),
             rejections=tuple(sorted(self._rejections.items())),
             membership=self._membership(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
-            names=ReadOnlyNames(self._names), order=self._peer_ids,
+            names=ReadOnlyNames(self._names), order=self._peer_ids, labels=labels,
         )
         self._snap = snap
         self.dirty = False

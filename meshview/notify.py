@@ -136,7 +136,8 @@ class WaitingEpisodes:
                 self.held += 1
                 self.held_total += 1
                 continue
-            out.append(Alert(n.id, n.name, n.role, n.condition_code, n.condition_message,
+            # the label: two agents named ada raise two alerts that say which is which
+            out.append(Alert(n.id, n.label or n.name, n.role, n.condition_code, n.condition_message,
                              self.space, self.server, more=self.held, event=event))
             self.held = 0
         return out
@@ -270,7 +271,7 @@ def stalled_needs(model: Any, now: float) -> list[NeedsYou]:
         out.append(NeedsYou(id=pid, name=p.name, role=p.role, condition_code="stalled",
                             condition_message=v.label(), condition_age_ms=v.for_ms,
                             status_age_ms=None, heartbeat_age_ms=max(0.0, now - p.ts),
-                            activity=p.activity))
+                            activity=p.activity, label=model.labels().label(pid) or p.name))
     return out
 
 

@@ -395,6 +395,8 @@ class Observer:
     def _apply_delivery(self, d: Delivery, historical: bool, now: float) -> bool:
         msg = d.message
         kind = d.kind
+        if d.cuts:
+            self.model.note_cuts(d.cuts)
         channel = d.target if kind == "channel" else None
         return self.model.apply_message(
             kind=kind, id=msg.id, ts=msg.ts, from_id=d.sender, from_name=msg.from_.name,
@@ -497,6 +499,8 @@ class Observer:
             m.apply_presence_delete(e.key, purge=op == "PURGE", received=now)
         elif d.presence is not None:
             p = d.presence
+            if d.cuts:
+                m.note_cuts(d.cuts)
             m.apply_presence(PresenceRecord.from_wire(p), received=now)
             held = m.peer(e.key)
             t = None
@@ -601,7 +605,7 @@ class Observer:
 
     async def _prefill(self, since_ts: float | None = None, *, strict: bool = False) -> None:
         """History prefill at start; after a reconnect (``since_ts``) the same read fills the
-        gap: rows older than the outage are skipped, rows already seen dedupe by id.
+        gap: rows older than the outage are skipped, rows already seen dedupe by (sender, id).
         ``strict``: a stream that did not answer raises (see :func:`is_transient`)."""
         counts = await self._poll_channels(strict=strict)
         chans = [c for c in sorted(counts) if not is_event_channel(c)]
@@ -643,7 +647,7 @@ class Observer:
 
     async def _prefill_later(self) -> None:
         """The start-up prefill again, after each of ``PREFILL_RETRY_S``, until JetStream
-        answers: its rows land as history beside the live ones (deduped by id) and the
+        answers: its rows land as history beside the live ones (deduped by (sender, id)) and the
         warning it left goes. Given up after the last wait (the warning stays); a refusal is
         not asked again."""
         for wait in PREFILL_RETRY_S:

@@ -859,24 +859,20 @@ class Participant:
 
         A principal id that is not on the roster is accepted (an agent that left still has
         a DM inbox); a name must be on it. Pure: nothing is sent, nothing starts."""
-        t = target.strip()
-        t = t.removeprefix("@")
+        from meshview.resolve import AmbiguousName, candidates_of, matches, resolve
+
+        t = target.strip().removeprefix("@").strip()
         if not t:
             raise UnknownPeer("a DM needs a recipient.")
         rows = list(self.roster()) if self.roster is not None else []
-        by_id = [p for p in rows if getattr(p, "id", None) == t]
-        cands = by_id or [p for p in rows
-                          if isinstance(getattr(p, "name", None), str) and p.name.casefold() == t.casefold()]
-        if len({p.id for p in cands}) > 1:
-            live = [p for p in cands if getattr(p, "status", "idle") != "offline"]
-            if len({p.id for p in live}) == 1:
-                cands = live
-            else:
-                ids = sorted({p.id for p in cands})
-                raise AmbiguousPeer(f"{t!r} names {len(ids)} peers ({', '.join(ids)}); "
-                                    "DM by principal id instead.", ids)
+        cands = matches(t, candidates_of(rows))
+        if len(cands) > 1:  # live or offline, a namesake is a candidate: never pick one
+            try:
+                resolve(t, cands, outcome="nothing was sent")
+            except AmbiguousName as e:
+                raise AmbiguousPeer(str(e), e.ids) from None
         if cands:
-            p = cands[0]
+            p = cands[0].item
             if p.id == self.id or getattr(p, "kind", "agent") != "agent":
                 raise NotAnAgent(f"{p.name} is an endpoint, not an agent; DMs go to agents "
                                  "only, and nothing was sent.")
@@ -928,16 +924,24 @@ class Participant:
             raise ParticipantError(f"the roster could not be read: {str(e) or type(e).__name__}.") from None
         return roster_from_presence(values.items())
 
-    async def find_message(self, message_id: str, *, depth: int = 2000,
-                           timeout: float = 5.0) -> Delivery | None:
-        """Look a message up by id among the newest ``depth`` channel and DM messages (the
-        streams that keep history; anycast has none). None when not found or unreadable."""
+    async def find_copies(self, message_id: str, *, depth: int = 2000,
+                          timeout: float = 5.0) -> list[Delivery]:
+        """Every copy of a message id among the newest ``depth`` channel and DM messages (the
+        streams that keep history; anycast has none), any sender's, in stream order
+        (meshview/streamorder.py). Ids are the senders' own, so one id may name messages of
+        several senders: :func:`meshview.originals.pick_reply` says which one a reply means.
+        Empty when not found or unreadable."""
         if self.nc is None:
             raise Closed("the participant is not connected.")
         from nats.js import api
 
+        from meshview.streamorder import Stored, stored_ms, stream_order
+
         js = self.nc.jetstream(timeout=timeout)
+        found: list[list[Stored]] = []
         for stream in (chat_stream(self.space), dm_stream(self.space)):
+            rows: list[Stored] = []
+            found.append(rows)
             try:
                 info = await js.stream_info(stream)
             except Exception:  # noqa: BLE001 - no grant or no stream: look elsewhere
@@ -960,11 +964,12 @@ class Participant:
                         break
                     for m in msgs:
                         pending = m.metadata.num_pending
+                        seq = m.metadata.sequence.stream
                         if message_id.encode() in (m.data or b""):
                             d = decode_delivery(m.subject, m.data, history=True)
                             if type(d) is Delivery and d.message.id == message_id:
-                                return d
-                        if m.metadata.sequence.stream >= last:
+                                rows.append(Stored(stream, seq, stored_ms(m), d))
+                        if seq >= last:
                             pending = 0
             except Exception:  # noqa: BLE001 - history is best effort
                 pass
@@ -979,4 +984,4 @@ class Participant:
                         await js.delete_consumer(stream, ci.name)
                     except Exception:  # noqa: BLE001
                         pass
-        return None
+        return stream_order(*found)

@@ -8,6 +8,7 @@ presence events and lifecycle feed rows. It shares the model's state, hence a mi
 from __future__ import annotations
 
 from dataclasses import replace
+from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from msgspec.structs import replace as restruct  # a Peer is a Struct: built in C, ~40x faster
@@ -51,6 +52,13 @@ def as_presence(p: Peer) -> Presence:
     )
 
 
+#: Offline peers kept in the roster, the latest to go offline first: past this the oldest are
+#: forgotten. A departed row is for a glance at who was here lately; in open mode any client
+#: may write any number of presence keys, and every one of them lapses into an offline row
+#: (100k of them held 612 MB). 2000 covers every departure of a busy day on a large team,
+#: and at the wire's bounds an offline row is at most ~32 KB: under 64 MB for all of them.
+OFFLINE_CAP = 2000
+
 ROSTER_SORTS = ("status", "name", "role", "activity")  # the console's ``s`` cycles these
 
 
@@ -91,10 +99,14 @@ class RosterReducer:
     ttl_ms: float
     _peers: dict[str, Peer]
     _names: dict[str, str]
+    _labels: Any
     _roster_changed: bool
     _resort: set[str]
     _live_seen: dict[str, float] | None
     _live_floor: float
+    _offline: dict[str, None] | None
+    _sort_keys: dict[str, tuple]
+    _sorted: list[tuple] | None
     version: int
     dirty: bool
     _snap: Any
@@ -326,6 +338,9 @@ class RosterReducer:
 
     def _put_peer(self, p: Peer) -> None:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
+        old = self._peers.get(p.id)
+        if old is None or old.name != p.name or old.role != p.role:
+            self._labels = None  # who is shown as whom changed (meshview/labels.py)
         self._peers[p.id] = p
         live = self._live_seen
         if live is not None:
@@ -335,6 +350,45 @@ class RosterReducer:
                     self._live_floor = p.seen_at
             else:
                 live.pop(p.id, None)
+        off = self._offline
+        if off is None:
+            off = self._offline = self._offline_order()
+        if p.status == "offline":
+            if p.id not in off:
+                off[p.id] = None
+                if len(off) > OFFLINE_CAP:
+                    self._prune_offline(off, p.id)
+        elif off:
+            off.pop(p.id, None)
+
+    def _offline_order(self) -> dict[str, None]:
+        """The offline rows, the earliest to go offline first (rebuilt after a restore)."""
+        rows = sorted((p.offline_since or 0.0, k, pid) for k, (pid, p)
+                      in enumerate(self._peers.items()) if p.status == "offline")
+        return {pid: None for _, _, pid in rows}
+
+    def _prune_offline(self, off: dict[str, None], keep: str) -> None:
+        """Forget the offline rows that went offline first, past :data:`OFFLINE_CAP` (never
+        ``keep``, the row being written). A later record of the key is a new peer's join."""
+        gone = []
+        while len(off) > OFFLINE_CAP:
+            pid = next(iter(off))
+            if pid == keep:
+                break
+            del off[pid]
+            gone.append(pid)
+        srt, keys = self._sorted, self._sort_keys
+        for pid in gone:
+            self._peers.pop(pid, None)
+            self._names.pop(pid, None)
+            self._resort.discard(pid)
+            key = keys.pop(pid, None)
+            if key is not None and srt is not None:
+                at = bisect_left(srt, key)
+                if at < len(srt) and srt[at] == key:
+                    del srt[at]
+        self._stall.forget(gone)
+        self._roster_changed = True
 
     def _set_peer(self, p: Peer) -> None:
         prev = self._peers.get(p.id)
@@ -406,7 +460,7 @@ class RosterReducer:
             if wl - self._live_floor >= ttl:  # someone may be stale: look (in the rows' order)
                 gone = [pid for pid, p in peers.items()
                         if wl - p.seen_at >= ttl and p.status != "offline"
-                        and is_stale(p.ts, now, ttl)]
+                        and is_stale(p.ts, now, ttl, p.seen_at)]
                 for pid in gone:
                     self._mark_offline(pid, "stale", now)
         if wl is not None and now - wl > self.ttl_ms and self._status.presence_view != "stale":

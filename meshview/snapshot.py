@@ -15,8 +15,11 @@ from typing import Any, Literal, Mapping
 import msgspec
 
 from meshview.feedring import FeedRows
+from meshview.labels import EMPTY as NO_LABELS
+from meshview.labels import Labels, Sender
+from meshview.originals import entry_ref, pick
 from meshview.sanitize import elide_id
-from meshview.wire import ChannelConfig, ChannelDefaults, Presence
+from meshview.wire import ChannelConfig, ChannelDefaults, Presence, bound_presence
 
 Status = Literal["working", "waiting", "idle", "offline"]
 FeedKind = Literal["channel", "dm", "anycast", "lifecycle"]
@@ -67,32 +70,28 @@ class PresenceRecord(msgspec.Struct, frozen=True, gc=False):
 
     @classmethod
     def from_wire(cls, p: Presence) -> PresenceRecord:
-        """The roster's copy of a wire record, every field bounded: the SPEC caps a name at
-        128 characters, and nobody may buy megabytes of our memory with one KV key."""
+        """The roster's copy of a wire record, every field bounded by the wire's byte bounds
+        (``meshview.wire.bounds``: nobody may buy megabytes of our memory with one KV key).
+        ``decode_presence`` has bounded (and counted) a decoded record already; this is a
+        no-op check for one."""
+        p = bound_presence(p)[0]
         card = p.card
         c = p.condition
         meta = card.meta or {}
         return cls(
-            id=card.id, name=_clip(card.name, 128), kind=_clip(card.kind, 16), status=p.status,
-            ts=float(p.ts), role=_clip(card.role, 64), lifecycle_uid=_clip(p.lifecycleUid, 64),
-            activity=_clip(p.activity, 512), activity_since=p.activitySince,
+            id=card.id, name=card.name, kind=card.kind, status=p.status,
+            ts=float(p.ts), role=card.role, lifecycle_uid=p.lifecycleUid,
+            activity=p.activity, activity_since=p.activitySince,
             status_since=p.statusSince, active_at=p.activeAt,
-            condition=Condition(_clip(c.code, 64), _clip(c.source, 64), _clip(c.message, 1024),
-                                c.since) if c is not None else None,
-            attention=_clip(p.attention, 16),
-            channel_modes=tuple(sorted((_clip(k, 128), _clip(v, 16))
-                                       for k, v in list((p.channelModes or {}).items())[:64])),
-            description=_clip(card.description, 200),
-            tags=tuple(_clip(t, 64) for t in (card.tags or ())[:32]),
-            meta=tuple(sorted((_clip(k, 64), _clip(v, 256))
-                              for k, v in list(meta.items())[:32] if isinstance(v, str))),
-            environment=_clip(p.environment, 256),
+            condition=Condition(c.code, c.source, c.message, c.since)
+            if c is not None else None,
+            attention=p.attention,
+            channel_modes=tuple(sorted((p.channelModes or {}).items())),
+            description=card.description,
+            tags=tuple(t for t in (card.tags or ()) if isinstance(t, str)),
+            meta=tuple(sorted((k, v) for k, v in meta.items() if isinstance(v, str))),
+            environment=p.environment,
         )
-
-
-def _clip(v: Any, n: int) -> Any:
-    """Bound one wire string kept in the roster (None and non-strings pass through)."""
-    return v[:n] + "…" if isinstance(v, str) and len(v) > n else v
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +195,10 @@ class FeedEntry(msgspec.Struct, frozen=True, gc=False):
     # (None: it was not, so only its id can be shown); fixed at arrival so a row's height
     # never changes under the view
     reply_excerpt: str | None = None
+    # ``replyTo`` names copies by several senders and none fits this reply (meshview/originals.py)
+    reply_ambiguous: bool = False
+    # this row reuses an id another sender used first (by stream order): both rows are kept
+    conflict: bool = False
 
 
 class PresenceEvent(msgspec.Struct, frozen=True, gc=False):
@@ -271,6 +274,7 @@ class NeedsYou(msgspec.Struct, frozen=True, gc=False):
     status_age_ms: float | None  # now - statusSince
     heartbeat_age_ms: float  # now - ts
     activity: str | None
+    label: str = ""  # the name as shown (meshview/labels.py): suffixed when another peer shares it
 
 
 _TS = attrgetter("ts")
@@ -322,6 +326,8 @@ class DmMessage:
     to_id: str
     text: str
     historical: bool
+    claimed_name: str = ""  # the envelope's ``from.name`` (a claim: see Snapshot.sender)
+    conflict: bool = False  # the id was used first by another sender (both are kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +452,9 @@ class Snapshot:
     # ``peers``' ids in order: the same tuple object from one snapshot to the next until the
     # roster re-sorts, so a view can tell "same rows, some records refreshed" at a glance
     order: tuple[str, ...] = field(repr=False, default=())
+    # principal -> display label from the roster, disambiguated (meshview/labels.py); the same
+    # object from one snapshot to the next until a roster name or role changes
+    labels: Labels = field(repr=False, default=NO_LABELS)
 
     @property
     def feed_len(self) -> int:
@@ -460,18 +469,41 @@ class Snapshot:
         return self.feed.at(i)
 
     def original_of(self, e: FeedEntry) -> FeedEntry | None:
-        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window."""
+        """The row reply ``e`` answers (``replyTo``), when it is still in this feed window: the
+        first copy before ``e`` whose kind, sender and conversation fit (None as well when the
+        id names copies by several senders and none fits: :meth:`original_ambiguous`)."""
+        return self._original(e)[0]
+
+    def original_ambiguous(self, e: FeedEntry) -> bool:
+        """True when reply ``e``'s ``replyTo`` names rows of several senders, none fitting."""
+        return self._original(e)[1]
+
+    def _original(self, e: FeedEntry) -> tuple[FeedEntry | None, bool]:
         target = e.reply_to
         if not target:
+            return None, False
+        copies = [(entry_ref(r), r) for r in self.feed if r.index < e.index and target in r.ids]
+        return pick(entry_ref(e), copies)
+
+    def row_of(self, m: DmMessage) -> FeedEntry | None:
+        """The feed row holding DM ``m``: its sender's DM with that id (another sender may
+        have reused the id), newest first; None when it left the feed."""
+        if not m.id:
             return None
-        for row in reversed(self.feed):
-            if row.index < e.index and target in row.ids:
-                return row
-        return None
+        return next((e for e in reversed(self.feed)
+                     if e.kind == "dm" and e.from_id == m.from_id and m.id in e.ids), None)
 
     def name_of(self, pid: str) -> str:
-        """A peer's name, else its id elided in the middle (never cut mid-token)."""
-        return self.names.get(pid) or elide_id(pid, ID_CELLS)
+        """A peer's label (its roster name, disambiguated when shared), else its id elided in
+        the middle (never cut mid-token)."""
+        return self.labels.label(pid) or self.names.get(pid) or elide_id(pid, ID_CELLS)
+
+    def sender(self, e: FeedEntry) -> Sender:
+        """Who row ``e`` is shown as from: the roster's label and role for its authenticated
+        sender, and the envelope's differing name as a claim (meshview/labels.py)."""
+        if e.kind == "lifecycle" and self.labels.label(e.from_id) is None:
+            return Sender(e.from_name, e.from_role, None, False)  # ours (a manager's lease)
+        return self.labels.sender(e.from_id, e.from_name, e.from_role)
 
     def dm_thread(self, a: str, b: str) -> tuple[DmMessage, ...]:
         """Messages between two peers (either direction), oldest first."""

@@ -239,6 +239,7 @@ STATE: tuple[StateField, ...] = (
     StateField("total", "_total"),
     # rejections, membership, managers, connection
     StateField("rejections", "_rejections"),
+    StateField("cuts", "_cuts"),
     StateField("membership_members", "_membership_members"),
     StateField("membership_feed_at", "_membership_feed_at"),
     StateField("membership_read", "_membership_read"),
@@ -252,7 +253,8 @@ STATE: tuple[StateField, ...] = (
 # the last sort's rows and the kept order: a fresh model's (which sorts everything) until it
 # sorts again
 _DERIVED = ("_sort_keys", "_sorted", "_resort", "_live_seen",
-            "_live_floor")
+            "_live_floor", "_offline", "_chan_info", "_chan_names", "_chan_dirty",
+            "_chan_tuple", "_labels")
 
 # Version 1 checkpoints were ``vars(model)``: the attributes the model had then (plus ``dirty``,
 # which restoring always sets), each in the tagged encoding. Written out, not derived from

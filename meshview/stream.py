@@ -26,6 +26,8 @@ from nats.aio.client import Client as NATS
 
 from meshview import sanitize
 from meshview.connect import ConnectTarget
+from meshview.labels import EMPTY as NO_LABELS
+from meshview.labels import Labels
 from meshview.lineout import LineSink
 from meshview.model import MeshModel
 from meshview.notify import NotifySettings
@@ -44,6 +46,8 @@ from meshview.sanitize import elide_id
 from meshview.timefmt import age
 
 ID_CELLS_PLAIN = 40  # an unknown recipient's id in a plain line (elided in the middle)
+CONFLICT_MARK = "[reused id]"  # a row whose id another sender used first
+AMBIGUOUS_MARK = "[re: ambiguous id]"  # a reply whose replyTo names several senders' messages
 
 NAME_COLOURS = (39, 208, 170, 78, 214, 111, 203, 150, 141, 180, 117, 222, 75, 209)
 BADGE = {
@@ -101,13 +105,15 @@ class TextRenderer:
             s += " (gone before this watch started)"
         return self._c(code, s)
 
-    def presence(self, ev: PresenceEvent, stalled: Stalled | None = None) -> str:
+    def presence(self, ev: PresenceEvent, stalled: Stalled | None = None,
+                 labels: Labels = NO_LABELS) -> str:
         p = ev.peer
         label = {"join": "join", "update": "update", "offline": "offline",
                  "incarnation": "join"}[ev.event]
         line = (f"{self._c('2', self._time(ev.received))} "
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
-                f"{self._name(p.name, p.role)} {self.badge(p, ev.received)}")
+                f"{self._name(labels.label(p.id) or p.name, p.role)} "
+                f"{self.badge(p, ev.received)}")
         if stalled is not None:
             line += self._c("33", f" · {stalled.label()}")
         if ev.event == "incarnation":
@@ -117,7 +123,9 @@ class TextRenderer:
             line += f" - {sanitize.inline(p.activity, 300)}"
         return line
 
-    def message(self, e: FeedEntry) -> str | None:
+    def message(self, e: FeedEntry, labels: Labels = NO_LABELS) -> str | None:
+        """A message line; its sender as ``labels`` (the roster) knows the principal, with the
+        envelope's differing name as a marked claim."""
         if e.kind == "lifecycle":
             if e.lifecycle not in ("manager-up", "manager-down"):
                 return None  # joins/offlines are printed from presence events
@@ -130,7 +138,7 @@ class TextRenderer:
         elif e.kind == "anycast":
             target = self._c("2", "@" + sanitize.inline(e.to_service or ""))
         else:
-            names = ", ".join(self._target(n, i) for n, i in zip(e.to_names or e.to_ids, e.to_ids))
+            names = ", ".join(self._target(labels.label(i) or "", i) for i in e.to_ids)
             target = names + (self._c("2", f" ({e.count}×)") if e.count > 1 else "")
         # a backfilled row says when it was sent (the label marks it historical), a live one
         # when it arrived
@@ -138,8 +146,26 @@ class TextRenderer:
         stamp = self._history_time(e.ts, e.received) if e.historical else self._time(e.received)
         return (f"{self._c('2', stamp)} "
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
-                f"{self._name(e.from_name, e.from_role)} → {target}: "
-                f"{sanitize.text(e.text, ' ' * 9)}")
+                f"{self._sender(e, labels)} → {target}: "
+                f"{self._marks(e)}{sanitize.text(e.text, ' ' * 9)}")
+
+    def _marks(self, e: FeedEntry) -> str:
+        """What a row's text is prefixed with when its id is in question: ``[reused id]`` (an
+        id another sender used first), ``[re: ambiguous id]`` (its replyTo names several
+        senders' messages, none the one it answers)."""
+        out = ""
+        if e.conflict:
+            out += self._c("33", CONFLICT_MARK) + " "
+        if e.reply_ambiguous:
+            out += self._c("33", AMBIGUOUS_MARK) + " "
+        return out
+
+    def _sender(self, e: FeedEntry, labels: Labels) -> str:
+        label, role, claim, _ = labels.sender(e.from_id, e.from_name, e.from_role)
+        who = self._name(label, role)
+        if claim is not None:
+            who += self._c("33", f' (claims "{sanitize.inline(claim, 128)}")')
+        return who
 
     def _target(self, name: str, pid: str) -> str:
         """A DM recipient: its name, or its id elided in the middle when no name is known."""
@@ -179,9 +205,26 @@ def _ms(v: Any) -> int | None:
         return None
 
 
-def json_message(e: FeedEntry) -> dict[str, Any]:
+def json_from(e: FeedEntry, labels: Labels) -> dict[str, Any]:
+    """``from`` of a message line: ``name``/``role`` are the roster's for the authenticated
+    sender (null when the roster does not know it); the envelope's differing name and role
+    are ``claimedName``/``claimedRole`` (absent when they agree); ``label`` the disambiguated
+    name when another peer shares it."""
+    sender = labels.sender(e.from_id, e.from_name, e.from_role)
+    name = labels.name(e.from_id)
+    o: dict[str, Any] = {"id": e.from_id, "name": name, "role": sender.role}
+    if sender.claim is not None:
+        o["claimedName"] = sender.claim
+    if e.from_role and e.from_role != sender.role:
+        o["claimedRole"] = e.from_role
+    if sender.known and sender.label != name:
+        o["label"] = sender.label
+    return o
+
+
+def json_message(e: FeedEntry, labels: Labels = NO_LABELS) -> dict[str, Any]:
     o: dict[str, Any] = {"type": "message", "id": e.id, "ts": _ms(e.ts), "kind": e.kind,
-                         "from": {"id": e.from_id, "name": e.from_name, "role": e.from_role}}
+                         "from": json_from(e, labels)}
     if e.kind == "channel":
         o["channel"] = e.channel
     elif e.kind == "dm":
@@ -200,14 +243,21 @@ def json_message(e: FeedEntry) -> dict[str, Any]:
         o["contextId"] = e.wire_context_id
     if e.mentions:
         o["mentions"] = list(e.mentions)
+    # (sender, id) keys: an id another sender used first, an ambiguous replyTo (else omitted)
+    if e.conflict:
+        o["conflict"] = True
+    if e.reply_ambiguous:
+        o["replyAmbiguous"] = True
     return o
 
 
-def json_presence(ev: PresenceEvent, stalled: Stalled | None = None) -> dict[str, Any]:
+def json_presence(ev: PresenceEvent, stalled: Stalled | None = None,
+                  labels: Labels = NO_LABELS) -> dict[str, Any]:
     """A presence line; ``stalled`` (meshview/stalled.py) adds ``"stalled": {"for": s, "signals":
-    [...]}`` to a ``working`` agent's line."""
+    [...]}`` to a ``working`` agent's line; ``label`` is there when another peer shares its name."""
     p = ev.peer
     c = p.condition
+    label = labels.label(p.id)
     return {
         "type": "presence", "event": ev.event, "id": p.id, "name": p.name, "role": p.role,
         "status": p.status, "activity": p.activity,
@@ -218,6 +268,7 @@ def json_presence(ev: PresenceEvent, stalled: Stalled | None = None) -> dict[str
         "lifecycleUid": p.lifecycle_uid, "ts": _ms(p.ts),
         **({"reason": ev.reason} if ev.reason else {}),
         **({"stalled": stalled.as_json()} if stalled is not None else {}),
+        **({"label": label} if label is not None and label != p.name else {}),
     }
 
 
@@ -244,6 +295,8 @@ class StreamWriter:
         self.shed_messages = 0  # message lines among the lines the stdout sink shed
         # the stalled verdict of a peer at a time (the stream sets the model's read here)
         self.stalled_of: Callable[[str, float], Stalled | None] | None = None
+        # who the roster says each principal is, now (the stream sets the model's read here)
+        self.labels_of: Callable[[], Labels] | None = None
 
     def count_shed(self, lines: list[bytes]) -> None:
         """The sink shed these lines: count the messages among them, so the gap line can tell
@@ -281,18 +334,19 @@ class StreamWriter:
 
     def render(self, ev: ModelEvent) -> str | None:
         js = self.mode == "json"
+        labels = self.labels_of() if self.labels_of is not None else NO_LABELS
         if isinstance(ev, FeedEntry):
             if js:
                 if ev.kind == "lifecycle":
                     return None
-                return json.dumps(json_message(ev), ensure_ascii=False)
-            return self.text.message(ev)
+                return json.dumps(json_message(ev, labels), ensure_ascii=False)
+            return self.text.message(ev, labels)
         if isinstance(ev, PresenceEvent):
             stalled = (self.stalled_of(ev.peer.id, ev.received)
                        if self.stalled_of is not None and ev.peer.status == "working" else None)
             if js:
-                return json.dumps(json_presence(ev, stalled), ensure_ascii=False)
-            return self.text.presence(ev, stalled)
+                return json.dumps(json_presence(ev, stalled, labels), ensure_ascii=False)
+            return self.text.presence(ev, stalled, labels)
         if isinstance(ev, RunEvent):  # a run's state changed, a pause opened or settled
             if js:
                 return json.dumps(ev.as_json(), ensure_ascii=False)
@@ -405,6 +459,7 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
     broken = asyncio.Event()
     writer = StreamWriter(options.mode, out, err)
     writer.stalled_of = lambda pid, now: model.stalled(pid, now).get(pid)
+    writer.labels_of = model.labels
     out_sink = out if isinstance(out, LineSink) else None
     sinks = [s for s in (out, err) if isinstance(s, LineSink)]
     if out_sink is not None:

@@ -15,6 +15,10 @@ from meshview.snapshot import DmConversation, DmMessage, Edge, FeedKind, Hop, To
 
 DM_LOG_CAP = 1000
 DM_CONV_CAP = 4096
+#: Characters of a conversation's last message kept in its roll-up (a preview): 4096 of them
+#: each holding a whole 64K-character message were 256 MB a peer could fill with DMs to
+#: made-up recipients. The DM log keeps the messages themselves.
+CONV_PREVIEW = 1024
 TOPO_RECENT_CAP = 2000
 TOPO_EDGE_CAP = 4096
 
@@ -27,25 +31,29 @@ class _Conv:
 
 
 class DmRollup:
-    """The DM log (newest ``cap`` messages, deduped by id) and one roll-up per pair that talked."""
+    """The DM log (newest ``cap`` messages, deduped by (sender, id): another sender's copy of
+    an id is kept, marked ``conflict``) and one roll-up per pair that talked."""
 
     def __init__(self, cap: int = DM_LOG_CAP) -> None:
         self.log: deque[DmMessage] = deque(maxlen=cap)
         self._convs: dict[tuple[str, str], _Conv] = {}
-        self._seen: set[str] = set()
+        self._seen: set[tuple[str, str]] = set()
 
-    def add(self, mid: str, ts: float, f: str, t: str, text: str, hist: bool) -> None:
+    def add(self, mid: str, ts: float, f: str, t: str, text: str, hist: bool,
+            claimed_name: str = "", conflict: bool = False) -> None:
         if mid:
-            if mid in self._seen:
+            key = (f, mid)
+            if key in self._seen:
                 return
             if len(self._seen) > 4 * (self.log.maxlen or DM_LOG_CAP):
-                self._seen = {m.id for m in self.log}
-            self._seen.add(mid)
+                self._seen = {(m.from_id, m.id) for m in self.log}
+            self._seen.add(key)
         text = keep_text(text)
-        self.log.append(DmMessage(mid, ts, f, t, text, hist))
+        self.log.append(DmMessage(mid, ts, f, t, text, hist, claimed_name, conflict))
         if f == t:
             return  # self-DMs are skipped in the roll-up
         pair = (f, t) if f < t else (t, f)
+        text = text[:CONV_PREVIEW]  # (the same object when it is shorter)
         c = self._convs.get(pair)
         if c is None:
             self._convs[pair] = _Conv(1, ts, text)
@@ -56,6 +64,11 @@ class DmRollup:
         if len(self._convs) > DM_CONV_CAP:  # bound: drop the stalest conversation
             stalest = min(self._convs, key=lambda k: self._convs[k].last_ts)
             del self._convs[stalest]
+
+    def _after_restore(self) -> None:
+        """A format 1 checkpoint kept bare ids: the (sender, id) keys come from the log."""
+        if any(type(k) is not tuple for k in self._seen):
+            self._seen = {(m.from_id, m.id) for m in self.log if m.id}
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps (meshview/statecodec.py): the log, the pairs, the seen ids."""
@@ -68,7 +81,9 @@ class DmRollup:
         """A roll-up holding what :meth:`state` returned."""
         d = cls(state["cap"] or DM_LOG_CAP)
         d.log.extend(state["log"])
+        # (a checkpoint from before per-sender keys kept bare ids: rebuilt from the log)
         d._seen = set(state["seen"])
+        d._after_restore()
         d._convs = {(a, b): _Conv(n, ts, text) for a, b, n, ts, text in state["convs"]}
         return d
 

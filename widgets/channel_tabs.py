@@ -2,10 +2,15 @@
 
 Badges count live arrivals since the tab was last viewed (the model's ``arrivals`` only
 grows, so the per-sender retention cap cannot silence them). One row, scrolled so the active
-tab is always visible.
+tab is always visible. Only the tabs that fit around the active one are laid out; the rest
+are grouped into counts at either end (``‹12`` / ``9950 more›``), so 10k channels cost what
+10 do: any peer may post to any number of channels.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left
+from operator import attrgetter
 
 from rich.text import Text
 from textual.message import Message
@@ -13,6 +18,11 @@ from textual.widget import Widget
 
 from meshview.snapshot import ChannelInfo, Snapshot
 from widgets.presentation import safe
+
+
+_NAME = attrgetter("name")
+#: Past this many tabs the ones cut off are counted at the row's ends, not just marked.
+GROUP_AT = 100
 
 
 class ChannelTabs(Widget):
@@ -31,43 +41,56 @@ class ChannelTabs(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.channels: tuple[ChannelInfo, ...] = ()
+        self._channels: tuple[ChannelInfo, ...] = ()
         self.active: str | None = None
         self._seen: dict[str, int] = {}  # channel -> arrivals when last viewed
-        self._key: object = None
+
+    @property
+    def channels(self) -> tuple[ChannelInfo, ...]:
+        return self._channels
+
+    @channels.setter
+    def channels(self, channels: tuple[ChannelInfo, ...]) -> None:
+        self._channels = channels
 
     @property
     def tabs(self) -> list[str | None]:
         return [None, *(c.name for c in self.channels)]
 
+    def _where(self, channel: str | None) -> int | None:
+        """``channel``'s place in ``channels`` (the model's, sorted by name): a bisection, so
+        a snapshot costs the same with 10k channels as with 10."""
+        if channel is None:
+            return None
+        chs = self._channels
+        i = bisect_left(chs, channel, key=_NAME)
+        return i if i < len(chs) and chs[i].name == channel else None
+
+    def _info(self, channel: str | None) -> ChannelInfo | None:
+        i = self._where(channel)
+        return None if i is None else self._channels[i]
+
     def unread(self, channel: str) -> int:
-        for c in self.channels:
-            if c.name == channel:
-                return max(0, c.arrivals - self._seen.get(channel, 0))
-        return 0
+        c = self._info(channel)
+        return 0 if c is None else max(0, c.arrivals - self._seen.get(channel, 0))
 
     def update_snapshot(self, snap: Snapshot) -> None:
+        if snap.channels is self.channels:
+            return  # the model keeps the tuple while no channel changed
         self.channels = snap.channels
         if self.active is not None:
-            names = {c.name for c in self.channels}
-            if self.active not in names:  # deleted channel: back to all
+            c = self._info(self.active)
+            if c is None:  # deleted channel: back to all
                 self.select(None)
                 return
-            for c in self.channels:
-                if c.name == self.active:
-                    self._seen[c.name] = c.arrivals
-        key = tuple((c.name, c.retained, c.arrivals) for c in self.channels), self.active
-        if key != self._key:
-            self._key = key
-            self.refresh()
+            self._seen[c.name] = c.arrivals
+        self.refresh()
 
     def select(self, tab: str | None) -> None:
         self.active = tab
-        if tab is not None:
-            for c in self.channels:
-                if c.name == tab:
-                    self._seen[tab] = c.arrivals
-        self._key = None
+        c = self._info(tab)
+        if c is not None:
+            self._seen[c.name] = c.arrivals
         self.refresh()
         self.post_message(self.Changed(tab))
 
@@ -79,9 +102,11 @@ class ChannelTabs(Widget):
         return False
 
     def step(self, delta: int) -> None:
-        tabs = self.tabs
-        i = tabs.index(self.active) if self.active in tabs else 0
-        self.select(tabs[(i + delta) % len(tabs)])
+        n = len(self.channels) + 1
+        at = self._where(self.active)
+        i = 0 if at is None else at + 1
+        j = (i + delta) % n
+        self.select(None if j == 0 else self.channels[j - 1].name)
 
     def _label(self, i: int, c: ChannelInfo | None) -> Text:
         """Tab ``i``'s label (``c`` None: the ``all`` tab)."""
@@ -109,22 +134,33 @@ class ChannelTabs(Widget):
         return [self._label(i, c) for i, c in enumerate((None, *self.channels))]
 
     def render(self) -> Text:
-        """The row: scrolled so the active tab shows, and only the labels that fit are built
-        (at 100 channels the row holds a handful of them)."""
+        """The row: scrolled so the active tab shows, laid out outwards from it; only the
+        labels that fit are built. Past :data:`GROUP_AT` tabs the ones cut off are counted at
+        either end, never built."""
         entries = (None, *self.channels)
+        n = len(entries)
         width = self.size.width or 80
-        active = next((i for i, c in enumerate(entries)
-                       if (None if c is None else c.name) == self.active), 0)
-        head = [self._label(i, c) for i, c in enumerate(entries[:active + 1])]
-        lo, span = 0, sum(l.cell_len + 1 for l in head)
-        while lo < active and span > width - 2:
-            span -= head[lo].cell_len + 1
-            lo += 1
-        row = Text("‹" if lo else "", style="dim")
-        for i in range(lo, len(entries)):
-            t = head[i] if i <= active else self._label(i, entries[i])
-            if row.cell_len + t.cell_len > width - 1:
-                row.append("›", style="dim")
+        at = self._where(self.active)
+        active = 0 if at is None else at + 1
+        grouped = n > GROUP_AT
+        right = len(f"{n} more›") if grouped else 1  # the right mark at its widest
+        room = width - 2 - (len(f"‹{n} ") + right if grouped else 0)
+        labels = {active: self._label(active, entries[active])}
+        lo, span = active, labels[active].cell_len + 1
+        while lo > 0:  # as many tabs before the active one as fit beside it
+            t = self._label(lo - 1, entries[lo - 1])
+            if span + t.cell_len + 1 > room:
+                break
+            labels[lo - 1] = t
+            span += t.cell_len + 1
+            lo -= 1
+        mark = (f"‹{lo} " if grouped else "‹") if lo else ""
+        row = Text(mark, style="dim")
+        limit = width - right if grouped else width - 1
+        for i in range(lo, n):
+            t = labels.get(i) or self._label(i, entries[i])
+            if row.cell_len + t.cell_len > limit:
+                row.append(f"{n - i} more›" if grouped else "›", style="dim")
                 break
             row.append_text(t)
             row.append(" ")

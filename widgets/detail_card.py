@@ -71,7 +71,13 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
     lines += _field("delivery", DELIVERY.get(e.kind, e.kind) + (" · event channel" if e.event else "")
                     + (" · history" if e.historical else " · live"), width)
     lines += _field("time", f"{clock(e.ts)}  (received {clock(e.received)})", width)
-    src = who(e.from_name, e.from_role, drawing_look())
+    if snap is not None:
+        sender = snap.sender(e)
+        src = who(sender.label, sender.role, drawing_look())
+        if sender.claim is not None:  # the envelope's name: shown as said, never believed
+            src.append(f' (claims "{safe(sender.claim, 80)}")', style="italic")
+    else:
+        src = who(e.from_name, e.from_role, drawing_look())
     src.append(f"  {safe(e.from_id, 80)}", style="dim")
     lines += _field("from", src, width)
     if e.kind == "channel":
@@ -80,7 +86,9 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         lines += _field("to", "@" + safe(e.to_service, 120), width)
     elif e.kind == "dm":
         to = Text()
-        for k, (n, i) in enumerate(zip(e.to_names or e.to_ids, e.to_ids)):
+        names = ([snap.labels.label(i) or "" for i in e.to_ids] if snap is not None
+                 else e.to_names or e.to_ids)
+        for k, (n, i) in enumerate(zip(names, e.to_ids)):
             if k:
                 to.append(", ", style="dim")
             if n and n != i:
@@ -93,7 +101,11 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
     if e.lifecycle:
         lines += _field("event", e.lifecycle, width)
     if e.id:
-        lines += _field("id", safe(e.id, 120), width)
+        ident = Text(safe(e.id, 120))
+        if e.conflict:
+            ident.append("  ⚠ reused: another sender used this id first (both are shown)",
+                         style="bold yellow")
+        lines += _field("id", ident, width)
     lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
     lines += _body(e.text, width)
@@ -113,10 +125,14 @@ def _thread_lines(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Text]
         excerpt = original.text if original is not None else e.reply_excerpt
         if excerpt is not None:
             first = safe(excerpt.lstrip().split("\n", 1)[0], 120)
-            src = f"{safe(original.from_name, 48)}: " if original is not None else ""
+            src = (f"{safe(snap.sender(original).text(), 64)}: "
+                   if original is not None and snap is not None else "")
             reply.append(f"  ({src}{first})", style="dim")
         if original is not None:
             reply.append("  enter jumps to it", style="bold")
+        elif e.reply_ambiguous or (snap is not None and snap.original_ambiguous(e)):
+            reply.append("  ambiguous: several senders used this id, none in this "
+                         "conversation", style="bold yellow")
         else:
             reply.append("  not in the feed", style="dim italic")
         out += _field("replyTo", reply, width)
@@ -139,7 +155,7 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
     look = drawing_look()
     glyph, style = status_glyph(p.status, look)
     title = Text(f" {glyph} ", style=style)
-    title.append_text(who(p.name, p.role, look))
+    title.append_text(who(snap.name_of(p.id), p.role, look))  # suffixed when the name is shared
     lines: list[Text] = [Text("agent" if p.kind == "agent" else "endpoint", style="bold reverse"),
                          title]
     lines += _field("name", safe(p.name, 120), width)
@@ -217,9 +233,9 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
         elif e.kind == "anycast":
             row.append("@" + safe(e.to_service, 40), style=look.service)
         elif arrow == "→":
-            row.append(", ".join(safe(n, 24) for n in e.to_names))
+            row.append(", ".join(safe(snap.name_of(t), 24) for t in e.to_ids))
         else:
-            row.append(safe(e.from_name, 24), style="")
+            row.append(safe(snap.sender(e).text(), 48), style="")
         row.append(": " + safe(e.text.split("\n", 1)[0], 200), style="dim")
         row.truncate(width, overflow="ellipsis")
         lines.append(row)

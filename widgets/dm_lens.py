@@ -119,14 +119,20 @@ class DmThread(LineList):
             if m.historical:
                 head.append("↺ ", style="dim")
             head.append(safe(fn, 24), style=look.name(fn))
+            claim = snap.labels.sender(m.from_id, m.claimed_name or None).claim
+            if claim is not None:  # the envelope said another name: shown, never believed
+                head.append(f' (claims "{safe(claim, 24)}")', style="italic")
             head.append(" → ", style="dim")
             head.append(safe(tn, 24), style=look.name(tn))
             head.append(": ", style="dim")
+            if m.conflict:  # an id another sender used first: both are shown
+                head.append("⚠ reused id ", style="bold yellow")
             lines = [head]
             for line in safe_body(m.text):
                 for s, e in wrap_offsets(line, max(8, width - 3), max(8, width - 3)):
                     lines.append(Text("   " + line[s:e]))
-            items.append((m.id or (m.ts, m.from_id), lines))
+            # keyed by (sender, id): two senders may use one id
+            items.append(((m.from_id, m.id) if m.id else (m.ts, m.from_id), lines))
         return items
 
 
@@ -179,7 +185,7 @@ class DmLens(Horizontal):
         peers.display = thread.display = visible
         self.query_one("#dm-hidden").display = not visible
         set_title(peers, f"direct messages · {len(roll_up(snap))} peers")
-        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else ())
+        key = (snap.dms, len(snap.dm_log), snap.dm_log[-1:] if snap.dm_log else (), snap.labels)
         if key != self._key:
             self._key = key
             peers.rebuild()

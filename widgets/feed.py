@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
 
@@ -39,6 +40,11 @@ from widgets.presentation import (
 INDENT = 9  # continuation lines align under the name, clear of the time column
 BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
 CACHE_ROWS = 160  # > two screens of rows; each cached Strip drags ~7 tracked FIFOCaches along
+#: Long rows whose layout (safe body lines and wrap) is kept across repaints, cursor moves and
+#: filters: a row is wrapped once per width, so a key after a 1 MB line costs what one after
+#: a short line does. Short rows are laid out faster than a cache lookup would save.
+LAYOUT_ROWS = 64
+LAYOUT_MIN_CHARS = 256
 
 LIFECYCLE_GLYPH = {
     "join": ("+", "feed--join"), "offline": ("−", "feed--offline"),
@@ -47,32 +53,41 @@ LIFECYCLE_GLYPH = {
 }
 
 
-def _head_key(e: FeedEntry) -> tuple:
-    # a recipient with no known name is its id, marked so the head elides it as one
-    names = tuple(n if n and n != i else "\0" + i
-                  for n, i in zip(e.to_names or e.to_ids, e.to_ids))
-    return (e.kind, e.from_name, e.from_role, e.channel, e.to_service, names,
+def _head_key(e: FeedEntry, snap: Snapshot) -> tuple:
+    """What a row's head shows: its sender as the roster knows it (label, role, the envelope's
+    differing name as a claim: meshview/labels.py), resolved now, so a presence arriving after
+    the row corrects it; a recipient with no roster entry is its id, marked so the head
+    elides it as one."""
+    label, role, claim, _ = snap.sender(e)
+    lab = snap.labels.label
+    names = tuple(lab(i) or "\0" + i for i in e.to_ids)
+    return (e.kind, label, role, claim, e.channel, e.to_service, names,
             e.count, e.historical, e.event, e.lifecycle)
+
+
+def _who(label: str, role: str | None, claim: str | None) -> list[tuple[str, str]]:
+    parts = [(safe(label, 48), "name:" + label)]
+    if role:
+        parts.append(("/" + safe(role, 32), "dim"))
+    if claim is not None:  # the envelope said another name: shown, never believed
+        parts.append((f' (claims "{safe(claim, 48)}")', "italic"))
+    return parts
 
 
 @lru_cache(maxsize=8192)
 def _head_rest(key: tuple) -> tuple[tuple[str, str], ...]:
     """Everything after the time column; identical for most rows of a sender, so cached."""
-    kind, from_name, from_role, channel, to_service, names, count, hist, event, lifecycle = key
+    kind, label, role, claim, channel, to_service, names, count, hist, event, lifecycle = key
     parts: list[tuple[str, str]] = []
     if hist:
         parts.append(("↺ ", "hist"))
     if kind == "lifecycle":
         glyph, cls = LIFECYCLE_GLYPH.get(lifecycle or "", ("•", "feed--manager"))
         parts.append((glyph + " ", cls))
-        parts.append((safe(from_name, 48), "name:" + from_name))
-        if from_role:
-            parts.append(("/" + safe(from_role, 32), "dim"))
+        parts.extend(_who(label, role, None))
         parts.append((" ", ""))
         return tuple(parts)
-    parts.append((safe(from_name, 48), "name:" + from_name))
-    if from_role:
-        parts.append(("/" + safe(from_role, 32), "dim"))
+    parts.extend(_who(label, role, claim))
     parts.append((" → ", "dim"))
     if kind == "channel":
         parts.append(("#" + safe(channel, 64), "channel"))
@@ -104,6 +119,7 @@ def _head_rest_len(key: tuple) -> int:
 MIN_FIRST = 12  # the body shares the head's row only when this many cells are left beside it
 ID_CELLS = 24  # an unknown recipient's id in the head (elided in the middle)
 EXCERPT_CELLS = 24  # the original's first words in a thread marker
+CONFLICT_MARK = "⚠ reused id"  # a row whose id another sender used first (both are shown)
 
 # One display row of a feed row: the head's characters ``[hs, he)`` (none when equal), else
 # ``indent`` spaces, then body line ``li``'s characters ``[s, t)`` (none when ``li`` < 0).
@@ -148,9 +164,31 @@ def layout_rows(head: str, lines: list[str], width: int) -> list[Row]:
     return rows
 
 
+class _RowStrips:
+    """One feed row's display rows as Strips, each drawn on first use and kept."""
+
+    __slots__ = ("_strips", "_draw")
+
+    def __init__(self, n: int, draw: Callable[[int], Strip]) -> None:
+        self._strips: list[Strip | None] = [None] * n
+        self._draw = draw
+
+    def __len__(self) -> int:
+        return len(self._strips)
+
+    def __getitem__(self, k: int) -> Strip:
+        s = self._strips[k]
+        if s is None:
+            s = self._strips[k] = self._draw(k)
+        return s
+
+
 def thread_marker(e: FeedEntry) -> str:
     """``↳ re: <first words of the original>``, or ``↳ re: <elided id>`` when the original
-    was not in the feed as the reply landed."""
+    was not in the feed as the reply landed; ``↳ re? ambiguous <elided id>`` when the id names
+    several senders' messages and none is in the reply's conversation (meshview/originals.py)."""
+    if e.reply_ambiguous:
+        return "↳ re? ambiguous " + elide_id(e.reply_to or "", 16)
     words = _first_words(safe(e.reply_excerpt or "", 200), EXCERPT_CELLS)
     return "↳ re: " + (words or elide_id(e.reply_to or "", 16))
 
@@ -172,11 +210,18 @@ def _first_words(text: str, cells: int) -> str:
     return out + "…"
 
 
-def entry_matches(e: FeedEntry, query: str) -> bool:
-    """``/`` search over sender, role, channel, service, targets and text (case-folded)."""
+def entry_matches(e: FeedEntry, query: str, snap: Snapshot | None = None) -> bool:
+    """``/`` search over sender (as shown, and the envelope's claim), role, channel, service,
+    targets and text (case-folded)."""
     q = query.casefold()
     for field in (e.from_name, e.from_role, e.channel, e.to_service, e.text):
         if field and q in field.casefold():
+            return True
+    if snap is not None:
+        shown = snap.sender(e)
+        if q in shown.label.casefold() or (shown.role and q in shown.role.casefold()):
+            return True
+        if any(q in snap.name_of(t).casefold() for t in e.to_ids):
             return True
     return any(q in n.casefold() for n in e.to_names)
 
@@ -247,6 +292,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._end = 0  # absolute index processed up to
         self._width = 0
         self._cache: OrderedDict[tuple[int, int, bool], list[Strip]] = OrderedDict()
+        self._layouts: OrderedDict[tuple[int, int], tuple] = OrderedDict()  # (LAYOUT_ROWS)
         self.cursor: int | None = None
         self._styles: dict[str, object] = {}
 
@@ -258,36 +304,54 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 return False
         elif self.tab is not None and (e.kind != "channel" or e.channel != self.tab):
             return False
-        return not self.query or entry_matches(e, self.query)
+        return not self.query or entry_matches(e, self.query, self._snap)
 
     def _head(self, e: FeedEntry) -> list[tuple[str, str]]:
         """Head parts as (text, style); plain text sums exactly to the rendered head."""
-        return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e))]
+        assert self._snap is not None
+        return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e, self._snap))]
 
     def _body(self, e: FeedEntry) -> tuple[list[str], int]:
         """Display lines of a row's body and how many leading cells of line 0 are the thread
         marker (``↳ re: …``, dim)."""
         body = e.text if len(e.text) <= BODY_CAP else e.text[:BODY_CAP] + "…"
         lines = safe_body(body)
-        if e.kind == "lifecycle" or not e.reply_to:
+        if e.kind == "lifecycle" or not (e.reply_to or e.conflict):
             return lines, 0
-        mark = thread_marker(e)
+        mark = " · ".join(m for m in (CONFLICT_MARK if e.conflict else "",
+                                      thread_marker(e) if e.reply_to else "") if m)
         lines[0] = mark + (" · " + lines[0] if lines[0] else "")
         return lines, len(mark)
 
     def _layout(self, e: FeedEntry, width: int) -> tuple[list[tuple[str, str]], list[str], int,
                                                          list[Row]]:
-        """Head parts, body lines, marker length and the rows (:func:`layout_rows`)."""
+        """Head parts, body lines, marker length and the rows (:func:`layout_rows`); a long
+        row's are kept (:data:`LAYOUT_ROWS`) while its row and head stay the same."""
         head = self._head(e)
+        head_s = "".join(s for s, _ in head)
+        if len(e.text) < LAYOUT_MIN_CHARS:
+            lines, mark = self._body(e)
+            return head, lines, mark, layout_rows(head_s, lines, width)
+        key = (e.index, width)
+        kept = self._layouts.get(key)
+        if kept is not None and kept[0] is e and kept[1] == head_s:
+            self._layouts.move_to_end(key)
+            return head, kept[2], kept[3], kept[4]
         lines, mark = self._body(e)
-        return head, lines, mark, layout_rows("".join(s for s, _ in head), lines, width)
+        rows = layout_rows(head_s, lines, width)
+        self._layouts[key] = (e, head_s, lines, mark, rows)
+        if len(self._layouts) > LAYOUT_ROWS:
+            self._layouts.popitem(last=False)
+        return head, lines, mark, rows
 
     def _height(self, e: FeedEntry, width: int) -> int:
         # fast path, the first case of layout_rows: one short printable ASCII line beside
         # the head (most rows); the head's width is cached. safe_body leaves such a line as is.
-        text = e.text
-        if (not e.reply_to and len(text) < width and text.isascii() and text.isprintable()
-                and one_row(9 + _head_rest_len(_head_key(e)), len(text), width)):
+        text, snap = e.text, self._snap
+        assert snap is not None
+        if (not e.reply_to and not e.conflict and len(text) < width and text.isascii()
+                and text.isprintable()
+                and one_row(9 + _head_rest_len(_head_key(e, snap)), len(text), width)):
             return 1
         return len(self._layout(e, width)[3])
 
@@ -347,9 +411,27 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
                 rows.append(e.index)
                 heights.append(height(e, width))
         self._end = snap.feed_end
-        if k or len(rows) != had:  # rows in other channels only: nothing here moved
+        relabeled = prev.labels is not snap.labels and self._relabel(snap, prev)
+        if k or len(rows) != had or relabeled:  # rows in other channels only: nothing moved
             self._recount()
             self._after_change(removed_lines)
+
+    def _relabel(self, snap: Snapshot, prev: Snapshot) -> bool:
+        """A roster name changed (a join, a rename, a second ``ada``): the rows from or to a
+        principal whose label moved are drawn again, and measured again (a longer label may
+        wrap). True when one was."""
+        changed = snap.labels.diff(prev.labels)
+        if not changed:
+            return False
+        self._cache.clear()
+        heights, width, entry = self._heights, self._width, snap.entry
+        hit = False
+        for k, i in enumerate(self._rows):
+            e = entry(i)
+            if e.from_id in changed or (e.to_ids and not changed.isdisjoint(e.to_ids)):
+                heights[k] = self._height(e, width)
+                hit = True
+        return hit
 
     def _set_virtual(self, size: Size) -> None:
         """Grow the scroll extent without a layout pass: the scrollbar is always shown
@@ -477,6 +559,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         return value
 
     def _render_row(self, index: int, width: int, cursor: bool) -> list[Strip]:
+        """Every display row of feed row ``index`` as Strips."""
+        rows = self._row_strips(index, width, cursor)
+        return [rows[k] for k in range(len(rows))]
+
+    def _row_strips(self, index: int, width: int, cursor: bool) -> _RowStrips:
+        """Feed row ``index``'s display rows, each drawn when first asked for: a row taller
+        than the screen (a long line) costs the rows on screen, not all of its rows."""
         key = (index, width, cursor)
         hit = self._cache.get(key)
         if hit is not None:
@@ -493,30 +582,29 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             if e.kind == "lifecycle" else None
         if e.historical and body_style is None:
             body_style = "dim"
-        out: list[Text] = []
-        for hs, he, indent, li, s, t in rows:
+        console = self.app.console
+        cur = self._style("cursor") if cursor else None
+
+        def draw(k: int) -> Strip:
+            hs, he, indent, li, s, t = rows[k]
             row = head_text[hs:he] if he > hs else Text(" " * indent, style=base)
             if li >= 0:
                 piece = Text(lines[li][s:t], style=body_style or "")
                 if li == 0 and s < mark:
                     piece.stylize("dim", 0, mark - s)
                 row.append_text(piece)
-            out.append(row)
-        console = self.app.console
-        cur = self._style("cursor") if cursor else None
-        strips = []
-        for t in out:
-            pad = width - t.cell_len
+            pad = width - row.cell_len
             if pad > 0:
-                t.append(" " * pad)
+                row.append(" " * pad)
             elif pad < 0:
-                t.truncate(width)
+                row.truncate(width)
             if cur is not None:
-                t.stylize(cur)
+                row.stylize(cur)
             # the base style under every segment: a segment without one breaks Textual's
             # monochrome filter (NO_COLOR) and would paint no background
-            strips.append(Strip(Segment.apply_style(t.render(console, end=""), base),
-                                width))
+            return Strip(Segment.apply_style(row.render(console, end=""), base), width)
+
+        strips = _RowStrips(len(rows), draw)
         self._cache[key] = strips
         if len(self._cache) > CACHE_ROWS:
             self._cache.popitem(last=False)
@@ -540,7 +628,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             return Strip.blank(width, self._style("base"))
         k = bisect_right(self._starts, line, hi=len(self._rows)) - 1
         index = self._rows[k]
-        strips = self._render_row(index, width, index == self.cursor)
+        strips = self._row_strips(index, width, index == self.cursor)
         sub = line - self._starts[k]
         return strips[sub] if sub < len(strips) else Strip.blank(width, self._style("base"))
 
@@ -617,8 +705,9 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             pass
 
     def find_original(self, e: FeedEntry) -> tuple[int | None, bool]:
-        """The absolute index of the row ``e`` answers (``replyTo``), newest match first, and
-        whether that row passes the current filter (tab, search, lifecycle)."""
+        """The absolute index of the row ``e`` answers (``replyTo``: the first copy that fits,
+        meshview/originals.py), and whether that row passes the current filter (tab, search,
+        lifecycle)."""
         snap = self._snap
         row = snap.original_of(e) if snap is not None else None
         if row is None:
@@ -632,6 +721,11 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             return False
         index, shown = self.find_original(e)
         if index is None:
+            snap = self._snap
+            if snap is not None and snap.original_ambiguous(e):
+                say_line(self, f"the id {elide_id(e.reply_to, 24)} names messages of several "
+                               "senders, none in this reply's conversation: not jumping")
+                return False
             say_line(self, f"the original {elide_id(e.reply_to, 24)} is no longer in the feed")
             return False
         if not shown:

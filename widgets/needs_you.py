@@ -28,7 +28,7 @@ from widgets.runs import need_lines
 
 def _shown(n: NeedsYou) -> tuple:
     """A card's fields but its ages (which read in whole seconds, with the clock)."""
-    return (n.id, n.name, n.role, n.condition_code, n.condition_message, n.activity,
+    return (n.id, n.name, n.label, n.role, n.condition_code, n.condition_message, n.activity,
             n.condition_age_ms is None, n.status_age_ms is None)
 
 
@@ -168,7 +168,7 @@ class NeedsYouRail(LazyLineList):
             return need_lines(n, width, look)
         head = Text()
         head.append("◐ ", style=look.waiting)
-        head.append_text(who(n.name, n.role, look))
+        head.append_text(who(n.label or n.name, n.role, look))
         head.append(f"  seen {age(n.heartbeat_age_ms)}", style="dim")
         lines = [head]
         for f in join_wrapped(self._facts(n), max(8, width - 2)):
@@ -196,4 +196,4 @@ class NeedsYouRail(LazyLineList):
         if n is None:
             say_line(self, f"{'peek' if peek else 'attach'}: nobody waiting under the cursor")
             return
-        self.post_message(Roster.OpenSeat(n.name, peek))
+        self.post_message(Roster.OpenSeat(n.name, peek, n.id))

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import time
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -285,37 +287,37 @@ def sparkline(values: Iterable[float], width: int = 15) -> str:
 
 def wrap_offsets(line: str, first: int, rest: int) -> list[tuple[int, int]]:
     """Greedy word wrap of one display line into ``(start, end)`` spans: the first span fits
-    ``first`` cells, the others ``rest``. Long words are cut. Cheap enough to run for every
-    feed row (heights are computed without rendering)."""
+    ``first`` cells, the others ``rest``. Long words are cut. Linear in the line (each
+    character's cells are counted once), so a megabyte line costs what its length does:
+    cheap enough to run for every feed row (heights are computed without rendering)."""
     from rich.cells import cell_len
 
     n = len(line)
-    ascii_ = line.isascii()
-    width_of = len if ascii_ else cell_len
     first = max(1, first)
     rest = max(1, rest)
-    if width_of(line) <= first:
-        return [(0, n)]
+    if line.isascii():
+        if n <= first:
+            return [(0, n)]
+        pre = None
+    else:
+        # cells before each index: pre[i] = cells of line[:i]
+        pre = [0, *accumulate(map(cell_len, line))]
+        if pre[n] <= first:
+            return [(0, n)]
     spans: list[tuple[int, int]] = []
     start = 0
     limit = first
     while start < n:
-        if width_of(line[start:]) <= limit:
-            spans.append((start, n))
-            break
-        # furthest end that fits
-        if ascii_:
-            end = start + limit
+        if pre is None:
+            if n - start <= limit:
+                spans.append((start, n))
+                break
+            end = start + limit  # furthest end that fits
         else:
-            end = start
-            w = 0
-            while end < n:
-                cw = cell_len(line[end])
-                if w + cw > limit:
-                    break
-                w += cw
-                end += 1
-            end = max(end, start + 1)
+            if pre[n] - pre[start] <= limit:
+                spans.append((start, n))
+                break
+            end = max(bisect_right(pre, pre[start] + limit, start, n + 1) - 1, start + 1)
         cut = line.rfind(" ", start + 1, end + 1)
         if cut > start:
             spans.append((start, cut))

@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
-from attach.managed import ManagedFold
+from attach.managed import ManagedFold, bind_among
 from meshview.roster import ROSTER_SORTS, same_but_clocks, sort_peers
 from meshview.snapshot import Peer, Snapshot
 from meshview.stalled import Stalled
@@ -46,13 +46,16 @@ class Roster(LazyLineList):
         self._sec = -1
         self._now = 0.0  # the instant a second's ages are computed at (one per second)
         self.managed: ManagedFold | None = None  # when the session polls managers
-        self._seat_by_id: dict[str, Any] | None = None
-        self._seat_by_name: dict[str, Any] | None = None
+        self._seat_index: dict[str, Any] | None = None
         self.sort_by = "status"
         self._sorted: tuple[str, ...] = ()  # the keys in ``sort_by`` order (one object while equal)
         self._sorted_from: object = None
         self.stalled: Mapping[str, Stalled] = {}  # agent id -> verdict (meshview/stalled.py)
         self._stalled_key: tuple = ()
+        # moves when a shown principal's label changed (a second ``ada`` joined, a rename):
+        # every row is drawn again; a join alone is a new row, measured as one
+        self._labels: Any = None
+        self._label_gen = 0
 
     def set_stalled(self, verdicts: Mapping[str, Stalled]) -> None:
         """The model's stalled verdicts (``MeshModel.stalled()``, once a second): a flagged row
@@ -71,6 +74,11 @@ class Roster(LazyLineList):
 
     def update_snapshot(self, snap: Snapshot) -> None:
         self.snap = snap
+        prev = self._labels
+        if prev is not None and snap.labels is not prev:
+            if any(prev.label(pid) is not None for pid in snap.labels.diff(prev)):
+                self._label_gen += 1
+        self._labels = snap.labels
         n_ep = len(snap.endpoints)
         set_title(self, f"roster · {len(snap.agents)} agents"
                   + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
@@ -78,7 +86,7 @@ class Roster(LazyLineList):
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
-        key = (snap.agents, snap.endpoints, sec, self._managed_version)
+        key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen)
         if key != self._key:
             self._key = key
             self.rebuild()
@@ -140,7 +148,8 @@ class Roster(LazyLineList):
         if p.kind != "agent":
             t.append("⚙ ", style="dim")
         t.append(glyph + " ", style=style)
-        t.append_text(who(p.name, p.role, look))
+        snap = self.snap  # the label: the name, with a principal suffix when shared
+        t.append_text(who(snap.name_of(p.id) if snap is not None else p.name, p.role, look))
         tag = harness_tag(p.meta)
         if tag:
             t.append(f" {tag}", style="dim italic")
@@ -158,17 +167,10 @@ class Roster(LazyLineList):
         return [(p.id, p) for p in peers]
 
     def prepare(self) -> None:
-        """The fold's seats by principal and by name, once per rebuild rather than a scan of
-        every seat per roster row (``ManagedFold.for_peer``'s answer, looked up)."""
+        """The fold's seats by principal, once per rebuild rather than a scan of every seat per
+        roster row; a row is marked managed only through its id and lifecycle uid."""
         fold = self.managed
-        if fold is None:
-            self._seat_by_id = self._seat_by_name = None
-            return
-        self._seat_by_id = fold.by_principal()
-        by_name: dict[str, Any] = {}
-        for s in fold.seats():
-            by_name.setdefault(s.name, s)  # the first seat of that name, as for_peer finds
-        self._seat_by_name = by_name
+        self._seat_index = fold.index() if fold is not None else None
 
     def order(self) -> tuple[str, ...] | None:
         snap = self.snap
@@ -195,7 +197,7 @@ class Roster(LazyLineList):
         return tuple(by_id[k] for k in self.order() or ())
 
     def epoch(self) -> object:
-        return (self.wide, self._managed_version, self._stalled_key)
+        return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
 
     def ages(self) -> object:
         return self._now
@@ -204,11 +206,11 @@ class Roster(LazyLineList):
         return same_but_clocks(old, new)
 
     def _seat(self, p: Peer) -> Any:
-        by_id = self._seat_by_id
-        if by_id is None:
+        index = self._seat_index
+        if index is None:
             return None
-        hit = by_id.get(p.id)
-        return self._seat_by_name.get(p.name) if hit is None else hit  # type: ignore[union-attr]
+        seats = index.get(p.id)
+        return bind_among(seats, p.lifecycle_uid).seat if seats else None
 
     def measure(self, p: Peer, width: int) -> int:
         """``len(lines_of(p, width))`` without building any ``Text``."""
@@ -275,10 +277,11 @@ class Roster(LazyLineList):
 
         A message rather than a call, so widgets never import the screens above them."""
 
-        def __init__(self, name: str, peek: bool) -> None:
+        def __init__(self, name: str, peek: bool, peer_id: str | None = None) -> None:
             super().__init__()
             self.name = name
             self.peek = peek
+            self.peer_id = peer_id  # the row's principal: the seat is bound by it, not the name
 
     def action_attach(self) -> None:
         self._open(peek=False)
@@ -291,7 +294,7 @@ class Roster(LazyLineList):
         if p is None:
             say_line(self, f"{'peek' if peek else 'attach'}: no agent under the cursor")
             return
-        self.post_message(self.OpenSeat(p.name, peek))
+        self.post_message(self.OpenSeat(p.name, peek, p.id))
 
     class StopSeat(Message):
         """``D`` on a row: the console asks whether (and how) to stop that managed seat."""

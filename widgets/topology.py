@@ -236,6 +236,9 @@ class TopologyLens(Widget, can_focus=True):
             return pid[:8]
         if pid.startswith(("#", "@")):
             return pid
+        label = self.snap.labels.label(pid)  # the roster's name, suffixed when shared
+        if label is not None:
+            return label
         if pid in self.snap.names:
             return self.snap.names[pid]
         return pid.rsplit(".", 1)[-1]

@@ -52,6 +52,7 @@ class AgentCard:
     excerpt_note: str = ""  # "opening peek…", "peek ended", "not shown: …"
     answer_note: str = ""  # "answered 3s ago by you — waiting for the agent to leave waiting"
     viewers: str = ""  # "2 viewers: you, alice" when someone else is on the seat (the ledger)
+    label: str = ""  # the name as shown: with a principal suffix when another peer shares it
 
     @property
     def key(self) -> Hashable:
@@ -159,7 +160,7 @@ class TriageList(LineList, inherit_bindings=False):
         w = max(8, width - 4)
         head = Text()
         head.append("◐ ", style=look.waiting)
-        head.append_text(who(c.name, c.role, look))
+        head.append_text(who(c.label or c.name, c.role, look))
         if c.waited_ms is not None:
             head.append(f"  waiting {age(c.waited_ms)}", style="dim")
         if c.managed:

@@ -17,6 +17,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the seat name, as a flag (same as the positional)")
     p.add_argument("--on", metavar="INSTANCE", default=None, help="pin one manager instance")
     p.add_argument("--no-reconnect", action="store_true", help="exit instead of re-attaching on a link fault")
+    p.add_argument("--clipboard", action="store_true", default=None,
+                   help="let the seat write your clipboard (OSC 52), as tmux's set-clipboard; "
+                        "off by default (also [attach] clipboard = true in config.toml)")
+    p.add_argument("--no-titles", dest="titles", action="store_false", default=None,
+                   help="drop the seat's window-title changes (OSC 0/1/2); kept by default "
+                        "(also [attach] titles = false in config.toml)")
     add_connection_arguments(p)
 
 
@@ -35,7 +41,9 @@ async def _preflight(target) -> str | None:
 async def _main(args: argparse.Namespace, detach_byte: int) -> int:
     from attach.client import AttachSession
     from attach.connection import connect, session_target
+    from attach.termfilter import TermFilter
     from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.config import attach_terminal
     from attach.passthrough import run_passthrough
 
     # on a user-auth mesh --on is the exchange's managerInstanceId pin (ignored elsewhere)
@@ -49,7 +57,9 @@ async def _main(args: argparse.Namespace, detach_byte: int) -> int:
         return AttachSession(target.space, args.name, connect=lambda: connect(target),
                              reconnect=not args.no_reconnect, instance_id=args.on, **kw)
 
-    _, code = await run_passthrough(factory, name=args.name, detach_byte=detach_byte)
+    (clipboard, _), (titles, _) = attach_terminal(args)
+    _, code = await run_passthrough(factory, name=args.name, detach_byte=detach_byte,
+                                    term_filter=TermFilter(clipboard=clipboard, titles=titles))
     return code
 
 

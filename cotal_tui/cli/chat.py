@@ -311,6 +311,7 @@ class Chat:
         with StdoutProxy(raw=True, sleep_between_writes=0.05) as proxy, \
                 redirect_stdout(proxy), redirect_stderr(proxy):
             self.writer = StreamWriter("plain", proxy, proxy, colour=colour)
+            self.writer.labels_of = self.model.labels
             self.writer.err_colour = colour
             ident = self.part.identity
             self.writer.diag(

@@ -432,8 +432,26 @@ async def _agents(target) -> list[tuple[str, str]]:
     from meshview.wire.endpoint import is_seat_name
 
     result = await control.ps(session_target(target), deadline_ms=PS_DEADLINE_MS)
-    return [(r.name, f"{r.agent} · {r.process} · {r.instance_id}") for r in result.rows
-            if is_seat_name(r.name)]
+    return seat_words([r for r in result.rows if is_seat_name(r.name)])
+
+
+def seat_words(rows: list) -> list[tuple[str, str]]:
+    """A seat's name, or its ids when two seats share the name (a name the verbs would refuse
+    as ambiguous is no completion); an id passes the identity grammar or is left out."""
+    from meshview.resolve import fold
+    from meshview.wire.subjects import is_identity_token, split_principal
+
+    count: dict[str, int] = {}
+    for r in rows:
+        count[fold(r.name)] = count.get(fold(r.name), 0) + 1
+    out = []
+    for r in rows:
+        desc = f"{r.agent} · {r.process} · {r.instance_id}"
+        if count[fold(r.name)] == 1:
+            out.append((r.name, desc))
+        elif is_identity_token(r.id) or split_principal(r.id) is not None:
+            out.append((r.id, f"{r.name} (shared name) · {desc}"))
+    return out
 
 
 async def _personas(target) -> list[tuple[str, str]]:

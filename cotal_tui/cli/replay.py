@@ -153,6 +153,7 @@ async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
     err = err or sys.stderr
     replay = Replay(rec, record_events=True)
     writer = StreamWriter(mode, out, err)
+    writer.labels_of = lambda: replay.model.labels()  # the model a seek may replace
     if mode != "json":
         span = int((replay.end - replay.start) // 1000)
         writer.diag(f"replaying {sanitize.inline(rec.paths[-1])}: space "

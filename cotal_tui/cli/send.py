@@ -228,15 +228,13 @@ async def _deliver(part, args: argparse.Namespace, p: Send, reader=None):
 
 async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
     from meshview.participant import ParticipantError
-    from meshview.send import Original
-    from meshview.wire.outbound import reply_context
 
     await part.start()  # the connection only: a one-shot sender writes no presence
-    original = None
+    copies = []
     if p.reply_to:
-        original = await (await rd.get()).find_message(p.reply_to)
-    needs_roster = p.kind in ("dm", "ask") or (p.kind == "reply" and original is not None
-                                               and original.kind != "channel")
+        copies = await (await rd.get()).find_copies(p.reply_to)
+    needs_roster = p.kind in ("dm", "ask") or (p.kind == "reply"
+                                               and any(d.kind != "channel" for d in copies))
     if needs_roster or args.as_name:
         rows = await (await rd.get()).read_roster()
         part.roster = lambda: rows
@@ -246,11 +244,42 @@ async def _deliver_with(part, args: argparse.Namespace, p: Send, rd: _Reader):
                 from meshview.participant import IdentityTaken, taken_sentence
 
                 raise IdentityTaken(taken_sentence(part.id, holder))
+    original = _original(part, p, copies) if copies else None
     if p.kind == "reply":
         if original is None:
             raise ParticipantError(f"message {p.reply_to!r} was not found in the channel or DM "
                                    "history; give a target ('#channel' or @agent).")
+        from meshview.send import Original
+
         return await part.send(p, Original.of(original))
     # an explicit target joins the original's thread; an original not found: the id's own
+    from meshview.wire.outbound import reply_context
+
     ctx = reply_context(original.message) if original is not None else p.reply_to
     return await part.send(dataclasses.replace(p, context_id=ctx))
+
+
+def _original(part, p: Send, copies: list):
+    """The copy of ``p.reply_to`` this send answers (meshview/originals.py ``pick_reply``):
+    an id several senders used is refused, naming them, unless the target or the operator's
+    own DMs single one out."""
+    from meshview.originals import Ref, delivery_ref, describe, pick_reply
+    from meshview.participant import ParticipantError
+    from meshview.sanitize import inline
+
+    target = None
+    if p.kind == "channel":
+        target = Ref("channel", "", (p.target or "").removeprefix("#"))
+    elif p.kind == "ask":
+        target = Ref("anycast", "", (p.target or "").removeprefix("@"))
+    elif p.kind == "dm":
+        target = Ref("dm", "", None, (part.resolve_agent(p.target or ""),))
+    chosen, cands = pick_reply([(delivery_ref(d), d) for d in copies], part.id, target)
+    if chosen is None:
+        senders = len({r.sender for r in cands})
+        how = ("the target does not single one out" if target is not None else
+               "give a target ('#channel' or @agent) to say which")
+        raise ParticipantError(
+            f"message id {inline(p.reply_to, 64)!r} is ambiguous: {senders} senders used it "
+            f"({describe(cands)}); {how}, and nothing was sent.")
+    return chosen

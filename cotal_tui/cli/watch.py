@@ -65,7 +65,14 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
                    help="serve the console to browsers (default 127.0.0.1:8765; one observer "
                         "per browser session; a non-loopback HOST needs --web-token)")
     g.add_argument("--web-token", metavar="TOKEN",
-                   help="refuse browsers without ?token=TOKEN (also COTAL_WEB_TOKEN)")
+                   help="the token browsers must give (?token=TOKEN); ps shows it, so prefer "
+                        "--web-token-file or COTAL_WEB_TOKEN; none given: one is generated "
+                        "and printed once")
+    g.add_argument("--web-token-file", metavar="PATH",
+                   help="read the --web token from the first line of this file")
+    g.add_argument("--web-host", metavar="NAME", action="append", default=None,
+                   help="another Host name browsers may use for --web (NAME or NAME:PORT; "
+                        "repeatable); by default only the bound address is answered")
     g.add_argument("--notify", action="store_true",
                    help="bell + desktop notification when an agent starts waiting "
                         "(also COTAL_NOTIFY=1 or [notify] enabled in config.toml)")

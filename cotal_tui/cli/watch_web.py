@@ -6,10 +6,18 @@ the watch flags from ``COTAL_WEB_ARGV`` in its environment (never from its comma
 ``ps`` would show a ``--server user:pass@`` URL) and runs the console on textual-serve's web
 driver.
 
-Binding: loopback by default. Any other address needs ``--web-token`` (or ``COTAL_WEB_TOKEN``);
-with a token every request must carry it (``?token=`` once, then an HttpOnly cookie), or it is
-refused with 403. The websocket also refuses other origins, so a page elsewhere in the browser
-cannot drive the console. The served page loads nothing from outside this server.
+Binding: loopback by default; any other address needs a token given by the operator. Every
+request, page, static file and websocket alike, must carry the token (``?token=`` once, then an
+HttpOnly cookie), even on loopback: other local users and any page in the browser can reach a
+loopback port. With no token given one is generated and printed once, in the URL to open (as
+Jupyter does). The token is read from ``--web-token``, ``--web-token-file`` or
+``COTAL_WEB_TOKEN`` (the command line is visible in ``ps``: prefer the other two).
+
+Host and Origin: a name an attacker controls can resolve to loopback (DNS rebinding), so a
+request is answered only when its ``Host`` is the bound address (plus ``localhost`` on a
+loopback bind, any address literal on a wildcard bind) or a name given with ``--web-host``, and
+an ``Origin``, when sent, names one of those too. Anything else gets 403. The served page loads
+nothing from outside this server.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ import ipaddress
 import json
 import os
 import re
+import secrets
 import shlex
 import sys
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 DEFAULT_HOST = "127.0.0.1"
@@ -34,7 +43,10 @@ TOKEN_ENV = "COTAL_WEB_TOKEN"
 COOKIE = "cotal_web_token"
 # flags the browser sessions do not get: the server's own, the line-stream modes, and --record
 # (every session would write the same file)
-NOT_FOR_SESSIONS = {"help", "web", "web_token", "plain", "json", "record", "max_size"}
+NOT_FOR_SESSIONS = {"help", "web", "web_token", "web_token_file", "web_host", "plain", "json",
+                    "record", "max_size"}
+_TOKEN_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-")
+_WILDCARD = {"0.0.0.0", "::", ""}
 
 
 class WebError(ValueError):
@@ -115,27 +127,125 @@ def _template() -> Any:
     return jinja2.DictLoader({"app_index.html": html})
 
 
-def make_server(host: str, port: int, token: str | None, title: str) -> Any:
+def read_token(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The token the operator gave (``--web-token``, else ``--web-token-file``, else
+    ``COTAL_WEB_TOKEN``) and where it came from; (None, "") when none was given."""
+    given = getattr(args, "web_token", None)
+    where = "--web-token"
+    if not given and getattr(args, "web_token_file", None):
+        path = args.web_token_file
+        where = f"--web-token-file {path}"
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as f:
+                given = f.readline().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise WebError(f"cannot read {where}: {getattr(e, 'strerror', None) or e}") from None
+        if not given:
+            raise WebError(f"{where} is empty: put the token on its first line")
+    if not given and os.environ.get(TOKEN_ENV):
+        given, where = os.environ[TOKEN_ENV], TOKEN_ENV
+    if not given:
+        return None, ""
+    if len(given) > 512 or not set(given) <= _TOKEN_CHARS:  # it goes in a URL and a cookie
+        raise WebError(f"the token from {where} may hold only letters, digits and . _ ~ - "
+                       "(it goes in a URL), at most 512 of them")
+    return given, where
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _host_port(netloc: str, default_port: int) -> tuple[str, int] | None:
+    """(lower-case host without brackets, port) of a Host value, or None when malformed."""
+    if not netloc or any(c in netloc for c in "/?#@\\ ") or not netloc.isascii():
+        return None
+    try:
+        u = urlsplit("//" + netloc)
+        host, port = u.hostname, u.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return host.rstrip("."), default_port if port is None else port
+
+
+class HostRule:
+    """Which ``Host`` (and ``Origin``) values the server answers to. An address literal cannot
+    be rebound, a name can: names are accepted only when the operator gave them."""
+
+    def __init__(self, bind: str, port: int, names: Iterable[str] = ()):
+        self.port = port
+        self.any_address = bind in _WILDCARD
+        self.hosts = {bind.lower().strip("[]")}
+        if is_loopback(bind):
+            self.hosts |= {"localhost", "127.0.0.1", "::1"}
+        if self.any_address:
+            self.hosts.add("localhost")
+        self.names: set[tuple[str, int | None]] = set()
+        for n in names:
+            hp = _host_port(n.strip(), -1)
+            if hp is None:
+                raise WebError(f"--web-host {n!r} is not a host name (NAME or NAME:PORT)")
+            self.names.add((hp[0], None if hp[1] == -1 else hp[1]))
+
+    def allows(self, host: str, port: int) -> bool:
+        if (host, port) in self.names or (host, None) in self.names:
+            return True
+        if port != self.port:
+            return False
+        if host in self.hosts:
+            return True
+        if self.any_address:
+            try:
+                ipaddress.ip_address(host)
+                return True
+            except ValueError:
+                return False
+        return False
+
+    def host_ok(self, value: str | None) -> bool:
+        hp = _host_port(value or "", 80)
+        return hp is not None and self.allows(*hp)
+
+    def origin_ok(self, origin: str) -> bool:
+        try:
+            u = urlsplit(origin)
+        except ValueError:
+            return False
+        if u.scheme not in ("http", "https") or u.path or u.query:
+            return False
+        hp = _host_port(u.netloc, 443 if u.scheme == "https" else 80)
+        return hp is not None and self.allows(*hp)
+
+
+def make_server(host: str, port: int, token: str, title: str, *, rule: HostRule | None = None,
+                generated: bool = False) -> Any:
     import aiohttp_jinja2
     from aiohttp import web
     from textual_serve.server import Server
 
     command = f"{shlex.quote(sys.executable)} -m cotal_tui.cli.watch_web"
+    rule = rule or HostRule(host, port)
+    cookie = f"{COOKIE}_{port}"  # cookies ignore the port: two consoles on one host keep apart
+
+    def refuse(why: str) -> web.Response:
+        return web.Response(status=403, text=f"cotal: {why}\n")
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path == "/ws":
-            origin = request.headers.get("Origin")
-            if origin and urlsplit(origin).netloc != request.host:
-                return web.Response(status=403, text="cotal: websocket from another origin\n")
-        if token:
-            given = request.query.get("token") or request.cookies.get(COOKIE) or ""
-            if not hmac.compare_digest(given.encode(), token.encode()):
-                return web.Response(status=403, text="cotal: this console needs its token "
-                                                     "(open the URL with ?token=...)\n")
+        if not rule.host_ok(request.headers.get("Host")):
+            return refuse("this console does not answer to that Host name (the operator "
+                          "can add one with --web-host NAME)")
+        origin = request.headers.get("Origin")
+        if origin is not None and not rule.origin_ok(origin):
+            return refuse("a request from another origin")
+        given = request.query.get("token") or request.cookies.get(cookie) or ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return refuse("this console needs its token (open the URL with ?token=...)")
         resp = await handler(request)
-        if token and request.query.get("token") and not isinstance(resp, web.WebSocketResponse):
-            resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
+        if request.query.get("token") and not isinstance(resp, web.WebSocketResponse):
+            resp.set_cookie(cookie, token, httponly=True, samesite="Strict")
         return resp
 
     class ConsoleServer(Server):
@@ -148,7 +258,6 @@ def make_server(host: str, port: int, token: str | None, title: str) -> Any:
                 web.get("/download/{key}", self.handle_download, name="download"),
                 web.static("/static", self.statics_path, show_index=False, name="static"),
             ])
-            app.on_startup.append(self.on_startup)
             app.on_shutdown.append(self.on_shutdown)
             return app
 
@@ -157,20 +266,49 @@ def make_server(host: str, port: int, token: str | None, title: str) -> Any:
             self.public_url = f"{request.scheme}://{request.host}"
             return await super().handle_index(request)
 
-        async def on_startup(self, app: web.Application) -> None:
+        def announce(self, *_: object) -> None:
+            """Once the port listens (aiohttp's run_app calls it then): a generated token is
+            printed once, in the URL to open; a given one never."""
             shown = f"[{host}]" if ":" in host else host
-            print(f"cotal: serving the console on http://{shown}:{port}/"
-                  + ("?token=<your token>" if token else "")
+            print(f"cotal: serving the console on http://{shown}:{port}/?token="
+                  + (token if generated else "<your token>")
                   + " - one observer per browser session; Ctrl-C stops", file=sys.stderr,
                   flush=True)
+
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's serve, announcing only once the port listens (it silences
+            run_app's own announcement)."""
+            import signal
+
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False,
+                        loop=loop, print=self.announce)
 
         def initialize_logging(self) -> None:
             import logging
 
             logging.basicConfig(level=logging.WARNING, format="cotal web: %(message)s")
+            logging.getLogger("aiohttp.server").addFilter(_one_line)
 
     _close_sessions_on_stop()
     return ConsoleServer(command, host=host, port=port, title=title)
+
+
+def _one_line(record: Any) -> bool:
+    """A malformed request (anyone who can reach the port can send one) is one escaped line on
+    the operator's terminal, not aiohttp's traceback."""
+    if record.exc_info:
+        from meshview.sanitize import inline
+
+        e = record.exc_info[1]
+        record.msg, record.args = f"{record.getMessage()}: {inline(str(e), 200)}", ()
+        record.exc_info = record.exc_text = None
+    return True
 
 
 def _close_sessions_on_stop() -> None:
@@ -213,10 +351,15 @@ def serve(args: argparse.Namespace) -> int:
     except WebError as e:
         print(f"cotal: {e}", file=sys.stderr)
         return 2
-    token = getattr(args, "web_token", None) or os.environ.get(TOKEN_ENV) or None
+    try:
+        token, _ = read_token(args)
+        rule = HostRule(host, port, getattr(args, "web_host", None) or ())
+    except WebError as e:
+        print(f"cotal: {e}.", file=sys.stderr)
+        return 2
     if not is_loopback(host) and not token:
-        print(f"cotal: --web {host}:{port} is reachable from other machines: give it a "
-              f"--web-token (or {TOKEN_ENV}), or bind to 127.0.0.1.", file=sys.stderr)
+        print(f"cotal: --web {host}:{port} is reachable from other machines: give it a token "
+              f"(--web-token-file PATH or {TOKEN_ENV}), or bind to 127.0.0.1.", file=sys.stderr)
         return 2
     try:
         import textual_serve.server  # noqa: F401
@@ -240,7 +383,10 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     os.environ[ARGV_ENV] = json.dumps(session_argv(args))
     os.environ.pop(TOKEN_ENV, None)  # the sessions never see the token
-    server = make_server(host, port, token, f"cotal · {target.space} on {target.display}")
+    generated = token is None
+    server = make_server(host, port, token or new_token(),
+                         f"cotal · {target.space} on {target.display}", rule=rule,
+                         generated=generated)
     try:
         server.serve()
     except OSError as e:

@@ -46,6 +46,7 @@ import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 from nats.js.api import KeyValueConfig
@@ -156,6 +157,10 @@ class SeatSpec:
     # a file the program writes its condition to while it waits (``COTAL_SEAT_CONDITION``; see
     # programs/migrate_ask.py): present, the seat heartbeats ``waiting`` with that condition
     condition_file: str | None = None
+    # an agent that heartbeats on its own (a scripted team member): its lifecycle uid as it says
+    # it, which the manager's rows report (as a real manager reports the agent it launched), so
+    # the console binds the seat to that agent by principal + lifecycle uid
+    incarnation: Callable[[], str] | None = None
 
     @property
     def connector(self) -> str:
@@ -178,7 +183,7 @@ class _Seat:
     spec: SeatSpec
     owner: str
     actor: str
-    lifecycle_uid: str
+    minted_uid: str
     pty: PtySeat
     started: float
     exited_at: float | None = None
@@ -189,6 +194,11 @@ class _Seat:
     spawner: str | None = None
     goal: _Goal | None = None
     stopping: bool = False
+
+    @property
+    def lifecycle_uid(self) -> str:
+        inc = self.spec.incarnation
+        return inc() if inc is not None else self.minted_uid
 
 
 def argv_for(spec: SeatSpec) -> list[str]:

@@ -170,7 +170,8 @@ class DemoMesh:
         seats = []
         for i, a in enumerate(self.team.members):
             kind = "shell" if self.shell else ("fullscreen" if i % 3 == 2 else "line")
-            seats.append(SeatSpec(name=a.name, principal_id=a.id, kind=kind))
+            seats.append(SeatSpec(name=a.name, principal_id=a.id, kind=kind,
+                                  incarnation=lambda a=a: a.lifecycle_uid))
         if self.plane is None and not self.shell:  # one seat that really asks (triage, T)
             import tempfile
 

@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     from meshview.replay import ReplayOperator
 
 
-def channel_target(channel: str, *, reply_to: FeedEntry | None = None) -> SendTarget:
+def channel_target(channel: str, *, reply_to: FeedEntry | None = None,
+                   snap: Snapshot | None = None) -> SendTarget:
     ch = channel.removeprefix("#")
     if reply_to is None:
         return SendTarget("channel", f"#{ch}", channel=ch)
-    return SendTarget("channel", f"#{ch} · reply to {reply_to.from_name}", channel=ch,
+    who = snap.sender(reply_to).text() if snap is not None else reply_to.from_name
+    return SendTarget("channel", f"#{ch} · reply to {who}", channel=ch,
                       reply_to=reply_to.id, context_id=reply_to.context_id)
 
 
@@ -48,16 +50,19 @@ def ask_target(role: str, *, queue: bool = False) -> SendTarget:
     return SendTarget("ask", f"@{r} (anycast: {how})", role=r, queue=queue)
 
 
-def reply_target(e: FeedEntry, me: str | None) -> SendTarget | None:
+def reply_target(e: FeedEntry, me: str | None, snap: Snapshot | None = None) -> SendTarget | None:
     """Where ``r`` on feed row ``e`` replies, by :func:`meshview.participant.reply_send` (the
     one rule), labelled for the composer. None for rows that cannot be answered."""
     route = reply_send(Original.of_entry(e), "", me)
     if route is None or not route.target:
         return None
     if route.kind == "channel":
-        return channel_target(route.target, reply_to=e)
-    name = e.from_name if route.target == e.from_id else (e.to_names[0] if e.to_names
-                                                            else route.target)
+        return channel_target(route.target, reply_to=e, snap=snap)
+    if snap is not None:  # the roster's label for the peer answered, never the envelope's name
+        name = snap.sender(e).text() if route.target == e.from_id else snap.name_of(route.target)
+    else:
+        name = e.from_name if route.target == e.from_id else (e.to_names[0] if e.to_names
+                                                                else route.target)
     return dm_target(route.target, name, reply_to=e)
 
 
@@ -119,7 +124,8 @@ class ComposeKeys(ShellScreen):
             self.shell.notify_line(
                 f"{peer.name} is an endpoint, not an agent: DMs go to agents only", True)
             return
-        self.open_composer(dm_target(peer.id, peer.name, reply_to=reply_to))
+        shown = self.snap.name_of(peer.id) if self.snap is not None else peer.name
+        self.open_composer(dm_target(peer.id, shown, reply_to=reply_to))
 
     def action_reply(self) -> None:
         from widgets.feed import FeedView
@@ -137,7 +143,7 @@ class ComposeKeys(ShellScreen):
         entry = focused.selected_entry()
         op = self.operator
         me = op.participant.id if op is not None and op.refusal() is None else None
-        target = reply_target(entry, me) if entry is not None else None
+        target = reply_target(entry, me, self.snap) if entry is not None else None
         if target is None:
             self.shell.notify_line("nothing to reply to on this row")
             return

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Input
 
-from attach.managed import ManagedFold
+from attach.managed import Binding as SeatBinding, ManagedFold
 from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
 from cotal_tui.session import ConsoleSession
@@ -28,6 +28,7 @@ from widgets.composer import Composer
 from widgets.detail_card import agent_card, message_card
 from widgets.feed import FeedView
 from widgets.line_list import LineList
+from widgets.presentation import safe
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
 from attach.seat_text import detail_lines
@@ -406,7 +407,32 @@ class ConsoleScreen(ComposeKeys):
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:
         event.stop()
-        self.shell.open_seat(event.name, peek=event.peek)
+        bound = self.seat_binding(event.peer_id) if event.peer_id is not None else None
+        fold, verb = self.managed, "peek" if event.peek else "attach"
+        if bound is not None and bound.ambiguous:
+            self.shell.notify_line(bound.refusal(verb, safe(event.name, 40)) or verb, True)
+            return
+        if bound is not None and bound.seat is None and fold is not None and fold.rounds:
+            # no manager reports this peer's id: a seat of the same name elsewhere is not it
+            n = len(fold.managers)
+            why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
+            self.shell.notify_line(f"{verb}: {safe(event.name, 40)} is not hosted by any manager ({why})")
+            return
+        seat = bound.seat if bound is not None else None
+        if seat is not None:  # the bound seat on its own manager, never a namesake elsewhere
+            self.shell.open_seat(seat.name, peek=event.peek, instance_id=seat.instance_id)
+        else:
+            self.shell.open_seat(event.name, peek=event.peek)
+
+    def seat_binding(self, pid: str) -> SeatBinding | None:
+        """The managed seat roster peer ``pid`` is, through its principal and lifecycle uid as a
+        manager's ``ps`` reports them (None when this console polls no manager)."""
+        fold = self.managed
+        if fold is None:
+            return None
+        snap = self.snap
+        peer = next((p for p in snap.peers if p.id == pid), None) if snap is not None else None
+        return fold.bind(pid, peer.lifecycle_uid if peer is not None else None)
 
     def open_agent(self, pid: str) -> bool:
         snap = self.snap
@@ -421,15 +447,16 @@ class ConsoleScreen(ComposeKeys):
         def build(width: int):
             s = self.snap or snap
             p = next((q for q in s.peers if q.id == pid), peer)
-            seat = fold.for_peer(p.id, p.name) if fold is not None else None
+            seat = fold.for_peer(p.id, p.lifecycle_uid) if fold is not None else None
             return agent_card(p, s, width, skills, detail_lines(seat, p.status) if seat else None,
                               stalled=self.model.stalled(p.id).get(p.id))
 
         keys = {}
-        if fold is not None and fold.for_peer(peer.id, peer.name) is not None:
-            shell = self.shell
-            keys = {"a": lambda: shell.open_seat(peer.name),
-                    "p": lambda: shell.open_seat(peer.name, peek=True)}
+        bound = fold.for_peer(peer.id, peer.lifecycle_uid) if fold is not None else None
+        if bound is not None:
+            shell, iid = self.shell, bound.instance_id
+            keys = {"a": lambda: shell.open_seat(bound.name, instance_id=iid),
+                    "p": lambda: shell.open_seat(bound.name, peek=True, instance_id=iid)}
         self.app.push_screen(_detail(f"{peer.name}", build, keys))
         return True
 
@@ -672,7 +699,7 @@ class ConsoleScreen(ComposeKeys):
             last = next((m for m in reversed(msgs) if m.from_id == peer.id), None) or (
                 msgs[-1] if msgs else None)
             if last is not None and last.id:
-                entry = next((e for e in reversed(self.snap.feed) if e.id == last.id), None)
+                entry = self.snap.row_of(last)
         self._compose_dm(peer, reply_to=entry)
         return True
 

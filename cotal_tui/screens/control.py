@@ -29,6 +29,7 @@ from rich.text import Text
 
 from attach import control
 from attach.managed import ManagedSeat
+from meshview.resolve import AmbiguousName, Candidate, UnknownName, resolve
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, shell_of
 from meshview.connect import ConnectTarget
@@ -326,14 +327,16 @@ class Controls:
             where = f"{seat.runtime} seat on manager {seat.instance_id}"
 
         def chosen(how: str | None) -> None:
-            if how:
-                self.stop(name, force=how == "force", on=seat.instance_id if seat is not None else None)
+            if how:  # a known seat is bound by its id: another one under its name is refused
+                self.stop(name, force=how == "force", on=seat.instance_id if seat is not None else None,
+                          expect=(seat.id, seat.lifecycle_uid) if seat is not None else None)
             else:
                 self.say(f"stop {name}: cancelled")
 
         self.app.push_screen(StopConfirm(name, where), chosen)
 
-    def stop(self, name: str, *, force: bool = False, on: str | None = None) -> None:
+    def stop(self, name: str, *, force: bool = False, on: str | None = None,
+             expect: tuple[str, str | None] | None = None) -> None:
         ready = self._ready("stop")
         if ready is None:
             return
@@ -341,7 +344,8 @@ class Controls:
 
         async def work() -> None:
             self.say(f"{'force-killing' if force else 'stopping'} {name}…")
-            r = await control.stop(target, name, force=force, on=on, read_only=read_only_reason(session))
+            r = await control.stop(target, name, force=force, on=on, read_only=read_only_reason(session),
+                                   expect=expect)
             _poke(session)
             if r.force:
                 self.say(f"force-killed {name}")
@@ -605,7 +609,11 @@ def control_hit(app: ConsoleShell, q: str) -> Hit | None:
     if verb == "status":
         return Hit(1.0, q, lambda: c.status(name), help=f"{name}'s row from its manager")
     if verb == "stop":
-        return Hit(1.0, q, lambda: c.ask_stop(name, _seat(app, name)), help="y graceful, f force, n cancel")
+        try:
+            seat = _seat(app, name)
+        except AmbiguousName as e:
+            return refuse(f"stop: {e}")
+        return Hit(1.0, q, lambda: c.ask_stop(seat.name if seat else name, seat), help="y graceful, f force, n cancel")
     text = rest.strip()[len(words[0]):].strip()
     if not text:
         return refuse(f"usage: {usage}")
@@ -633,17 +641,30 @@ def control_rows(app: ConsoleShell) -> list[tuple[str, str, Callable[[], Any]]]:
 
 
 def _seat(app: ConsoleShell, name: str) -> ManagedSeat | None:
+    """The one seat ``name`` (or a seat id) means in the console's ``ps`` fold; None when the
+    fold does not know it (the verb then locates it itself). Two seats is a refusal."""
     fold = app.managed_fold()
     if fold is None:
         return None
-    return next((s for s in fold.seats() if s.name == name), None)
+    cands = [Candidate(s.principal, s.name, s.process, f"manager {s.instance_id}", s) for s in fold.seats()]
+    try:
+        return resolve(name, cands, what="seat").item
+    except UnknownName:
+        return None
 
 
 def stop_from_roster(app: ConsoleShell, peer_id: str, name: str) -> None:
     """Roster ``D``: the overlay for a managed row; any other row is refused with a notice."""
     fold = app.managed_fold()
-    seat = fold.for_peer(peer_id, name) if fold is not None else None
+    console = app.console_screen()
+    snap = console.snap if console is not None else None
+    peer = next((p for p in snap.peers if p.id == peer_id), None) if snap is not None else None
+    bound = fold.bind(peer_id, peer.lifecycle_uid if peer is not None else None) if fold is not None else None
+    seat = bound.seat if bound is not None else None
     if seat is None:
+        if bound is not None and bound.ambiguous:
+            app.notify_line(bound.refusal("stop", name) or "stop: ambiguous", True)
+            return
         why = "no manager's ps has answered yet" if fold is None or not fold.rounds else "no manager hosts it"
         app.notify_line(f"stop: {name} is not a managed seat ({why})", True)
         return

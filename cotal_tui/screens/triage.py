@@ -28,6 +28,7 @@ from textual.binding import Binding
 from textual.widgets import Input, Static
 
 from attach import control
+from attach.managed import Binding as SeatBinding
 from cotal_tui.seats import PaneLink, SeatSessions
 from cotal_tui.screens.control import control_target, read_only_reason, refusal
 from cotal_tui.shell import ShellScreen
@@ -209,14 +210,13 @@ class TriageScreen(ShellScreen):
         needs: list[RunNeed] = sorted(
             runs.needs, key=lambda r: (r.deadline_in_ms is None, r.deadline_in_ms or 0.0))
         waiting = sorted(snap.signals.needs_you, key=lambda n: -(n.status_age_ms or n.condition_age_ms or 0.0))
-        fold = console.managed
         said = self._last_said(snap, {n.id for n in waiting})
         visible = lst.visible_keys() or {("agent", n.id) for n in waiting[:MAX_PEEKS]}
         cards: list[AgentCard | RunCard] = [RunCard(r) for r in needs]
         want: dict[str, str | None] = {}
         now = time.time()
         for n in waiting:
-            seat = fold.for_peer(n.id, n.name) if fold is not None else None
+            seat = self._binding(n.id).seat  # by principal + lifecycle uid, never by name
             card = self._agent_card(n, snap, said.get(n.id), seat is not None)
             if seat is not None and ("agent", n.id) in visible and len(want) < MAX_PEEKS:
                 want[n.name] = seat.instance_id
@@ -256,11 +256,23 @@ class TriageScreen(ShellScreen):
             f"{'s' if n_runs != 1 else ''} waiting · {len(self.peeks)} terminal"
             f"{'s' if len(self.peeks) != 1 else ''} open · j/k cards · Tab actions · Esc back")
 
+    def _binding(self, peer_id: str) -> SeatBinding:
+        """The seat a waiting peer is, through its principal and lifecycle uid (the peer's own
+        roster row) as a manager's ``ps`` reports them: a namesake binds to nothing."""
+        fold = self.shell.managed_fold()
+        console = self.shell.console_screen()
+        snap = console.snap if console is not None else None
+        peer = next((q for q in snap.peers if q.id == peer_id), None) if snap is not None else None
+        if fold is None or peer is None:
+            return SeatBinding(None)
+        return fold.bind(peer.id, peer.lifecycle_uid)
+
     def _agent_card(self, n: NeedsYou, snap: Snapshot, said: tuple[str, float] | None,
                     managed: bool) -> AgentCard:
         return AgentCard(n.id, n.name, n.role, n.condition_code, n.condition_message, n.condition_age_ms,
                          n.status_age_ms, said=said[0] if said else None,
-                         said_age_ms=max(0.0, snap.now - said[1]) if said else None, managed=managed)
+                         said_age_ms=max(0.0, snap.now - said[1]) if said else None, managed=managed,
+                         label=n.label)
 
     def _last_said(self, snap: Snapshot, ids: set[str]) -> dict[str, tuple[str, float]]:
         """The newest row each waiting agent sent, over the last :data:`FEED_SCAN` rows; kept
@@ -346,9 +358,15 @@ class TriageScreen(ShellScreen):
             ro = read_only_reason(session) if session is not None else "open a space first"
             return [Action("⏎", "answer the run's checkpoint", f"read-only - {ro}" if ro else None)]
         inp = refusal(session, "input")
+        bound = None if card.managed else self._binding(card.peer_id)
+        if bound is not None and bound.ambiguous:
+            unbound = f"{len(bound.candidates)} managers claim this seat (pick one with cotal ps and --on)"
+        else:
+            unbound = "not a managed seat"
         if not card.managed:
-            inp = inp or "not a managed seat: no terminal to type into"
-        stop = refusal(session, "stop") or (None if card.managed else "not a managed seat")
+            inp = inp or (f"{unbound}: no terminal to type into" if bound is None or not bound.ambiguous
+                          else unbound)
+        stop = refusal(session, "stop") or (None if card.managed else unbound)
         op = session.operator if session is not None else None
         dm = "sending is not available in this console" if op is None else op.refusal()
         seat = None if card.managed else "not a managed seat"
@@ -444,8 +462,11 @@ class TriageScreen(ShellScreen):
         if why is not None or target is None or session is None:
             self.say(f"answer: unavailable - {why}", True)
             return
-        fold = self.shell.managed_fold()
-        seat = fold.for_peer(p.peer_id, p.name) if fold is not None else None
+        bound = self._binding(p.peer_id)
+        seat = bound.seat
+        if seat is None:  # the answer goes to the bound seat's manager and seat, or nowhere
+            self.say(bound.refusal("answer", safe(p.name, 40)) or "answer: no seat", True)
+            return
         console = self.shell.console_screen()
         snap = console.snap if console is not None else None
         n = next((x for x in snap.signals.needs_you if x.id == p.peer_id), None) if snap else None
@@ -460,8 +481,8 @@ class TriageScreen(ShellScreen):
             log = action_log()  # what was answered, never the bytes typed (they may be secret)
             aid = log.record("answer", p.name, "requested", detail=f"{len(p.data)} bytes from triage")
             try:
-                r = await control.input_text(target, p.name, p.text, enter=p.enter,
-                                             on=seat.instance_id if seat is not None else None,
+                r = await control.input_text(target, seat.name, p.text, enter=p.enter,
+                                             on=seat.instance_id, expect=(seat.id, seat.lifecycle_uid),
                                              read_only=read_only_reason(session))
             except control.ControlError as e:
                 log.settle(aid, "failed", detail=e.code)
@@ -525,25 +546,32 @@ class TriageScreen(ShellScreen):
             self.say(f"{verb}: nobody waiting under the cursor")
             return None
         if not card.managed:
-            self.say(f"{verb}: {card.name} is not a managed seat", True)
+            why = self._binding(card.peer_id).refusal(verb, safe(card.name, 40))
+            self.say(why or f"{verb}: {card.name} is not a managed seat", True)
             return None
         return card
 
     def action_attach(self) -> None:
         card = self._seat_action("attach")
-        if card is not None:
-            self.shell.open_seat(card.name)
+        seat = self._binding(card.peer_id).seat if card is not None else None
+        if seat is not None:  # the bound seat on its own manager
+            self.shell.open_seat(seat.name, instance_id=seat.instance_id)
 
     def action_peek(self) -> None:
         card = self._seat_action("peek")
-        if card is not None:
-            self.shell.open_seat(card.name, peek=True)
+        seat = self._binding(card.peer_id).seat if card is not None else None
+        if seat is not None:
+            self.shell.open_seat(seat.name, peek=True, instance_id=seat.instance_id)
 
     def action_stop(self) -> None:
         card = self._seat_action("stop")
-        if card is not None:
-            fold = self.shell.managed_fold()
-            self.shell.controls.ask_stop(card.name, fold.for_peer(card.peer_id, card.name) if fold else None)
+        if card is None:
+            return
+        bound = self._binding(card.peer_id)
+        if bound.seat is None:
+            self.say(bound.refusal("stop", safe(card.name, 40)) or "stop: no seat", True)
+            return
+        self.shell.controls.ask_stop(bound.seat.name, bound.seat)
 
     def _answer_run(self, card: RunCard) -> None:
         from cotal_tui.screens.runs import open_answer

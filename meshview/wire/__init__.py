@@ -49,6 +49,7 @@ from meshview.wire.parts import part_text
 from meshview.wire.presence import (
     PRESENCE_TTL_MS,
     PresenceDecision,
+    bound_presence,
     clock_template,
     decode_presence,
     is_heartbeat_only,
@@ -85,7 +86,8 @@ __all__ = [
     "PresenceDecision", "Rejection", "Skill", "TextPart", "bucket_names", "chat_pattern",
     "chat_subject", "clock_template", "decode_agent_card", "decode_channel_config",
     "decode_channel_defaults",
-    "decode_delivery", "decode_membership", "decode_presence", "dm_visible", "effective_class",
+    "bound_presence", "decode_delivery", "decode_membership", "decode_presence", "dm_visible",
+    "effective_class",
     "effective_replay", "effective_window", "effective_window_ms", "encode_message",
     "encode_presence", "inst_subject", "is_event_channel", "is_heartbeat_only",
     "is_principal_id", "is_principal_owner", "is_stale", "kind_pattern", "match_clocks",

@@ -9,11 +9,14 @@ here raises on hostile input: every failure is a ``Rejection`` with a stable rea
 from __future__ import annotations
 
 import math
+from itertools import islice
 from typing import Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from meshview.wire import bounds as B
+from meshview.wire.bounds import Cuts
 from meshview.wire.messages import (
     DIGEST_RE,
     EXTENSION_KIND_RE,
@@ -57,6 +60,8 @@ class Delivery(msgspec.Struct, frozen=True):
     target: str
     dedup_key: str | None
     historical: bool = False
+    #: the fields the decode cut to their byte bounds (``meshview.wire.bounds``), for counting
+    cuts: tuple[str, ...] = ()
 
 
 class Rejection(msgspec.Struct, frozen=True):
@@ -135,27 +140,65 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
         return Rejection(MALFORMED_ENVELOPE, subject)
     if (w.channel is not UNSET) + (w.to is not UNSET) + (w.toService is not UNSET) != 1:
         return Rejection(NON_CONFORMANT_ENVELOPE, subject)
+    cuts = Cuts()
     try:
-        parts = _parts(w.parts)
+        parts = _parts(w.parts, cuts)
     except _PartError as e:
         return Rejection(e.reason, subject)
+
+    frm, mid = w.from_, w.id
+    mentions = None if w.mentions is UNSET else w.mentions
+    reply = None if w.replyTo is UNSET else w.replyTo
+    ctx = None if w.contextId is UNSET else w.contextId
+    # the common case is one length check per field; a long one is cut (and noted) below
+    if (len(frm.name) > _SHORT or (frm.role is not None and len(frm.role) > _SHORT)
+            or len(mid) > _SHORT or len(w.space) > _SHORT
+            or (reply is not None and len(reply) > _SHORT)
+            or (ctx is not None and len(ctx) > _SHORT)
+            or (mentions is not None and (len(mentions) > B.MENTIONS_MAX
+                                          or any(len(m) > _SHORT for m in mentions)))):
+        name = cuts.str("name", frm.name, B.NAME_BYTES)
+        role = cuts.str("role", frm.role, B.ROLE_BYTES)
+        if name is not frm.name or role is not frm.role:
+            frm = EndpointRef(frm.id, name, role)
+        mid = cuts.str("id", mid, B.ID_BYTES)
+        reply = cuts.str("replyTo", reply, B.ID_BYTES)
+        ctx = cuts.str("contextId", ctx, B.ID_BYTES)
+        if mentions is not None:
+            mentions = [cuts.str("mentions", m, B.ID_BYTES)
+                        for m in cuts.list("mentions", mentions, B.MENTIONS_MAX)]
+        space = cuts.str("space", w.space, B.ID_BYTES)
+    else:
+        space = w.space
 
     kind = ps.kind
     target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
     msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras
-        w.id, ts, w.space, w.from_, parts,
+        mid, ts, space, frm, parts,
         target if kind == "chat" else None,
         target if kind == "inst" else None,
         target if kind == "svc" else None,
-        None if w.mentions is UNSET else w.mentions,
-        None if w.replyTo is UNSET else w.replyTo,
-        None if w.contextId is UNSET else w.contextId,
+        mentions, reply, ctx,
     )
-    return Delivery(DELIVERY_KIND[kind], ps, msg, ps.sender, target, w.id or None, history)
+    return Delivery(DELIVERY_KIND[kind], ps, msg, ps.sender, target, mid or None, history,
+                    tuple(cuts.names) if cuts.names else ())
 
 
-def _parts(raw: list[_WirePart]) -> list[Part]:
+#: Strings no longer than this many code points fit every byte bound below (128 x 4 <= 512,
+#: but a role's is 256): the hot path's one comparison per field
+_SHORT = B.ROLE_BYTES >> 2
+
+
+def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
     out: list[Part] = []
+    if len(raw) > B.PARTS_MAX:
+        # every part is still checked (a bad one rejects the message), only the first kept
+        for p in islice(raw, B.PARTS_MAX, None):
+            _check_part(p)
+        out = _parts(raw[:B.PARTS_MAX], cuts)
+        cuts.names.append("parts")
+        out.append(BrokenPart("parts", f"{len(raw) - B.PARTS_MAX} more not kept"))
+        return out
     for p in raw:
         k = p.kind
         if k == "text":
@@ -167,18 +210,95 @@ def _parts(raw: list[_WirePart]) -> list[Part]:
         elif k == "data":
             out.append(DataPart(p.data))  # UNSET: a part with no data ([empty data part])
         elif k == "artifact":
-            size = p.size
-            if (type(p.name) is not str or type(p.mediaType) is not str
-                    or type(p.digest) is not str or not DIGEST_RE.fullmatch(p.digest)
-                    or type(size) is not int or size < 0):
-                raise _PartError(MALFORMED_ENVELOPE)
-            out.append(ArtifactPart(p.name, p.mediaType, p.digest, size))
+            _check_part(p)
+            out.append(ArtifactPart(cuts.str("artifact", p.name, B.ARTIFACT_BYTES),
+                                    cuts.str("artifact", p.mediaType, B.ARTIFACT_BYTES),
+                                    p.digest, p.size))
         elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
-            keep = p.events if k == AGUI_FRAME_KIND and p.events is not UNSET else None
-            out.append(ExtensionPart(k, keep))
+            if k == AGUI_FRAME_KIND and p.events is not UNSET:
+                out.append(bound_frame(p.events, cuts))
+            else:
+                out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
         else:
             raise _PartError(NON_CONFORMANT_PART_KIND)
     return out
+
+
+def _check_part(p: _WirePart) -> None:
+    """What :func:`_parts` would refuse in ``p``, without building it."""
+    k = p.kind
+    if k == "artifact":
+        size = p.size
+        if (type(p.name) is not str or type(p.mediaType) is not str
+                or type(p.digest) is not str or not DIGEST_RE.fullmatch(p.digest)
+                or type(size) is not int or size < 0):
+            raise _PartError(MALFORMED_ENVELOPE)
+    elif (k not in _CORE_KINDS and k not in LEGACY_PART_KINDS
+          and not EXTENSION_KIND_RE.fullmatch(k)):
+        raise _PartError(NON_CONFORMANT_PART_KIND)
+
+
+_CORE_KINDS = frozenset({"text", "data"})
+
+# What the ``ag-ui.frame`` renderer reads of an event (``meshview.wire.parts``): ids and
+# names are bounded each, payload strings share the frame's byte budget.
+_AGUI_IDS = (("messageId", B.ID_BYTES), ("toolCallId", B.ID_BYTES), ("runId", B.ID_BYTES),
+             ("type", B.KIND_BYTES), ("code", B.KIND_BYTES), ("name", B.KIND_BYTES),
+             ("toolCallName", B.KIND_BYTES))
+_AGUI_PAYLOAD = ("delta", "message", "content")
+
+
+def bound_frame(events: Any, cuts: Cuts) -> ExtensionPart:
+    """An ``ag-ui.frame`` part as kept: at most :data:`~meshview.wire.bounds.AGUI_EVENTS_MAX`
+    events within the frame's :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES` (JSON-encoded).
+    An event that fits is kept whole (``--json`` shows it as sent); one that does not is
+    reduced to the fields its renderer reads, its payload strings cut to what is left; the
+    events past a bound are counted in ``dropped``. One pass over the frame (linear)."""
+    if not isinstance(events, list):
+        if events is not None:
+            cuts.names.append("events")
+        return ExtensionPart(AGUI_FRAME_KIND, None)
+    budget = B.AGUI_FRAME_BYTES
+    kept: list[Any] = []
+    encode = msgspec.json.encode
+    for i, e in enumerate(events):
+        if i >= B.AGUI_EVENTS_MAX or budget <= 0:
+            cuts.names.append("events")
+            return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i)
+        try:
+            size = len(encode(e)) + 1  # (and the comma before the next)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            size = budget + 1
+        if size > budget:
+            cuts.names.append("events")
+            e = _reduced_event(e, cuts, budget) if type(e) is dict else None
+            size = len(encode(e)) + 1
+            if size > budget:  # not even its ids fit: the frame ends here
+                return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i)
+        kept.append(e)  # a non-object reduced to null: the renderer names it unrecognised
+        budget -= size
+    return ExtensionPart(AGUI_FRAME_KIND, kept)
+
+
+def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
+    """The fields of ``e`` the ``ag-ui.frame`` renderer reads, ids and names bounded each,
+    payload strings within ``budget`` bytes together."""
+    ev: dict[str, Any] = {}
+    for f, limit in _AGUI_IDS:
+        v = e.get(f)
+        if v is not None:
+            ev[f] = cuts.str("events", v, limit) if type(v) is str else None
+    o = e.get("outcome")
+    if type(o) is dict and type(o.get("type")) is str:
+        ev["outcome"] = {"type": cuts.str("events", o["type"], B.KIND_BYTES)}
+    budget -= len(msgspec.json.encode(ev)) + 32  # (the payload keys and quotes)
+    for f in _AGUI_PAYLOAD:
+        v = e.get(f)
+        if type(v) is str:
+            v = cuts.str("events", v, max(budget, 0))
+            budget -= len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+            ev[f] = v
+    return ev
 
 
 def _json_type(v: Any) -> str:

@@ -78,6 +78,8 @@ class ExtensionPart(_Wire, gc=False):
 
     kind: str
     events: Any = None
+    #: events the reader did not keep (past ``meshview.wire.bounds``' per-frame bounds)
+    dropped: int = 0
 
 
 class BrokenPart(_Wire, gc=False):

@@ -98,20 +98,24 @@ def _s(v: Any) -> str | None:
 
 
 class _Fold:
+    """Deltas accumulate as lists joined once at the end of their stream: linear in the
+    frame's size (string concatenation per delta was quadratic)."""
+
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.text: dict[str, str] = {}
-        self.thinking: dict[str, str] = {}
+        self.text: dict[str, list[str]] = {}
+        self.thinking: dict[str, list[str]] = {}
         self.tool_name: dict[str, str] = {}
-        self.tool_args: dict[str, str] = {}
+        self.tool_args: dict[str, list[str]] = {}
 
     def emit(self, first: str, cont: str, body: str) -> None:
         rows = body.split("\n")
         self.lines.append(first + rows[0])
         self.lines.extend(cont + r for r in rows[1:])
 
-    def flush(self, acc: dict[str, str], key: str, first: str, cont: str, tail: str = "") -> None:
-        body = acc.pop(key, "")
+    def flush(self, acc: dict[str, list[str]], key: str, first: str, cont: str,
+              tail: str = "") -> None:
+        body = "".join(acc.pop(key, ()))
         if body:
             self.emit(first, cont, body + tail)
 
@@ -133,25 +137,25 @@ class _Fold:
             self.emit("✗ ", _CONT, f"run error{f' [{code}]' if code else ''}: "
                                    f"{_s(get('message')) or '(no message)'}")
         elif kind == "TEXT_MESSAGE_START":
-            self.text[mid] = ""
+            self.text[mid] = []
         elif kind == "TEXT_MESSAGE_CONTENT":
-            self.text[mid] = self.text.get(mid, "") + delta
+            self.text.setdefault(mid, []).append(delta)
         elif kind == "TEXT_MESSAGE_END":
             self.flush(self.text, mid, _SAY, _SAY)
         elif kind == "REASONING_MESSAGE_START":
-            self.thinking[mid] = ""
+            self.thinking[mid] = []
         elif kind == "REASONING_MESSAGE_CONTENT":
-            self.thinking[mid] = self.thinking.get(mid, "") + delta
+            self.thinking.setdefault(mid, []).append(delta)
         elif kind == "REASONING_MESSAGE_END":
             self.flush(self.thinking, mid, _THINK, _CONT)
         elif kind == "TOOL_CALL_START":
             self.tool_name[tid] = _s(get("toolCallName")) or "?"
-            self.tool_args[tid] = ""
+            self.tool_args[tid] = []
         elif kind == "TOOL_CALL_ARGS":
-            self.tool_args[tid] = self.tool_args.get(tid, "") + delta
+            self.tool_args.setdefault(tid, []).append(delta)
         elif kind == "TOOL_CALL_END":
-            call = f"{self.tool_name.pop(tid, '') or '?'}({self.tool_args.pop(tid, '')})"
-            self.emit(_TOOL, _CONT, call)
+            args = "".join(self.tool_args.pop(tid, ()))
+            self.emit(_TOOL, _CONT, f"{self.tool_name.pop(tid, '') or '?'}({args})")
         elif kind == "TOOL_CALL_RESULT":
             self.emit(_RESULT, _CONT, _s(get("content")) or "(no content)")
         elif kind == "CUSTOM":
@@ -165,7 +169,8 @@ class _Fold:
         for key in list(self.thinking):
             self.flush(self.thinking, key, _THINK, _CONT, " …")
         for key, name in list(self.tool_name.items()):
-            self.emit(_TOOL, _CONT, f"{name or '?'}({self.tool_args.get(key, '')}) …")
+            args = "".join(self.tool_args.get(key, ()))
+            self.emit(_TOOL, _CONT, f"{name or '?'}({args}) …")
         self.tool_name.clear()
         return self.lines
 
@@ -181,10 +186,11 @@ def agui_frame_text(p: ExtensionPart) -> str:
     for e in events[:AGUI_EVENT_CAP]:
         fold.event(e)
     lines = fold.finish()
-    if len(events) > AGUI_EVENT_CAP:
-        lines.append(f"• {len(events) - AGUI_EVENT_CAP} more events not shown")
+    more = max(0, len(events) - AGUI_EVENT_CAP) + (p.dropped or 0)
+    if more:
+        lines.append(f"• {more} more events not shown")
     if not lines:
-        return f"[AG-UI frame with {len(events)} event(s) and nothing to show]"
+        return f"[AG-UI frame with {len(events) + (p.dropped or 0)} event(s) and nothing to show]"
     return "\n".join(lines)
 
 

@@ -13,7 +13,15 @@ import re
 
 import msgspec
 
-from meshview.wire.messages import PRESENCE_CANARY_KEY, PRESENCE_STATUSES, Presence
+from meshview.wire import bounds as B
+from meshview.wire.bounds import Cuts
+from meshview.wire.messages import (
+    PRESENCE_CANARY_KEY,
+    PRESENCE_STATUSES,
+    AgentCard,
+    Presence,
+    PresenceCondition,
+)
 from meshview.wire.subjects import NON_PRINCIPAL_OWNER, is_principal_id  # one code, one rule
 
 PRESENCE_TTL_MS = 6000
@@ -44,6 +52,8 @@ class PresenceDecision(msgspec.Struct, frozen=True, gc=False):
     reason: str | None
     new_incarnation: bool = False
     condition_code: str | None = None
+    #: the record's fields cut to their byte bounds (``meshview.wire.bounds``), for counting
+    cuts: tuple[str, ...] = ()
 
 
 _DECODER = msgspec.json.Decoder(Presence)
@@ -58,9 +68,83 @@ def offline_view(p: Presence) -> Presence:
                                    statusSince=None)
 
 
-def is_stale(ts: float, now_ms: float, ttl_ms: float = PRESENCE_TTL_MS) -> bool:
-    """A heartbeat older than the liveness window (``now − ts > ttl``: exactly ttl is live)."""
+def is_stale(ts: float, now_ms: float, ttl_ms: float = PRESENCE_TTL_MS,
+             received: float | None = None) -> bool:
+    """A heartbeat older than the liveness window (``now − ts > ttl``: exactly ttl is live).
+
+    ``received`` (when the record arrived) clamps a ``ts`` from the future to its receipt
+    time: a peer's clock, or a record written a year ahead, cannot keep it live past a ttl
+    of silence."""
+    if received is not None and ts > received:
+        ts = received
     return now_ms - ts > ttl_ms
+
+
+def _fits(v: str | None, limit: int) -> bool:
+    """``v`` is short enough in code points to fit ``limit`` bytes whatever it holds."""
+    return v is None or len(v) <= limit >> 2
+
+
+def _card_fits(c: AgentCard) -> bool:
+    """Every string and list the roster keeps of ``c`` fits its bound (the common case: one
+    comparison each)."""
+    return (_fits(c.name, B.NAME_BYTES) and _fits(c.kind, B.TOKEN_BYTES)
+            and _fits(c.role, B.ROLE_BYTES) and _fits(c.description, B.DESCRIPTION_BYTES)
+            and (c.tags is None or (len(c.tags) <= B.TAGS_MAX
+                                    and all(_fits(t, B.TAG_BYTES) for t in c.tags)))
+            and (c.meta is None or (len(c.meta) <= B.META_MAX and all(
+                _fits(k, B.TAG_BYTES) and (type(v) is not str or _fits(v, B.META_BYTES))
+                for k, v in c.meta.items()))))
+
+
+def bound_presence(p: Presence) -> tuple[Presence, tuple[str, ...]]:
+    """``p`` with every string and list the roster keeps within its byte bound
+    (``meshview.wire.bounds``), and the fields cut; ``p`` itself when nothing was."""
+    c = p.condition
+    if (_card_fits(p.card) and _fits(p.lifecycleUid, B.ID_BYTES)
+            and _fits(p.activity, B.ACTIVITY_BYTES) and _fits(p.attention, B.TOKEN_BYTES)
+            and _fits(p.environment, B.ENVIRONMENT_BYTES)
+            and (c is None or (_fits(c.code, B.TOKEN_BYTES) and _fits(c.source, B.TOKEN_BYTES)
+                               and _fits(c.message, B.CONDITION_BYTES)))
+            and (p.channelModes is None or (len(p.channelModes) <= B.CHANNEL_MODES_MAX and all(
+                _fits(k, B.CHANNEL_BYTES) and _fits(v, B.TOKEN_BYTES)
+                for k, v in p.channelModes.items())))):
+        return p, ()
+    k = Cuts()
+    card = p.card
+    tags = k.list("tags", card.tags, B.TAGS_MAX)
+    meta = card.meta
+    if meta is not None and len(meta) > B.META_MAX:
+        k.names.append("meta")
+        meta = dict(list(meta.items())[:B.META_MAX])
+    card = msgspec.structs.replace(
+        card, name=k.str("name", card.name, B.NAME_BYTES),
+        kind=k.str("kind", card.kind, B.TOKEN_BYTES),
+        role=k.str("role", card.role, B.ROLE_BYTES),
+        description=k.str("description", card.description, B.DESCRIPTION_BYTES),
+        tags=None if tags is None else [k.str("tags", t, B.TAG_BYTES) for t in tags],
+        meta=None if meta is None else {k.str("meta", mk, B.TAG_BYTES):
+                                        k.str("meta", mv, B.META_BYTES)
+                                        for mk, mv in meta.items()})
+    if c is not None:
+        c = PresenceCondition(k.str("condition", c.code, B.TOKEN_BYTES),
+                              k.str("condition", c.source, B.TOKEN_BYTES),
+                              k.str("condition", c.message, B.CONDITION_BYTES), c.since)
+    modes = p.channelModes
+    if modes is not None:
+        if len(modes) > B.CHANNEL_MODES_MAX:
+            k.names.append("channelModes")
+            modes = dict(list(modes.items())[:B.CHANNEL_MODES_MAX])
+        modes = {k.str("channelModes", mk, B.CHANNEL_BYTES):
+                 k.str("channelModes", mv, B.TOKEN_BYTES)
+                 for mk, mv in modes.items()}
+    out = msgspec.structs.replace(
+        p, card=card, condition=c, channelModes=modes,
+        lifecycleUid=k.str("lifecycleUid", p.lifecycleUid, B.ID_BYTES),
+        activity=k.str("activity", p.activity, B.ACTIVITY_BYTES),
+        attention=k.str("attention", p.attention, B.TOKEN_BYTES),
+        environment=k.str("environment", p.environment, B.ENVIRONMENT_BYTES))
+    return out, tuple(k.names)
 
 
 def _drop(reason: str) -> PresenceDecision:
@@ -105,6 +189,7 @@ def decode_presence(key: str, operation: str, value: bytes | None, now_ms: int,
     if type(p.ts) is float and not math.isfinite(p.ts):
         return _drop(MALFORMED_RECORD)
 
+    p, cuts = bound_presence(p)
     new_inc = (previous is not None and previous.lifecycleUid is not None
                and p.lifecycleUid is not None and previous.lifecycleUid != p.lifecycleUid)
     code = p.condition.code if p.condition is not None else None
@@ -114,7 +199,7 @@ def decode_presence(key: str, operation: str, value: bytes | None, now_ms: int,
         status, reason = "offline", STALE
     else:
         status, reason = p.status, OK
-    return PresenceDecision("apply", p, status, reason, new_inc, code)
+    return PresenceDecision("apply", p, status, reason, new_inc, code, cuts)
 
 
 def is_heartbeat_only(prev: Presence, new: Presence) -> bool:

@@ -296,7 +296,7 @@ async def test_ps_tells_a_wedged_manager_and_a_refusing_one_from_silence(broker,
     t = target(broker, space)
     try:
         proc.send_signal(signal.SIGSTOP)
-        res = await control.ps(t, deadline_ms=4000)
+        res = await control.ps(t, deadline_ms=8000)
         assert [(r.name, r.instance_id) for r in res.rows] == [("fine", ok.instance_id)]
         states = {m.instance_id: (m.state, m.liveness, m.code) for m in res.managers}
         assert states == {ok.instance_id: ("answered", None, None),

@@ -26,7 +26,7 @@ def test_fold_replaces_keeps_silent_and_drops_deregistered():
                            "m2": [row("c", "C1", "m2", pid=42)]}, now=100.0)
     assert {s.name for s in f.seats()} == {"a", "b", "c"}
     assert f.for_peer("local.A1").name == "a"
-    assert f.for_peer("nobody", name="c").pid == 42
+    assert f.for_peer("local.C1").pid == 42
     # m2 stays registered but does not answer: its rows stay, labelled
     f.apply({"m1", "m2"}, {"m1": [row("a", "A1", "m1")]}, now=130.0)
     c = f.for_peer("local.C1")

@@ -238,3 +238,67 @@ async def test_ps_lists_the_seats(demo, broker, space):
     names = {ln.split()[0] for ln in lines[1:]}
     assert names == {"alice", "dash", "gone"}
     assert all("running" in ln for ln in lines[1:])
+
+
+SUDO = ("import sys, pathlib\n"
+        "sys.stdout.write('[sudo] password for ops: '); sys.stdout.flush()\n"
+        "pathlib.Path(sys.argv[1]).write_text(sys.stdin.readline())\n")
+
+
+@pytest.fixture
+async def impostor(broker, space, tmp_path):
+    """A second, in-process manager serving a seat named ``alice`` (principal local.mallory) that
+    shows a fake sudo prompt and keeps whatever line it is given in ``captured``."""
+    import nats
+
+    caught = tmp_path / "captured"
+    nc2 = await nats.connect(broker.url)
+    fake = DemoManager(nc2, space, [SeatSpec("alice", "local.mallory",
+                                             argv=[sys.executable, "-c", SUDO, str(caught)])],
+                       root=str(tmp_path / "impostor"))
+    await fake.start()
+    yield fake, caught
+    await fake.stop()
+    await nc2.close()
+
+
+async def test_two_managers_serving_one_name_is_refused_listing_both(demo, impostor, broker, space):
+    """An impostor manager serves a seat named ``alice`` with a fake sudo prompt: ``attach alice``
+    is refused naming both (manager instance and id) and nothing is typed into either; ``--on``
+    picks the real one."""
+    fake, caught = impostor
+    r = PtyRun(attach_argv(broker, space, "alice"))
+    try:
+        rc = await r.exit_code()
+        r.type(b"hunter2\r")  # typed after the refusal: reaches no seat
+    finally:
+        r.close()
+    out = re.sub(r"\x1b(\[[?0-9;]*[A-Za-z]|[>=])", "", r.buf.decode("utf-8", "replace"))
+    assert rc == 1, out
+    assert demo.instance_id in out and fake.instance_id in out, out
+    assert "alice" in out and "mallory" in out and "--on" in out, out
+    assert "password" not in out and not caught.exists()
+    # --on picks one: the real alice
+    r = PtyRun(attach_argv(broker, space, "alice", "--on", demo.instance_id))
+    try:
+        await r.wait(b"alice>")
+        r.type(b"\x1d")
+        assert await r.exit_code() == 0
+    finally:
+        r.close()
+    assert not caught.exists()
+
+
+async def test_input_and_stop_refuse_a_shared_name_and_take_an_id(demo, impostor, broker, space):
+    fake, caught = impostor
+    base = ["--server", broker.url, "--space", space]
+    rc, _, err = await run_cli([*COTAL, "input", "alice", "hunter2", *base])
+    assert rc == 1 and "Traceback" not in err and err.count("\n") == 1, err
+    assert demo.instance_id in err and fake.instance_id in err and "local.mallory" in err, err
+    rc, _, err = await run_cli([*COTAL, "stop", "alice", *base])
+    assert rc == 1 and fake.instance_id in err, err
+    assert "alice" in demo.seats and "alice" in fake.seats and not caught.exists()
+    # the seat's principal is an id: it picks the real alice
+    rc, out, err = await run_cli([*COTAL, "input", "local.alice", "hello there", *base])
+    assert rc == 0, err
+    assert demo.instance_id in out and not caught.exists()

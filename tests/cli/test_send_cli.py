@@ -12,7 +12,7 @@ import jsonschema
 from attach.registry import kv_keys
 from conftest import VECTORS
 from cotal_tui.demo.broker import free_port
-from support.observer import Heartbeat, dm, post
+from support.observer import Heartbeat, dm, now_ms, post, presence, put_presence
 
 COTAL = [sys.executable, "-m", "cotal_tui.cli"]
 SCHEMA = json.loads((VECTORS / "cotal.schema.json").read_text())
@@ -144,3 +144,53 @@ async def test_bad_usage_exits_2(broker, space):
         assert b"Traceback" not in r.stderr and r.stderr.strip(), argv
     r = await cotal_send(broker, space, "#general", "-", stdin=b"\xff\xfe bad")
     assert r.returncode == 2 and b"UTF-8" in r.stderr
+
+
+class Namesakes(Heartbeat):
+    """Live peers whose display names are not their actors (``{actor: name}``)."""
+
+    def __init__(self, nc, space: str, names: dict[str, str]) -> None:
+        super().__init__(nc, space, period=1.0)
+        self.names = names
+
+    async def beat(self) -> None:
+        for actor, name in self.names.items():
+            rec = presence(actor)
+            rec["card"]["name"] = name
+            await put_presence(self.nc, self.space, rec)
+
+
+async def test_a_lapsed_name_with_a_live_namesake_is_refused(broker, nc, space):
+    """``@ada`` when the real ada's heartbeat has lapsed and a peer of another principal
+    heartbeats as ``ada``: both are candidates, so nothing goes to the namesake."""
+    await put_presence(nc, space, presence("ada", "working", ts=now_ms() - 60_000))  # lapsed
+    hb = Namesakes(nc, space, {"mallory": "ada"})
+    await hb.beat()
+    hb.start()
+    try:
+        r = await cotal_send(broker, space, "@ada", "the deploy key is in the vault")
+        # an id always works: the real ada's principal is not ambiguous
+        ok = await cotal_send(broker, space, "--json", "@local.ada", "hello")
+    finally:
+        await hb.stop()
+    assert r.returncode == 1
+    err = one_sentence(r.stderr)
+    assert "local.ada" in err and "local.mallory" in err and "nothing was sent" in err, err
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["to"] == "local.ada"
+    [only] = await stored(nc, f"DM_{space}")
+    assert only["to"] == "local.ada" and only["parts"][0]["text"] == "hello"
+
+
+async def test_an_invisible_or_folded_look_alike_is_a_candidate(broker, nc, space):
+    hb = Namesakes(nc, space, {"ada": "ada", "mallory": "\uff21\u200dda"})  # fullwidth A, a ZWJ
+    await hb.beat()
+    hb.start()
+    try:
+        r = await cotal_send(broker, space, "@ada", "hello")
+    finally:
+        await hb.stop()
+    assert r.returncode == 1
+    err = one_sentence(r.stderr)
+    assert "local.ada" in err and "local.mallory" in err and "\u200d" not in err, err
+    assert (await nc.jetstream().stream_info(f"DM_{space}")).state.messages == 0

@@ -254,7 +254,7 @@ def loading_screenshot(driver: Any, url: str) -> bytes:
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(url + "?delay=1")
+    driver.get(url + ("&" if "?" in url else "?") + "delay=1")
     WebDriverWait(driver, 30).until(EC.visibility_of_element_located((By.ID, "start")))
     return driver.get_screenshot_as_png()
 
@@ -300,12 +300,12 @@ async def test_console_in_a_real_browser(broker, nc, space, tmp_path, monkeypatc
                 schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=1.0))
     await team.start()
     port = free_port()
-    url = f"http://127.0.0.1:{port}/"
     server = _serve("--web", f"127.0.0.1:{port}", "--server", broker.url, "--space", space,
                     home=tmp_path)
     artifacts = artifact_dirs(tmp_path)
     chrome = None
     try:
+        url, _ = await asyncio.to_thread(_url_from_stderr, server)  # the generated token's URL
         await asyncio.to_thread(wait_port, port)
         chrome = await asyncio.to_thread(start_chromium, tmp_path)
         loading = await asyncio.to_thread(loading_screenshot, chrome, url)
@@ -454,3 +454,156 @@ def test_bind_parsing_and_session_flags():
     assert "--notify-cmd" in argv
     assert "secret" not in argv and "--web" not in argv and "--record" not in argv
     assert {"web", "web_token", "record"} <= NOT_FOR_SESSIONS
+
+
+# ---- issue 35: the token on every request, Host and Origin against DNS rebinding --------------
+
+WS_HEADERS = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+              "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+def _raw_status(port: int, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """One request over a plain socket, with exactly these headers (Host included, or left out):
+    the status and the first bytes of the answer. A 101 is read no further."""
+    lines = [f"GET {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items()),
+             "Connection: close" if "Connection" not in headers else "", "", ""]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall("\r\n".join(x for x in lines[:-2] if x).encode() + b"\r\n\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        if b" 101 " not in data.split(b"\r\n", 1)[0]:
+            s.settimeout(2)
+            try:
+                while chunk := s.recv(4096):
+                    data += chunk
+            except OSError:
+                pass
+    return int(data.split(b" ", 2)[1]), data
+
+
+def _url_from_stderr(p: subprocess.Popen, timeout: float = 30.0) -> tuple[str, list[str]]:
+    """The URL the server printed (its stderr, read line by line until it is there)."""
+    import threading
+
+    seen: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for raw in p.stderr:
+            seen.append(raw.decode("utf-8", "replace"))
+            if "serving the console on " in seen[-1]:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    assert found.wait(timeout), f"no URL printed within {timeout}s: {seen}"
+    return seen[-1].split("serving the console on ", 1)[1].split()[0], seen
+
+
+async def test_web_loopback_needs_the_token_host_and_origin(broker, space, tmp_path):
+    """No token given: one is generated and printed once, in the URL; then every request and
+    websocket without it, with a wrong one, with a rebound Host or a foreign Origin gets 403."""
+    port = free_port()
+    server = _serve("--web", f"127.0.0.1:{port}", "--web-host", "console.test",
+                    "--server", broker.url, "--space", space, home=tmp_path)
+    try:
+        url, printed = await asyncio.to_thread(_url_from_stderr, server)
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        token = url.split("?token=", 1)[1]
+        assert len(token) >= 24
+        host = f"127.0.0.1:{port}"
+        good = {"Host": host}
+        ok = f"/?token={token}"
+
+        def status(path: str, headers: dict[str, str]) -> int:
+            return _raw_status(port, path, headers)[0]
+
+        refused = {
+            "no token": ("/", good),
+            "no token, static": ("/static/js/textual.js", good),
+            "wrong token": (f"/?token={token[:-1]}x", good),
+            "rebinding Host": (ok, {"Host": f"evil.example:{port}"}),
+            "rebinding Host, ws": (f"/ws?token={token}", {"Host": f"evil.example:{port}",
+                                                          "Origin": f"http://evil.example:{port}",
+                                                          **WS_HEADERS}),
+            "another port in Host": (ok, {"Host": f"127.0.0.1:{port + 1}"}),
+            "ws, no Origin, no token": ("/ws", {**good, **WS_HEADERS}),
+            "ws, mismatched Origin": (f"/ws?token={token}",
+                                      {**good, "Origin": "http://evil.example", **WS_HEADERS}),
+            "ws, Origin null": (f"/ws?token={token}", {**good, "Origin": "null", **WS_HEADERS}),
+            "mismatched Origin, page": (ok, {**good, "Origin": f"http://evil.example:{port}"}),
+        }
+        for what, (path, headers) in refused.items():
+            code, body = await asyncio.to_thread(_raw_status, port, path, headers)
+            assert code == 403, (what, body[:300])
+            assert b"Traceback" not in body
+        assert (await asyncio.to_thread(status, ok, {}) in (400, 403))  # HTTP/1.1 with no Host
+        # the right token and Host: the page, by address, localhost or a --web-host name
+        for h in (host, f"localhost:{port}", "console.test", f"console.test:{port}"):
+            code, body = await asyncio.to_thread(_raw_status, port, ok, {"Host": h})
+            assert code == 200 and b"textual-terminal" in body, (h, body[:300])
+        # and the websocket opens, with or without an Origin (a non-browser client sends none)
+        for extra in ({}, {"Origin": f"http://127.0.0.1:{port}"}):
+            code = await asyncio.to_thread(status, f"/ws?token={token}",
+                                           {**good, **extra, **WS_HEADERS})
+            assert code == 101, extra
+    finally:
+        err = _stop(server)
+    assert err.count(token) == 0  # the rest of stderr: printed once, in the URL only
+    assert sum(line.count(token) for line in printed) == 1
+    assert "Traceback" not in err
+
+
+def _web_args(**kw: Any) -> argparse.Namespace:
+    base = dict(web_token=None, web_token_file=None, web_host=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_token_from_flag_file_or_environment(tmp_path, monkeypatch):
+    from cotal_tui.cli.watch_web import WebError, read_token
+
+    monkeypatch.delenv("COTAL_WEB_TOKEN", raising=False)
+    assert read_token(_web_args()) == (None, "")
+    f = tmp_path / "token"
+    f.write_text("s3cret-from.file_~\n")
+    assert read_token(_web_args(web_token_file=str(f)))[0] == "s3cret-from.file_~"
+    monkeypatch.setenv("COTAL_WEB_TOKEN", "from-env")
+    assert read_token(_web_args()) == ("from-env", "COTAL_WEB_TOKEN")
+    assert read_token(_web_args(web_token="flag"))[0] == "flag"  # the flag first, then the file
+    assert read_token(_web_args(web_token_file=str(f)))[0] == "s3cret-from.file_~"
+    (tmp_path / "empty").write_text("\n")
+    for bad, says in ((_web_args(web_token_file=str(tmp_path / "empty")), "is empty"),
+                      (_web_args(web_token_file=str(tmp_path / "none")), "cannot read"),
+                      (_web_args(web_token="a b"), "only letters"),
+                      (_web_args(web_token="tok\x1b]0;x\x07"), "only letters")):
+        with pytest.raises(WebError, match=says):
+            read_token(bad)
+
+
+def test_host_rule():
+    from cotal_tui.cli.watch_web import HostRule, WebError
+
+    r = HostRule("127.0.0.1", 8765, ["console.test", "proxy.test:443"])
+    assert r.host_ok("127.0.0.1:8765") and r.host_ok("localhost:8765") and r.host_ok("[::1]:8765")
+    assert r.host_ok("console.test") and r.host_ok("console.test:9999") and r.host_ok("CONSOLE.test")
+    assert r.host_ok("proxy.test:443") and not r.host_ok("proxy.test")
+    for bad in (None, "", "evil.example:8765", "127.0.0.1:8766", "127.0.0.1", "localhost",
+                "127.0.0.1.evil.example:8765", "a@127.0.0.1:8765", "127.0.0.1:8765/x",
+                "127.0.0.1:notaport", "löcalhost:8765"):
+        assert not r.host_ok(bad), bad
+    assert r.origin_ok("http://127.0.0.1:8765") and r.origin_ok("http://localhost:8765")
+    assert r.origin_ok("https://console.test")
+    for bad in ("null", "http://evil.example:8765", "file://", "http://127.0.0.1:8766",
+                "chrome-extension://abc", "http://127.0.0.1:8765/path"):
+        assert not r.origin_ok(bad), bad
+    wild = HostRule("0.0.0.0", 80)
+    assert wild.host_ok("192.168.1.7") and wild.host_ok("10.0.0.1:80") and wild.host_ok("localhost")
+    assert not wild.host_ok("evil.example") and not wild.host_ok("192.168.1.7:81")
+    lan = HostRule("192.168.1.7", 8765)
+    assert lan.host_ok("192.168.1.7:8765") and not lan.host_ok("localhost:8765")
+    with pytest.raises(WebError):
+        HostRule("127.0.0.1", 1, ["bad/name"])

@@ -44,7 +44,8 @@ async def mesh(broker, nc, space, tmp_path):
     team = Team(nc, space, seed=3, agents=4,
                 schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.7))
     await team.start()
-    seats = [SeatSpec(name=a.name, principal_id=a.id, kind="line") for a in team.members[:2]]
+    seats = [SeatSpec(name=a.name, principal_id=a.id, kind="line", incarnation=lambda a=a: a.lifecycle_uid)
+             for a in team.members[:2]]
     mgr = DemoManager(nc, space, seats, root=str(tmp_path))
     await mgr.start()
     args = argparse.Namespace(server=[broker.url], space=space, backfill=20, no_dms=False)

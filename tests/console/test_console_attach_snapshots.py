@@ -17,7 +17,7 @@ SIZES = [pytest.param((120, 40), id="120x40"), pytest.param((80, 24), id="80x24"
 def _row(name: str, status: str = "running", **kw) -> dict:
     row = {"name": name, "id": name, "agent": "line", "space": "demo", "mode": "pty",
            "status": status, "uptimeMs": 3 * 3600 * 1000 + 1000, "mesh": "working",
-           "meshView": "current", "lifecycleUid": f"uid{name}", "instanceId": "mgr0instance",
+           "meshView": "current", "lifecycleUid": f"uid{name}0000000000000000000000", "instanceId": "mgr0instance",
            "host": "demo-host", "pid": 4242, "cols": 100, "rows": 30}
     row.update(kw)
     return row
@@ -36,8 +36,8 @@ def managed_app():
 
 def test_fold_names_the_fixed_agents():
     fold = managed_app().session.managed.fold
-    assert fold.for_peer(pid("ada"), "ada").runtime == "pty"
-    assert fold.for_peer(pid("bram"), "bram").process == "exited"
+    assert fold.for_peer(pid("ada")).runtime == "pty"
+    assert fold.for_peer(pid("bram")).process == "exited"
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -150,8 +150,14 @@ async def test_roster_c_dms_the_agent_and_r_replies_in_thread(broker, nc, space,
                                        session.model.snapshot().feed), what="answer in the feed")
         feed = app.screen.query_one("#feed")
         feed.focus()
-        feed.cursor = next(e.index for e in session.model.snapshot().feed
-                           if e.id == answer["id"])
+
+        def on_answer() -> bool:  # the feed draws the row on its next drain: select once it has it
+            feed.cursor = next(e.index for e in session.model.snapshot().feed
+                               if e.id == answer["id"])
+            e = feed.selected_entry()
+            return e is not None and e.id == answer["id"]
+
+        await until(pilot, on_answer, what="the answer under the feed's cursor")
         await pilot.press("r")
         assert composer.target.kind == "dm" and composer.target.to == agent.id
         assert composer.target.reply_to == answer["id"]

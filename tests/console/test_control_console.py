@@ -105,7 +105,7 @@ async def test_D_overlay_enter_does_not_kill_n_cancels_y_and_f_stop(broker, nc, 
         await until(pilot, lambda: notice(app) == "force-killed w2", what="force-killed w2")
         assert "w2" not in m2.seats
         # D on an agent no manager hosts: a notice, no overlay
-        await until(pilot, lambda: app.managed_fold().for_peer(w1.principal, "w1") is None,
+        await until(pilot, lambda: app.managed_fold().for_peer(w1.principal) is None,
                     what="the ps fold forgot w1")
         await cursor_to(pilot, w1.principal)
         await pilot.press("D")

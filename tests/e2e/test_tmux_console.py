@@ -18,7 +18,8 @@ from support.tmux import needs_tmux
 pytestmark = needs_tmux
 
 COTAL = str(Path(sys.executable).with_name("cotal"))
-HOSTILE = "hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c end"
+HOSTILE = ("hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c in\u2061vis\u3164ible"
+           "\U000e0041 end")
 
 
 @pytest.fixture
@@ -47,6 +48,7 @@ async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, 
     s = await tmux.until(lambda s: "hostile" in s and "end" in s and "esrever" in s,
                          what="hostile row")
     assert "\\x1b[2J" in s and "\\x1b]0;pwned-title\\x07" in s and "\\u202eesrever\\u202c" in s
+    assert "in\\u2061vis\\u3164ible\\U000e0041 end" in s  # invisibles: escaped, by property
     assert "roster ·" in s and "1:all" in s and "msg/s" in s  # nothing was cleared
     assert "pwned-title" not in await tmux.title()
     assert await tmux.title() == title_before

@@ -19,26 +19,14 @@ from conftest import until
 from support.observer import (
     Heartbeat,
     anycast,
+    close,
     dm,
     now_ms,
     post,
     presence,
     put_presence,
+    start_observer,
 )
-
-
-async def start_observer(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
-    nc, target = await connect(ConnectTarget((url,), space, timeout=3))
-    model = MeshModel(space, record_events=True)
-    obs = Observer(nc, space, model, has_credential=target.has_credential,
-                   options=ObserverOptions(**opts))
-    await obs.start()
-    return obs, model
-
-
-async def close(obs: Observer) -> None:
-    await obs.stop()
-    await obs.nc.close()
 
 
 def events(model: MeshModel, kind: str | None = None) -> list:

@@ -42,7 +42,8 @@ def due_stale(m: MeshModel, now: float) -> set[str]:
     if wl is None:
         return set()
     return {p.id for p in m._peers.values()
-            if wl - p.seen_at >= ttl and p.status != "offline" and is_stale(p.ts, now, ttl)}
+            if wl - p.seen_at >= ttl and p.status != "offline"
+            and is_stale(p.ts, now, ttl, p.seen_at)}
 
 
 def step(m: MeshModel, clock: Clock, rng: random.Random, n: int) -> None:

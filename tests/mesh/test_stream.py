@@ -12,9 +12,10 @@ import time
 
 import pytest
 
+from meshview.labels import Labels
 from meshview.snapshot import Condition, FeedEntry, Peer, PresenceEvent
 from meshview.stream import TextRenderer, age, json_message
-from support.observer import anycast, dm, now_ms, post, presence, put_presence
+from support.observer import anycast, dm, message, now_ms, post, presence, put_presence
 
 TIME = r"\d\d:\d\d:\d\d"
 
@@ -73,7 +74,10 @@ async def test_plain_stream_lines(broker, nc, space):
     rc, err = await stop(p)
     assert rc == 0
     assert "\x1b" not in "".join(lines)  # not a TTY: no colour, and wire escapes neutralized
-    assert re.fullmatch(rf"{TIME} history carol → #general: from before", lines[0])
+    # carol's history line is printed before the roster knows her: her principal, and the
+    # envelope's name as her claim
+    assert re.fullmatch(rf'{TIME} history local\.carol \(claims "carol"\) → #general: from before',
+                        lines[0])
     # carol talked but has no presence: an agent gone before the watch began
     assert re.fullmatch(rf"{TIME} offline carol ⨯ offline \(gone before this watch started\)",
                         lines.pop(1))
@@ -84,8 +88,9 @@ async def test_plain_stream_lines(broker, nc, space):
     assert re.fullmatch(
         rf"{TIME} msg     alice/planner → #team\.backend: hello \\x1b\[31mred\\x1b\[0m", lines[3])
     assert lines[4] == "         second \\u202eline"
-    assert re.fullmatch(rf"{TIME} msg     alice → bob: psst", lines[5])
-    assert re.fullmatch(rf"{TIME} msg     alice → @reviewer: review PR 42", lines[6])
+    # the role is the roster's (the DM's envelope named none)
+    assert re.fullmatch(rf"{TIME} msg     alice/planner → bob: psst", lines[5])
+    assert re.fullmatch(rf"{TIME} msg     alice/planner → @reviewer: review PR 42", lines[6])
     assert err.startswith("! watching space ")
     assert "Traceback" not in err
 
@@ -161,6 +166,35 @@ def test_burst_line_and_json_shape():
     e = FeedEntry(index=0, id="m1", ts=1.0, received=1.0, kind="dm", from_id="local.a",
                   from_name="a", from_role=None, text="same", to_ids=("local.b", "local.c"),
                   to_names=("b", "c"), count=2)
-    line = TextRenderer().message(e)
+    roster = Labels([("local.a", "a", None), ("local.b", "b", None), ("local.c", "c", None)])
+    line = TextRenderer().message(e, roster)
     assert line.endswith("msg     a → b, c (2×): same")
     assert json_message(e)["to"] == ["local.b", "local.c"]
+
+
+# the invisible code points the old hand list let through (issue 35)
+INVISIBLE = "\u2061\u2062\u2063\u2064\u180e\u034f\u115f\u1160\u3164\uffa0\U000e0041\ufe0f\U000e0100"
+
+
+async def test_plain_escapes_every_invisible_in_a_lying_peers_name(broker, nc, space):
+    """A peer that writes only its own key and subject, with a display name that renders exactly
+    like ada's: every invisible in it shows escaped on --plain, in the join and the message."""
+    name = f"ad{INVISIBLE}a"
+    rec = presence("mallory", "working", activity=f"busy{INVISIBLE}")
+    rec["card"]["name"] = name
+    await put_presence(nc, space, rec)
+    m = message(space, "mallory", f"hi{INVISIBLE}there", channel="general")
+    m["from"]["name"] = name
+    await nc.jetstream().publish(f"cotal.{space}.chat.local.mallory.general", json.dumps(m).encode())
+    p = await spawn("--plain", "--server", broker.url, "--space", space, "--backfill", "5")
+    lines = await read_lines(p, 2)
+    rc, err = await stop(p)
+    assert rc == 0, err
+    out = "\n".join(lines)
+    assert not any(c in out for c in INVISIBLE), ascii(out)
+    shown = "".join(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
+                    for c in INVISIBLE)
+    join = next(x for x in lines if " join " in x)
+    msg = next(x for x in lines if " history " in x)
+    assert f"ad{shown}a" in join and f"busy{shown}" in join, join
+    assert f"ad{shown}a" in msg and f"hi{shown}there" in msg, msg

@@ -15,6 +15,7 @@ from support.watchproc import WatchProc
 
 from conftest import until
 from meshview.model import MeshModel
+from meshview.snapshot import PresenceRecord
 from meshview.record import Recorder
 from meshview.replay import Replay, load_recording
 
@@ -73,6 +74,8 @@ def _thread_model(*, original_in_feed: bool = True) -> MeshModel:
         return t[0]
 
     m = MeshModel("demo", clock=clock, burst_ms=0)
+    for name in ("ada", "bob", "cleo"):  # on the roster: rows show the roster's names
+        m.apply_presence(PresenceRecord(id=f"local.{name}", name=name, ts=t[0]))
     if original_in_feed:
         m.apply_message(kind="channel", id="orig-1", ts=t[0], from_id="local.ada",
                         from_name="ada", text=ORIGINAL, channel="general", received=t[0])

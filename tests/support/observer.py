@@ -8,6 +8,9 @@ import time
 import uuid
 from typing import Any
 
+from meshview.connect import ConnectTarget, connect
+from meshview.model import MeshModel
+from meshview.observer import Observer, ObserverOptions
 from meshview.wire.names import bucket_names
 
 
@@ -106,3 +109,17 @@ class Heartbeat:
                 await self.task
             except (asyncio.CancelledError, Exception):
                 pass
+
+
+async def start_observer(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
+    nc, target = await connect(ConnectTarget((url,), space, timeout=3))
+    model = MeshModel(space, record_events=True)
+    obs = Observer(nc, space, model, has_credential=target.has_credential,
+                   options=ObserverOptions(**opts))
+    await obs.start()
+    return obs, model
+
+
+async def close(obs: Observer) -> None:
+    await obs.stop()
+    await obs.nc.close()

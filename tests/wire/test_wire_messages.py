@@ -13,6 +13,7 @@ import msgspec
 import pytest
 from conftest import VECTORS, load_vectors
 
+from meshview.wire.bounds import ID_BYTES, PARTS_MAX
 from meshview.wire import (
     ArtifactPart,
     CotalMessage,
@@ -252,9 +253,13 @@ def test_huge_text_and_control_chars_accepted_verbatim():
     assert parts_to_text(got.message.parts) == text
 
 
-def test_huge_id_and_many_parts():
+def test_huge_id_and_many_parts_are_kept_bounded_and_said():
     got = dec(envelope(id="x" * (1 << 20), parts=[{"kind": "text", "text": "p"}] * 50_000))
-    assert isinstance(got, Delivery) and len(got.message.parts) == 50_000
+    assert isinstance(got, Delivery)
+    parts = got.message.parts
+    assert len(parts) == PARTS_MAX + 1 and len(got.message.id.encode()) <= ID_BYTES
+    assert parts_to_text(parts).endswith(f"[parts part: {50_000 - PARTS_MAX} more not kept]")
+    assert set(got.cuts) == {"parts", "id"}
 
 
 def test_hostile_subjects_never_raise():

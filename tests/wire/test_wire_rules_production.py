@@ -21,6 +21,7 @@ import meshview.model
 from meshview import wire
 from meshview.buckets import RegistryFold
 from meshview.history import History
+from meshview.streamorder import Stored
 from meshview.kvwatch import KvEntry
 from meshview.model import MeshModel
 from meshview.observer import Observer, ObserverOptions
@@ -229,7 +230,7 @@ class CannedHistory(History):
         super().__init__(None, "main", model)
         self.stored, self.filters = stored, []
 
-    async def read(self, stream: str, filt: str, limit: int) -> list[wire.Delivery]:
+    async def read_stored(self, stream: str, filt: str, limit: int) -> list[Stored]:
         self.filters.append(filt)
         ch = next((c for c in self.stored if filt == wire.chat_pattern("main", c)), None)
         out = []
@@ -239,7 +240,7 @@ class CannedHistory(History):
             d = wire.decode_delivery(f"cotal.main.chat.local.ada.{ch}", json.dumps(body).encode(),
                                      history=True)
             assert type(d) is wire.Delivery
-            out.append(d)
+            out.append(Stored(stream, i + 1, ts, d))
         return out
 
 

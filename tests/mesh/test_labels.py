@@ -1,0 +1,110 @@
+"""Who a row is shown as from (meshview/labels.py): the roster's name for the authenticated
+principal, the envelope's differing name as a claim, and same-name peers told apart."""
+
+from __future__ import annotations
+
+from meshview.labels import Labels, fold
+from meshview.model import MeshModel
+from meshview.snapshot import Condition, PresenceRecord
+from meshview.statecodec import checkpoint, restore
+
+T0 = 1_700_000_000_000.0
+
+
+def _model() -> tuple[MeshModel, list[float]]:
+    t = [T0]
+    return MeshModel("demo", clock=lambda: t[0], burst_ms=0), t
+
+
+def _join(m: MeshModel, pid: str, name: str, ts: float, **kw) -> None:
+    m.apply_presence(PresenceRecord(id=pid, name=name, ts=ts, **kw))
+
+
+def test_names_that_look_alike_fold_to_one_key():
+    # case, compatibility forms, and invisible code points a terminal draws as nothing
+    for lookalike in ("Ada", "ＡＤＡ", "a\u200bda", "ad\u2063a", "a\u034fda", "\u3164ada",
+                      "ada\U000e0041", "ada\ufe0f", "a\u180eda", " ada "):
+        assert fold(lookalike) == "ada", repr(lookalike)
+    assert fold("adam") != "ada"
+
+
+def test_a_shared_name_carries_a_principal_suffix_unique_in_its_group():
+    lab = Labels([("local.ada", "ada", "coder"), ("x.seat-3f2ac1", "Ada\u200b", None),
+                  ("local.bob", "bob", None)])
+    assert lab.label("local.bob") == "bob" and not lab.ambiguous("local.bob")
+    a, b = lab.label("local.ada"), lab.label("x.seat-3f2ac1")
+    assert a != b and a.startswith("ada·") and b.endswith("·3f2ac1")
+    assert lab.ambiguous("local.ada") and lab.ambiguous("x.seat-3f2ac1")
+    # one actor under two owners: the principal's tail tells them apart
+    same = Labels([("u_one.ada", "ada", None), ("u_two.ada", "ada", None)])
+    assert same.label("u_one.ada") != same.label("u_two.ada")
+
+
+def test_a_name_that_spells_another_peers_id_is_marked():
+    lab = Labels([("local.ada", "ada", None), ("local.eve", "local.ada", None)])
+    assert lab.label("local.eve") != "local.ada" and lab.ambiguous("local.eve")
+    assert lab.label("local.ada") == "ada"  # the peer whose id was spelled keeps its name
+    assert Labels([("local.ada", "local.ada", None)]).label("local.ada") == "local.ada"
+
+
+def test_a_claim_is_kept_only_when_it_differs_and_an_unknown_sender_is_its_principal():
+    lab = Labels([("local.mallory", "mallory", "intern")])
+    s = lab.sender("local.mallory", "ada", "coder")
+    assert (s.label, s.role, s.claim, s.known) == ("mallory", "intern", "ada", True)
+    assert s.text() == 'mallory (claims "ada")'
+    assert lab.sender("local.mallory", "Mallory").claim is None  # the same name, folded
+    ghost = lab.sender("local.ghost", "ada", "coder")
+    assert (ghost.label, ghost.role, ghost.claim, ghost.known) == ("local.ghost", None, "ada", False)
+    assert len(lab.sender("local.ghost", "x" * 100_000).claim) == 128  # bounded
+
+
+def test_the_envelope_name_never_becomes_the_senders_name():
+    m, t = _model()
+    _join(m, "local.ada", "ada", T0, role="coder")
+    _join(m, "local.mallory", "mallory", T0, role="intern")
+    m.apply_message(kind="channel", id="m1", ts=T0, from_id="local.mallory", from_name="ada",
+                    from_role="coder", text="approve it", channel="general")
+    m.apply_message(kind="dm", id="d1", ts=T0, from_id="local.mallory", from_name="ada",
+                    text="psst", to="local.ada")
+    m.apply_message(kind="channel", id="m2", ts=T0, from_id="local.ghost", from_name="ada",
+                    text="boo", channel="general")
+    m.flush_bursts()
+    snap = m.snapshot()
+    assert m.name_of("local.mallory") == "mallory" and m.name_of("local.ghost") == "local.ghost"
+    rows = {e.id: e for e in snap.feed}
+    assert snap.sender(rows["m1"]).text() == 'mallory (claims "ada")'
+    assert snap.sender(rows["m1"]).role == "intern"
+    assert snap.sender(rows["d1"]).text() == 'mallory (claims "ada")'
+    assert snap.sender(rows["m2"]).text() == 'local.ghost (claims "ada")'
+    assert snap.name_of("local.ghost") == "local.ghost"
+    dm = snap.dm_log[-1]
+    assert snap.labels.sender(dm.from_id, dm.claimed_name).claim == "ada"
+    # a presence arriving later corrects the row: the ghost is now known by its roster name
+    _join(m, "local.ghost", "casper", T0)
+    assert m.snapshot().sender(rows["m2"]).text() == 'casper (claims "ada")'
+
+
+def test_labels_are_rebuilt_on_a_join_not_on_a_heartbeat():
+    m, t = _model()
+    _join(m, "local.ada", "ada", T0)
+    first = m.snapshot().labels
+    t[0] += 1000
+    _join(m, "local.ada", "ada", t[0])  # heartbeat-only
+    assert m.snapshot().labels is first
+    _join(m, "x.imp-9c1d2e", "ADA", t[0], status="waiting",
+          condition=Condition("approval", "harness", "[y/N]", t[0]))
+    snap = m.snapshot()
+    assert snap.labels is not first
+    assert snap.name_of("local.ada") != snap.name_of("x.imp-9c1d2e")
+    (need,) = snap.signals.needs_you
+    assert need.label == snap.name_of("x.imp-9c1d2e") and need.label.endswith("·9c1d2e")
+
+
+def test_a_restored_checkpoint_shows_the_same_labels():
+    m, _ = _model()
+    _join(m, "local.ada", "ada", T0)
+    _join(m, "local.imp", "ada", T0)
+    want = {p: m.snapshot().name_of(p) for p in ("local.ada", "local.imp")}
+    other, _ = _model()
+    restore(other, checkpoint(m))
+    assert {p: other.snapshot().name_of(p) for p in want} == want
