@@ -10,6 +10,7 @@ the control verbs' own connections (screens/control.py). Screens call the App th
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from dataclasses import replace
@@ -285,6 +286,7 @@ class CotalApp(App[int]):
         self.keygate = KeyGate()  # keys during mount, a palette command and shutdown
         self._errors_said = 0  # error notices so far (a refused palette command drops its type-ahead)
         self._release_armed = False
+        self._first_screen_pushed = False  # on_mount ran: the stack holds the screen we start on
 
     @property
     def exiting(self) -> bool:
@@ -301,6 +303,19 @@ class CotalApp(App[int]):
                 self.workers.cancel_node(screen)
         super().exit(result, return_code, message)
 
+    def stop_signal(self) -> None:
+        """SIGINT or SIGTERM (a Ctrl-C before Textual made the terminal raw, or a kill): exit 0,
+        never while a screen mounts. Before Textual runs, exit() stops it starting; once it runs,
+        the exit waits, as held keys do, for on_mount to push the first screen and the screen
+        on top to be mounted (one taken down while it mounted raised ``NoMatches`` from its
+        on_mount: a traceback on the terminal)."""
+        if self.keygate.closing:
+            return
+        if self.is_running and not (self._first_screen_pushed and self._screen_ready()):
+            asyncio.get_running_loop().call_later(self.KEY_RETRY_S, self.stop_signal)
+            return
+        self.exit(0)
+
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """``$cotal-working``… for CSS under every theme (a Cotal theme's own win)."""
         return css_variables(look_from_theme(self.current_theme))
@@ -316,6 +331,7 @@ class CotalApp(App[int]):
             self.push_screen(SpacePickerScreen())
         if self._first_notice:
             self.call_after_refresh(self.notify_line, self._first_notice, True)
+        self._first_screen_pushed = True
 
     # -- notices -------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ async def _run(url: str, space: str, home: Path, keys: list[str], delay: float,
 
 
 async def test_ctrl_c_while_the_console_comes_up_exits_cleanly(broker, space, tmp_path):
-    for delay in (0.3, 0.6, 0.9, 1.3):
+    for delay in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.3):  # a SIGINT until raw, then a key
         s = await _run(broker.url, space, tmp_path, ["C-c"], delay, 120, 40, up=False)
         assert "Traceback" not in s and "NoMatches" not in s and "Error" not in s, (delay, s)
         assert "console-exit=0" in s, (delay, s)
