@@ -382,10 +382,18 @@ class CotalApp(App[int]):
         verdict = self.keygate.admit(
             event.key, event.character, screen_ready=self._screen_ready(),
             palette_on_top=bool(stack) and isinstance(stack[-1], CommandPalette),
-            errors=self._errors_said)
+            errors=self._errors_said, opens_palette=self._opens_palette(event.key))
         if verdict is Verdict.HOLD:
             self._arm_release()
         return verdict is Verdict.TAKE
+
+    def _opens_palette(self, key: str) -> bool:
+        """The key is bound to the palette on the screen on top (``:`` on the console)."""
+        if not self._screen_ready():
+            return False
+        active = self.screen.active_bindings.get(key)
+        return active is not None and active.binding.action in ("palette", "command_palette",
+                                                                 "app.command_palette")
 
     def _arm_release(self) -> None:
         if not self._release_armed and not self.keygate.closing:

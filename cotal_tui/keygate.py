@@ -37,10 +37,15 @@ class KeyGate:
     _typeahead_until: float = 0.0
 
     def admit(self, key: str, character: str | None, *, screen_ready: bool,
-              palette_on_top: bool, errors: int, now: float | None = None) -> Verdict:
+              palette_on_top: bool, errors: int, opens_palette: bool = False,
+              now: float | None = None) -> Verdict:
         """What to do with one key. ``screen_ready``: the screen on top is mounted;
-        ``palette_on_top``: the ``:`` palette is that screen; ``errors``: error notices said so far."""
+        ``palette_on_top``: the ``:`` palette is that screen; ``errors``: error notices said so far;
+        ``opens_palette``: the key is bound to open the palette (after a refusal it is the
+        operator's next try, not type-ahead: it is taken, and ends the drop)."""
         now = monotonic() if now is None else now
+        if not self.closing and opens_palette and now < self._typeahead_until:
+            self._typeahead_until = 0.0
         if self.closing or now < self._typeahead_until:
             self.dropped += 1
             return Verdict.DROP

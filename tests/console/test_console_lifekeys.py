@@ -118,3 +118,19 @@ async def test_random_keys_in_the_first_and_last_second_never_raise():
             app.exit(0)
             await keys
         assert app.return_code == 0, (seed, size, how)
+
+
+def test_the_palette_key_after_a_refusal_is_taken_and_ends_the_drop():
+    """After a refused palette command, type-ahead is dropped but ``:`` opens the palette again
+    (the refusal's own advice is to try again) and what follows it is typed into the palette."""
+    from cotal_tui.keygate import KeyGate, Verdict
+
+    gate = KeyGate()
+    ready = dict(screen_ready=True, palette_on_top=True, errors=0, now=10.0)
+    assert gate.admit("enter", None, **ready) is Verdict.TAKE
+    gate.palette_settled(1, now=10.01)
+    after = dict(screen_ready=True, palette_on_top=False, errors=1)
+    assert gate.admit("j", "j", **after, now=10.05) is Verdict.DROP
+    assert gate.admit("colon", ":", **after, opens_palette=True, now=10.1) is Verdict.TAKE
+    assert gate.admit("a", "a", screen_ready=True, palette_on_top=True, errors=1,
+                      now=10.15) is Verdict.TAKE
