@@ -10,17 +10,22 @@ the control verbs' own connections (screens/control.py). Screens call the App th
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
 from functools import partial
+from dataclasses import replace
 from typing import Any, Callable, Iterable
 
 from textual import events, work
 from textual.app import App
 from textual.binding import Binding
-from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.css.query import NoMatches
+from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
 
 from attach.control.managed import ManagedFold
 from cotal_tui.alerts import toggle_notify
+from cotal_tui.keygate import KeyGate, Verdict
 from cotal_tui.palette import THEME_HELP, WRITE_VERBS, MeshPalette, theme_hits, write_hit
 from cotal_tui.recording import toggle_recording
 from cotal_tui.screens.attach import AttachScreen
@@ -188,13 +193,35 @@ class MeshCommands(Provider):
         self.shell.notify_line(f"unavailable - {why}" if why else f"type it out: {usage}",
                                why is not None)
 
+    dropped = 0  # palette commands that found their screen gone (counted, never a traceback)
+
+    def _guarded(self, cb: Callable[[], Any]) -> Callable[[], Any]:
+        """A palette command that does nothing once the console is closing (Textual runs it
+        after the palette is gone: by then the screens it acts on may be taken down)."""
+        shell = self.shell
+
+        async def run() -> None:
+            if shell.exiting:
+                return
+            try:
+                result = cb()
+                if inspect.isawaitable(result):
+                    await result
+            except NoMatches:  # its screen was taken down while it was queued: nothing to act on
+                self.dropped += 1
+        return run
+
     async def discover(self) -> Hits:
         for name, help_, cb in self._commands() + self._write_verbs() + control_rows(self.shell):
             if name.startswith(("#", "@", "attach ", "peek ")):
                 continue
-            yield DiscoveryHit(name, cb, help=help_)
+            yield DiscoveryHit(name, self._guarded(cb), help=help_)
 
     async def search(self, query: str) -> Hits:
+        async for hit in self._hits(query):
+            yield replace(hit, command=self._guarded(hit.command))
+
+    async def _hits(self, query: str) -> Hits:
         raw = query.strip()
         if raw.partition(" ")[0] in CONTROL_VERBS and " " in raw:
             hit = control_hit(self.shell, raw)
@@ -240,6 +267,7 @@ class CotalApp(App[int]):
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
     _sticky_bar: StatusBar | None = None  # holds a notice until the next key
     key_at = 0.0  # monotonic time of the operator's last key (the console drains around keys)
+    KEY_RETRY_S = 0.02  # held keys are offered again this often (a screen mounts in a frame or two)
 
     def __init__(
         self,
@@ -266,6 +294,38 @@ class CotalApp(App[int]):
         self.controls = Controls(self)  # the control verbs (screens/control.py)
         self.runs = RunsDesk()  # workflow runs: a poller per session, the answer call
         self._run_alerts: dict[int, Any] = {}  # session -> its runs' waiting episodes (--notify)
+        self.keygate = KeyGate()  # keys during mount, a palette command and shutdown
+        self._errors_said = 0  # error notices so far (a refused palette command drops its type-ahead)
+        self._release_armed = False
+        self._first_screen_pushed = False  # on_mount ran: the stack holds the screen we start on
+
+    @property
+    def exiting(self) -> bool:
+        """The App is closing: keys are dropped, palette commands and ticks do nothing."""
+        return self.keygate.closing
+
+    def exit(self, result: int | None = None, return_code: int = 0,
+             message: Any = None) -> None:
+        """Close the gate first (keys already queued must not act on screens being taken
+        down), and stop the palette's search (it would query a list no longer there)."""
+        self.keygate.close()
+        for screen in self.screen_stack:
+            if isinstance(screen, CommandPalette):
+                self.workers.cancel_node(screen)
+        super().exit(result, return_code, message)
+
+    def stop_signal(self) -> None:
+        """SIGINT or SIGTERM (a Ctrl-C before Textual made the terminal raw, or a kill): exit 0,
+        never while a screen mounts. Before Textual runs, exit() stops it starting; once it runs,
+        the exit waits, as held keys do, for on_mount to push the first screen and the screen
+        on top to be mounted (one taken down while it mounted raised ``NoMatches`` from its
+        on_mount: a traceback on the terminal)."""
+        if self.keygate.closing:
+            return
+        if self.is_running and not (self._first_screen_pushed and self._screen_ready()):
+            asyncio.get_running_loop().call_later(self.KEY_RETRY_S, self.stop_signal)
+            return
+        self.exit(0)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """``$cotal-working``… for CSS under every theme (a Cotal theme's own win)."""
@@ -282,6 +342,7 @@ class CotalApp(App[int]):
             self.push_screen(SpacePickerScreen())
         if self._first_notice:
             self.call_after_refresh(self.notify_line, self._first_notice, True)
+        self._first_screen_pushed = True
 
     # -- notices -------------------------------------------------------------------------
 
@@ -291,6 +352,8 @@ class CotalApp(App[int]):
         when ``sticky`` at the next key); a toast elsewhere."""
         self.last_notice = text
         self._sticky_bar = None
+        if error:
+            self._errors_said += 1
         for screen in reversed(self.screen_stack):
             bars = screen.query(StatusBar)
             if bars:
@@ -310,12 +373,65 @@ class CotalApp(App[int]):
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, events.Key):
+            if not self._admit(event):
+                return
             self.key_at = time.monotonic()
             if self._sticky_bar is not None:
                 bar, self._sticky_bar = self._sticky_bar, None  # the next action clears it
                 if bar.is_attached:
                     bar.clear_notice()
         await super().on_event(event)
+
+    # -- the key gate (cotal_tui/keygate.py) ---------------------------------------------
+
+    def _screen_ready(self) -> bool:
+        stack = self.screen_stack
+        return bool(stack) and stack[-1].is_mounted
+
+    def _admit(self, event: events.Key) -> bool:
+        stack = self.screen_stack
+        verdict = self.keygate.admit(
+            event.key, event.character, screen_ready=self._screen_ready(),
+            palette_on_top=bool(stack) and isinstance(stack[-1], CommandPalette),
+            errors=self._errors_said, opens_palette=self._opens_palette(event.key))
+        if verdict is Verdict.HOLD:
+            self._arm_release()
+        return verdict is Verdict.TAKE
+
+    def _opens_palette(self, key: str) -> bool:
+        """The key is bound to the palette on the screen on top (``:`` on the console)."""
+        if not self._screen_ready():
+            return False
+        active = self.screen.active_bindings.get(key)
+        return active is not None and active.binding.action in ("palette", "command_palette",
+                                                                 "app.command_palette")
+
+    def _arm_release(self) -> None:
+        if not self._release_armed and not self.keygate.closing:
+            self._release_armed = True
+            self.set_timer(self.KEY_RETRY_S, self._release_keys, name="held keys")
+
+    def _release_keys(self) -> None:
+        """Held keys go back into the App's queue in order once the screen on top can take them."""
+        self._release_armed = False
+        gate = self.keygate
+        if gate.closing or not gate.held:
+            return
+        if gate.waiting(screen_ready=self._screen_ready()):
+            self._arm_release()
+            return
+        for key, character in gate.release():
+            self.post_message(events.Key(key, character))
+
+    def on_command_palette_closed(self, event: CommandPalette.Closed) -> None:
+        """The palette's command (queued just before this) runs first; then the gate learns
+        whether it was refused."""
+        self.call_later(self._palette_settled)
+
+    def _palette_settled(self) -> None:
+        self.keygate.palette_settled(self._errors_said)
+        if self.keygate.held:
+            self._arm_release()
 
     # -- spaces --------------------------------------------------------------------------
 
@@ -371,9 +487,13 @@ class CotalApp(App[int]):
         self.exit(0)
 
     async def action_interrupt(self) -> None:
-        """Ctrl-C: in the composer it puts the box away (the draft kept); elsewhere it quits."""
+        """Ctrl-C: in the palette it closes the palette, in the composer it puts the box away (the
+        draft kept); elsewhere it quits."""
         from widgets.composer import Composer
 
+        if isinstance(self.screen, CommandPalette):  # the palette closes; the console stays
+            await self.screen.run_action("escape")
+            return
         for composer in self.screen.query(Composer):
             if composer.is_open and composer.box.has_focus:
                 composer.cancel()
@@ -478,7 +598,7 @@ class CotalApp(App[int]):
         """Once a second: the console's status bar says when runs are stale or a manager did not
         answer, and ``--notify`` alerts on a run pause opening as on an agent that starts waiting."""
         screen = self.console_screen()
-        if screen is None or not screen.is_mounted:
+        if screen is None or not screen.is_mounted or self.exiting:
             return
         session = screen.session
         view = session.model.runs_view()

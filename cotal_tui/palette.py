@@ -16,8 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from textual import on, work
 from textual.binding import Binding
-from textual.command import CommandInput, CommandPalette, Hit
+from textual.command import CommandInput, CommandList, CommandPalette, Hit
+from textual.css.query import NoMatches
+from textual.widgets import Input
 
 from cotal_tui.screens.compose import ask_target, channel_target, dm_target
 from cotal_tui.shell import shell_of
@@ -187,6 +190,30 @@ class MeshPalette(CommandPalette):
     """Textual's palette plus Tab completion of the word being typed."""
 
     BINDINGS = [Binding("tab", "complete", "complete", show=False, priority=True)]
+
+    @work(exclusive=True, group=CommandPalette._GATHER_COMMANDS_GROUP, exit_on_error=False)
+    async def _gather_commands(self, search_value: str) -> None:
+        """Textual's search, as a worker whose failure is not the App's: a search that starts
+        as the palette is taken down finds no list (``NoMatches``) and ends there, counted,
+        instead of exiting the console with a traceback."""
+        if not self.query(CommandList):
+            self.gathers_dropped += 1
+            return
+        try:
+            await CommandPalette._gather_commands.__wrapped__(self, search_value)  # type: ignore[attr-defined]  # Textual's undecorated search
+        except NoMatches:  # the list went while it searched: the palette is leaving
+            self.gathers_dropped += 1
+
+    gathers_dropped = 0
+
+    @on(Input.Changed)
+    def _closing_input(self, event: Input.Changed) -> None:
+        """A key typed just after Enter or Esc changes the box of a palette already leaving:
+        Textual's search would then look for its list after it was taken down (``NoMatches``).
+        Such a change searches nothing (``prevent_default`` stops the base class's handler)."""
+        if not self.is_active or not self.query(CommandList):
+            event.stop()
+            event.prevent_default()
 
     def action_complete(self) -> None:
         box = self.query_one(CommandInput)

@@ -42,6 +42,9 @@ class ConsoleShell(Protocol):
     def is_running(self) -> bool: ...
 
     @property
+    def exiting(self) -> bool: ...  # closing: keys dropped, palette commands and ticks idle
+
+    @property
     def list_spaces(self) -> ListSpaces | None: ...  # the admin overview's lister (None: one space)
 
     @property

@@ -332,6 +332,7 @@ def wrap_offsets(line: str, first: int, rest: int) -> list[tuple[int, int]]:
 OFFLINE_REASON = {
     "stale": "heartbeat lapsed", "rebind": "heartbeat lapsed", "offline-record": "left",
     "kv-delete": "removed", "kv-purge": "removed", "absent": "gone earlier",
+    "seat-no-presence": "seat running, no presence",
 }
 
 

@@ -576,7 +576,8 @@ class TopologyLens(Widget, can_focus=True):
             rows = f.senders + [n for n in f.nodes if n not in f.senders]
             cols = f.columns()
             if rows and cols:
-                r, c = self.cell
+                r, c = self.cell  # may point past a grid that shrank since the last paint
+                r, c = min(r, len(rows) - 1), min(c, len(cols) - 1)
                 e = self._latest_entry(rows[r], cols[c])
                 if e is not None:
                     self.post_message(self.OpenEntry(e))

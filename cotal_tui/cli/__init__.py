@@ -11,13 +11,16 @@ so ``cotal watch`` never loads the demo broker and ``cotal ps`` never loads Text
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 
-from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file, steady_malloc
-from meshview.errors import swallowed
+try:  # a Ctrl-C while the entry script imports this package: exit 0, not a traceback
+    import argparse
+    import importlib
+
+    from meshview.errors import swallowed
+except KeyboardInterrupt:
+    raise SystemExit(0) from None
 
 # subcommand -> module exposing add_arguments(parser) and run(args) -> int ("module:verb": the
 # module's <verb>_arguments and run_<verb>, for verbs that share one module)
@@ -94,7 +97,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, set the process up, run one command; every failure it did not handle becomes
-    one sentence on stderr and exit 1 (a traceback only with ``COTAL_DEBUG``)."""
+    one sentence on stderr and exit 1 (a traceback only with ``COTAL_DEBUG``). Ctrl-C at any
+    moment exits 0, also while the modules load (a ``KeyboardInterrupt`` traceback otherwise:
+    they load here, not when the entry script imports this package)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
+    from cotal_tui.cli.process import (
+        prepare_process, quiet_library_logs, start_log_file, steady_malloc)
+
     prepare_process()
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [COMPLETE]:  # not a command: no parser, no log file, never a word on stderr
@@ -118,8 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     steady_malloc()
     try:
         return int(args._run(args) or 0)
-    except KeyboardInterrupt:
-        return 0
     except Exception as e:  # noqa: BLE001 - the one edge where a failure becomes a sentence
         if os.environ.get("COTAL_DEBUG", "").strip() not in ("", "0"):
             raise

@@ -103,6 +103,26 @@ def wants_picker(args: argparse.Namespace, target: ConnectTarget) -> bool:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    """Ctrl-C (a SIGINT until Textual makes the terminal raw) and SIGTERM: while connecting they
+    cancel the wait; once the App exists they ask it to exit (:meth:`CotalApp.stop_signal`).
+    asyncio's own SIGINT handler cancelled this task wherever it was, mid-mount too: a screen
+    taken down while it mounted printed a ``NoMatches`` traceback."""
+    app: Any = None
+    main = asyncio.current_task()
+
+    def stop() -> None:
+        if app is None:
+            if main is not None:
+                main.cancel()
+        else:
+            app.stop_signal()
+
+    loop = asyncio.get_running_loop()
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop)
+    except (NotImplementedError, RuntimeError):
+        pass
     from cotal_tui.app import CotalApp
     from cotal_tui.cli.config import console_start
     from cotal_tui.themes import UnknownTheme, console_theme
@@ -144,12 +164,7 @@ async def _run(args: argparse.Namespace) -> int:
         notice="; ".join(w for w in (keymap_warning, theme_warning) if w) or None,
         theme=theme,
     )
-    loop = asyncio.get_running_loop()
     tune_gc(settle=first.observer.presence_loaded if first is not None else None)
-    try:
-        loop.add_signal_handler(signal.SIGTERM, lambda: app.exit(0))
-    except (NotImplementedError, RuntimeError):
-        pass
     try:
         rc = await app.run_async()
     finally:
@@ -208,5 +223,5 @@ def run_console(args: argparse.Namespace) -> int:
     on errors and on SIGTERM."""
     try:
         return asyncio.run(_run(args))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):  # stopped while connecting
         return 0

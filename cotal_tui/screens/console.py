@@ -164,6 +164,8 @@ class ConsoleScreen(ComposeKeys):
         """Once a second: the open seat sessions' output as facts for the stalled verdict, then
         the roster's ``stalled?`` lines (meshview/model/stalled.py), only while some agent is (or was
         just) flagged, so a quiet mesh costs nothing here."""
+        if self.shell.exiting:
+            return
         model = self.model
         self._seat_facts()
         if not model.stalled_ids and not self._stalled_shown:
@@ -174,6 +176,8 @@ class ConsoleScreen(ComposeKeys):
 
     def _recording_tick(self) -> None:
         """``--record``/``:record`` running: the status bar says so, with the size so far."""
+        if self.shell.exiting:
+            return
         rec = active_recorder(self.session.model)
         self.query_one(StatusBar).set_recording(rec.size if rec is not None else None)
 
@@ -222,6 +226,8 @@ class ConsoleScreen(ComposeKeys):
 
     def _drain_tick(self) -> None:
         """The drain timer: keys first (see ``KEYS_FIRST_S``); :meth:`drain_now` is never held."""
+        if self.shell.exiting:  # the widgets it draws are being taken down
+            return
         now = monotonic()
         if (now - self.shell.key_at < KEYS_FIRST_S
                 and now - self._drained_at < KEYS_FIRST_MAX_S and self.snap is not None):
@@ -242,6 +248,7 @@ class ConsoleScreen(ComposeKeys):
         fold = self.managed
         if fold is not None and fold.version != self._managed_version and self.lens == "body":
             self._managed_version = fold.version  # a ps round finished: one roster rebuild
+            self._stranded(fold)
             self.query_one(Roster).set_managed(fold)
             if fold.notice and not self._managed_noticed:
                 self._managed_noticed = True  # said once: the poller has stopped asking
@@ -277,6 +284,19 @@ class ConsoleScreen(ComposeKeys):
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
         self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
+
+    def _stranded(self, fold: ManagedFold) -> None:
+        """Seats ``ps`` reports running with no presence (mesh ``absent``) join the roster as
+        ``⨯ name · seat running, no presence``: a stuck agent whose presence expired before this
+        console started is never invisible. Keyed by the row's principal + lifecycle uid."""
+        model = self.model
+        for s in fold.seats():
+            if s.process != "running" or s.mesh != "absent" or s.mesh_view != "current" or s.silent:
+                continue
+            p = model.peer(s.principal)
+            if p is None or (p.status == "offline" and (p.offline_reason != "seat-no-presence"
+                                                        or p.lifecycle_uid != s.lifecycle_uid)):
+                model.apply_stranded_seat(s.principal, s.lifecycle_uid, s.name)
 
     def _focused_list(self) -> Roster | FeedView | NeedsYouRail | None:
         """The body's list the keys are moving, when nothing is over the console."""

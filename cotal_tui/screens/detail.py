@@ -47,6 +47,10 @@ class DetailScreen(ModalScreen[None]):
         self.query_one(DetailCard).rebuild()
 
     def on_key(self, event: events.Key) -> None:
+        if not self.is_active:  # dismissed by the key before this one (both queued here)
+            event.stop()
+            event.prevent_default()
+            return
         if event.key in SCROLL_KEYS:
             card = self.query_one(DetailCard)
             step = {"up": -1, "k": -1, "down": 1, "j": 1}.get(event.key)

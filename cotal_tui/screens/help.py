@@ -102,6 +102,7 @@ class HelpScreen(ModalScreen[None]):
 
     def on_key(self, event: events.Key) -> None:
         if event.key not in ("ctrl+c", "ctrl+q"):
-            self.dismiss()
+            if self.is_active:  # not the second of two keys queued here: one dismiss
+                self.dismiss()
             event.stop()
             event.prevent_default()

@@ -173,8 +173,37 @@ def os_user() -> str:
         return os.environ.get("USER") or "operator"
 
 
+def bearer_principal(target: ConnectTarget) -> str | None:
+    """On a per-user-auth mesh, the principal the Cotal bearer is bound to (``u_….<actor>``:
+    the exchange's baseline ``agent`` view mints exactly that one, and the broker refuses any
+    other subject); None without a bearer."""
+    b = target.exchanged
+    owner, actor = getattr(b, "owner", None), getattr(b, "actor", None)
+    if not (owner and actor) and target.bearer:
+        from meshview.link.exchange import token_claims
+
+        claims = token_claims(target.bearer)
+        raw_act = claims.get("act")
+        act: dict = raw_act if isinstance(raw_act, dict) else {}
+        owner, actor = act.get("owner") or claims.get("sub"), act.get("actor")
+    if isinstance(owner, str) and isinstance(actor, str) and is_identity_token(owner) \
+            and is_identity_token(actor):
+        return f"{owner}.{actor}"
+    return None
+
+
+def user_mesh_unexchanged(target: ConnectTarget) -> bool:
+    """A per-user-auth mesh whose bearer is not in hand yet (it comes from the exchange)."""
+    return (target.mode == "user" or target.can_exchange) and not target.bearer \
+        and target.exchanged is None
+
+
 def credential_principal(target: ConnectTarget) -> str | None:
-    """The principal a static credential names (static mode: ``local.<user nkey>``), if any."""
+    """The principal a credential names: a user mesh's bearer's (``u_….<actor>``), a static
+    credential's (static mode: ``local.<user nkey>``), if any."""
+    user = bearer_principal(target)
+    if user is not None:
+        return user
     key = None
     if target.creds:
         key = _creds_public_key(target.creds)
@@ -351,6 +380,12 @@ class Participant:
                 raise ParticipantError(str(e)) from None
         return self._identity
 
+    def _lifecycle_uid(self) -> str:
+        """A user mesh's bearer carries the ledger's lifecycle uid (the callout checks it);
+        elsewhere each start mints its own."""
+        uid = getattr(self.target.exchanged, "lifecycle_uid", None)
+        return uid if isinstance(uid, str) and uid else mint_lifecycle_uid()
+
     @property
     def id(self) -> str:
         return self.identity.id
@@ -392,6 +427,7 @@ class Participant:
         await asyncio.shield(t)
 
     async def _do_start(self) -> None:
+        await self.settle_identity()
         ident = self.identity  # IdentityMismatch etc. before any network
         self._state("starting")
         try:
@@ -412,7 +448,7 @@ class Participant:
                 card = build_card(ident.owner, ident.actor, ident.name, kind="endpoint",
                                   role=self.role, description="operator console (cotal-tui)")
                 now = now_ms()
-                self._record = heartbeat_record(card, "idle", mint_lifecycle_uid(), ts=now,
+                self._record = heartbeat_record(card, "idle", self._lifecycle_uid(), ts=now,
                                                 status_since=now)
                 self._revision = current[2] if current is not None else 0
                 try:
@@ -799,7 +835,27 @@ class Participant:
         mentions in its text; a DM goes to an agent only (an endpoint target is refused before
         the peer starts or anything is published); an ask is an anycast that exactly one
         holder of the role takes (SPEC §4); a reply joins the original's thread."""
+        await self.settle_identity()
         return await self.send_message(self.prepare(send, original))
+
+    async def settle_identity(self) -> None:
+        """On a per-user-auth mesh the sender is the signed-in user's principal, which only the
+        exchange's bearer names: exchange (the baseline view, as the reference's send does)
+        before the envelope is built. Refused, before anything is published, when this mesh
+        gives no way to a bearer."""
+        if not user_mesh_unexchanged(self.target) or self.read_only:
+            return
+        if not self.target.can_exchange:
+            raise StartRefused(
+                "sending on a per-user-auth mesh needs the signed-in user's bearer: give the auth "
+                "service's exchange and an IdP token file (or --bearer-file); nothing was sent.")
+        from meshview.link.connect import exchanged_target
+
+        try:
+            self.target = await exchanged_target(dataclasses.replace(self.target, role="operator"))
+        except ConnectError as e:
+            raise StartRefused(f"{e}; nothing was sent.") from None
+        self._identity = None  # resolved again, from the bearer
 
     # ---------------------------------------------------------------- DM targets
 

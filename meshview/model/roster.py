@@ -279,6 +279,32 @@ class RosterReducer:
         return True
 
     @model_input("presence")
+    def apply_stranded_seat(self, pid: str, uid: str | None, name: str, *,
+                            received: float | None = None) -> bool:
+        """A managed seat its manager's ``ps`` reports running while its agent has no presence
+        (mesh ``absent``): a stuck agent, so never invisible. It joins the roster offline
+        (reason ``seat-no-presence``), keyed by the row's principal and lifecycle uid, never by
+        its name. False when the principal is live on the roster (its presence speaks for it)
+        or already shown so for that lifecycle."""
+        prev = self._peers.get(pid)
+        if prev is not None and (prev.status != "offline" or (
+                prev.offline_reason == "seat-no-presence" and prev.lifecycle_uid == uid)):
+            return False
+        now = self.clock() if received is None else received
+        name, uid = name[:64], uid[:64] if uid else None  # bounded: the row is the manager's word
+        self._names.setdefault(pid, name)
+        p = Peer(id=pid, name=prev.name if prev is not None else name, kind="agent",
+                 status="offline", reported_status="offline",
+                 ts=prev.ts if prev is not None else 0.0, seen_at=now,
+                 role=prev.role if prev is not None else None, lifecycle_uid=uid,
+                 first_seen=prev.first_seen if prev is not None else now,
+                 offline_since=now, offline_reason="seat-no-presence")
+        self._set_peer(p)
+        if prev is None:
+            self._presence_event("offline", p, now, "seat-no-presence")
+        return True
+
+    @model_input("presence")
     def grace(self, now: float | None = None) -> None:
         """After a reconnect: every live peer gets one ttl to heartbeat again before the
         sweep may call it stale (its silence was ours, not its)."""

@@ -147,6 +147,7 @@ class Peer(msgspec.Struct, frozen=True, gc=False):
     offline_since: float | None = None
     offline_reason: str | None = None  # kv-delete | kv-purge | offline-record | stale | rebind
     # | absent (gone before the observer started: known from retained messages or records)
+    # | seat-no-presence (a managed seat ps reports running while its agent has no presence)
     incarnations: int = 1
 
     @property

@@ -305,7 +305,8 @@ class Replay:
 def _visible(e: Entry, last: dict[str, str]) -> bool:
     """Whether an input shows as an event: a message, a lifecycle change, a presence record
     that changed what the roster says (heartbeat rewrites and watch bookkeeping do not)."""
-    if e.op in ("apply_message", "apply_manager", "apply_presence_delete", "apply_absent"):
+    if e.op in ("apply_message", "apply_manager", "apply_presence_delete", "apply_absent",
+                "apply_stranded_seat"):
         return True
     if e.op != "apply_presence":
         return e.op == "sweep"

@@ -3,6 +3,8 @@ on what is shown. Data comes from the real ``MeshModel`` reducers with a fixed c
 
 from __future__ import annotations
 
+from cotal_tui.keygate import TYPEAHEAD_S
+
 import json
 
 import pytest
@@ -497,10 +499,12 @@ async def test_palette_runs_navigation_verbs_and_seat_verbs():
         await until(pilot, lambda: "no agent by that name" in shown(app), what="unknown hit")
         await pilot.press("enter")
         await until(pilot, lambda: "attach: no agent named nobody" in shown(app))
+        await pilot.pause(TYPEAHEAD_S)  # keys typed ahead of a refusal are dropped
         await pilot.press("colon", *"tile ada zed")
         await until(pilot, lambda: "tile 2 seats" in shown(app), what="tile hit")
         await pilot.press("enter")
         await until(pilot, lambda: "tile: no agent named zed" in shown(app))
+        await pilot.pause(TYPEAHEAD_S)
         await pilot.press("colon", *"#releases")
         await until(pilot, lambda: "switch to this channel tab" in shown(app))
         await pilot.press("enter")

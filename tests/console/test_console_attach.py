@@ -7,6 +7,8 @@ managed lines, and the console coming back with its observer still live after a 
 
 from __future__ import annotations
 
+from cotal_tui.keygate import TYPEAHEAD_S
+
 import argparse
 import asyncio
 import time
@@ -231,6 +233,7 @@ async def test_palette_attach_peek_and_tile(mesh):
         await until(pilot, lambda: f"attach: no managed seat named {c.name}" in screen_text(app),
                     what="notice")
         assert is_console(app)
+        await pilot.pause(TYPEAHEAD_S)  # keys typed ahead of a refusal are dropped
         # :tile a b — both panes live and read-only
         await palette(pilot, f"tile {a.name} {b.name}", "tile 2 seats")
         await until(pilot, lambda: isinstance(app.screen, TileScreen), what="tile")

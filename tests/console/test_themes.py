@@ -6,6 +6,8 @@ theme is chosen by ``--theme`` > ``COTAL_THEME`` > ``[ui] theme`` > cotal-dark."
 
 from __future__ import annotations
 
+from cotal_tui.keygate import TYPEAHEAD_S
+
 import os
 import subprocess
 import sys
@@ -172,6 +174,7 @@ async def test_palette_theme_verb_lists_and_applies():
         await until(pilot, lambda: (app.last_notice or "").startswith(
             "theme: no theme named 'zzz'; available: cotal-dark, cotal-light"))
         assert app.theme == "cotal-light"
+        await pilot.pause(TYPEAHEAD_S)  # keys typed ahead of a refusal are dropped
 
         # the bare verb opens Textual's own theme list; Enter on a row applies it
         await pilot.press("colon", *"theme")
