@@ -33,7 +33,9 @@ from bisect import bisect_left, insort
 from collections import deque
 from operator import attrgetter
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from msgspec.structs import replace as struct_replace
 
 from meshview.model.feedring import DUPLICATE, FeedRing
 from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
@@ -67,6 +69,7 @@ from meshview.model.snapshot import (
 from meshview.model.traffic import DM_LOG_CAP, DmRollup, HopLog
 from meshview.wire import (
     PRESENCE_TTL_MS,
+    Applied,
     ChannelConfig,
     ChannelDefaults,
     effective_class,
@@ -354,36 +357,21 @@ class MeshModel(RunsReducer, RosterReducer):
     # ------------------------------------------------------------------ messages
 
     @model_input("message")
-    def apply_message(
-        self,
-        *,
-        kind: Literal["channel", "dm", "anycast"],
-        id: str,
-        ts: float,
-        from_id: str,
-        from_name: str,
-        from_role: str | None = None,
-        text: str = "",
-        parts: Sequence[Any] = (),
-        channel: str | None = None,
-        to: str | None = None,
-        to_service: str | None = None,
-        historical: bool = False,
-        event: bool = False,
-        received: float | None = None,
-        context_id: str | None = None,
-        reply_to: str | None = None,
-        wire_context_id: str | None = None,
-        mentions: Sequence[str] | None = None,
-    ) -> bool:
-        """Apply one validated delivery. Returns False for a duplicate (dropped): the same
-        sender's id again. An id another sender used first lands as a row marked ``conflict``.
+    def apply_message(self, d: Applied) -> bool:
+        """Apply one validated delivery (``Delivery.applied``, meshview/wire/decode.py).
+        Returns False for a duplicate (dropped): the same sender's id again. An id another
+        sender used first lands as a row marked ``conflict``.
 
         Channel rows land at once; unicast rows open/extend a ``burst_ms`` window keyed by
         sender + text and land as one row when :meth:`tick` flushes it. History rows
         (``historical=True``) should be applied in stream order before live rows
         (:meth:`apply_history`).
         """
+        kind, id, ts, from_id, from_name = d.kind, d.id, d.ts, d.from_id, d.from_name
+        text, channel, to, to_service = d.text, d.channel, d.to, d.to_service
+        historical, event, received = d.historical, d.event, d.received
+        context_id, reply_to, wire_context_id, mentions = (
+            d.context_id, d.reply_to, d.wire_context_id, d.mentions)
         now = self.clock() if received is None else received
         conflict = False
         if id:
@@ -398,7 +386,7 @@ class MeshModel(RunsReducer, RosterReducer):
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
-        parts_t = tuple(parts)
+        parts_t = tuple(d.parts)
         thread = (_NO_THREAD if not (reply_to or wire_context_id or mentions) else
                   self._thread(reply_to, wire_context_id, mentions,
                                Ref(kind, from_id, channel if kind == "channel" else to_service,
@@ -421,7 +409,7 @@ class MeshModel(RunsReducer, RosterReducer):
                 self._flush_burst(key)
             self._bursts[key] = _Burst(
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
-                from_role=from_role, text=text, parts=parts_t, historical=historical,
+                from_role=d.from_role, text=text, parts=parts_t, historical=historical,
                 to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
                 conflict=conflict,
             )
@@ -447,7 +435,7 @@ class MeshModel(RunsReducer, RosterReducer):
             self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
         # the row built positionally (FeedEntry's field order): the 5k-rows-a-second path
         self._land(FeedEntry(
-            self._ring.end, id, ts, now, kind, from_id, from_name, from_role, text, channel,
+            self._ring.end, id, ts, now, kind, from_id, from_name, d.from_role, text, channel,
             (), (), to_service, parts_t, 1, historical, event, None, (id,), context_id, *thread,
             conflict,
         ))
@@ -472,13 +460,13 @@ class MeshModel(RunsReducer, RosterReducer):
                 excerpt = first[:EXCERPT_CAP]
         return reply, ctx, ment, excerpt, ambiguous
 
-    def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Apply a prefill batch: rows are ``apply_message`` kwargs, already in stream order
-        (meshview/observe/history.py: never sorted by the senders' own ``ts``), marked historical,
-        deduped. Returns the number of rows that landed."""
+    def apply_history(self, rows: Iterable[Applied]) -> int:
+        """Apply a prefill batch, already in stream order (meshview/observe/history.py: never
+        sorted by the senders' own ``ts``), marked historical, deduped. Returns the number of
+        rows that landed."""
         n = 0
         for r in rows:
-            if self.apply_message(**{**r, "historical": True}):
+            if self.apply_message(r if r.historical else struct_replace(r, historical=True)):
                 n += 1
         return n
 

@@ -9,8 +9,9 @@ here raises on hostile input: every failure is a ``Rejection`` with a stable rea
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -29,8 +30,9 @@ from meshview.wire.messages import (
     Part,
     TextPart,
 )
-from meshview.wire.parts import AGUI_FRAME_KIND, parts_to_text  # noqa: F401 - re-exported
-from meshview.wire.subjects import ParsedSubject, parse_subject
+from meshview.wire.outbound import reply_context
+from meshview.wire.parts import AGUI_FRAME_KIND, parts_to_text
+from meshview.wire.subjects import ParsedSubject, is_event_channel, parse_subject
 
 # Stable reason codes (messages.json); subject reasons come from subjects.py.
 OK = "ok"
@@ -41,7 +43,8 @@ MALFORMED_ENVELOPE = "malformed-envelope"
 NON_CONFORMANT_ENVELOPE = "non-conformant-envelope"
 NON_CONFORMANT_PART_KIND = "non-conformant-part-kind"
 
-DELIVERY_KIND = {"chat": "channel", "inst": "dm", "svc": "anycast"}
+DeliveryKind = Literal["channel", "dm", "anycast"]
+DELIVERY_KIND: dict[str, DeliveryKind] = {"chat": "channel", "inst": "dm", "svc": "anycast"}
 #: Bare legacy part kinds older builds emitted (json-render ``view``): kept, not rendered.
 LEGACY_PART_KINDS = frozenset({"view"})
 
@@ -53,7 +56,7 @@ class Delivery(msgspec.Struct, frozen=True):
     construction is ~7x cheaper, and one is built per message on the hot path.
     """
 
-    kind: str  # "channel" | "dm" | "anycast"
+    kind: DeliveryKind
     subject: ParsedSubject
     message: CotalMessage
     sender: str
@@ -62,6 +65,54 @@ class Delivery(msgspec.Struct, frozen=True):
     historical: bool = False
     #: the fields the decode cut to their byte bounds (``meshview.wire.bounds``), for counting
     cuts: tuple[str, ...] = ()
+
+    def applied(self, received: float | None = None, historical: bool | None = None) -> Applied:
+        """This delivery as the model applies it (``MeshModel.apply_message``): ``received``
+        the observer's receipt time, ``historical`` a backfilled row (default: as decoded)."""
+        msg = self.message
+        kind, target = self.kind, self.target
+        channel = target if kind == "channel" else None
+        frm = msg.from_
+        return Applied(  # positional (Applied's field order): one per message on the hot path
+            kind, msg.id, msg.ts, self.sender, frm.name, frm.role, parts_to_text(msg.parts),
+            msg.parts, channel, target if kind == "dm" else None,
+            target if kind == "anycast" else None,
+            self.historical if historical is None else historical,
+            kind == "channel" and is_event_channel(target), received, reply_context(msg),
+            msg.replyTo, msg.contextId, msg.mentions,
+        )
+
+
+class Applied(msgspec.Struct, frozen=True, gc=False):
+    """One delivery as the model applies it: the one value ``MeshModel.apply_message`` takes
+    and a recording stores (meshview/record/record.py). Built by :meth:`Delivery.applied`;
+    sender, kind and target come from the subject, the rest from the validated, bounded
+    envelope. Field names are :class:`~meshview.model.snapshot.FeedEntry`'s, and a recording
+    made when ``apply_message`` took these as keyword arguments replays as this value.
+
+    Untracked by the collector (``gc=False``): it holds strings, numbers and wire parts only.
+    A field added later (the activity work's frame envelope) takes a default, so a value
+    recorded before it still reads.
+    """
+
+    kind: DeliveryKind  # the subject's
+    id: str
+    ts: float  # the sender's stamp (self-asserted: never an order)
+    from_id: str  # the authenticated principal (the subject's)
+    from_name: str  # the envelope's claim, shown against the roster's entry
+    from_role: str | None = None
+    text: str = ""  # the parts as one string (``parts_to_text``)
+    parts: Sequence[Part] = ()
+    channel: str | None = None
+    to: str | None = None  # a DM's recipient principal
+    to_service: str | None = None  # an anycast's role
+    historical: bool = False  # a backfilled row (history prefill)
+    event: bool = False  # on an agent event channel (``events.<owner>.<actor>``)
+    received: float | None = None  # the observer's receipt time (None: the model's clock)
+    context_id: str | None = None  # the thread a reply to this joins (``reply_context``)
+    reply_to: str | None = None  # ``replyTo`` as sent
+    wire_context_id: str | None = None  # ``contextId`` as sent
+    mentions: Sequence[str] | None = None  # ``mentions`` as sent
 
 
 class Rejection(msgspec.Struct, frozen=True):
