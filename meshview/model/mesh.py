@@ -367,11 +367,10 @@ class MeshModel(RunsReducer, RosterReducer):
         (``historical=True``) should be applied in stream order before live rows
         (:meth:`apply_history`).
         """
-        kind, id, ts, from_id, from_name = d.kind, d.id, d.ts, d.from_id, d.from_name
-        text, channel, to, to_service = d.text, d.channel, d.to, d.to_service
-        historical, event, received = d.historical, d.event, d.received
-        context_id, reply_to, wire_context_id, mentions = (
-            d.context_id, d.reply_to, d.wire_context_id, d.mentions)
+        # fields read once each, into locals where used more than once (the hot path)
+        id = d.id
+        from_id = d.from_id
+        received = d.received
         now = self.clock() if received is None else received
         conflict = False
         if id:
@@ -383,16 +382,20 @@ class MeshModel(RunsReducer, RosterReducer):
         # the envelope's name and role are the sender's claim, never its identity: kept on the
         # row (bounded by the wire's decode, meshview/wire/bounds.py) and shown against the
         # roster's entry for ``from_id`` (meshview/model/labels.py)
+        kind, ts, historical, event = d.kind, d.ts, d.historical, d.event
+        to, to_service, channel = d.to, d.to_service, d.channel
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
         parts_t = tuple(d.parts)
+        reply_to, wire_context_id, mentions = d.reply_to, d.wire_context_id, d.mentions
         thread = (_NO_THREAD if not (reply_to or wire_context_id or mentions) else
                   self._thread(reply_to, wire_context_id, mentions,
                                Ref(kind, from_id, channel if kind == "channel" else to_service,
                                    (to,) if kind == "dm" and to else ())))
         if kind == "dm":
             to_id = to or ""
+            text, from_name = d.text, d.from_name
             self._dms.add(id, ts, from_id, to_id, text, historical, from_name, conflict)
             self._topology.hop(ts, from_id, to_id, "dm", historical)
             key = (from_id, text)
@@ -410,7 +413,7 @@ class MeshModel(RunsReducer, RosterReducer):
             self._bursts[key] = _Burst(
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
                 from_role=d.from_role, text=text, parts=parts_t, historical=historical,
-                to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
+                to_ids=[to_id], ids=[id], opened=now, context_id=d.context_id, thread=thread,
                 conflict=conflict,
             )
             self._ring.hold(id, from_id)  # pending burst
@@ -435,8 +438,8 @@ class MeshModel(RunsReducer, RosterReducer):
             self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
         # the row built positionally (FeedEntry's field order): the 5k-rows-a-second path
         self._land(FeedEntry(
-            self._ring.end, id, ts, now, kind, from_id, from_name, d.from_role, text, channel,
-            (), (), to_service, parts_t, 1, historical, event, None, (id,), context_id, *thread,
+            self._ring.end, id, ts, now, kind, from_id, d.from_name, d.from_role, d.text, channel,
+            (), (), to_service, parts_t, 1, historical, event, None, (id,), d.context_id, *thread,
             conflict,
         ))
         return True

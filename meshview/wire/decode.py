@@ -30,7 +30,6 @@ from meshview.wire.messages import (
     Part,
     TextPart,
 )
-from meshview.wire.outbound import reply_context
 from meshview.wire.parts import AGUI_FRAME_KIND, parts_to_text
 from meshview.wire.subjects import ParsedSubject, is_event_channel, parse_subject
 
@@ -78,7 +77,8 @@ class Delivery(msgspec.Struct, frozen=True):
             msg.parts, channel, target if kind == "dm" else None,
             target if kind == "anycast" else None,
             self.historical if historical is None else historical,
-            kind == "channel" and is_event_channel(target), received, reply_context(msg),
+            kind == "channel" and is_event_channel(target), received,
+            msg.contextId or msg.id,  # ``reply_context`` (wire/outbound.py), inlined: per message
             msg.replyTo, msg.contextId, msg.mentions,
         )
 
