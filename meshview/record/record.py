@@ -49,6 +49,7 @@ import msgspec
 from meshview.model.inputs import InputCall
 from meshview.model.mesh import MeshModel
 from meshview.record.statecodec import checkpoint, encode
+from meshview.wire.decode import Applied
 
 FORMAT = "cotal-recording"
 # 2: versioned checkpoints (meshview/record/statecodec.py) and ``refresh_clocks`` inputs;
@@ -106,6 +107,21 @@ def human_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
+
+
+_APPLIED_NAME = f"{Applied.__module__}:{Applied.__qualname__}"
+_APPLIED_FIELDS = msgspec.structs.fields(Applied)
+
+
+def _applied(v: Applied) -> dict[str, Any]:
+    """A message as the tagged encoding writes a Struct, less the fields still at their default
+    (a decode gives them back): a line holds what the message says, and replays faster."""
+    out: dict[str, Any] = {}
+    for f in _APPLIED_FIELDS:
+        x = getattr(v, f.name)
+        if f.required or x != f.default:
+            out[f.name] = encode(x)
+    return {"$o": _APPLIED_NAME, "f": out}
 
 
 _json = msgspec.json.Encoder().encode  # the tagged encoding leaves only JSON types (finite floats)
@@ -191,7 +207,8 @@ class Recorder:
         line: dict[str, Any] = {"type": "in", "t": t, "op": op, "k": kind}
         try:
             if args:
-                line["a"] = encode(args)
+                line["a"] = ([_applied(args[0])] if type(args[0]) is Applied and len(args) == 1
+                             else encode(args))
             if kw:
                 line["kw"] = encode(kw)
             self._write(line)

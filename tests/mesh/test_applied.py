@@ -69,6 +69,8 @@ def test_a_recording_stores_the_value_and_replays_it(tmp_path):
     msgs = [x for x in lines if x.get("op") == "apply_message"]
     assert len(msgs) == 1 and "kw" not in msgs[0]
     assert [a["$o"] for a in msgs[0]["a"]] == ["meshview.wire.decode:Applied"]
+    fields = msgs[0]["a"][0]["f"]  # what the message says; defaults come back on decode
+    assert {"reply_to", "received"} <= set(fields) and not {"to", "historical"} & set(fields)
     replay = Replay(load_recording(path))
     replay.seek(replay.end)
     assert replay.damage is None
