@@ -13,7 +13,13 @@ package spells a subject or a token grammar (``tests/arch/test_layers.py`` check
 imports nothing of ours outside itself.
 """
 
-from meshview.wire.decode import Applied, Delivery, Rejection, decode_delivery, parts_to_text
+from meshview.wire.decode import (
+    Applied,
+    Delivery,
+    Rejection,
+    decode_delivery,
+    parts_to_text,
+)
 from meshview.wire.messages import (
     PRESENCE_CANARY_KEY,
     AgentCard,
