@@ -124,7 +124,7 @@ async def role_observer(url: str, n: int, ready: str) -> None:
 
 def role_memory(n: int) -> None:
     from meshview.model.mesh import MeshModel
-    from meshview.wire import Delivery, decode_delivery, is_event_channel, parts_to_text
+    from meshview.wire import Delivery, decode_delivery
 
     m = MeshModel(SPACE)
     subj = f"cotal.{SPACE}.chat.local.pub.general"
@@ -132,11 +132,7 @@ def role_memory(n: int) -> None:
     for i in range(n):
         d = decode_delivery(subj, payload(i))
         assert type(d) is Delivery
-        msg = d.message
-        m.apply_message(kind=d.kind, id=msg.id, ts=msg.ts, from_id=d.sender,
-                        from_name=msg.from_.name, from_role=msg.from_.role,
-                        text=parts_to_text(msg.parts), parts=msg.parts, channel=d.target,
-                        event=is_event_channel(d.target))
+        m.apply_message(d.applied())
         if i % 10_000 == 0:
             m.tick()
     m.snapshot()

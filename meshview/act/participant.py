@@ -40,7 +40,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -58,6 +58,7 @@ from meshview.errors import PermissionDenied
 from meshview.act.send import Original, Send, reply_send
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import (
+    AgentCard,
     CotalMessage,
     EndpointRef,
     Presence,
@@ -263,9 +264,28 @@ class Sent:
         return self.message.id
 
 
+class RosterRow(Protocol):
+    """What the DM and identity checks read of a roster row: the model's ``Peer`` and a
+    :class:`RosterEntry` (a one-shot sender's roster, read from presence) both are one."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=RosterRow)  # a caller's own row type comes back from the checks
+
+
 @dataclass(frozen=True, slots=True)
 class RosterEntry:
-    """What a DM check needs of a roster row (model ``Peer`` rows have the same fields)."""
+    """What a DM check needs of a roster row (a :class:`RosterRow`, as model ``Peer`` is)."""
 
     id: str
     name: str
@@ -288,17 +308,16 @@ def roster_from_presence(values: Iterable[tuple[str, bytes]]) -> list[RosterEntr
     return out
 
 
-def taken_sentence(pid: str, holder: Any) -> str:
+def taken_sentence(pid: str, holder: Presence | RosterRow) -> str:
     """Who holds ``pid`` (a live presence record or roster row), as one sentence."""
     from meshview.wire import sanitize
 
-    card = getattr(holder, "card", holder)
-    name = sanitize.inline(str(getattr(card, "name", "") or pid), 64)
-    kind, role = getattr(card, "kind", "agent"), getattr(card, "role", None)
-    who = ("the agent" if kind == "agent" else "another console" if role == ROLE
+    card: AgentCard | RosterRow = holder.card if isinstance(holder, Presence) else holder
+    name = sanitize.inline(card.name or pid, 64)
+    who = ("the agent" if card.kind == "agent" else "another console" if card.role == ROLE
            else "the endpoint")
-    held = getattr(card, "id", None) or getattr(holder, "id", None)
-    if isinstance(held, str) and held != pid:  # a look-alike (actor_fold), not the same key
+    held = card.id
+    if held and held != pid:  # a look-alike (actor_fold), not the same key
         return (f"{pid} would read as {sanitize.inline(held, 128)} ({who} {name}, live on the "
                 "roster); sending as it would pass for that identity, so nothing was sent - "
                 "choose a distinct name with --as.")
@@ -306,12 +325,11 @@ def taken_sentence(pid: str, holder: Any) -> str:
             "over its identity, so nothing was sent - choose a free name with --as.")
 
 
-def role_holders(rows: Iterable[Any], role: str) -> list[Any]:
+def role_holders(rows: Iterable[R], role: str) -> list[R]:
     """The live agents on ``rows`` that hold ``role`` (compared as its subject token)."""
     want = sanitize_token(role)
-    return [p for p in rows if getattr(p, "kind", "agent") == "agent"
-            and getattr(p, "status", "idle") != "offline"
-            and isinstance(getattr(p, "role", None), str) and sanitize_token(p.role) == want]
+    return [p for p in rows if p.kind == "agent" and p.status != "offline"
+            and p.role is not None and sanitize_token(p.role) == want]
 
 
 # --------------------------------------------------------------------------- participant
@@ -331,7 +349,7 @@ class Participant:
         name: str | None = None,
         read_only: bool = False,
         read_only_reason: str = "this session was started read-only",
-        roster: Callable[[], Iterable[Any]] | None = None,
+        roster: Callable[[], Iterable[RosterRow]] | None = None,
         presence: bool = True,
         heartbeat_s: float = HEARTBEAT_S,
         send_timeout: float = SEND_TIMEOUT_S,
@@ -628,14 +646,14 @@ class Participant:
         c = holder.card
         return self._as_name is None and c.kind == "endpoint" and c.role == ROLE
 
-    def held_by(self, rows: Iterable[Any]) -> Any | None:
+    def held_by(self, rows: Iterable[R]) -> R | None:
         """The live roster row (not this peer's own) holding our principal, if any: a check
         before anything starts (pure); the start re-checks the presence key itself."""
         if self.active:
             return None
         return self.holder_among(rows)
 
-    def holder_among(self, rows: Iterable[Any]) -> Any | None:
+    def holder_among(self, rows: Iterable[R]) -> R | None:
         """The live row (not ours) that holds our principal, else one whose actor reads the
         same (``actor_fold``), else None."""
         me = self.id
@@ -643,8 +661,8 @@ class Participant:
         fold = actor_fold(actor)
         alike = None
         for r in rows:
-            rid = getattr(r, "id", None)
-            if not isinstance(rid, str) or getattr(r, "status", "idle") == "offline":
+            rid = r.id
+            if not rid or r.status == "offline":
                 continue
             if rid == me:
                 return r
@@ -654,8 +672,8 @@ class Participant:
                 alike = r  # ``ada!`` (local.ada_) beside a live local.ada reads as ada
         return alike
 
-    def _may_share_row(self, row: Any) -> bool:
-        return getattr(row, "kind", "agent") == "endpoint" and getattr(row, "role", None) == ROLE
+    def _may_share_row(self, row: RosterRow) -> bool:
+        return row.kind == "endpoint" and row.role == ROLE
 
     async def _heartbeat_loop(self) -> None:
         while self._taken is None:
@@ -739,11 +757,11 @@ class Participant:
                 except APIError as e:
                     if isinstance(e, NoStreamResponseError):
                         pass  # no stream answered (yet): JetStream still coming up
-                    elif getattr(e, "err_code", None) == WRONG_LAST_SEQUENCE:
+                    elif e.err_code == WRONG_LAST_SEQUENCE:
                         raise RevisionConflict(f"{subject} was written by someone else since "
                                                "(wrong last revision).") from None
                     else:
-                        desc = getattr(e, "description", None) or str(e)
+                        desc = e.description or str(e)
                         raise SendFailed(f"the broker refused the message: {desc}.") from None
                 except (TimeoutError, NatsTimeout, NoRespondersError, OutboundBufferLimitError):
                     pass
@@ -878,7 +896,7 @@ class Participant:
                 raise AmbiguousPeer(str(e), e.ids) from None
         if cands:
             p = cands[0].item
-            if p.id == self.id or getattr(p, "kind", "agent") != "agent":
+            if p.id == self.id or p.kind != "agent":
                 raise NotAnAgent(f"{p.name} is an endpoint, not an agent; DMs go to agents "
                                  "only, and nothing was sent.")
             return p.id

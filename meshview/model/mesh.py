@@ -32,7 +32,9 @@ import time
 from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from msgspec.structs import replace as struct_replace
 
 from meshview.model.feedring import DUPLICATE, FeedRing
 from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
@@ -66,6 +68,7 @@ from meshview.model.snapshot import (
 from meshview.model.traffic import DM_LOG_CAP, DmRollup, HopLog
 from meshview.wire import (
     PRESENCE_TTL_MS,
+    Applied,
     ChannelConfig,
     ChannelDefaults,
     effective_class,
@@ -355,36 +358,20 @@ class MeshModel(RunsReducer, RosterReducer):
     # ------------------------------------------------------------------ messages
 
     @model_input("message")
-    def apply_message(
-        self,
-        *,
-        kind: Literal["channel", "dm", "anycast"],
-        id: str,
-        ts: float,
-        from_id: str,
-        from_name: str,
-        from_role: str | None = None,
-        text: str = "",
-        parts: Sequence[Any] = (),
-        channel: str | None = None,
-        to: str | None = None,
-        to_service: str | None = None,
-        historical: bool = False,
-        event: bool = False,
-        received: float | None = None,
-        context_id: str | None = None,
-        reply_to: str | None = None,
-        wire_context_id: str | None = None,
-        mentions: Sequence[str] | None = None,
-    ) -> bool:
-        """Apply one validated delivery. Returns False for a duplicate (dropped): the same
-        sender's id again. An id another sender used first lands as a row marked ``conflict``.
+    def apply_message(self, d: Applied) -> bool:
+        """Apply one validated delivery (``Delivery.applied``, meshview/wire/decode.py).
+        Returns False for a duplicate (dropped): the same sender's id again. An id another
+        sender used first lands as a row marked ``conflict``.
 
         Channel rows land at once; unicast rows open/extend a ``burst_ms`` window keyed by
         sender + text and land as one row when :meth:`tick` flushes it. History rows
         (``historical=True``) should be applied in stream order before live rows
         (:meth:`apply_history`).
         """
+        # fields read once each, into locals where used more than once (the hot path)
+        id = d.id
+        from_id = d.from_id
+        received = d.received
         now = self.clock() if received is None else received
         conflict = False
         if id:
@@ -396,16 +383,20 @@ class MeshModel(RunsReducer, RosterReducer):
         # the envelope's name and role are the sender's claim, never its identity: kept on the
         # row (bounded by the wire's decode, meshview/wire/bounds.py) and shown against the
         # roster's entry for ``from_id`` (meshview/model/labels.py)
+        kind, ts, historical, event = d.kind, d.ts, d.historical, d.event
+        to, to_service, channel = d.to, d.to_service, d.channel
         if not historical and not event:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
-        parts_t = tuple(parts)
+        parts_t = tuple(d.parts)
+        reply_to, wire_context_id, mentions = d.reply_to, d.wire_context_id, d.mentions
         thread = (_NO_THREAD if not (reply_to or wire_context_id or mentions) else
                   self._thread(reply_to, wire_context_id, mentions,
                                Ref(kind, from_id, channel if kind == "channel" else to_service,
                                    (to,) if kind == "dm" and to else ())))
         if kind == "dm":
             to_id = to or ""
+            text, from_name = d.text, d.from_name
             self._dms.add(id, ts, from_id, to_id, text, historical, from_name, conflict)
             self._topology.hop(ts, from_id, to_id, "dm", historical)
             key = (from_id, text)
@@ -422,8 +413,8 @@ class MeshModel(RunsReducer, RosterReducer):
                 self._flush_burst(key)
             self._bursts[key] = _Burst(
                 first_id=id, ts=ts, received=now, from_id=from_id, from_name=from_name,
-                from_role=from_role, text=text, parts=parts_t, historical=historical,
-                to_ids=[to_id], ids=[id], opened=now, context_id=context_id, thread=thread,
+                from_role=d.from_role, text=text, parts=parts_t, historical=historical,
+                to_ids=[to_id], ids=[id], opened=now, context_id=d.context_id, thread=thread,
                 conflict=conflict,
             )
             self._ring.hold(id, from_id)  # pending burst
@@ -448,8 +439,8 @@ class MeshModel(RunsReducer, RosterReducer):
             self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
         # the row built positionally (FeedEntry's field order): the 5k-rows-a-second path
         self._land(FeedEntry(
-            self._ring.end, id, ts, now, kind, from_id, from_name, from_role, text, channel,
-            (), (), to_service, parts_t, 1, historical, event, None, (id,), context_id, *thread,
+            self._ring.end, id, ts, now, kind, from_id, d.from_name, d.from_role, d.text, channel,
+            (), (), to_service, parts_t, 1, historical, event, None, (id,), d.context_id, *thread,
             conflict,
         ))
         return True
@@ -473,13 +464,13 @@ class MeshModel(RunsReducer, RosterReducer):
                 excerpt = first[:EXCERPT_CAP]
         return reply, ctx, ment, excerpt, ambiguous
 
-    def apply_history(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Apply a prefill batch: rows are ``apply_message`` kwargs, already in stream order
-        (meshview/observe/history.py: never sorted by the senders' own ``ts``), marked historical,
-        deduped. Returns the number of rows that landed."""
+    def apply_history(self, rows: Iterable[Applied]) -> int:
+        """Apply a prefill batch, already in stream order (meshview/observe/history.py: never
+        sorted by the senders' own ``ts``), marked historical, deduped. Returns the number of
+        rows that landed."""
         n = 0
         for r in rows:
-            if self.apply_message(**{**r, "historical": True}):
+            if self.apply_message(r if r.historical else struct_replace(r, historical=True)):
                 n += 1
         return n
 

@@ -54,12 +54,10 @@ from meshview.wire import (
     is_event_channel,
     match_clocks,
     parse_subject,
-    parts_to_text,
     space_pattern,
     tap_subjects,
 )
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, space_token
-from meshview.wire.outbound import reply_context
 from meshview.wire.subjects import DELIVERY_KINDS
 
 Listener = Callable[[MeshModel], Awaitable[None] | None]
@@ -399,20 +397,9 @@ class Observer:
             self.model.set_backlog(lagging=lagging, dropped=dropped)
 
     def _apply_delivery(self, d: Delivery, historical: bool, now: float) -> bool:
-        msg = d.message
-        kind = d.kind
         if d.cuts:
             self.model.note_cuts(d.cuts)
-        channel = d.target if kind == "channel" else None
-        return self.model.apply_message(
-            kind=kind, id=msg.id, ts=msg.ts, from_id=d.sender, from_name=msg.from_.name,
-            from_role=msg.from_.role, text=parts_to_text(msg.parts), parts=msg.parts,
-            channel=channel, to=d.target if kind == "dm" else None,
-            to_service=d.target if kind == "anycast" else None,
-            historical=historical, event=bool(channel and is_event_channel(channel)),
-            received=now, context_id=reply_context(msg), reply_to=msg.replyTo,
-            wire_context_id=msg.contextId, mentions=msg.mentions,
-        )
+        return self.model.apply_message(d.applied(now, historical))
 
     # ------------------------------------------------------------------ time
 

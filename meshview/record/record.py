@@ -12,8 +12,9 @@ File: gzip, one JSON object per line. ``header`` first (format, version, space, 
 parameters, the recording id and segment number), then ``checkpoint`` lines (``state``: the model's
 versioned state schema, meshview/record/statecodec.py) and ``in`` lines (``t`` receipt time in epoch ms,
 ``op`` the model input, one of meshview/model/inputs.py ``INPUTS``, ``k`` its category, ``a``/``kw`` its
-arguments in the tagged JSON). Format version 1 (checkpoints of the model's attributes) still
-replays. The writer flushes a gzip sync point every second, so a recording cut off by a crash
+arguments in the tagged JSON; a message is one ``meshview.wire.decode:Applied`` in ``a``). Format
+versions 1 (checkpoints of the model's attributes) and 2 (a message as keyword arguments) still
+replay. The writer flushes a gzip sync point every second, so a recording cut off by a crash
 reads up to the last second; a damaged one replays up to the damage and says so in one sentence.
 
 Seat terminals (``cotal watch --record-seats``): ``seat`` lines hold what the operator's panes
@@ -49,9 +50,12 @@ from meshview.errors import swallowed
 from meshview.model.inputs import InputCall
 from meshview.model.mesh import MeshModel
 from meshview.record.statecodec import checkpoint, encode
+from meshview.wire.decode import Applied
 
 FORMAT = "cotal-recording"
-VERSION = 2  # 2: versioned checkpoints (meshview/record/statecodec.py) and ``refresh_clocks`` inputs
+# 2: versioned checkpoints (meshview/record/statecodec.py) and ``refresh_clocks`` inputs;
+# 3: ``apply_message`` holds one ``Applied`` value (the keyword form replays: replay.upgraded)
+VERSION = 3
 MAX_SIZE = 100 * 1024 * 1024  # default bound of a recording on disk (both segments)
 CHECKPOINT_S = 60.0  # a checkpoint per minute of recording (seeking back restores the nearest)
 FLUSH_S = 1.0  # a gzip sync point at least this often: a crash loses at most this much
@@ -104,6 +108,21 @@ def human_size(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
+
+
+_APPLIED_NAME = f"{Applied.__module__}:{Applied.__qualname__}"
+_APPLIED_FIELDS = msgspec.structs.fields(Applied)
+
+
+def _applied(v: Applied) -> dict[str, Any]:
+    """A message as the tagged encoding writes a Struct, less the fields still at their default
+    (a decode gives them back): a line holds what the message says, and replays faster."""
+    out: dict[str, Any] = {}
+    for f in _APPLIED_FIELDS:
+        x = getattr(v, f.name)
+        if f.required or x != f.default:
+            out[f.name] = encode(x)
+    return {"$o": _APPLIED_NAME, "f": out}
 
 
 _json = msgspec.json.Encoder().encode  # the tagged encoding leaves only JSON types (finite floats)
@@ -189,7 +208,8 @@ class Recorder:
         line: dict[str, Any] = {"type": "in", "t": t, "op": op, "k": kind}
         try:
             if args:
-                line["a"] = encode(args)
+                line["a"] = ([_applied(args[0])] if type(args[0]) is Applied and len(args) == 1
+                             else encode(args))
             if kw:
                 line["kw"] = encode(kw)
             self._write(line)

@@ -32,6 +32,7 @@ from meshview.record.record import EVENT_KINDS, FORMAT, VERSION
 from meshview.record.seatreplay import SeatLine, SeatStream, _seat_line
 from meshview.record.statecodec import decode, restore
 from meshview.tasks import reap
+from meshview.wire.decode import Applied
 
 
 class RecordingError(MeshviewError):
@@ -242,7 +243,7 @@ class Replay:
         try:
             args = decode(e.args) if e.args is not None else []
             kw = decode(e.kw) if e.kw is not None else {}
-            self.model.apply_input(e.op, args, kw)
+            self.model.apply_input(e.op, *upgraded(e.op, args, kw))
         except Exception as ex:  # noqa: BLE001 - a bad input ends the replay, never a traceback
             self.limit = self.pos
             where = _clock(e.t - self.start)
@@ -300,6 +301,16 @@ class Replay:
         """(events applied so far, events in the recording)."""
         marks = self.marks
         return bisect.bisect_left(marks, self.pos), len([m for m in marks if m < self.limit])
+
+
+def upgraded(op: str, args: list[Any], kw: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """A recorded input in the form the model takes now. ``apply_message`` took its delivery
+    as keyword arguments until it took one :class:`~meshview.wire.decode.Applied` (issue 36):
+    recordings of either format version made before then hold those, and replay as the value
+    (an unknown keyword still fails, and ends the replay with a sentence)."""
+    if op == "apply_message" and kw and not args:
+        return [Applied(**kw)], {}
+    return args, kw
 
 
 def _visible(e: Entry, last: dict[str, str]) -> bool:

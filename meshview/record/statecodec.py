@@ -22,6 +22,7 @@ import importlib
 import math
 from collections import OrderedDict, abc, deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterator
 
 import msgspec
@@ -112,6 +113,7 @@ MOVED = {f"meshview.{old}": f"meshview.{new}" for old, new in (
 )}
 
 
+@lru_cache(maxsize=256)  # a replay names a few classes once per input: look each up once
 def _class(name: str) -> type:
     mod, _, qual = RENAMED.get(str(name), str(name)).partition(":")
     mod = MOVED.get(mod, mod)

@@ -13,7 +13,13 @@ package spells a subject or a token grammar (``tests/arch/test_layers.py`` check
 imports nothing of ours outside itself.
 """
 
-from meshview.wire.decode import Delivery, Rejection, decode_delivery, parts_to_text
+from meshview.wire.decode import (
+    Applied,
+    Delivery,
+    Rejection,
+    decode_delivery,
+    parts_to_text,
+)
 from meshview.wire.messages import (
     PRESENCE_CANARY_KEY,
     AgentCard,
@@ -79,7 +85,7 @@ from meshview.wire.subjects import (
 )
 
 __all__ = [
-    "PRESENCE_CANARY_KEY", "PRESENCE_TTL_MS", "AgentCard", "ArtifactPart", "BrokenPart",
+    "PRESENCE_CANARY_KEY", "PRESENCE_TTL_MS", "AgentCard", "Applied", "ArtifactPart", "BrokenPart",
     "ChannelConfig",
     "ChannelDefaults", "ChannelMembership", "CotalMessage", "DataPart", "Delivery",
     "EndpointRef", "ExtensionPart", "ParsedSubject", "Part", "Presence", "PresenceCondition",

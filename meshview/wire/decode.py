@@ -9,6 +9,7 @@ here raises on hostile input: every failure is a ``Rejection`` with a stable rea
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import islice
 from typing import Any, Literal, final
 
@@ -29,8 +30,8 @@ from meshview.wire.messages import (
     Part,
     TextPart,
 )
-from meshview.wire.parts import AGUI_FRAME_KIND, parts_to_text  # noqa: F401 - re-exported
-from meshview.wire.subjects import ParsedSubject, parse_subject
+from meshview.wire.parts import AGUI_FRAME_KIND, parts_to_text
+from meshview.wire.subjects import ParsedSubject, is_event_channel, parse_subject
 
 # Stable reason codes (messages.json); subject reasons come from subjects.py.
 OK = "ok"
@@ -64,6 +65,55 @@ class Delivery(msgspec.Struct, frozen=True):
     historical: bool = False
     #: the fields the decode cut to their byte bounds (``meshview.wire.bounds``), for counting
     cuts: tuple[str, ...] = ()
+
+    def applied(self, received: float | None = None, historical: bool | None = None) -> Applied:
+        """This delivery as the model applies it (``MeshModel.apply_message``): ``received``
+        the observer's receipt time, ``historical`` a backfilled row (default: as decoded)."""
+        msg = self.message
+        kind, target = self.kind, self.target
+        channel = target if kind == "channel" else None
+        frm = msg.from_
+        return Applied(  # positional (Applied's field order): one per message on the hot path
+            kind, msg.id, msg.ts, self.sender, frm.name, frm.role, parts_to_text(msg.parts),
+            msg.parts, channel, target if kind == "dm" else None,
+            target if kind == "anycast" else None,
+            self.historical if historical is None else historical,
+            kind == "channel" and is_event_channel(target), received,
+            msg.contextId or msg.id,  # ``reply_context`` (wire/outbound.py), inlined: per message
+            msg.replyTo, msg.contextId, msg.mentions,
+        )
+
+
+class Applied(msgspec.Struct, frozen=True, gc=False):
+    """One delivery as the model applies it: the one value ``MeshModel.apply_message`` takes
+    and a recording stores (meshview/record/record.py). Built by :meth:`Delivery.applied`;
+    sender, kind and target come from the subject, the rest from the validated, bounded
+    envelope. Field names are :class:`~meshview.model.snapshot.FeedEntry`'s, and a recording
+    made when ``apply_message`` took these as keyword arguments replays as this value.
+
+    Untracked by the collector (``gc=False``): it holds strings, numbers and wire parts only.
+    A field added later (the activity work's frame envelope) takes a default, so a value
+    recorded before it still reads.
+    """
+
+    kind: DeliveryKind  # the subject's
+    id: str
+    ts: float  # the sender's stamp (self-asserted: never an order)
+    from_id: str  # the authenticated principal (the subject's)
+    from_name: str  # the envelope's claim, shown against the roster's entry
+    from_role: str | None = None
+    text: str = ""  # the parts as one string (``parts_to_text``)
+    parts: Sequence[Part] = ()
+    channel: str | None = None
+    to: str | None = None  # a DM's recipient principal
+    to_service: str | None = None  # an anycast's role
+    historical: bool = False  # a backfilled row (history prefill)
+    event: bool = False  # on an agent event channel (``events.<owner>.<actor>``)
+    received: float | None = None  # the observer's receipt time (None: the model's clock)
+    context_id: str | None = None  # the thread a reply to this joins (``reply_context``)
+    reply_to: str | None = None  # ``replyTo`` as sent
+    wire_context_id: str | None = None  # ``contextId`` as sent
+    mentions: Sequence[str] | None = None  # ``mentions`` as sent
 
 
 @final

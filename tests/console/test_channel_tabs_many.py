@@ -8,6 +8,7 @@ import time
 from support.console import make_app
 
 from meshview.model.snapshot import ChannelSettings
+from meshview.wire.decode import Applied
 
 KEYS = ["right_square_bracket", "right_square_bracket", "left_square_bracket", "j", "k",
         "3", "tab", "tab", "0"]
@@ -30,8 +31,8 @@ async def _keys_cost(n: int) -> tuple[float, str]:
         counts = {ch: 1 for ch in names}
         for k, key in enumerate(KEYS * 2):
             ch = names[k * 7 % n]
-            m.apply_message(kind="channel", id=f"k{k}", ts=app.clock.t, from_id="local.ada",
-                            from_name="ada", text="tick", channel=ch)
+            m.apply_message(Applied(kind="channel", id=f"k{k}", ts=app.clock.t, from_id="local.ada",
+                                    from_name="ada", text="tick", channel=ch))
             counts[ch] += 1
             if k % 6 == 0:  # a stream poll: the channels posted to have one more
                 m.set_retained_counts(counts)

@@ -14,6 +14,7 @@ from support.console import (
 
 from meshview.observe.spaces import SpaceInfo
 from conftest import until
+from meshview.wire.decode import Applied
 
 WIDE = (120, 40)
 NARROW = (80, 24)
@@ -102,9 +103,9 @@ async def test_live_model_changes_are_drained_in_batches():
         model = scr.session.model
         v0 = scr._version
         for i in range(50):  # many changes land as one drain, not 50 messages
-            model.apply_message(kind="channel", id=f"late{i}", ts=model.clock(),
-                                from_id=pid("gus"), from_name="gus", from_role="qa",
-                                text=f"late message {i}", channel="general")
+            model.apply_message(Applied(kind="channel", id=f"late{i}", ts=model.clock(),
+                                        from_id=pid("gus"), from_name="gus", from_role="qa",
+                                        text=f"late message {i}", channel="general"))
         await until(pilot, lambda: "late message 49" in shown(app), what="drained rows")
         assert scr._version > v0
         feed = scr.query_one("#feed")
@@ -135,9 +136,9 @@ async def test_tabs_digits_and_brackets_filter_the_feed_and_clear_badges():
         await until(pilot, lambda: feed.tab is None)
         # a new arrival on a channel we are not viewing raises its badge
         model = scr.session.model
-        model.apply_message(kind="channel", id="x1", ts=model.clock(), from_id=pid("ada"),
-                            from_name="ada", from_role="planner", text="one more",
-                            channel="general")
+        model.apply_message(Applied(kind="channel", id="x1", ts=model.clock(), from_id=pid("ada"),
+                                    from_name="ada", from_role="planner", text="one more",
+                                    channel="general"))
         await until(pilot, lambda: "2:#general 18 +1" in shown(app), what="+1 badge")
         await pilot.press("9")  # no 9th tab: nothing happens
         assert feed.tab is None
@@ -148,8 +149,9 @@ async def test_first_message_on_a_new_channel_adds_a_tab_with_a_badge():
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         model = console(app).session.model
-        model.apply_message(kind="channel", id="f1", ts=model.clock(), from_id=pid("eve"),
-                            from_name="eve", from_role="reviewer", text="hello", channel="fresh")
+        model.apply_message(Applied(kind="channel", id="f1", ts=model.clock(), from_id=pid("eve"),
+                                    from_name="eve", from_role="reviewer", text="hello",
+                                    channel="fresh"))
         await until(pilot, lambda: "#fresh 1 +1" in shown(app), what="fresh tab")
 
 
@@ -167,9 +169,10 @@ async def test_feed_tail_follow_and_more_marker():
         assert not feed.follow and feed.cursor is not None
         model = scr.session.model
         for i in range(3):
-            model.apply_message(kind="channel", id=f"n{i}", ts=model.clock(), from_id=pid("ada"),
-                                from_name="ada", from_role="planner", text=f"newer {i}",
-                                channel="general")
+            model.apply_message(Applied(kind="channel", id=f"n{i}", ts=model.clock(),
+                                        from_id=pid("ada"),
+                                        from_name="ada", from_role="planner", text=f"newer {i}",
+                                        channel="general"))
         await until(pilot, lambda: "more · G to follow" in shown(app), what="more marker")
         assert "newer 2" not in shown(app)
         await pilot.press("G")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from conftest import until
 from support.console import make_app, pid, rec, screen_text
+from meshview.wire.decode import Applied
 
 WIDE = (120, 40)
 
@@ -29,9 +30,9 @@ async def test_agent_card_updates_live_while_open():
         clk.advance(1_000)
         model.apply_presence(rec("gus", "working", clk.t, activity="bisecting the flaky test",
                                  activity_since=clk.t, status_since=clk.t, active_at=clk.t))
-        model.apply_message(kind="channel", id="live-1", ts=clk.t, from_id=pid("gus"),
-                            from_name="gus", from_role="qa", channel="general",
-                            text="found it: a timezone bug")
+        model.apply_message(Applied(kind="channel", id="live-1", ts=clk.t, from_id=pid("gus"),
+                                    from_name="gus", from_role="qa", channel="general",
+                                    text="found it: a timezone bug"))
         await until(pilot, lambda: "bisecting the flaky test" in screen_text(app),
                     what="the new activity on the open card")
         text = screen_text(app)
@@ -46,9 +47,9 @@ def interleave(scr, clk, n: int = 40) -> None:
     model = scr.session.model
     for i in range(n):
         clk.advance(500)
-        model.apply_message(kind="channel", id=f"x{i}", ts=clk.t, from_id=pid("ada"),
-                            from_name="ada", from_role="planner", channel="general",
-                            text=f"msg {i}")
+        model.apply_message(Applied(kind="channel", id=f"x{i}", ts=clk.t, from_id=pid("ada"),
+                                    from_name="ada", from_role="planner", channel="general",
+                                    text=f"msg {i}"))
         model.apply_manager(f"mgr{i:04d}aaaaaaaaaaaa", up=bool(i % 2), runtime="pty")
 
 
@@ -114,9 +115,10 @@ async def test_unread_badge_never_exceeds_the_channel_total():
         model.set_retained_counts({"general": 14, "team.backend": 6, "releases": 2})
         for i in range(13):
             clk.advance(100)
-            model.apply_message(kind="channel", id=f"tb{i}", ts=clk.t, from_id=pid("bram"),
-                                from_name="bram", from_role="backend", channel="team.backend",
-                                text=f"build step {i}")
+            model.apply_message(Applied(kind="channel", id=f"tb{i}", ts=clk.t, from_id=pid("bram"),
+                                        from_name="bram", from_role="backend",
+                                        channel="team.backend",
+                                        text=f"build step {i}"))
         await until(pilot, lambda: "#team.backend" in screen_text(app) and "+14" in screen_text(app),
                     what="the badge")
         tabs = scr.query_one("#tabs")
@@ -148,9 +150,9 @@ async def test_topology_matrix_headers_are_unique_with_a_legend():
         scr = console(app)
         model, clk = scr.session.model, app.clock
         clk.advance(500)
-        model.apply_message(kind="channel", id="tf1", ts=clk.t, from_id=pid("cleo"),
-                            from_name="cleo", from_role="frontend", channel="team.frontend",
-                            text="new palette merged")
+        model.apply_message(Applied(kind="channel", id="tf1", ts=clk.t, from_id=pid("cleo"),
+                                    from_name="cleo", from_role="frontend", channel="team.frontend",
+                                    text="new palette merged"))
         await pilot.press("t", "2")
         topo = scr.query_one("#topo")
         await until(pilot, lambda: topo.fold is not None and "#team.frontend" in topo.fold.hubs)

@@ -10,6 +10,7 @@ from support.console import screen_text
 
 from meshview.model.mesh import MeshModel
 from widgets.feed import CONFLICT_MARK, FeedView
+from meshview.wire.decode import Applied
 
 T0 = 1_700_000_000_000.0
 ORIGINAL = "merge window closes at five"
@@ -22,15 +23,16 @@ class FeedApp(App):
 
 def _model() -> MeshModel:
     m = MeshModel("main", clock=lambda: T0, burst_ms=0)
-    m.apply_message(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
-                    text=ORIGINAL, to="local.bob")
+    m.apply_message(Applied(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
+                            text=ORIGINAL, to="local.bob"))
     # mallory reuses the id on its own channel, with an earlier ts and ada's name
-    m.apply_message(kind="channel", id="x1", ts=T0 - 3.6e6, from_id="local.mallory",
-                    from_name="ada", text="merge window is open all night", channel="general")
-    m.apply_message(kind="dm", id="r1", ts=T0 + 1, from_id="local.bob", from_name="bob",
-                    text="noted", to="local.ada", reply_to="x1")
-    m.apply_message(kind="channel", id="r2", ts=T0 + 2, from_id="local.carl",
-                    from_name="carl", text="which one?", channel="random", reply_to="x1")
+    m.apply_message(Applied(kind="channel", id="x1", ts=T0 - 3.6e6, from_id="local.mallory",
+                            from_name="ada", text="merge window is open all night",
+                            channel="general"))
+    m.apply_message(Applied(kind="dm", id="r1", ts=T0 + 1, from_id="local.bob", from_name="bob",
+                            text="noted", to="local.ada", reply_to="x1"))
+    m.apply_message(Applied(kind="channel", id="r2", ts=T0 + 2, from_id="local.carl",
+                            from_name="carl", text="which one?", channel="random", reply_to="x1"))
     return m
 
 
@@ -69,10 +71,10 @@ async def test_the_dm_lens_keeps_the_original_and_marks_the_reused_id():
 
     m = MeshModel("main", clock=lambda: T0, burst_ms=0)
     m.set_tap(["cotal.main.>"], True)
-    m.apply_message(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
-                    text=ORIGINAL, to="local.bob")
-    m.apply_message(kind="dm", id="x1", ts=T0 - 3.6e6, from_id="local.trudy",
-                    from_name="ada", text="forged in the vault", to="local.bob")
+    m.apply_message(Applied(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
+                            text=ORIGINAL, to="local.bob"))
+    m.apply_message(Applied(kind="dm", id="x1", ts=T0 - 3.6e6, from_id="local.trudy",
+                            from_name="ada", text="forged in the vault", to="local.bob"))
     app = DmApp()
     async with app.run_test(size=(100, 12)) as pilot:
         app.query_one(DmLens).update_snapshot(m.snapshot())
@@ -92,11 +94,11 @@ def test_r_in_the_dm_lens_answers_the_dm_not_a_copy_of_its_id():
     the sender's own DM row, so a forger's later copy of the id cannot lend the reply its
     thread."""
     m = MeshModel("main", clock=lambda: T0, burst_ms=0)
-    m.apply_message(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
-                    text=ORIGINAL, to="local.bob", context_id="ctx-real")
-    m.apply_message(kind="channel", id="x1", ts=T0 + 5, from_id="local.mallory",
-                    from_name="ada", text="follow me", channel="general",
-                    context_id="ctx-forged")
+    m.apply_message(Applied(kind="dm", id="x1", ts=T0, from_id="local.ada", from_name="ada",
+                            text=ORIGINAL, to="local.bob", context_id="ctx-real"))
+    m.apply_message(Applied(kind="channel", id="x1", ts=T0 + 5, from_id="local.mallory",
+                            from_name="ada", text="follow me", channel="general",
+                            context_id="ctx-forged"))
     snap = m.snapshot()
     [last] = snap.dm_thread("local.ada", "local.bob")
     row = snap.row_of(last)

@@ -8,6 +8,7 @@ import time
 from support.console import make_app, pid
 
 from widgets.feed import FeedView
+from meshview.wire.decode import Applied
 
 
 async def _key_cost(text: str) -> float:
@@ -17,8 +18,8 @@ async def _key_cost(text: str) -> float:
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         m = app.session.model
-        m.apply_message(kind="channel", id="long", ts=app.clock.t, from_id=pid("ada"),
-                        from_name="ada", from_role="planner", text=text, channel="general")
+        m.apply_message(Applied(kind="channel", id="long", ts=app.clock.t, from_id=pid("ada"),
+                                from_name="ada", from_role="planner", text=text, channel="general"))
         await pilot.pause()
         await pilot.pause()
         app.screen.query_one(FeedView).focus()

@@ -13,6 +13,7 @@ from meshview.model.mesh import MeshModel
 from meshview.wire.sanitize import elide_id
 from widgets.feed import FeedView, layout_rows, thread_marker
 from widgets.presentation import safe, safe_body
+from meshview.wire.decode import Applied
 
 WIDE = "日本語テキスト😀🎉한국어"
 ALPHA = "abcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -51,12 +52,12 @@ def _model(rng: random.Random) -> MeshModel:
                     kind = rng.choice(("channel", "channel", "dm", "anycast"))
                     reply = f"orig-{k - 1}" if rng.random() < 0.25 else None
                     m.apply_message(
-                        kind=kind, id=f"orig-{k}", ts=1_700_000_000_000.0 + k,
-                        from_id=f"local.{name[:20] or 'a'}", from_name=name, from_role=role,
-                        text=text, channel=chan if kind == "channel" else None,
-                        to=f"u_{'a' * 26}.{chan}" if kind == "dm" else None,
-                        to_service=chan if kind == "anycast" else None,
-                        historical=rng.random() < 0.2, reply_to=reply)
+                        Applied(kind=kind, id=f"orig-{k}", ts=1_700_000_000_000.0 + k,
+                                from_id=f"local.{name[:20] or 'a'}", from_name=name, from_role=role,
+                                text=text, channel=chan if kind == "channel" else None,
+                                to=f"u_{'a' * 26}.{chan}" if kind == "dm" else None,
+                                to_service=chan if kind == "anycast" else None,
+                                historical=rng.random() < 0.2, reply_to=reply))
     m.flush_bursts()
     return m
 

@@ -10,6 +10,7 @@ from meshview.model.mesh import MeshModel
 from meshview.wire.sanitize import cells, elide_id, elide_middle
 from meshview.lines.stream import TextRenderer
 from widgets.feed import FeedView
+from meshview.wire.decode import Applied
 
 LONG = "u_" + "a" * 26 + ".first_agent"
 
@@ -30,11 +31,11 @@ def test_elide_id_keeps_the_actor_and_fits():
 
 def _dm_model() -> MeshModel:
     m = MeshModel("main", burst_ms=0)
-    m.apply_message(kind="dm", id="d1", ts=1_700_000_000_000.0, from_id="local.root",
-                    from_name="root-console", from_role="operator", text="are you there",
-                    to="local.first-agent")
-    m.apply_message(kind="dm", id="d2", ts=1_700_000_000_100.0, from_id="local.root",
-                    from_name="root-console", from_role="operator", text="second", to=LONG)
+    m.apply_message(Applied(kind="dm", id="d1", ts=1_700_000_000_000.0, from_id="local.root",
+                            from_name="root-console", from_role="operator", text="are you there",
+                            to="local.first-agent"))
+    m.apply_message(Applied(kind="dm", id="d2", ts=1_700_000_000_100.0, from_id="local.root",
+                            from_name="root-console", from_role="operator", text="second", to=LONG))
     return m
 
 

@@ -13,6 +13,7 @@ from textual.app import App, ComposeResult
 from conftest import until
 
 from widgets.lazy_list import LazyLineList
+from meshview.wire.decode import Applied
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity, as the list compares data objects
@@ -149,14 +150,16 @@ async def test_the_feed_and_the_rail_paint_nothing_when_nothing_they_show_moved(
             await pilot.pause()
 
         clk.t = (clk.t // 1000) * 1000 + 100  # early in a second
-        m.apply_message(ts=clk.t, id="x1", kind="channel", channel="releases",
-                        from_id=pid("ada"), from_name="ada", from_role="planner", text="elsewhere")
+        m.apply_message(Applied(ts=clk.t, id="x1", kind="channel", channel="releases",
+                                from_id=pid("ada"), from_name="ada", from_role="planner",
+                                text="elsewhere"))
         m.tick()
         await drained()
         assert painted == [], painted  # another channel's row; the cards' ages read the same
         clk.advance(300)
-        m.apply_message(ts=clk.t, id="x2", kind="channel", channel="general",
-                        from_id=pid("ada"), from_name="ada", from_role="planner", text="here")
+        m.apply_message(Applied(ts=clk.t, id="x2", kind="channel", channel="general",
+                                from_id=pid("ada"), from_name="ada", from_role="planner",
+                                text="here"))
         m.tick()
         await drained()
         assert "feed" in painted and "rail" not in painted

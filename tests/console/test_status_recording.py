@@ -7,6 +7,7 @@ from support.console import make_app, pid
 from conftest import until
 from cotal_tui.recording import toggle_recording
 from cotal_tui.screens.console import ConsoleScreen
+from meshview.wire.decode import Applied
 
 
 def bar_text(app) -> str:
@@ -27,9 +28,10 @@ async def test_the_status_bar_shows_a_running_recording_and_its_size(tmp_path, m
         first = bar_text(app).split("● rec ")[1]
         model = app.screen.session.model
         for i in range(3000):  # enough incompressible text to move the size shown
-            model.apply_message(kind="channel", id=f"r{i}", ts=model.clock(), from_id=pid("gus"),
-                                from_name="gus", from_role="qa", channel="general",
-                                text=os.urandom(48).hex())
+            model.apply_message(Applied(kind="channel", id=f"r{i}", ts=model.clock(),
+                                        from_id=pid("gus"),
+                                        from_name="gus", from_role="qa", channel="general",
+                                        text=os.urandom(48).hex()))
         await until(pilot, lambda: bar_text(app).split("● rec ")[-1] != first, 20,
                     what="the size to grow")
         toggle_recording(app)

@@ -19,6 +19,7 @@ from meshview.wire import bounds as B
 from meshview.wire.parts import AGUI_FRAME_KIND, agui_frame_text
 from meshview.wire.messages import ExtensionPart
 from meshview.wire.names import bucket_names
+from meshview.wire.decode import Applied
 
 YEAR_MS = 365 * 24 * 3600 * 1000
 
@@ -224,12 +225,12 @@ def test_channels_heard_past_the_bound_are_forgotten_first_heard_first():
     t = [1_000_000.0]
     m = MeshModel("s", clock=lambda: t[0])
     m.set_channel_registry({"kept": ChannelSettings()})
-    m.apply_message(kind="channel", id="k", ts=t[0], from_id="local.a", from_name="a",
-                    text="x", channel="kept")
+    m.apply_message(Applied(kind="channel", id="k", ts=t[0], from_id="local.a", from_name="a",
+                            text="x", channel="kept"))
     for i in range(CHANNELS_CAP + 50):
         t[0] += 1
-        m.apply_message(kind="channel", id=f"m{i}", ts=t[0], from_id="local.a",
-                        from_name="a", text="x", channel=f"spam{i:06d}")
+        m.apply_message(Applied(kind="channel", id=f"m{i}", ts=t[0], from_id="local.a",
+                                from_name="a", text="x", channel=f"spam{i:06d}"))
     names = [c.name for c in m.snapshot().channels]
     assert len(names) <= CHANNELS_CAP and "kept" in names
     assert "spam000000" not in names and f"spam{CHANNELS_CAP + 49:06d}" in names
@@ -245,7 +246,8 @@ def test_frames_weigh_in_the_feeds_byte_budget():
     n = FEED_TEXT_BUDGET // 60_000 + 50
     for i in range(n):
         part = ExtensionPart(AGUI_FRAME_KIND, ev)
-        m.apply_message(kind="channel", id=f"f{i}", ts=1.0, from_id="local.a", from_name="a",
-                        text=agui_frame_text(part), parts=[part], channel="general")
+        m.apply_message(Applied(kind="channel", id=f"f{i}", ts=1.0, from_id="local.a",
+                                from_name="a",
+                                text=agui_frame_text(part), parts=[part], channel="general"))
     assert m.feed_len < n - 40
     assert m.entry(m.feed_end - 1).parts[0].events == ev  # the newest rows are kept whole

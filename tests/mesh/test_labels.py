@@ -7,6 +7,7 @@ from meshview.model.labels import Labels, fold
 from meshview.model.mesh import MeshModel
 from meshview.model.snapshot import Condition, PresenceRecord
 from meshview.record.statecodec import checkpoint, restore
+from meshview.wire.decode import Applied
 
 T0 = 1_700_000_000_000.0
 
@@ -62,12 +63,13 @@ def test_the_envelope_name_never_becomes_the_senders_name():
     m, t = _model()
     _join(m, "local.ada", "ada", T0, role="coder")
     _join(m, "local.mallory", "mallory", T0, role="intern")
-    m.apply_message(kind="channel", id="m1", ts=T0, from_id="local.mallory", from_name="ada",
-                    from_role="coder", text="approve it", channel="general")
-    m.apply_message(kind="dm", id="d1", ts=T0, from_id="local.mallory", from_name="ada",
-                    text="psst", to="local.ada")
-    m.apply_message(kind="channel", id="m2", ts=T0, from_id="local.ghost", from_name="ada",
-                    text="boo", channel="general")
+    m.apply_message(Applied(kind="channel", id="m1", ts=T0, from_id="local.mallory",
+                            from_name="ada",
+                            from_role="coder", text="approve it", channel="general"))
+    m.apply_message(Applied(kind="dm", id="d1", ts=T0, from_id="local.mallory", from_name="ada",
+                            text="psst", to="local.ada"))
+    m.apply_message(Applied(kind="channel", id="m2", ts=T0, from_id="local.ghost", from_name="ada",
+                            text="boo", channel="general"))
     m.flush_bursts()
     snap = m.snapshot()
     assert m.name_of("local.mallory") == "mallory" and m.name_of("local.ghost") == "local.ghost"

@@ -11,6 +11,7 @@ import pytest
 
 from meshview.model.mesh import MeshModel
 from meshview.model.snapshot import Condition, PresenceEvent, PresenceRecord
+from meshview.wire.decode import Applied
 
 
 class Clock:
@@ -43,7 +44,7 @@ def msg(m: MeshModel, mid: str, **kw) -> bool:
     base = dict(kind="channel", id=mid, ts=m.clock(), from_id="local.a", from_name="a",
                 text="hi", channel="general")
     base.update(kw)
-    return m.apply_message(**base)
+    return m.apply_message(Applied(**base))
 
 
 def presence_events(m: MeshModel) -> list[tuple[str, str]]:
@@ -94,10 +95,10 @@ def test_feed_ring_absolute_indices(clock):
 
 
 def test_dedupe_across_history_and_live(m, clock):
-    n = m.apply_history([dict(kind="channel", id="h1", ts=clock() - 10, from_id="local.a",
-                              from_name="a", text="old", channel="general"),
-                         dict(kind="channel", id="h0", ts=clock() - 20, from_id="local.a",
-                              from_name="a", text="older", channel="general")])
+    n = m.apply_history([Applied(kind="channel", id="h1", ts=clock() - 10, from_id="local.a",
+                                 from_name="a", text="old", channel="general"),
+                         Applied(kind="channel", id="h0", ts=clock() - 20, from_id="local.a",
+                                 from_name="a", text="older", channel="general")])
     assert n == 2
     assert msg(m, "h1") is False  # live copy of a prefilled row
     assert msg(m, "") is True and msg(m, "") is True  # empty id never dedupes
@@ -113,11 +114,11 @@ def test_unicast_burst_coalescing(m, clock):
     m.apply_presence(rec("local.b", "bob", clock))
     m.apply_presence(rec("local.c", "carol", clock))
     for i, to in enumerate(["local.b", "local.c", "local.d"]):
-        m.apply_message(kind="dm", id=f"d{i}", ts=clock() + i, from_id="local.a",
-                        from_name="a", text="same", to=to)
+        m.apply_message(Applied(kind="dm", id=f"d{i}", ts=clock() + i, from_id="local.a",
+                                from_name="a", text="same", to=to))
         clock.advance(100)
-    m.apply_message(kind="dm", id="x", ts=clock(), from_id="local.a", from_name="a",
-                    text="different", to="local.b")
+    m.apply_message(Applied(kind="dm", id="x", ts=clock(), from_id="local.a", from_name="a",
+                            text="different", to="local.b"))
     assert not [e for e in m.snapshot().feed if e.kind == "dm"]  # window still open
     clock.advance(401)
     m.tick()
@@ -133,8 +134,8 @@ def test_unicast_burst_coalescing(m, clock):
 def test_dm_rollup(m, clock):
     for i, (f, t) in enumerate([("local.a", "local.b"), ("local.b", "local.a"),
                                 ("local.a", "local.c"), ("local.a", "local.a")]):
-        m.apply_message(kind="dm", id=f"m{i}", ts=clock() + i, from_id=f, from_name=f[-1],
-                        text=f"t{i}", to=t)
+        m.apply_message(Applied(kind="dm", id=f"m{i}", ts=clock() + i, from_id=f, from_name=f[-1],
+                                text=f"t{i}", to=t))
     s = m.snapshot()
     pairs = {(c.a_id, c.b_id): c.count for c in s.dms}
     assert pairs == {("local.a", "local.b"): 2, ("local.a", "local.c"): 1}  # self-DM skipped
@@ -328,8 +329,8 @@ def test_channels_registry_counts_and_events(m, clock):
 def test_topology_and_rejections(m, clock):
     msg(m, "1", channel="general")
     msg(m, "2", channel="general")
-    m.apply_message(kind="anycast", id="3", ts=clock(), from_id="local.a", from_name="a",
-                    text="t", to_service="reviewer")
+    m.apply_message(Applied(kind="anycast", id="3", ts=clock(), from_id="local.a", from_name="a",
+                            text="t", to_service="reviewer"))
     m.apply_rejection("sender-mismatch", "cotal.main.chat.local.x.general")
     m.apply_rejection("sender-mismatch", "cotal.main.chat.local.x.general")
     m.apply_rejection("malformed-json", "cotal.main.chat.local.x.general")
@@ -393,14 +394,15 @@ def test_a_landed_row_holds_every_field_it_was_given(m, clock, kind):
     own slot, threaded or not, equal to the same row built by keyword."""
     from meshview.model.snapshot import FeedEntry
 
-    m.apply_message(kind="channel", id="orig", ts=1.0, from_id="local.a", from_name="a",
-                    text="the original\nsecond line", channel="general")
+    m.apply_message(Applied(kind="channel", id="orig", ts=1.0, from_id="local.a", from_name="a",
+                            text="the original\nsecond line", channel="general"))
     route = {"channel": "ops"} if kind == "channel" else {"to_service": "review"}
     for mid, thread in (("plain", {}), ("threaded", {
             "reply_to": "orig", "wire_context_id": "ctx-1", "mentions": ["bram", "cy"]})):
-        assert m.apply_message(kind=kind, id=mid, ts=2.0, from_id="local.ada", from_name="ada",
-                               from_role="lead", text="hello", parts=[{"kind": "text"}],
-                               received=5.0, context_id="ctx-9", **route, **thread)
+        assert m.apply_message(Applied(kind=kind, id=mid, ts=2.0, from_id="local.ada",
+                                       from_name="ada",
+                                       from_role="lead", text="hello", parts=[{"kind": "text"}],
+                                       received=5.0, context_id="ctx-9", **route, **thread))
         row = m.snapshot().feed[-1]
         want = FeedEntry(
             index=row.index, id=mid, ts=2.0, received=5.0, kind=kind, from_id="local.ada",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from meshview.model.mesh import MeshModel
+from meshview.wire.decode import Applied
 
 
 def msg(m: MeshModel, i: int) -> None:
-    m.apply_message(kind="channel", id=f"id{i}", ts=1.0 + i, from_id="local.a", from_name="a",
-                    text=f"t{i}", channel="general")
+    m.apply_message(Applied(kind="channel", id=f"id{i}", ts=1.0 + i, from_id="local.a",
+                            from_name="a",
+                            text=f"t{i}", channel="general"))
 
 
 def test_snapshot_feed_shares_the_buffer():
@@ -105,8 +107,8 @@ def test_ring_is_bounded_in_bytes_and_the_stream_still_gets_exact_text(monkeypat
     m = MeshModel("main", feed_cap=10_000, record_events=True, burst_ms=0)
     big = "A" * 300_000
     for i in range(20):
-        m.apply_message(kind="channel", id=f"m{i}", ts=i, from_id="local.a", from_name="a",
-                        text=f"{i:02d}" + big, channel="general", received=i)
+        m.apply_message(Applied(kind="channel", id=f"m{i}", ts=i, from_id="local.a", from_name="a",
+                                text=f"{i:02d}" + big, channel="general", received=i))
     events = [e for e in m.take_events() if getattr(e, "kind", None) == "channel"]
     assert len(events) == 20 and all(len(e.text) == 300_002 for e in events)  # exact text out
     feed = m.snapshot().feed

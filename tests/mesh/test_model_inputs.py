@@ -17,6 +17,7 @@ from meshview.record.record import Recorder, active_recorder
 from meshview.record.replay import Replay, load_recording
 from meshview.model.snapshot import PresenceRecord
 from support.observer import now_ms, presence, put_presence
+from meshview.wire.decode import Applied
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000.0
@@ -57,16 +58,16 @@ def test_the_tap_sees_each_outermost_input_once_with_the_clock_held():
     assert calls[-1].name == "presence_resync" and calls[-1].args == (["a"],)
     assert m.peer("a").status == "working"
     # a duplicate message is still a call (the recorder decides not to write it)
-    m.apply_message(kind="channel", id="x", ts=c.t, from_id="a", from_name="ada",
-                    channel="general", text="hi")
-    m.apply_message(kind="channel", id="x", ts=c.t, from_id="a", from_name="ada",
-                    channel="general", text="hi")
+    m.apply_message(Applied(kind="channel", id="x", ts=c.t, from_id="a", from_name="ada",
+                            channel="general", text="hi"))
+    m.apply_message(Applied(kind="channel", id="x", ts=c.t, from_id="a", from_name="ada",
+                            channel="general", text="hi"))
     assert [x.result for x in calls[-2:]] == [True, False]
     assert seen_clock[-1] == c.t
     # forwards are not inputs: their inner calls are
     n = len(calls)
-    m.apply_history([dict(kind="channel", id="h1", ts=c.t - 10, from_id="a", from_name="ada",
-                          channel="general", text="old")])
+    m.apply_history([Applied(kind="channel", id="h1", ts=c.t - 10, from_id="a", from_name="ada",
+                             channel="general", text="old")])
     assert [x.name for x in calls[n:]] == ["apply_message"]
     m.input_tap = None
     m.tick(c.t)

@@ -17,6 +17,7 @@ from conftest import until
 from meshview.model.mesh import MeshModel
 from meshview.record.statecodec import checkpoint, restore
 from meshview.lines.stream import CONFLICT_MARK, TextRenderer, json_message
+from meshview.wire.decode import Applied
 
 ORIGINAL = "the deploy key is in the vault, ask me before using it"
 
@@ -86,9 +87,10 @@ async def test_a_reused_id_does_not_rewrite_history_for_a_later_observer(broker,
         copy = MeshModel(space)
         restore(copy, json.loads(json.dumps(checkpoint(model))))
         for e in rows:
-            assert copy.apply_message(kind=e.kind, id=e.id, ts=e.ts, from_id=e.from_id,
-                                      from_name=e.from_name, text=e.text,
-                                      channel=e.channel, to=e.to_ids[0] if e.to_ids else None
+            assert copy.apply_message(Applied(kind=e.kind, id=e.id, ts=e.ts, from_id=e.from_id,
+                                              from_name=e.from_name, text=e.text,
+                                              channel=e.channel,
+                                              to=e.to_ids[0] if e.to_ids else None)
                                       ) is False
     finally:
         await close(obs)
@@ -121,12 +123,12 @@ def test_a_forgers_earlier_copy_in_an_open_burst_is_a_conflict_not_the_original(
     a later DM copy by the same sender is a duplicate, and the burst lands as the original."""
     t = [1_700_000_000_000.0]
     m = MeshModel("demo", clock=lambda: t[0], burst_ms=400)
-    assert m.apply_message(kind="dm", id="x", ts=t[0], from_id="local.ada", from_name="ada",
-                           text=ORIGINAL, to="local.bob")
-    assert m.apply_message(kind="channel", id="x", ts=t[0] - 9e6, from_id="local.mallory",
-                           from_name="mallory", text=FORGED, channel="general")
-    assert m.apply_message(kind="dm", id="x", ts=t[0], from_id="local.ada", from_name="ada",
-                           text=ORIGINAL, to="local.bob") is False
+    assert m.apply_message(Applied(kind="dm", id="x", ts=t[0], from_id="local.ada", from_name="ada",
+                                   text=ORIGINAL, to="local.bob"))
+    assert m.apply_message(Applied(kind="channel", id="x", ts=t[0] - 9e6, from_id="local.mallory",
+                                   from_name="mallory", text=FORGED, channel="general"))
+    assert m.apply_message(Applied(kind="dm", id="x", ts=t[0], from_id="local.ada", from_name="ada",
+                                   text=ORIGINAL, to="local.bob")) is False
     t[0] += 1000
     m.tick()
     rows = list(m.snapshot().feed)
@@ -142,8 +144,8 @@ def test_the_sender_keyed_index_stays_bounded_and_right_as_rows_leave():
 
     def say(sender: str, mid: str) -> bool:
         t[0] += 1
-        return m.apply_message(kind="channel", id=mid, ts=t[0], from_id=f"local.{sender}",
-                               from_name=sender, text=f"{sender} {mid}", channel="general")
+        return m.apply_message(Applied(kind="channel", id=mid, ts=t[0], from_id=f"local.{sender}",
+                                       from_name=sender, text=f"{sender} {mid}", channel="general"))
 
     assert say("ada", "x") and say("bob", "b0") and say("mallory", "x") and say("bob", "b1")
     assert say("bob", "b2")  # ada's row leaves the ring, mallory's stays

@@ -31,6 +31,7 @@ from meshview.record.replay import Player, Replay, RecordingError, ReplaySession
 from meshview.model.snapshot import Condition, PresenceRecord
 from meshview.record.statecodec import checkpoint, decode, encode, restore
 from meshview.wire import ChannelConfig
+from meshview.wire.decode import Applied
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000.0
@@ -269,12 +270,12 @@ def test_an_input_that_cannot_be_applied_ends_the_replay_with_a_sentence(tmp_pat
     r = Recorder(m, path)
     for i in range(5):
         c.t += 100
-        m.apply_message(kind="channel", id=f"m{i}", ts=c.t, from_id="a", from_name="a",
-                        text=str(i), channel="general", received=c.t)
+        m.apply_message(Applied(kind="channel", id=f"m{i}", ts=c.t, from_id="a", from_name="a",
+                                text=str(i), channel="general", received=c.t))
     r.close()
     lines = gzip.decompress(Path(path).read_bytes()).decode().splitlines()
     bad = json.loads(lines[4])
-    bad["kw"]["nonsense"] = 1  # valid JSON, not a valid input
+    bad["a"][0]["f"]["nonsense"] = 1  # valid JSON, not a valid input (an unknown field)
     lines[4] = json.dumps(bad)
     Path(path).write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     replay = Replay(load_recording(path))
@@ -291,9 +292,9 @@ def test_recordings_rotate_within_their_bound(tmp_path):
     r = Recorder(m, path, max_size=bound, checkpoint_s=5)
     for i in range(6000):
         c.t += 50
-        m.apply_message(kind="channel", id=f"m{i}", ts=c.t, from_id=f"p{i % 7}",
-                        from_name=f"agent-{i % 7}", text=os.urandom(6).hex(),
-                        channel=f"ch{i % 3}", received=c.t)
+        m.apply_message(Applied(kind="channel", id=f"m{i}", ts=c.t, from_id=f"p{i % 7}",
+                                from_name=f"agent-{i % 7}", text=os.urandom(6).hex(),
+                                channel=f"ch{i % 3}", received=c.t))
         if i % 10 == 0:
             m.apply_presence(PresenceRecord(id="p1", name="agent-1", ts=c.t,
                                             status="waiting" if i % 20 else "working"),
@@ -387,8 +388,9 @@ def test_checkpoint_restores_a_model_in_place():
     m = MeshModel("main", clock=c)
     m.apply_presence(PresenceRecord(id="a", name="ada", ts=c.t, status="waiting",
                                     condition=Condition("approval", since=c.t)), received=c.t)
-    m.apply_message(kind="dm", id="d1", ts=c.t, from_id="a", from_name="ada", text="hi", to="b",
-                    received=c.t)
+    m.apply_message(Applied(kind="dm", id="d1", ts=c.t, from_id="a", from_name="ada", text="hi",
+                            to="b",
+                            received=c.t))
     state = json.loads(json.dumps(checkpoint(m)))
     other = MeshModel("main", clock=c)
     other.version = 99

@@ -14,6 +14,7 @@ from meshview.record.replay import Replay, load_recording
 from meshview.model.snapshot import Condition, PresenceRecord
 from meshview.record.statecodec import _V1_ATTRS, STATE, STATE_VERSION, checkpoint, restore
 from meshview.wire import ChannelConfig
+from meshview.wire.decode import Applied
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recording-v1" / "team.jsonl.gz"
 T0 = 1_700_000_000_000.0
@@ -40,10 +41,10 @@ def _busy_model(c: Clock) -> MeshModel:
     m.apply_presence(PresenceRecord(id="b", name="bo", ts=c.t, status="working"), received=c.t)
     for i in range(12):
         c.t += 100
-        m.apply_message(kind="channel", id=f"c{i}", ts=c.t, from_id="a", from_name="ada",
-                        text=f"row {i}", channel="general", received=c.t)
-    m.apply_message(kind="dm", id="d1", ts=c.t, from_id="a", from_name="ada", text="psst",
-                    to="b", received=c.t, reply_to="c11")
+        m.apply_message(Applied(kind="channel", id=f"c{i}", ts=c.t, from_id="a", from_name="ada",
+                                text=f"row {i}", channel="general", received=c.t))
+    m.apply_message(Applied(kind="dm", id="d1", ts=c.t, from_id="a", from_name="ada", text="psst",
+                            to="b", received=c.t, reply_to="c11"))
     m.apply_manager("m1", up=True, holder="a", runtime="tmux")
     m.apply_rejection("bad-json", "cotal.main.chat.general")
     m.set_listener_errors(1, "drain: ValueError: boom")
@@ -76,8 +77,8 @@ def test_a_checkpoint_names_its_schema_not_the_models_attributes():
     assert a.rejections == b.rejections and a.membership == b.membership
     assert b.status.listener_errors == 1
     # the dedupe index came along: a message already in the feed is still a duplicate
-    assert not other.apply_message(kind="channel", id="c11", ts=c.t, from_id="a",
-                                   from_name="ada", text="again", channel="general")
+    assert not other.apply_message(Applied(kind="channel", id="c11", ts=c.t, from_id="a",
+                                           from_name="ada", text="again", channel="general"))
     # and the restored state checkpoints to the same thing again
     assert checkpoint(other)["feed"] == checkpoint(m)["feed"]
 

@@ -18,6 +18,7 @@ from meshview.model.mesh import MeshModel
 from meshview.model.snapshot import PresenceRecord
 from meshview.record.record import Recorder
 from meshview.record.replay import Replay, load_recording
+from meshview.wire.decode import Applied
 
 ORIGINAL = "please review the parser change before lunch"
 
@@ -77,17 +78,19 @@ def _thread_model(*, original_in_feed: bool = True) -> MeshModel:
     for name in ("ada", "bob", "cleo"):  # on the roster: rows show the roster's names
         m.apply_presence(PresenceRecord(id=f"local.{name}", name=name, ts=t[0]))
     if original_in_feed:
-        m.apply_message(kind="channel", id="orig-1", ts=t[0], from_id="local.ada",
-                        from_name="ada", text=ORIGINAL, channel="general", received=t[0])
+        m.apply_message(Applied(kind="channel", id="orig-1", ts=t[0], from_id="local.ada",
+                                from_name="ada", text=ORIGINAL, channel="general", received=t[0]))
     for i in range(60):  # the original scrolls out of view above the reply
         t[0] += 100
-        m.apply_message(kind="channel", id=f"chat-{i}", ts=t[0], from_id="local.cleo",
-                        from_name="cleo", text=f"chatter {i}", channel="general", received=t[0])
+        m.apply_message(Applied(kind="channel", id=f"chat-{i}", ts=t[0], from_id="local.cleo",
+                                from_name="cleo", text=f"chatter {i}", channel="general",
+                                received=t[0]))
     t[0] += 100
-    m.apply_message(kind="channel", id="reply-1", ts=t[0], from_id="local.bob", from_name="bob",
-                    text="done, looks good", channel="general", received=t[0],
-                    reply_to="3f6c2a9e-5d1b-4c7e-9a10-2b8f0c4d7e11" if not original_in_feed
-                    else "orig-1", wire_context_id="review-42", mentions=["ada"])
+    m.apply_message(Applied(kind="channel", id="reply-1", ts=t[0], from_id="local.bob",
+                            from_name="bob",
+                            text="done, looks good", channel="general", received=t[0],
+                            reply_to="3f6c2a9e-5d1b-4c7e-9a10-2b8f0c4d7e11" if not original_in_feed
+                            else "orig-1", wire_context_id="review-42", mentions=["ada"]))
     return m
 
 
@@ -159,15 +162,16 @@ def test_recordings_keep_the_thread(tmp_path):
     m = MeshModel("main", clock=lambda: t[0])
     path = str(tmp_path / "r.gz")
     r = Recorder(m, path, checkpoint_s=0.001)
-    m.apply_message(kind="channel", id="o1", ts=t[0], from_id="local.a", from_name="a",
-                    text="first words here", channel="general", received=t[0])
+    m.apply_message(Applied(kind="channel", id="o1", ts=t[0], from_id="local.a", from_name="a",
+                            text="first words here", channel="general", received=t[0]))
     t[0] += 100
-    m.apply_message(kind="channel", id="r1", ts=t[0], from_id="local.b", from_name="b",
-                    text="answer", channel="general", received=t[0], reply_to="o1",
-                    wire_context_id="ctx", mentions=["a"])
+    m.apply_message(Applied(kind="channel", id="r1", ts=t[0], from_id="local.b", from_name="b",
+                            text="answer", channel="general", received=t[0], reply_to="o1",
+                            wire_context_id="ctx", mentions=["a"]))
     t[0] += 100
-    m.apply_message(kind="dm", id="d1", ts=t[0], from_id="local.b", from_name="b", text="psst",
-                    to="local.a", received=t[0], reply_to="o1", mentions=["a"])
+    m.apply_message(Applied(kind="dm", id="d1", ts=t[0], from_id="local.b", from_name="b",
+                            text="psst",
+                            to="local.a", received=t[0], reply_to="o1", mentions=["a"]))
     t[0] += 1000
     m.tick(t[0])
     r.close()

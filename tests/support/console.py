@@ -18,6 +18,7 @@ from meshview.model.mesh import MeshModel  # noqa: E402
 from meshview.model.snapshot import (  # noqa: E402
     ChannelSettings, Condition, MemberView, PresenceRecord,
 )
+from meshview.wire.decode import Applied
 
 T0 = 1_767_225_600_000.0  # 2026-01-01 00:00:00 UTC
 
@@ -113,8 +114,9 @@ def build_model(*, dm_visible: bool = True, membership: str = "live",
         ("cleo", "general", "dark-mode contrast fix is up for review"),
     ]):
         role = next(r for n, r, *_ in AGENTS if n == name)
-        hist.append(dict(kind="channel", id=f"h{i}", ts=t - 3_600_000 + i * 60_000,
-                         from_id=pid(name), from_name=name, from_role=role, text=text, channel=ch))
+        hist.append(Applied(kind="channel", id=f"h{i}", ts=t - 3_600_000 + i * 60_000,
+                            from_id=pid(name), from_name=name, from_role=role, text=text,
+                            channel=ch))
     m.apply_history(hist)
     m.set_retained_counts({"general": 14, "team.backend": 6, "releases": 2})
 
@@ -122,7 +124,7 @@ def build_model(*, dm_visible: bool = True, membership: str = "live",
         clk.advance(dt)
         role = next(r for n, r, *_ in AGENTS if n == name)
         kw.setdefault("id", f"m{clk.t:.0f}{name}")
-        m.apply_message(ts=clk.t, from_id=pid(name), from_name=name, from_role=role, **kw)
+        m.apply_message(Applied(ts=clk.t, from_id=pid(name), from_name=name, from_role=role, **kw))
         m.tick()
 
     # presence moves

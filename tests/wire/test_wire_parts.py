@@ -15,6 +15,7 @@ from meshview.wire import (
     decode_delivery,
     parts_to_text,
 )
+from meshview.wire.decode import Applied
 
 ALICE = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.alice"
 EVENTS = f"events.{ALICE}"
@@ -103,9 +104,9 @@ def test_markers_reach_the_feed_plain_and_json():
               "digest": "sha256:" + "ab" * 32, "size": 12}]
     got = decode(parts, channel="general")
     m = MeshModel("main", record_events=True)
-    m.apply_message(kind="channel", id=got.message.id, ts=got.message.ts, from_id=ALICE,
-                    from_name="alice", text=parts_to_text(got.message.parts),
-                    parts=got.message.parts, channel="general")
+    m.apply_message(Applied(kind="channel", id=got.message.id, ts=got.message.ts, from_id=ALICE,
+                            from_name="alice", text=parts_to_text(got.message.parts),
+                            parts=got.message.parts, channel="general"))
     (row,) = m.snapshot().feed
     want = ('see [empty data part] [text part: text is a number, not a string] '
             '[unrenderable part kind "com.example.x" — no renderer for it on this surface] '
