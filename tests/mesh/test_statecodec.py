@@ -4,6 +4,7 @@ the same roster, NEEDS-YOU and feed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 from meshview.model.mesh import MeshModel
 from meshview.record.replay import Replay, load_recording
 from meshview.model.snapshot import Condition, PresenceRecord
-from meshview.record.statecodec import _V1_ATTRS, STATE, STATE_VERSION, checkpoint, restore
+from meshview.model.state import ModelState
+from meshview.record.statecodec import V1_FIELDS, STATE_VERSION, checkpoint, restore
 from meshview.wire import ChannelConfig
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recording-v1" / "team.jsonl.gz"
@@ -55,7 +57,7 @@ def test_a_checkpoint_names_its_schema_not_the_models_attributes():
     m = _busy_model(c)
     state = json.loads(json.dumps(checkpoint(m)))
     assert state["v"] == STATE_VERSION
-    assert set(state) == {"v"} | {f.name for f in STATE}
+    assert set(state) == {"v"} | {f.name for f in dataclasses.fields(ModelState)} - {"version"}
     assert not [k for k in state if k.startswith("_")]
     assert "FeedRing" not in json.dumps(state) and "DmRollup" not in json.dumps(state)
     other = MeshModel("main", clock=c, feed_cap=8)
@@ -93,7 +95,7 @@ def test_a_format_1_recording_replays():
     rec = load_recording(str(FIXTURE))
     assert rec.header["version"] == 1 and rec.damage is None
     assert all("v" not in state and "_ring" in state for _, _, state in rec.checkpoints)
-    assert set(rec.checkpoints[0][2]) - {"dirty"} == _V1_ATTRS  # every attribute it had is read
+    assert set(rec.checkpoints[0][2]) - {"dirty"} == set(V1_FIELDS)  # every attribute it had is known
     assert len(rec.checkpoints) == 3 and rec.seats == ["ada"]
     replay = Replay(rec)
 
