@@ -32,7 +32,7 @@ class RatesState:
 class RateMeter:
     """Arrivals per bucket, and per second within :data:`RATE_WINDOW_MS`."""
 
-    __slots__ = ("_buckets", "_bucket_start", "_recent", "_origin", "total")
+    __slots__ = ("_bucket_start", "_buckets", "_origin", "_recent", "total")
 
     def __init__(self) -> None:
         self._set(RatesState())

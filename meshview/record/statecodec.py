@@ -199,7 +199,7 @@ def _decode_field(name: str, v: Any) -> Any:
     if name == "bursts":
         return [_undeclared(Burst, b) for b in v]
     cls = _HINTS[name]
-    return _undeclared(cls, v) if dataclasses.is_dataclass(cls) else decode(v)
+    return _undeclared(cls, v) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else decode(v)
 
 
 def encode_state(st: ModelState) -> dict[str, Any]:
@@ -270,9 +270,13 @@ def _v1_value(name: str, x: Any) -> Any:
 
 def _read_old(state: dict[str, Any], v: int) -> dict[tuple[str, ...], Any]:
     """A version 1 or 2 checkpoint's entries by where they live in ModelState, decoded."""
+    named: dict[str, Any]
     if v == 1:
-        named = {V1_FIELDS[k]: decode(x) for k, x in state.items() if V1_FIELDS.get(k)}
-        named = {k: _v1_value(k, x) for k, x in named.items()}
+        named = {}
+        for k, x in state.items():
+            name = V1_FIELDS.get(k)
+            if name is not None:
+                named[name] = _v1_value(name, decode(x))
     else:
         named = {k: [Burst(**decode(b)) for b in x] if k == "bursts" else decode(x)
                  for k, x in state.items() if k in V2_FIELDS}
@@ -285,6 +289,7 @@ def read_state(state: dict[str, Any], base: ModelState) -> ModelState:
     v = state.get("v", 1)
     if type(v) is not int or not 1 <= v <= STATE_VERSION:
         raise ValueError(f"a checkpoint in state schema {v!r} (this reads 1 to {STATE_VERSION})")
+    found: dict[tuple[str, ...], Any]
     if v == STATE_VERSION:
         found = {(k,): _decode_field(k, state[k]) for k in _FIELDS if k in state}
     else:
