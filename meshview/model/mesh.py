@@ -24,6 +24,9 @@ Contract for the console (names are stable):
   ``@model_input``; ``input_tap`` (the recorder's) sees each outermost input call, and
   :meth:`MeshModel.apply_input` applies one by name (a replay). Reads are listed in
   :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
+* State (meshview/model/state.py): :meth:`MeshModel.state` hands out the declared
+  :class:`~meshview.model.state.ModelState` a checkpoint holds, :meth:`MeshModel.restore` puts
+  one back (a replay); nothing outside reads or sets the model's attributes.
 """
 
 from __future__ import annotations
@@ -145,7 +148,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._snap: Snapshot | None = None
 
         self._ring = FeedRing(self.feed_cap)  # rows by absolute index, and the dedupe index
-        self._bursts: dict[tuple[str, str], _Burst] = {}
+        self._bursts: dict[tuple[str, str], Burst] = {}
 
         # roster
         self._peers: dict[str, Peer] = {}
