@@ -14,7 +14,14 @@ from meshview.model.mesh import MeshModel
 from meshview.record.replay import Replay, load_recording
 from meshview.model.snapshot import Condition, PresenceRecord
 from meshview.model.state import ModelState
-from meshview.record.statecodec import V1_FIELDS, STATE_VERSION, checkpoint, restore
+from meshview.record.statecodec import (
+    STATE_VERSION,
+    V1_FIELDS,
+    checkpoint,
+    encode_state,
+    read_state,
+    restore,
+)
 from meshview.wire import ChannelConfig
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recording-v1" / "team.jsonl.gz"
@@ -82,6 +89,17 @@ def test_a_checkpoint_names_its_schema_not_the_models_attributes():
                                    from_name="ada", text="again", channel="general")
     # and the restored state checkpoints to the same thing again
     assert checkpoint(other)["feed"] == checkpoint(m)["feed"]
+
+
+def test_the_declared_state_survives_its_json_whole():
+    """ModelState through the checkpoint's JSON and back is the same value, field by field."""
+    c = Clock()
+    m = _busy_model(c)
+    st = m.state()
+    back = read_state(json.loads(json.dumps(encode_state(st))), MeshModel("main").state())
+    for f in dataclasses.fields(ModelState):
+        assert getattr(back, f.name) == getattr(st, f.name), f.name
+    assert back.bursts and back.roster.peers and back.rates.total == 13  # 12 rows and a DM
 
 
 def test_a_checkpoint_from_a_newer_schema_is_refused():
