@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from meshview.model.mesh import MeshModel
-from meshview.record.replay import Replay, load_recording
 from meshview.model.snapshot import Condition, PresenceRecord
 from meshview.model.state import ModelState
+from meshview.record.replay import Replay, load_recording
 from meshview.record.statecodec import (
     STATE_VERSION,
     V1_FIELDS,
