@@ -147,9 +147,9 @@ async def measure_model(nc, target, space: str, seconds: float) -> dict:
     obs = Observer(nc, space, model, options=ObserverOptions(backfill=0, dm_backfill=0))
     await obs.start()
     await asyncio.sleep(1.0)  # settle
-    t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+    t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model.total, await stream_seq(nc, space)
     await asyncio.sleep(seconds)
-    t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+    t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model.total, await stream_seq(nc, space)
     await obs.stop()
     dt = t1 - t0
     return {"ingest": (n1 - n0) / dt, "offered": offered(s0, s1, dt), "cpu": (c1 - c0) / dt,
@@ -185,7 +185,7 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
         p = asyncio.create_task(probe())
         if diag:
             diag.start()
-        t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+        t0, c0, n0, s0 = time.perf_counter(), time.thread_time(), model.total, await stream_seq(nc, space)
         v0 = screen._version
         drains = 0
         end = t0 + seconds
@@ -195,7 +195,7 @@ async def measure_console(nc, target, space: str, seconds: float) -> dict:
             if screen._version != last_v:
                 drains += 1
                 last_v = screen._version
-        t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model._total, await stream_seq(nc, space)
+        t1, c1, n1, s1 = time.perf_counter(), time.thread_time(), model.total, await stream_seq(nc, space)
         stop.set()
         await p
         if diag:

@@ -115,7 +115,7 @@ async def role_observer(url: str, n: int, ready: str) -> None:
     obs.add_listener(lambda m: m.snapshot())  # a UI would take a snapshot per batch
     await obs.start()
     open(ready, "w").close()
-    got = await _wait_count(lambda: model._total, n)
+    got = await _wait_count(lambda: model.total, n)
     s = model.snapshot()
     print(json.dumps({**got, "feed": s.feed_len, "rejections": dict(s.rejections)}))
     await obs.stop()

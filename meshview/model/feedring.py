@@ -220,12 +220,14 @@ class FeedRing:
         ring._other = {k: dict(v) for k, v in (state.get("other") or {}).items()}
         return ring
 
-    def _after_restore(self) -> None:
-        """A format 1 checkpoint (its attributes as they were) predates the per-sender
-        index: every id in it had one sender."""
-        for name in ("_held", "_other"):
-            if not hasattr(self, name):
-                setattr(self, name, {})
+    @classmethod
+    def from_v1(cls, attrs: dict[str, Any]) -> FeedRing:
+        """A ring from a format 1 checkpoint, which kept this class's attributes by their names
+        of then (evicted rows included; no per-sender index: every id had one sender)."""
+        live = attrs["_base"] - attrs["_off"]
+        return cls.from_state({"cap": attrs["cap"], "base": attrs["_base"],
+                               "rows": list(attrs["_buf"])[live:], "ids": attrs["_ids"],
+                               "held": attrs.get("_held"), "other": attrs.get("_other")})
 
     def push(self, e: FeedEntry) -> FeedEntry:
         """Store row ``e`` (its ``index`` must be :attr:`end`); returns the row as kept, text

@@ -24,6 +24,9 @@ Contract for the console (names are stable):
   ``@model_input``; ``input_tap`` (the recorder's) sees each outermost input call, and
   :meth:`MeshModel.apply_input` applies one by name (a replay). Reads are listed in
   :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
+* State (meshview/model/state.py): :meth:`MeshModel.state` hands out the declared
+  :class:`~meshview.model.state.ModelState` a checkpoint holds, :meth:`MeshModel.restore` puts
+  one back (a replay); nothing outside reads or sets the model's attributes.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left, insort
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from msgspec.structs import replace as struct_replace
@@ -40,6 +43,7 @@ from meshview.model.feedring import DUPLICATE, FeedRing
 from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
 from meshview.model.labels import Labels
 from meshview.model.originals import Ref, entry_ref, pick
+from meshview.model.rates import RateMeter
 from meshview.model.roster import RosterReducer
 from meshview.model.runs_state import RunsReducer, RunsSnapshot, RunsState
 from meshview.model.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
@@ -52,8 +56,6 @@ from meshview.model.snapshot import (
     ConnectionStatus,
     FeedEntry,
     ManagerLease,
-    Membership,
-    MembershipPill,
     MemberView,
     ModelEvent,
     NeedsYou,
@@ -65,6 +67,7 @@ from meshview.model.snapshot import (
     Snapshot,
     StateEvent,
 )
+from meshview.model.state import Burst, ChannelsState, MembershipState, ModelState
 from meshview.model.traffic import DM_LOG_CAP, DmRollup, HopLog
 from meshview.wire import (
     PRESENCE_TTL_MS,
@@ -83,11 +86,7 @@ Clock = Callable[[], float]
 BURST_MS = 400.0
 BATCH_MS = 75.0
 FEED_CAP = 10_000
-RATE_BUCKETS = 15
-RATE_BUCKET_MS = 4000.0
-RATE_WINDOW_MS = 10_000.0  # msg/s is the mean over this much of the recent past (smoothed)
 EVENT_QUEUE_CAP = 100_000
-MEMBERSHIP_STALE_MS = 45_000.0
 THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
 MENTIONS_CAP = 32
 EXCERPT_CAP = 200  # characters of the original kept on a reply row
@@ -99,33 +98,20 @@ _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "r
 _Thread = tuple[str | None, str | None, tuple[str, ...], str | None, bool]
 _NO_THREAD: _Thread = (None, None, (), None, False)  # a message that names no thread: FeedEntry's defaults
 
-# Public methods that are not inputs: reads, and forwards (they only call inputs, each of which
-# is an input call of its own). tests/test_record.py fails on a public method in none of
-# INPUTS, READS and FORWARDS, so a new reducer cannot silently go unrecorded.
+# Public methods that are not inputs: reads, forwards (they only call inputs, each of which
+# is an input call of its own), and what a replay calls besides inputs (a checkpoint put back;
+# the model marked changed when only the replay's clock moved). tests/mesh/test_record.py
+# fails on a public method in none of INPUTS, READS, FORWARDS and REPLAYS, so a new reducer
+# cannot silently go unrecorded.
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
-    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count", "labels",
+    "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count", "labels", "state",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
+REPLAYS = frozenset({"restore", "touch"})
 
 
-@dataclass(slots=True)
-class _Burst:
-    first_id: str
-    ts: float
-    received: float
-    from_id: str
-    from_name: str
-    from_role: str | None
-    text: str
-    parts: tuple[Any, ...]
-    historical: bool
-    to_ids: list[str]
-    ids: list[str]
-    opened: float  # clock time the window opened
-    context_id: str | None = None
-    thread: tuple[Any, ...] = ()  # the first message's threading fields (``_thread``)
-    conflict: bool = False  # an id in it was used first by another sender
+_Burst = Burst  # (the name the message reducer builds one by)
 
 
 def _order_key(p: Peer) -> tuple:
@@ -166,7 +152,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._snap: Snapshot | None = None
 
         self._ring = FeedRing(self.feed_cap)  # rows by absolute index, and the dedupe index
-        self._bursts: dict[tuple[str, str], _Burst] = {}
+        self._bursts: dict[tuple[str, str], Burst] = {}
 
         # roster
         self._peers: dict[str, Peer] = {}
@@ -208,22 +194,16 @@ class MeshModel(RunsReducer, RosterReducer):
         self._dms = DmRollup(dm_log_cap)
         self._topology = HopLog()
 
-        # rates
-        self._buckets: deque[int] = deque([0] * RATE_BUCKETS, maxlen=RATE_BUCKETS)
-        self._bucket_start: float | None = None
-        self._recent: deque[list[int]] = deque()  # [second, arrivals] within RATE_WINDOW_MS
-        self._rate_origin: float | None = None  # when the rate began to be measured
-        self._total = 0
+        # rates (meshview/model/rates.py); a delivery counts through the meter's own method
+        self._rates = RateMeter()
+        self._count_arrival: Callable[[float], None] = self._rates.count
 
         # rejections, and the wire fields cut to their byte bounds (meshview/wire/bounds.py)
         self._rejections: dict[str, int] = {}
         self._cuts: dict[str, int] = {}
 
         # membership / managers
-        self._membership_members: dict[str, MemberView] = {}
-        self._membership_feed_at: float | None = None
-        self._membership_read = False  # a read has completed
-        self._membership_unreadable: str | None = None
+        self._membership = MembershipState()
         self._managers: dict[str, ManagerLease] = {}
         # workflow runs, as the managers' run-ps/run-status last said (meshview/model/runs_state.py)
         self._runs = RunsState()
@@ -299,6 +279,64 @@ class MeshModel(RunsReducer, RosterReducer):
         self.version += 1
         self.dirty = True
         self._snap = None
+
+    def touch(self) -> None:
+        """Mark the model changed though no input came: a replay whose clock moved, so the
+        ages a view shows move with it (not recorded: a replay only)."""
+        self._touch()
+
+    # ------------------------------------------------------------------ state
+
+    def state(self) -> ModelState:
+        """The model's state as a declared value (meshview/model/state.py): what a checkpoint
+        holds. Containers are copied; rows and records are immutable and shared."""
+        ch = ChannelsState(dict(self._registry), self._defaults, dict(self._retained),
+                           dict(self._arrivals), dict(self._arrivals_at_poll),
+                           dict(self._chan_last))
+        m = self._membership
+        return ModelState(
+            space=self.space, feed_cap=self.feed_cap, ttl_ms=self.ttl_ms,
+            burst_ms=self.burst_ms, changes=self.version, feed=self._ring.state(),
+            bursts=[replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
+                    for b in self._bursts.values()],
+            roster=self._roster_state(), channels=ch, dms=self._dms.state(),
+            topology=self._topology.state(), rates=self._rates.state(),
+            rejections=dict(self._rejections), cuts=dict(self._cuts),
+            membership=MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable),
+            managers=dict(self._managers), status=self._status, runs=self._runs.copy(),
+        )
+
+    def restore(self, st: ModelState) -> None:
+        """Put ``st`` back in place of the model's state (a replay seeking to a checkpoint).
+        ``version`` only grows, so a console holding the model sees the change; the clock, the
+        input tap and the stalled verdict's facts stay as they are."""
+        prev = self.version
+        self.space, self.feed_cap = st.space, st.feed_cap
+        self.ttl_ms, self.burst_ms = st.ttl_ms, st.burst_ms
+        self._ring = FeedRing.from_state(st.feed)
+        self._bursts = {(b.from_id, b.text): replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
+                        for b in st.bursts}
+        self._restore_roster(st.roster)
+        ch = st.channels
+        self._registry, self._defaults = dict(ch.registry), ch.defaults
+        self._retained, self._arrivals = dict(ch.retained), dict(ch.arrivals)
+        self._arrivals_at_poll, self._chan_last = dict(ch.arrivals_at_poll), dict(ch.last)
+        self._chan_info, self._chan_names, self._chan_dirty, self._chan_tuple = None, [], set(), ()
+        self._dms = DmRollup.from_state(st.dms)
+        self._topology = HopLog.from_state(st.topology)
+        self._rates = RateMeter.from_state(st.rates)
+        self._count_arrival = self._rates.count
+        self._rejections, self._cuts = dict(st.rejections), dict(st.cuts)
+        m = st.membership
+        self._membership = MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable)
+        self._managers = dict(st.managers)
+        self._status = st.status
+        self._runs = st.runs.copy()
+        self._runs_snap = None
+        self.version = max(prev, st.changes) + 1
+        self.dirty = True
+        self._snap = None
+        self._events.clear()
 
     def _emit(self, ev: ModelEvent) -> None:
         if self.record_events:
@@ -493,42 +531,10 @@ class MeshModel(RunsReducer, RosterReducer):
 
     # ------------------------------------------------------------------ rates
 
-    def _roll(self, now: float) -> None:
-        if self._bucket_start is None:
-            self._bucket_start = self._rate_origin = now
-            return
-        steps = int((now - self._bucket_start) // RATE_BUCKET_MS)
-        if steps > 0:
-            for _ in range(min(steps, RATE_BUCKETS)):
-                self._buckets.append(0)
-            self._bucket_start += steps * RATE_BUCKET_MS
-        cut = (now - RATE_WINDOW_MS) // 1000
-        r = self._recent
-        while r and r[0][0] <= cut:
-            r.popleft()
-
-    def _count_arrival(self, now: float) -> None:
-        """One delivery (chat, DM or anycast) towards msg/s and the sparkline. Endpoint,
-        session and event-channel traffic, and rejected frames, are not messages: not counted."""
-        self._roll(now)
-        self._buckets[-1] += 1
-        self._total += 1
-        sec = int(now // 1000)
-        r = self._recent
-        if r and r[-1][0] == sec:
-            r[-1][1] += 1
-        else:
-            r.append([sec, 1])
-
-    def _msgs_per_sec(self, now: float) -> float:
-        """The mean rate over the last ``RATE_WINDOW_MS`` (over the time observed so far when
-        that is shorter, but never less than a second): steady under sparse traffic instead
-        of flipping between 0 and 1."""
-        n = sum(c for _, c in self._recent)
-        if not n:
-            return 0.0
-        seen = now - (self._rate_origin if self._rate_origin is not None else now)
-        return n / (max(1000.0, min(RATE_WINDOW_MS, seen)) / 1000.0)
+    @property
+    def total(self) -> int:
+        """Deliveries counted towards msg/s since the start (``snapshot().rates.total``)."""
+        return self._rates.total
 
     # ------------------------------------------------------------------ rejections
 
@@ -670,29 +676,14 @@ class MeshModel(RunsReducer, RosterReducer):
         self, members: Mapping[str, MemberView] | None, feed_observed_at: float | None
     ) -> None:
         """A successful membership read (None members = bucket missing: no daemon)."""
-        self._membership_members = dict(members or {})
-        self._membership_feed_at = feed_observed_at
-        self._membership_read = True
-        self._membership_unreadable = None
+        self._membership = MembershipState(dict(members or {}), feed_observed_at, True, None)
         self._touch()
 
     @model_input("channels")
     def set_membership_unreadable(self, reason: str) -> None:
         """A failed read keeps the last snapshot; never touches the connection error."""
-        self._membership_unreadable = reason
+        self._membership.unreadable = reason
         self._touch()
-
-    def _membership(self, now: float) -> Membership:
-        members = tuple(self._membership_members[k] for k in sorted(self._membership_members))
-        if self._membership_unreadable:
-            pill: MembershipPill = "unreadable"
-        elif not self._membership_read or self._membership_feed_at is None:
-            pill = "traffic-only"
-        elif now - self._membership_feed_at > MEMBERSHIP_STALE_MS:
-            pill = "stale"
-        else:
-            pill = "live"
-        return Membership(pill, self._membership_unreadable, self._membership_feed_at, members)
 
     @model_input("lifecycle")
     def apply_manager(
@@ -811,9 +802,10 @@ class MeshModel(RunsReducer, RosterReducer):
         for key, b in list(self._bursts.items()):
             if now - b.opened > self.burst_ms:
                 self._flush_burst(key)
-        before = (tuple(self._buckets), self._msgs_per_sec(now))
-        self._roll(now)
-        if (tuple(self._buckets), self._msgs_per_sec(now)) != before:
+        rates = self._rates
+        before = (rates.buckets(), rates.per_sec(now))
+        rates.roll(now)
+        if (rates.buckets(), rates.per_sec(now)) != before:
             self._touch()
         if self._snap is not None and now - self._snap.now >= 1000.0:
             self._touch()
@@ -918,7 +910,7 @@ class MeshModel(RunsReducer, RosterReducer):
         if self._snap is not None:
             return self._snap
         now = self.clock()
-        self._roll(now)
+        self._rates.roll(now)
         self._roster()
         labels = self.labels()
         label = labels.label
@@ -947,8 +939,8 @@ class MeshModel(RunsReducer, RosterReducer):
             ))
         signals = Signals(
             counts=tuple((s, counts[s]) for s in STATUSES), needs_you=tuple(needs), live=live)
-        rates = Rates(msgs_per_sec=self._msgs_per_sec(now), buckets=tuple(self._buckets),
-                      total=self._total)
+        meter = self._rates
+        rates = Rates(msgs_per_sec=meter.per_sec(now), buckets=meter.buckets(), total=meter.total)
         snap = Snapshot(
             version=self.version, now=now, status=self._status, agents=agents,
             endpoints=endpoints, channels=self._channels(),
@@ -956,7 +948,7 @@ class MeshModel(RunsReducer, RosterReducer):
             dms=self._dms.conversations(lambda pid: labels.label(pid) or pid), dm_log=tuple(self._dms.log),
             topology=self._topology.topology(),
             rejections=tuple(sorted(self._rejections.items())),
-            membership=self._membership(now),
+            membership=self._membership.view(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
             names=ReadOnlyNames(self._names), order=self._peer_ids, labels=labels,
         )

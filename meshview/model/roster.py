@@ -25,6 +25,7 @@ from meshview.model.snapshot import (
     PresenceRecord,
     Status,
 )
+from meshview.model.state import RosterState
 from meshview.wire import (
     AgentCard,
     Presence,
@@ -131,8 +132,31 @@ class RosterReducer:
         def _tapped_input(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                           kw: dict[str, Any]) -> Any: ...
 
+    _agent_ids: tuple[str, ...]
+    _endpoint_ids: tuple[str, ...]
+    _peer_ids: tuple[str, ...]
+    _spans: dict[str, tuple[int, int]]
+
     def peer(self, pid: str) -> Peer | None:
         return self._peers.get(pid)
+
+    def _roster_state(self) -> RosterState:
+        """The roster's part of :meth:`MeshModel.state`."""
+        return RosterState(dict(self._peers), dict(self._names), self._roster_changed,
+                           self._agent_ids, self._endpoint_ids, self._peer_ids,
+                           dict(self._spans), self._watch_last, self._initial_load)
+
+    def _restore_roster(self, st: RosterState) -> None:
+        """Put a roster back; what is derived from it (the kept sort, the live and offline
+        rows, labels) starts afresh, as in a new model."""
+        self._peers, self._names = dict(st.peers), dict(st.names)
+        self._roster_changed = st.changed
+        self._agent_ids, self._endpoint_ids = st.agent_ids, st.endpoint_ids
+        self._peer_ids, self._spans = st.peer_ids, dict(st.spans)
+        self._watch_last, self._initial_load = st.watch_last, st.initial_load
+        self._sort_keys, self._sorted, self._resort = {}, None, set()
+        self._live_seen, self._live_floor, self._offline = None, float("inf"), None
+        self._labels = None
 
     @model_input("presence")
     def watch_delivered(self, received: float | None = None) -> None:

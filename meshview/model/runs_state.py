@@ -201,6 +201,10 @@ class RunsState:
     polled: bool = False
     unavailable: str | None = None
 
+    def copy(self) -> RunsState:
+        """The fold as it is now (a checkpoint's, or one put back): the rows are immutable."""
+        return RunsState(dict(self.runs), dict(self.managers), self.polled, self.unavailable)
+
 
 def _open(r: RunView) -> tuple[Pause, ...]:
     return r.pauses if r.state == "running" else ()

@@ -65,11 +65,6 @@ class DmRollup:
             stalest = min(self._convs, key=lambda k: self._convs[k].last_ts)
             del self._convs[stalest]
 
-    def _after_restore(self) -> None:
-        """A format 1 checkpoint kept bare ids: the (sender, id) keys come from the log."""
-        if any(type(k) is not tuple for k in self._seen):
-            self._seen = {(m.from_id, m.id) for m in self.log if m.id}
-
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps (meshview/record/statecodec.py): the log, the pairs, the seen ids."""
         return {"cap": self.log.maxlen, "log": list(self.log), "seen": set(self._seen),
@@ -83,9 +78,18 @@ class DmRollup:
         d.log.extend(state["log"])
         # (a checkpoint from before per-sender keys kept bare ids: rebuilt from the log)
         d._seen = set(state["seen"])
-        d._after_restore()
+        if any(type(k) is not tuple for k in d._seen):
+            d._seen = {(m.from_id, m.id) for m in d.log if m.id}
         d._convs = {(a, b): _Conv(n, ts, text) for a, b, n, ts, text in state["convs"]}
         return d
+
+    @classmethod
+    def from_v1(cls, attrs: dict[str, Any]) -> DmRollup:
+        """A roll-up from a format 1 checkpoint (this class's attributes by their names of then)."""
+        log = attrs["log"]
+        return cls.from_state({"cap": log.maxlen, "log": list(log), "seen": attrs["_seen"],
+                               "convs": [[a, b, c.count, c.last_ts, c.last_text]
+                                         for (a, b), c in attrs["_convs"].items()]})
 
     def conversations(self, name_of: Callable[[str], str]) -> tuple[DmConversation, ...]:
         """Every pair that talked, newest first."""
@@ -109,9 +113,9 @@ class HopLog:
         # what :meth:`topology` handed out, kept: each edge's row, the edges moved since, and
         # the last answer (None: something moved). A snapshot is taken 30 times a second and
         # 4096 edges were 4096 new rows in each
-        self._after_restore()
+        self._reset_rows()
 
-    def _after_restore(self) -> None:
+    def _reset_rows(self) -> None:
         """The kept rows start again from the edges (also after a checkpoint's restore)."""
         self._rows: dict[_EdgeKey, Edge] = {}
         self._moved: set[_EdgeKey] = set(self._edges)
@@ -147,8 +151,15 @@ class HopLog:
         log = cls()
         log._edges = OrderedDict(((f, t, k), [n, ts]) for f, t, k, n, ts in state["edges"])
         log._hops.extend(state["hops"])
-        log._after_restore()
+        log._reset_rows()
         return log
+
+    @classmethod
+    def from_v1(cls, attrs: dict[str, Any]) -> HopLog:
+        """A log from a format 1 checkpoint (this class's attributes by their names of then)."""
+        return cls.from_state({"edges": [[f, t, k, n, ts] for (f, t, k), (n, ts)
+                                         in attrs["_edges"].items()],
+                               "hops": list(attrs["_hops"])})
 
     def topology(self) -> Topology:
         """The edges least recently used first (``Topology.edges`` sorts them by count when

@@ -272,7 +272,7 @@ class Replay:
         moved_second = int(t // 1000) != int(self.now // 1000)
         self.now = t
         if moved_second and self.model.version == before:
-            self.model._touch()  # ages shown move with replay time, once a second
+            self.model.touch()  # ages shown move with replay time, once a second
 
     def step(self, delta: int) -> None:
         """Jump to the next (``+1``) or previous (``-1``) event: the replay stops just after it."""
@@ -295,7 +295,7 @@ class Replay:
             target = marks[k]
         self.apply_until(target + 1)
         self.now = self.rec.entries[target].t
-        self.model._touch()
+        self.model.touch()
 
     def event_number(self) -> tuple[int, int]:
         """(events applied so far, events in the recording)."""

@@ -6,11 +6,12 @@ value that is not plain JSON becomes a one-key object whose key starts with ``$`
 named by module and qualified name and must come from ``meshview``: reading a recording can only
 ever construct the model's own value types (no pickle: a shared recording runs no code).
 
-A checkpoint is ``{"v": STATE_VERSION, field: value, ...}`` over the fields of :data:`STATE`, each
-with its own encode/decode, so the format names what the state is, not how the model spells its
-attributes; renaming an attribute changes one row of :data:`STATE`. A checkpoint without ``"v"``
-is version 1 (recording format 1): the model's attributes as they were, read by
-:func:`_restore_v1`.
+A checkpoint is :class:`~meshview.model.state.ModelState` (the model's declared state):
+``{"v": STATE_VERSION, field: value, ...}``, one entry per field, a part that is a declared
+dataclass written as its fields (no class name), so the format names what the state is, not how
+the model spells its attributes. Older schemas are read into the same type: version 2 (a table
+of the model's attributes) through :data:`V2_FIELDS`, version 1 (``vars(model)``, recording
+format 1) through :data:`V1_FIELDS`.
 
 No Textual or Rich import (the model layer).
 """
@@ -21,14 +22,14 @@ import dataclasses
 import importlib
 import math
 from collections import OrderedDict, abc, deque
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, get_type_hints
 
 import msgspec
 
 from meshview.model.feedring import FeedRing
-from meshview.model.mesh import MeshModel, _Burst
+from meshview.model.mesh import MeshModel
+from meshview.model.state import STATE_VERSION, Burst, ModelState
 from meshview.model.traffic import DmRollup, HopLog
 
 
@@ -70,24 +71,8 @@ def encode(v: Any) -> Any:
     if dataclasses.is_dataclass(v):
         return {"$o": _class_name(t),
                 "f": {f.name: encode(getattr(v, f.name)) for f in dataclasses.fields(v)}}
-    attrs = dict(_attrs(v))
-    if t is FeedRing:  # its evicted rows wait in the list until a compaction: not state
-        live = attrs["_base"] - attrs["_off"]
-        attrs["_buf"], attrs["_off"] = attrs["_buf"][live:], attrs["_base"]
-    return {"$o": _class_name(t), "f": {n: encode(x) for n, x in attrs.items()}}
-
-
-def _attrs(obj: Any) -> Iterator[tuple[str, Any]]:
-    """An object's own attributes: its ``__dict__`` and every ``__slots__`` entry."""
-    seen = set()
-    for k, x in getattr(obj, "__dict__", {}).items():
-        seen.add(k)
-        yield k, x
-    for klass in type(obj).__mro__:
-        for k in getattr(klass, "__slots__", ()):
-            if k not in seen and k not in ("__dict__", "__weakref__") and hasattr(obj, k):
-                seen.add(k)
-                yield k, getattr(obj, k)
+    # an object with state of its own says it (``state()``): never its attributes
+    raise TypeError(f"cannot record a {t.__module__}.{t.__qualname__}")
 
 
 def _class_name(t: type) -> str:
@@ -98,7 +83,8 @@ def _class_name(t: type) -> str:
 
 
 # a class a recording of then names by a name it no longer has (format 1 names every object)
-RENAMED = {"meshview.traffic:TopologyFold": "meshview.traffic:HopLog"}
+RENAMED = {"meshview.traffic:TopologyFold": "meshview.traffic:HopLog",
+           "meshview.model:_Burst": "meshview.model.state:Burst"}
 
 # the modules recordings made before meshview was grouped into folders name their classes by
 # (issue 36): a recording names ``meshview.snapshot:FeedEntry``, the class now lives in
@@ -158,19 +144,20 @@ def decode(v: Any) -> Any:
         fields = {k: decode(x) for k, x in v.get("f", {}).items()}
         if issubclass(cls, msgspec.Struct):
             return cls(**fields)
+        if not dataclasses.is_dataclass(cls):  # format 1 named the attributes of our objects:
+            from_v1 = _V1_OBJECTS.get(cls)  # the class itself reads its names of then
+            if from_v1 is None:
+                raise ValueError(f"not a recorded value type: {v['$o']!r}")
+            return from_v1(fields)
         obj = cls.__new__(cls)
         for k, x in fields.items():
             object.__setattr__(obj, k, x)  # frozen dataclasses included: restored, not built
-        if dataclasses.is_dataclass(cls):  # written before a field existed: its default
-            for f in dataclasses.fields(cls):
-                if f.name not in fields:
-                    if f.default is not dataclasses.MISSING:
-                        object.__setattr__(obj, f.name, f.default)
-                    elif f.default_factory is not dataclasses.MISSING:
-                        object.__setattr__(obj, f.name, f.default_factory())
-        after = getattr(obj, "_after_restore", None)
-        if after is not None:  # an object that derives working state from what was written
-            after()
+        for f in dataclasses.fields(cls):  # written before a field existed: its default
+            if f.name not in fields:
+                if f.default is not dataclasses.MISSING:
+                    object.__setattr__(obj, f.name, f.default)
+                elif f.default_factory is not dataclasses.MISSING:
+                    object.__setattr__(obj, f.name, f.default_factory())
         return obj
     # a plain dict whose first key happens to start with "$" is always written as "$d"
     raise ValueError(f"unknown tag {next(iter(v))!r}")
@@ -180,146 +167,151 @@ def _key(k: Any) -> Any:
     return tuple(_key(x) for x in k) if isinstance(k, list) else k
 
 
+
+
 # --------------------------------------------------------------------------- the state schema
 
-STATE_VERSION = 2
+# the classes format 1 wrote by their attributes, each reading its own names of then
+_V1_OBJECTS: dict[type, Callable[[dict[str, Any]], Any]] = {
+    FeedRing: FeedRing.from_v1, DmRollup: DmRollup.from_v1, HopLog: HopLog.from_v1,
+}
+
+_HINTS = get_type_hints(ModelState)
+_FIELDS = tuple(f.name for f in dataclasses.fields(ModelState) if f.name != "version")
 
 
-@dataclass(frozen=True, slots=True)
-class StateField:
-    """One field of a checkpoint: its name there, the model attribute it holds, and how its
-    value is written and read back (the tagged encoding unless said otherwise)."""
-
-    name: str
-    attr: str
-    encode: Callable[[Any], Any] = encode
-    decode: Callable[[Any], Any] = decode
+def _declared(x: Any) -> dict[str, Any]:
+    """A declared part as its fields (its type is the schema's, so no class name)."""
+    return {f.name: encode(getattr(x, f.name)) for f in dataclasses.fields(x)}
 
 
-def _encode_bursts(bursts: dict[tuple[str, str], _Burst]) -> Any:
-    return [encode({f.name: getattr(b, f.name) for f in dataclasses.fields(b)})
-            for b in bursts.values()]
+def _undeclared(cls: type, v: dict[str, Any]) -> Any:
+    """A declared part back from its fields; one written before a field existed: its default."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: decode(x) for k, x in v.items() if k in names})
 
 
-def _decode_bursts(v: Any) -> dict[tuple[str, str], _Burst]:
-    out = {}
-    for d in v:
-        b = _Burst(**decode(d))
-        out[(b.from_id, b.text)] = b
+def _encode_field(name: str, x: Any) -> Any:
+    if name == "bursts":
+        return [_declared(b) for b in x]
+    return _declared(x) if dataclasses.is_dataclass(_HINTS[name]) else encode(x)
+
+
+def _decode_field(name: str, v: Any) -> Any:
+    if name == "bursts":
+        return [_undeclared(Burst, b) for b in v]
+    cls = _HINTS[name]
+    return _undeclared(cls, v) if isinstance(cls, type) and dataclasses.is_dataclass(cls) else decode(v)
+
+
+def encode_state(st: ModelState) -> dict[str, Any]:
+    """A :class:`ModelState` as JSON: ``"v"`` and one entry per field."""
+    out: dict[str, Any] = {"v": st.version}
+    for name in _FIELDS:
+        out[name] = _encode_field(name, getattr(st, name))
     return out
-
-
-def _owned(name: str, attr: str,
-           cls: type[FeedRing] | type[DmRollup] | type[HopLog]) -> StateField:
-    """A field whose object says its own state (``state()`` / ``from_state()``)."""
-    return StateField(name, attr, lambda x: encode(x.state()),
-                      lambda v: cls.from_state(decode(v)))
-
-
-STATE: tuple[StateField, ...] = (
-    # parameters (a replay builds its model from the header, then restores these)
-    StateField("space", "space"),
-    StateField("feed_cap", "feed_cap"),
-    StateField("ttl_ms", "ttl_ms"),
-    StateField("burst_ms", "burst_ms"),
-    StateField("version", "version"),
-    # feed
-    _owned("feed", "_ring", FeedRing),
-    StateField("bursts", "_bursts", _encode_bursts, _decode_bursts),
-    # roster, and its order as last sorted (heartbeat rewrites do not re-sort)
-    StateField("peers", "_peers"),
-    StateField("names", "_names"),
-    StateField("roster_changed", "_roster_changed"),
-    StateField("agent_ids", "_agent_ids"),
-    StateField("endpoint_ids", "_endpoint_ids"),
-    StateField("peer_ids", "_peer_ids"),
-    StateField("spans", "_spans"),
-    StateField("watch_last", "_watch_last"),
-    StateField("initial_load", "_initial_load"),
-    # channels
-    StateField("registry", "_registry"),
-    StateField("defaults", "_defaults"),
-    StateField("retained", "_retained"),
-    StateField("arrivals", "_arrivals"),
-    StateField("arrivals_at_poll", "_arrivals_at_poll"),
-    StateField("chan_last", "_chan_last"),
-    # traffic
-    _owned("dms", "_dms", DmRollup),
-    _owned("topology", "_topology", HopLog),
-    # rates
-    StateField("buckets", "_buckets"),
-    StateField("bucket_start", "_bucket_start"),
-    StateField("recent", "_recent"),
-    StateField("rate_origin", "_rate_origin"),
-    StateField("total", "_total"),
-    # rejections, membership, managers, connection
-    StateField("rejections", "_rejections"),
-    StateField("cuts", "_cuts"),
-    StateField("membership_members", "_membership_members"),
-    StateField("membership_feed_at", "_membership_feed_at"),
-    StateField("membership_read", "_membership_read"),
-    StateField("membership_unreadable", "_membership_unreadable"),
-    StateField("managers", "_managers"),
-    StateField("status", "_status"),
-    # workflow runs as the managers last reported them (meshview/model/runs_state.py)
-    StateField("runs", "_runs"),
-)
-
-# the last sort's rows and the kept order: a fresh model's (which sorts everything) until it
-# sorts again
-_DERIVED = ("_sort_keys", "_sorted", "_resort", "_live_seen",
-            "_live_floor", "_offline", "_chan_info", "_chan_names", "_chan_dirty",
-            "_chan_tuple", "_labels")
-
-# Version 1 checkpoints were ``vars(model)``: the attributes the model had then (plus ``dirty``,
-# which restoring always sets), each in the tagged encoding. Written out, not derived from
-# STATE: renaming an attribute must not change what an old checkpoint means; map it here.
-_V1_ATTRS = frozenset({
-    "space", "feed_cap", "ttl_ms", "burst_ms", "version", "_ring", "_bursts", "_peers",
-    "_roster_changed", "_agents", "_endpoints", "_agent_ids", "_endpoint_ids", "_peer_ids",
-    "_spans", "_names", "_watch_last", "_initial_load", "_registry", "_defaults", "_retained",
-    "_arrivals", "_arrivals_at_poll", "_chan_last", "_dms", "_topology", "_buckets",
-    "_bucket_start", "_recent", "_rate_origin", "_total", "_rejections", "_membership_members",
-    "_membership_feed_at", "_membership_read", "_membership_unreadable", "_managers", "_status",
-})
 
 
 def checkpoint(model: MeshModel) -> dict[str, Any]:
-    """The model's state in the current schema (``"v"`` and one entry per :data:`STATE` field)."""
-    out: dict[str, Any] = {"v": STATE_VERSION}
-    for f in STATE:
-        out[f.name] = f.encode(getattr(model, f.attr))
-    return out
+    """The model's state in the current schema (``"v"`` and one entry per ModelState field)."""
+    return encode_state(model.state())
+
+
+# Version 2 checkpoints: each entry, by its name there, and where it lives in ModelState (a part
+# and its field, or a field). Written out: renaming a field of ModelState must not change what
+# an old checkpoint means; map it here.
+V2_FIELDS: dict[str, tuple[str, ...]] = {
+    "space": ("space",), "feed_cap": ("feed_cap",), "ttl_ms": ("ttl_ms",),
+    "burst_ms": ("burst_ms",), "version": ("changes",), "feed": ("feed",),
+    "bursts": ("bursts",),
+    **{k: ("roster", k) for k in ("peers", "names", "agent_ids", "endpoint_ids", "peer_ids",
+                                  "spans", "watch_last", "initial_load")},
+    "roster_changed": ("roster", "changed"),
+    **{k: ("channels", k) for k in ("registry", "defaults", "retained", "arrivals",
+                                    "arrivals_at_poll")},
+    "chan_last": ("channels", "last"),
+    "dms": ("dms",), "topology": ("topology",),
+    **{k: ("rates", k) for k in ("buckets", "bucket_start", "recent", "total")},
+    "rate_origin": ("rates", "origin"),
+    "rejections": ("rejections",), "cuts": ("cuts",),
+    "membership_members": ("membership", "members"),
+    "membership_feed_at": ("membership", "feed_at"),
+    "membership_read": ("membership", "read"),
+    "membership_unreadable": ("membership", "unreadable"),
+    "managers": ("managers",), "status": ("status",), "runs": ("runs",),
+}
+
+# Version 1 checkpoints were ``vars(model)``: the attributes the model had then (plus ``dirty``,
+# which restoring always sets), each in the tagged encoding; by each, the version 2 entry it
+# is (None: derived from the rest, not read).
+V1_FIELDS: dict[str, str | None] = {
+    "space": "space", "feed_cap": "feed_cap", "ttl_ms": "ttl_ms", "burst_ms": "burst_ms",
+    "version": "version", "_ring": "feed", "_bursts": "bursts", "_peers": "peers",
+    "_roster_changed": "roster_changed", "_agents": None, "_endpoints": None,
+    "_agent_ids": "agent_ids", "_endpoint_ids": "endpoint_ids", "_peer_ids": "peer_ids",
+    "_spans": "spans", "_names": "names", "_watch_last": "watch_last",
+    "_initial_load": "initial_load", "_registry": "registry", "_defaults": "defaults",
+    "_retained": "retained", "_arrivals": "arrivals", "_arrivals_at_poll": "arrivals_at_poll",
+    "_chan_last": "chan_last", "_dms": "dms", "_topology": "topology", "_buckets": "buckets",
+    "_bucket_start": "bucket_start", "_recent": "recent", "_rate_origin": "rate_origin",
+    "_total": "total", "_rejections": "rejections",
+    "_membership_members": "membership_members", "_membership_feed_at": "membership_feed_at",
+    "_membership_read": "membership_read", "_membership_unreadable": "membership_unreadable",
+    "_managers": "managers", "_status": "status",
+}
+
+
+def _v1_value(name: str, x: Any) -> Any:
+    """A version 1 attribute's value as version 2 held it (objects by their ``state()``)."""
+    if name in ("feed", "dms", "topology"):
+        return x.state()
+    if name == "bursts":
+        return list(x.values())
+    return x
+
+
+def _read_old(state: dict[str, Any], v: int) -> dict[tuple[str, ...], Any]:
+    """A version 1 or 2 checkpoint's entries by where they live in ModelState, decoded."""
+    named: dict[str, Any]
+    if v == 1:
+        named = {}
+        for k, x in state.items():
+            name = V1_FIELDS.get(k)
+            if name is not None:
+                named[name] = _v1_value(name, decode(x))
+    else:
+        named = {k: [Burst(**decode(b)) for b in x] if k == "bursts" else decode(x)
+                 for k, x in state.items() if k in V2_FIELDS}
+    return {V2_FIELDS[k]: x for k, x in named.items()}
+
+
+def read_state(state: dict[str, Any], base: ModelState) -> ModelState:
+    """A checkpoint of any schema as a :class:`ModelState`; what it lacks (an older model)
+    is ``base``'s (a fresh model's)."""
+    v = state.get("v", 1)
+    if type(v) is not int or not 1 <= v <= STATE_VERSION:
+        raise ValueError(f"a checkpoint in state schema {v!r} (this reads 1 to {STATE_VERSION})")
+    found: dict[tuple[str, ...], Any]
+    if v == STATE_VERSION:
+        found = {(k,): _decode_field(k, state[k]) for k in _FIELDS if k in state}
+    else:
+        found = _read_old(state, v)
+    top: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for path, x in found.items():
+        if len(path) == 1:
+            top[path[0]] = x
+        else:
+            parts.setdefault(path[0], {})[path[1]] = x
+    for part, changes in parts.items():
+        top[part] = dataclasses.replace(top.get(part, getattr(base, part)), **changes)
+    return dataclasses.replace(base, **top, version=STATE_VERSION)
 
 
 def restore(model: MeshModel, state: dict[str, Any]) -> None:
     """Put ``state`` (from :func:`checkpoint`, any version) into ``model`` in place. Fields the
     checkpoint lacks (an older model) keep a fresh model's defaults. ``version`` only grows, so
     a console holding the model sees the change. The input tap and the clock stay as they are."""
-    v = state.get("v", 1)
-    if type(v) is not int or not 1 <= v <= STATE_VERSION:
-        raise ValueError(f"a checkpoint in state schema {v!r} (this reads 1 to {STATE_VERSION})")
-    prev_version = model.version
     fresh = MeshModel(model.space, clock=model.clock, feed_cap=model.feed_cap,
-                      ttl_ms=model.ttl_ms, burst_ms=model.burst_ms,
-                      record_events=model.record_events)
-    for attr in (*(f.attr for f in STATE), *_DERIVED):
-        setattr(model, attr, getattr(fresh, attr))
-    if v == 1:
-        _restore_v1(model, state)
-    else:
-        for f in STATE:
-            if f.name in state:
-                setattr(model, f.attr, f.decode(state[f.name]))
-    model.version = max(prev_version, model.version) + 1
-    model.dirty = True
-    model._snap = None
-    model._runs_snap = None
-    model._events.clear()
-
-
-def _restore_v1(model: MeshModel, state: dict[str, Any]) -> None:
-    """A version 1 checkpoint: the model's attributes by their names of then."""
-    for k, x in state.items():
-        if k in _V1_ATTRS:
-            setattr(model, k, decode(x))
+                      ttl_ms=model.ttl_ms, burst_ms=model.burst_ms)
+    model.restore(read_state(state, fresh.state()))

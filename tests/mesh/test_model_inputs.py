@@ -158,15 +158,10 @@ _ASSIGNS_METHOD = re.compile(
 
 
 def test_no_module_outside_the_model_rebinds_a_model_method():
-    from meshview.record.statecodec import _V1_ATTRS, STATE
-
-    # restoring a checkpoint sets the state schema's attributes: never a method
-    assert not [a for a in {f.attr for f in STATE} | _V1_ATTRS
-                if callable(getattr(MeshModel, a, None))]
+    # restoring a checkpoint goes through MeshModel.restore (a declared ModelState): the state
+    # codec sets no attribute of the model, so it is scanned like every other module
     offenders = []
     for path in sorted((ROOT / "meshview").rglob("*.py")):
-        if path.name == "model.py" or path.name == "statecodec.py":
-            continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if _ASSIGNS_METHOD.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")

@@ -65,7 +65,7 @@ async def test_big_backlog_is_applied_in_slices_in_order(broker, nc, space):
         await t
         texts = [e.text for e in model.snapshot().feed if e.kind == "channel"]
         assert texts == [f"m{i}" for i in range(n)]  # in order, nothing lost
-        assert model._total >= n
+        assert model.total >= n
         assert obs.slices - slices0 >= 3  # a 6000-frame backlog does not fit one 1 ms slice
         assert loop_turns >= 2  # and the loop ran other work between slices
         st = model.snapshot().status

@@ -4,15 +4,24 @@ the same roster, NEEDS-YOU and feed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from meshview.model.mesh import MeshModel
-from meshview.record.replay import Replay, load_recording
 from meshview.model.snapshot import Condition, PresenceRecord
-from meshview.record.statecodec import _V1_ATTRS, STATE, STATE_VERSION, checkpoint, restore
+from meshview.model.state import ModelState
+from meshview.record.replay import Replay, load_recording
+from meshview.record.statecodec import (
+    STATE_VERSION,
+    V1_FIELDS,
+    checkpoint,
+    encode_state,
+    read_state,
+    restore,
+)
 from meshview.wire import ChannelConfig
 from meshview.wire.decode import Applied
 
@@ -56,7 +65,7 @@ def test_a_checkpoint_names_its_schema_not_the_models_attributes():
     m = _busy_model(c)
     state = json.loads(json.dumps(checkpoint(m)))
     assert state["v"] == STATE_VERSION
-    assert set(state) == {"v"} | {f.name for f in STATE}
+    assert set(state) == {"v"} | {f.name for f in dataclasses.fields(ModelState)} - {"version"}
     assert not [k for k in state if k.startswith("_")]
     assert "FeedRing" not in json.dumps(state) and "DmRollup" not in json.dumps(state)
     other = MeshModel("main", clock=c, feed_cap=8)
@@ -83,6 +92,17 @@ def test_a_checkpoint_names_its_schema_not_the_models_attributes():
     assert checkpoint(other)["feed"] == checkpoint(m)["feed"]
 
 
+def test_the_declared_state_survives_its_json_whole():
+    """ModelState through the checkpoint's JSON and back is the same value, field by field."""
+    c = Clock()
+    m = _busy_model(c)
+    st = m.state()
+    back = read_state(json.loads(json.dumps(encode_state(st))), MeshModel("main").state())
+    for f in dataclasses.fields(ModelState):
+        assert getattr(back, f.name) == getattr(st, f.name), f.name
+    assert back.bursts and back.roster.peers and back.rates.total == 13  # 12 rows and a DM
+
+
 def test_a_checkpoint_from_a_newer_schema_is_refused():
     with pytest.raises(ValueError):
         restore(MeshModel("main"), {"v": STATE_VERSION + 1})
@@ -94,7 +114,7 @@ def test_a_format_1_recording_replays():
     rec = load_recording(str(FIXTURE))
     assert rec.header["version"] == 1 and rec.damage is None
     assert all("v" not in state and "_ring" in state for _, _, state in rec.checkpoints)
-    assert set(rec.checkpoints[0][2]) - {"dirty"} == _V1_ATTRS  # every attribute it had is read
+    assert set(rec.checkpoints[0][2]) - {"dirty"} == set(V1_FIELDS)  # every attribute it had is known
     assert len(rec.checkpoints) == 3 and rec.seats == ["ada"]
     replay = Replay(rec)
 
@@ -138,3 +158,38 @@ def test_a_format_1_recording_replays():
     replay.seek(replay.end)
     again = replay.model.snapshot()
     assert tuple(again.feed) == tuple(end.feed) and again.agents == end.agents
+
+
+FIXTURE_V2 = FIXTURE.parents[1] / "recording-v2-premove"
+
+
+def _summary():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("recording_v2_summary",
+                                                  FIXTURE_V2 / "summary.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.summary
+
+
+def test_a_schema_2_recording_replays_to_what_the_live_model_showed():
+    """tests/fixtures/recording-v2-premove/team.jsonl.gz: made by the recorder of before issue 36 (state
+    schema 2, classes named by their modules of before the folders; make_recording.py beside
+    it says how). Seeking to each moment the generator looked at, forwards and back, shows the
+    roster, feed, DMs, channels and runs its live model showed then (expected.json)."""
+    summary = _summary()
+    expected = json.loads((FIXTURE_V2 / "expected.json").read_text())
+    rec = load_recording(str(FIXTURE_V2 / "team.jsonl.gz"))
+    assert rec.header["version"] == 2 and rec.damage is None
+    assert [state["v"] for _, _, state in rec.checkpoints] == [2] * 5
+    assert "meshview.snapshot:FeedEntry" in json.dumps(rec.checkpoints[-1][2])  # pre-move names
+    assert rec.checkpoints[1][2]["bursts"]  # a DM burst open across the 5 s checkpoint
+    replay = Replay(rec)
+    moments = sorted(expected, key=float)
+    # forwards from the first checkpoint by its inputs, then back: each seek back restores the
+    # nearest checkpoint before it
+    for t in (*moments, *reversed(moments)):
+        replay.seek(rec.start + float(t))
+        assert summary(replay.model.snapshot(), replay.model.runs_view()) == expected[t], t
