@@ -6,7 +6,6 @@ SIGKILL at once); ``input`` types text into its pty."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -15,6 +14,7 @@ import time
 from typing import Any
 
 from attach.session.host import PtySeat, _default_env
+from meshview.errors import swallowing
 from meshview.wire.endpoint import ParsedRequest
 from meshview.wire.outbound import PROTOCOL_VERSION, mint_lifecycle_uid
 
@@ -70,7 +70,7 @@ class SeatFamily(GoalFamily, AuthzFamily):
             seat.joined_at = None  # retried on the next output
             return
         if seat.spec.prompt:  # the initial prompt, typed once the program is up
-            with contextlib.suppress(Exception):
+            with swallowing("demo.manager.seats"):  # best effort: the stand-in manager never dies of a side effect
                 await seat.pty.write(seat.spec.prompt.encode("utf-8", "replace") + b"\r")
         goal = seat.goal
         if goal is not None and not goal.settled:

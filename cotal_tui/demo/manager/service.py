@@ -5,7 +5,6 @@ drain with ``manager-restart``, seats stop, registry ``exited`` then removed) an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import shutil
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 from attach.control.endpoint import publish_closure
 from cotal_tui.demo.personas import measure_connectors
+from meshview.errors import swallowing
 from meshview.wire.endpoint import ANY_GENERATION, MANAGER, ParsedRequest, serve_filter
 
 from cotal_tui.demo.manager.catalog import CatalogFamily
@@ -98,7 +98,7 @@ class DemoManager(DispatchFamily, RegistryFamily, SpawnFamily, RowFamily, Sessio
             await seat.pty.stop()
         for seat in self.seats.values():
             await self._offline(seat)
-        with contextlib.suppress(Exception):
+        with swallowing("demo.manager.service"):  # best effort: the stand-in manager never dies of a side effect
             await self._exit_registry(deregister)
         try:
             await self._kv["manager"].delete(f"lease.{self.instance_id}")
