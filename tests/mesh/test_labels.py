@@ -110,3 +110,23 @@ def test_a_restored_checkpoint_shows_the_same_labels():
     other, _ = _model()
     restore(other, checkpoint(m))
     assert {p: other.snapshot().name_of(p) for p in want} == want
+
+
+def test_a_stranded_seat_is_keyed_by_its_principal_not_by_a_namesake():
+    """A live peer that borrows a stuck seat's name neither hides the seat's row nor takes its
+    label: the seat (ps: running, no presence) still shows, and the two read apart."""
+    m, t = _model()
+    _join(m, "local.mallory", "finn", T0, status="idle")
+    assert m.apply_stranded_seat("local.finn", "uid-1", "finn\u200b", received=T0)
+    peers = {p.id: p for p in m.snapshot().agents}
+    assert peers["local.finn"].status == "offline"
+    assert peers["local.finn"].offline_reason == "seat-no-presence"
+    assert peers["local.mallory"].status != "offline"
+    lab = m.snapshot().labels
+    assert lab.label("local.finn") != lab.label("local.mallory")
+    assert lab.ambiguous("local.finn") and lab.ambiguous("local.mallory")
+    # the namesake going live again changes nothing; the seat's own presence does
+    assert not m.apply_stranded_seat("local.finn", "uid-1", "finn", received=T0 + 1)
+    _join(m, "local.finn", "finn", T0 + 2, status="working")
+    assert not m.apply_stranded_seat("local.finn", "uid-1", "finn", received=T0 + 3)
+    assert {p.id: p for p in m.snapshot().agents}["local.finn"].status == "working"
