@@ -73,13 +73,21 @@ class ArtifactPart(_Wire, tag_field="kind", tag="artifact", gc=False):
 
 class ExtensionPart(_Wire, gc=False):
     """A namespaced (reverse-DNS) part kind, kept in place so indexes line up. Only what a
-    registered renderer reads is kept (``events`` of an ``ag-ui.frame``); any other kind is
-    shown as a marker naming it (``meshview.wire.parts``)."""
+    registered renderer or the frame ledger reads is kept (an ``ag-ui.frame``'s envelope and
+    ``events``); any other kind is shown as a marker naming it (``meshview.wire.parts``)."""
 
     kind: str
     events: Any = None
     #: events the reader did not keep (past ``meshview.wire.bounds``' per-frame bounds)
     dropped: int = 0
+    # An ``ag-ui.frame``'s envelope (events.md §2.1), wire names; None when absent or not of
+    # its type. A frame recorded before these were kept reads with all five None: ``seq``
+    # unknown, so no gap is ever claimed for it.
+    protocol: str | None = None
+    threadId: str | None = None
+    runId: str | None = None
+    epoch: str | None = None
+    seq: int | None = None
 
 
 class BrokenPart(_Wire, gc=False):
