@@ -1,4 +1,5 @@
-"""The §13.6 terminal-session profile carried inside rail data frames.
+"""Frame constants: the ``ag-ui.frame`` envelope's pinned vocabulary, and the §13.6
+terminal-session profile carried inside rail data frames.
 
 caller→serving: ``ready`` / ``data`` (keystrokes) / ``resize``;
 serving→caller: ``data`` (pty output and snapshots) / ``drop`` / ``end``.
@@ -15,6 +16,16 @@ from typing import Any, TypeGuard
 
 from meshview.errors import MeshviewError
 
+# ---- ag-ui.frame envelope (events.md §2) ---------------------------------------------------------
+AGUI_PROTOCOL = "ag-ui/0.0.57"
+"""The AG-UI vocabulary version this console reads; another ``protocol`` renders flagged as skew."""
+FIRST_SEQ = 1
+"""A writer chain's ``(from.id, epoch, threadId)`` first frame seq; a chain first seen above it
+joined after its start (its prefix rolled off retention)."""
+MAX_SEQ = 2**53 - 1
+"""The largest seq a frame may carry (a JavaScript safe integer); past it the seq is unknown."""
+
+# ---- terminal-session profile --------------------------------------------------------------------
 MAX_B64_CHARS = 4 * 1024 * 1024
 REASON_RE = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 
