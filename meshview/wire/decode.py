@@ -18,6 +18,7 @@ from msgspec import UNSET, UnsetType
 
 from meshview.wire import bounds as B
 from meshview.wire.bounds import Cuts
+from meshview.wire.frames import MAX_SEQ
 from meshview.wire.messages import (
     DIGEST_RE,
     EXTENSION_KIND_RE,
@@ -138,7 +139,13 @@ class _WirePart(msgspec.Struct):
     mediaType: Any = UNSET
     digest: Any = UNSET
     size: Any = UNSET
-    events: Any = UNSET  # read for ``ag-ui.frame`` only (its renderer's input)
+    # read for ``ag-ui.frame`` only: its envelope (events.md §2.1) and events
+    events: Any = UNSET
+    protocol: Any = None
+    threadId: Any = None
+    runId: Any = None
+    epoch: Any = None
+    seq: Any = None
 
 
 class _WireMessage(msgspec.Struct):
@@ -270,8 +277,10 @@ def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
                                     cuts.str("artifact", p.mediaType, B.ARTIFACT_BYTES),
                                     p.digest, p.size))
         elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
-            if k == AGUI_FRAME_KIND and p.events is not UNSET:
-                out.append(bound_frame(p.events, cuts))
+            if k == AGUI_FRAME_KIND:
+                out.append(bound_frame(None if p.events is UNSET else p.events, cuts,
+                                       protocol=p.protocol, threadId=p.threadId,
+                                       runId=p.runId, epoch=p.epoch, seq=p.seq))
             else:
                 out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
         else:
@@ -301,25 +310,47 @@ _AGUI_IDS = (("messageId", B.ID_BYTES), ("toolCallId", B.ID_BYTES), ("runId", B.
              ("type", B.KIND_BYTES), ("code", B.KIND_BYTES), ("name", B.KIND_BYTES),
              ("toolCallName", B.KIND_BYTES))
 _AGUI_PAYLOAD = ("delta", "message", "content")
+_AGUI_READ = frozenset(f for f, _ in _AGUI_IDS) | set(_AGUI_PAYLOAD) | {"outcome"}
+#: the JSON punctuation around one kept key/value pair (quotes, colon, comma), over-counted
+_PAIR = 8
 
 
-def bound_frame(events: Any, cuts: Cuts) -> ExtensionPart:
-    """An ``ag-ui.frame`` part as kept: at most :data:`~meshview.wire.bounds.AGUI_EVENTS_MAX`
-    events within the frame's :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES` (JSON-encoded).
-    An event that fits is kept whole (``--json`` shows it as sent); one that does not is
-    reduced to the fields its renderer reads, its payload strings cut to what is left; the
-    events past a bound are counted in ``dropped``. One pass over the frame (linear)."""
+#: an envelope id no longer than this many code points fits ``ID_BYTES`` (4 bytes each at most)
+_SHORT_ID = B.ID_BYTES >> 2
+
+
+def _envelope_id(v: Any, field: str, cuts: Cuts) -> str | None:
+    """A frame's ``protocol``/``threadId``/``runId``/``epoch``: a string, bounded; else None."""
+    return cuts.str(field, v, B.ID_BYTES) if type(v) is str else None
+
+
+def bound_frame(events: Any, cuts: Cuts, *, protocol: Any = None, threadId: Any = None,
+                runId: Any = None, epoch: Any = None, seq: Any = None) -> ExtensionPart:
+    """An ``ag-ui.frame`` part as kept: its envelope (ids bounded by ``ID_BYTES``, each None
+    unless a string; ``seq`` None unless an integer in ``0..MAX_SEQ``, a bool is not one) and at
+    most :data:`~meshview.wire.bounds.AGUI_EVENTS_MAX` events within the frame's
+    :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES` (JSON-encoded). An event that fits is kept
+    whole (``--json`` shows it as sent); one that does not keeps the fields its renderer reads
+    first, then every other key, in order, while it fits (a string cut, anything else dropped);
+    the events past a bound are counted in ``dropped``. One pass over the frame (linear)."""
+    env = (protocol, threadId, runId, epoch,
+           seq if type(seq) is int and 0 <= seq <= MAX_SEQ else None)
+    if not (type(protocol) is str and type(threadId) is str and type(runId) is str
+            and type(epoch) is str and len(protocol) <= _SHORT_ID and len(threadId) <= _SHORT_ID
+            and len(runId) <= _SHORT_ID and len(epoch) <= _SHORT_ID):  # (the common case: all fit)
+        env = (_envelope_id(protocol, "protocol", cuts), _envelope_id(threadId, "threadId", cuts),
+               _envelope_id(runId, "runId", cuts), _envelope_id(epoch, "epoch", cuts), env[4])
     if not isinstance(events, list):
         if events is not None:
             cuts.names.append("events")
-        return ExtensionPart(AGUI_FRAME_KIND, None)
+        return ExtensionPart(AGUI_FRAME_KIND, None, 0, *env)
     budget = B.AGUI_FRAME_BYTES
     kept: list[Any] = []
     encode = msgspec.json.encode
     for i, e in enumerate(events):
         if i >= B.AGUI_EVENTS_MAX or budget <= 0:
             cuts.names.append("events")
-            return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i)
+            return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i, *env)
         try:
             size = len(encode(e)) + 1  # (and the comma before the next)
         except (TypeError, ValueError, OverflowError, RecursionError):
@@ -329,15 +360,23 @@ def bound_frame(events: Any, cuts: Cuts) -> ExtensionPart:
             e = _reduced_event(e, cuts, budget) if type(e) is dict else None
             size = len(encode(e)) + 1
             if size > budget:  # not even its ids fit: the frame ends here
-                return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i)
+                return ExtensionPart(AGUI_FRAME_KIND, kept, len(events) - i, *env)
         kept.append(e)  # a non-object reduced to null: the renderer names it unrecognised
         budget -= size
-    return ExtensionPart(AGUI_FRAME_KIND, kept)
+    return ExtensionPart(AGUI_FRAME_KIND, kept, 0, *env)
+
+
+def _utf8_len(v: str) -> int:
+    return len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
 
 
 def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
-    """The fields of ``e`` the ``ag-ui.frame`` renderer reads, ids and names bounded each,
-    payload strings within ``budget`` bytes together."""
+    """An event too big for what is left of its frame's ``budget``: the fields the
+    ``ag-ui.frame`` renderer reads first (ids and names bounded each, payload strings within
+    the budget together), then every other key (``cotal``, ``timestamp``, ``role``, ...) within
+    half of what is left: a string cut to fit, any other value kept whole or dropped (noted in
+    ``cuts``). Keys keep their wire order. Each value is measured once (linear)."""
+    total = budget
     ev: dict[str, Any] = {}
     for f, limit in _AGUI_IDS:
         v = e.get(f)
@@ -346,13 +385,49 @@ def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
     o = e.get("outcome")
     if type(o) is dict and type(o.get("type")) is str:
         ev["outcome"] = {"type": cuts.str("events", o["type"], B.KIND_BYTES)}
-    budget -= len(msgspec.json.encode(ev)) + 32  # (the payload keys and quotes)
+    encode = msgspec.json.encode
+    budget -= len(encode(ev)) + 32  # (the payload keys and quotes)
     for f in _AGUI_PAYLOAD:
         v = e.get(f)
         if type(v) is str:
             v = cuts.str("events", v, max(budget, 0))
-            budget -= len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+            budget -= _utf8_len(v)
             ev[f] = v
+    core = dict(ev)  # what the renderer needs, should the rest not fit after all
+    # the rest share half of what is left: one huge key never starves the events after it
+    spare = budget - budget // 2
+    budget //= 2
+    for k, v in e.items():
+        if k in _AGUI_READ and k != "outcome":
+            continue
+        try:
+            size = len(encode(k)) + _PAIR
+            if k == "outcome":  # the whole outcome, when it fits beside its type
+                size += len(encode(v))
+                if size <= budget:
+                    ev[k] = v
+                    budget -= size
+                continue
+            if type(v) is str:
+                room = budget - size
+                if room <= 0:
+                    raise OverflowError
+                cut = cuts.str("events", v, room)
+                ev[k] = cut
+                budget -= size + _utf8_len(cut)
+                continue
+            size += len(encode(v))
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            size = budget + 1
+        if size > budget:
+            cuts.names.append("events")
+            continue
+        ev[k] = v
+        budget -= size
+    ev = {k: ev[k] for k in e if k in ev}  # the wire's key order
+    if len(ev) > len(core) and len(encode(ev)) >= total - spare:  # escapes outgrew the estimate
+        cuts.names.append("events")
+        return core
     return ev
 
 

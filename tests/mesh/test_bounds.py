@@ -82,7 +82,10 @@ async def test_hostile_names_roles_ids_and_frames_are_kept_bounded_and_counted(b
         (part,) = f.parts
         assert len(part.events) <= B.AGUI_EVENTS_MAX and part.dropped > 0
         assert len(msgspec.json.encode(part.events)) <= B.AGUI_FRAME_BYTES
-        assert part.events[0] == {"type": "CUSTOM", "name": "x"}  # reduced: no value
+        # reduced: what the renderer reads whole, the unknown key cut within half the budget
+        first = part.events[0]
+        assert first["type"] == "CUSTOM" and first["name"] == "x"
+        assert first["value"].endswith("v…") and nbytes(first["value"]) <= B.AGUI_FRAME_BYTES // 2
         assert part.events[2]["junk"] == "jjjjj"  # events that fit are kept whole
         assert f.text.startswith("• custom x\n» δδδ")
         assert f.text.endswith(f"• {part.dropped} more events not shown")

@@ -55,7 +55,8 @@ def test_agui_frame_folds_into_readable_lines():
         {"type": "RUN_ERROR", "code": "E42", "message": "boom"},
     )
     got = decode([run])
-    assert got.message.parts[0] == ExtensionPart("ag-ui.frame", run["events"])
+    assert got.message.parts[0] == ExtensionPart("ag-ui.frame", run["events"], 0, "ag-ui/0.0.57",
+                                                 "t", "r", "e", 1)  # the envelope kept whole
     assert parts_to_text(got.message.parts).split("\n") == [
         "▸ run r1 started",
         "» Looking at the tests.",
