@@ -13,11 +13,13 @@ sanitize it before it reaches a terminal.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
+from meshview.wire.frames import AGUI_PROTOCOL
 from meshview.wire.messages import (
     ArtifactPart,
     BrokenPart,
@@ -29,7 +31,9 @@ from meshview.wire.messages import (
 
 AGUI_FRAME_KIND = "ag-ui.frame"
 EMPTY_DATA = "[empty data part]"
-AGUI_EVENT_CAP = 10_000  # a frame is rendered up to this many events, the rest are counted
+#: ours, not upstream's (which folds every event): a frame is rendered up to this many events,
+#: the rest are counted in one ``• N more events not shown`` line
+AGUI_EVENT_CAP = 10_000
 
 
 def unrenderable(kind: str) -> str:
@@ -84,7 +88,9 @@ def parts_to_text(parts: Sequence[Part]) -> str:
 # One frame carries a run's events (AG-UI vocabulary). Deltas accumulate per message / tool-call
 # id so a sentence is one line, not a column; a stream that ended without its END is flushed and
 # marked `` …``; an event type this build does not know is named, never skipped. Every line
-# starts with a glyph, and payload never starts a line (continuations get ``  · ``).
+# starts with a glyph, and payload never starts a line (continuations get ``  · ``): see
+# :func:`line_start_safe`. A fallback (``?``, ``(no message)``...) stands in only for a field
+# that is absent or not a string; an empty string renders empty, as upstream's.
 
 _CONT = "  · "
 _SAY = "» "
@@ -95,6 +101,25 @@ _RESULT = "  ↳ "
 
 def _s(v: Any) -> str | None:
     return v if isinstance(v, str) else None
+
+
+def _or(v: Any, fallback: str) -> str:
+    """``v`` when it is a string (empty included), else ``fallback`` (upstream's ``??``)."""
+    return v if isinstance(v, str) else fallback
+
+
+_BLOCK_OPENER = re.compile(r" {0,3}(?:#|[-*+>|]|[0-9]+[.)])(?:\s|$)")
+#: what splits a payload into lines: ``\n`` (upstream's one break) and, ours, the other breaks a
+#: reader shows as one (CR for a Markdown consumer of ``--json``; NEL, LS, PS in the terminal,
+#: meshview.wire.sanitize): each line after one gets the continuation prefix too
+_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+
+
+def line_start_safe(line: str) -> bool:
+    """A line the fold may emit: one that cannot open a Markdown block (ATX heading, list item,
+    blockquote, table row within three leading spaces, or a four-space indented code block);
+    upstream's ``LINE_START_SAFE`` (core ``agui-render.ts``). Every fold line passes it."""
+    return _BLOCK_OPENER.match(line) is None and not line.startswith("    ")
 
 
 class _Fold:
@@ -109,7 +134,10 @@ class _Fold:
         self.tool_args: dict[str, list[str]] = {}
 
     def emit(self, first: str, cont: str, body: str) -> None:
-        rows = body.split("\n")
+        if _BREAK.search(body) is None:
+            self.lines.append(first + body)
+            return
+        rows = _BREAK.split(body)
         self.lines.append(first + rows[0])
         self.lines.extend(cont + r for r in rows[1:])
 
@@ -126,16 +154,16 @@ class _Fold:
         tid = _s(get("toolCallId")) or ""
         delta = _s(get("delta")) or ""
         if kind == "RUN_STARTED":
-            self.emit("▸ ", _CONT, f"run {_s(get('runId')) or '?'} started")
+            self.emit("▸ ", _CONT, f"run {_or(get('runId'), '?')} started")
         elif kind == "RUN_FINISHED":
             outcome = get("outcome")
             how = _s(outcome.get("type")) if isinstance(outcome, dict) else None
-            self.emit("◂ ", _CONT, f"run {_s(get('runId')) or '?'} finished"
+            self.emit("◂ ", _CONT, f"run {_or(get('runId'), '?')} finished"
                       + (f" ({how})" if how else ""))
         elif kind == "RUN_ERROR":
             code = _s(get("code"))
             self.emit("✗ ", _CONT, f"run error{f' [{code}]' if code else ''}: "
-                                   f"{_s(get('message')) or '(no message)'}")
+                                   f"{_or(get('message'), '(no message)')}")
         elif kind == "TEXT_MESSAGE_START":
             self.text[mid] = []
         elif kind == "TEXT_MESSAGE_CONTENT":
@@ -149,17 +177,18 @@ class _Fold:
         elif kind == "REASONING_MESSAGE_END":
             self.flush(self.thinking, mid, _THINK, _CONT)
         elif kind == "TOOL_CALL_START":
-            self.tool_name[tid] = _s(get("toolCallName")) or "?"
+            self.tool_name[tid] = _or(get("toolCallName"), "?")
             self.tool_args[tid] = []
         elif kind == "TOOL_CALL_ARGS":
             self.tool_args.setdefault(tid, []).append(delta)
         elif kind == "TOOL_CALL_END":
             args = "".join(self.tool_args.pop(tid, ()))
-            self.emit(_TOOL, _CONT, f"{self.tool_name.pop(tid, '') or '?'}({args})")
+            name = self.tool_name.pop(tid, None)
+            self.emit(_TOOL, _CONT, f"{'?' if name is None else name}({args})")
         elif kind == "TOOL_CALL_RESULT":
-            self.emit(_RESULT, _CONT, _s(get("content")) or "(no content)")
+            self.emit(_RESULT, _CONT, _or(get("content"), "(no content)"))
         elif kind == "CUSTOM":
-            self.emit("• ", _CONT, f"custom {_s(get('name')) or '(unnamed)'}")
+            self.emit("• ", _CONT, f"custom {_or(get('name'), '(unnamed)')}")
         else:
             self.emit("• ", _CONT, f"unrecognised event {_js(kind)}")
 
@@ -170,27 +199,39 @@ class _Fold:
             self.flush(self.thinking, key, _THINK, _CONT, " …")
         for key, name in list(self.tool_name.items()):
             args = "".join(self.tool_args.get(key, ()))
-            self.emit(_TOOL, _CONT, f"{name or '?'}({args}) …")
+            self.emit(_TOOL, _CONT, f"{name}({args}) …")
         self.tool_name.clear()
         return self.lines
 
 
+def skew_line(protocol: str) -> str:
+    """The line a frame built against another AG-UI vocabulary starts with (upstream's strict
+    parser would refuse it; this fold is tolerant, so it renders, flagged)."""
+    return f"• protocol skew: {protocol} (this console reads {AGUI_PROTOCOL})"
+
+
 def agui_frame_text(p: ExtensionPart) -> str:
-    """An ``ag-ui.frame`` part folded into readable lines (one string, ``\\n``-joined)."""
+    """An ``ag-ui.frame`` part folded into readable lines (one string, ``\\n``-joined), the
+    first naming a ``protocol`` other than :data:`~meshview.wire.frames.AGUI_PROTOCOL`."""
     if p.kind != AGUI_FRAME_KIND:
         return "[not an AG-UI frame]"
+    fold = _Fold()
+    protocol = p.protocol
+    if protocol is not None and protocol != AGUI_PROTOCOL:
+        fold.emit("• ", _CONT, skew_line(protocol)[2:])
     events = p.events
     if not isinstance(events, list) or not events:
-        return "[AG-UI frame carrying no events]"
-    fold = _Fold()
+        return "\n".join([*fold.lines, "[AG-UI frame carrying no events]"])
+    skew = len(fold.lines)
     for e in events[:AGUI_EVENT_CAP]:
         fold.event(e)
     lines = fold.finish()
     more = max(0, len(events) - AGUI_EVENT_CAP) + (p.dropped or 0)
     if more:
         lines.append(f"• {more} more events not shown")
-    if not lines:
-        return f"[AG-UI frame with {len(events) + (p.dropped or 0)} event(s) and nothing to show]"
+    if len(lines) == skew:
+        lines.append(f"[AG-UI frame with {len(events) + (p.dropped or 0)} event(s) "
+                     "and nothing to show]")
     return "\n".join(lines)
 
 

@@ -182,9 +182,12 @@ def is_principal_id(pid: str) -> bool:
 
 
 def is_event_channel(channel: str) -> bool:
-    """``events.<owner>.<actor>``: a per-principal event channel, recognised by its shape."""
+    """``events.<owner>.<actor>``: a per-principal event channel, recognised by its shape alone,
+    as upstream's ``isEventChannel``: exactly two ``[A-Za-z0-9_]+`` tokens after ``events.``, any
+    owner (``events.team.standup`` is one, a known collision upstream accepts). Who *sent* a
+    frame is still checked where it is surfaced (:func:`is_principal_id`)."""
     segs = channel.split(".") if isinstance(channel, str) else []
-    return (len(segs) == 3 and segs[0] == "events" and is_principal_owner(segs[1])
+    return (len(segs) == 3 and segs[0] == "events" and is_identity_token(segs[1])
             and is_identity_token(segs[2]))
 
 

@@ -110,11 +110,21 @@ def test_principal_owner_and_id():
 
 
 def test_event_channel_shape():
+    """Upstream's ``isEventChannel`` (events.md §1.1): two identity tokens after ``events.``,
+    any owner; a platform ``p_`` owner and ``events.team.backend`` are event channels too."""
     assert is_event_channel(f"events.{ALICE}")
     assert is_event_channel("events.local.devbot")
-    assert not is_event_channel("events.team.backend")
+    assert is_event_channel("events.team.backend")  # was chat before the parity fix
+    assert is_event_channel("events.p_" + "a" * 26 + ".bot")
+    assert is_event_channel("events.Team_1.x_2")
     assert not is_event_channel(f"events.{ALICE}.extra")
+    assert not is_event_channel("events.standup")
+    assert not is_event_channel("events.my-team.x")
+    assert not is_event_channel("events.a.b.c")
+    assert not is_event_channel("events..x")
+    assert not is_event_channel("events.a.")
     assert not is_event_channel(f"news.{ALICE}")
+    assert not is_event_channel("Events.local.devbot")
 
 
 @pytest.mark.parametrize("subject,reason", [
