@@ -43,6 +43,8 @@ from meshview.model.snapshot import (
 from meshview.observe.observer import Observer, ObserverOptions
 from meshview.model.runs_state import RunEvent
 from meshview.model.stalled import Stalled
+from meshview.wire.messages import ExtensionPart
+from meshview.wire.parts import AGUI_FRAME_KIND
 from meshview.wire.sanitize import elide_id
 from meshview.timefmt import age
 
@@ -198,9 +200,31 @@ class TextRenderer:
 
 def _parts(parts: Iterable[Any]) -> list[Any]:
     try:
-        return msgspec.to_builtins(list(parts))
+        return [json_frame(p) if type(p) is ExtensionPart and p.kind == AGUI_FRAME_KIND
+                else msgspec.to_builtins(p) for p in parts]
     except (TypeError, ValueError):
         return []
+
+
+def json_frame(p: ExtensionPart) -> dict[str, Any]:
+    """An ``ag-ui.frame`` part whole: its envelope (null when the frame did not carry a field,
+    or carried one of the wrong type) and its events as kept, unknown keys included;
+    ``dropped`` when the reader did not keep them all."""
+    o: dict[str, Any] = {"kind": p.kind, "protocol": p.protocol, "threadId": p.threadId,
+                         "runId": p.runId, "epoch": p.epoch, "seq": p.seq,
+                         "events": msgspec.to_builtins(p.events)}
+    if p.dropped:
+        o["dropped"] = p.dropped
+    return o
+
+
+def _chain(e: FeedEntry) -> list[Any] | None:
+    """``[from_id, epoch, threadId]``, the writer chain of the row's first frame whose ``seq``
+    is known (events.md §2.2), else None."""
+    for p in e.parts:
+        if type(p) is ExtensionPart and p.seq is not None:
+            return [e.from_id, p.epoch, p.threadId]
+    return None
 
 
 def _ms(v: Any) -> int | None:
@@ -245,6 +269,9 @@ def json_message(e: FeedEntry, labels: Labels = NO_LABELS) -> dict[str, Any]:
     o["historical"] = e.historical
     if e.event:
         o["event"] = True
+    chain = _chain(e) if e.parts else None
+    if chain is not None:
+        o["chain"] = chain
     # threading, as the envelope carries it (omitted when absent, like the wire)
     if e.reply_to is not None:
         o["replyTo"] = e.reply_to

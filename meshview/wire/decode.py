@@ -374,8 +374,9 @@ def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
     """An event too big for what is left of its frame's ``budget``: the fields the
     ``ag-ui.frame`` renderer reads first (ids and names bounded each, payload strings within
     the budget together), then every other key (``cotal``, ``timestamp``, ``role``, ...) within
-    half of what is left: a string cut to fit, any other value kept whole or dropped (noted in
-    ``cuts``). Keys keep their wire order. Each value is measured once (linear)."""
+    half of what is left: each kept whole while it fits, then the strings too long for that cut
+    into what is left, any other value dropped (noted in ``cuts``). Keys keep their wire order.
+    Each value is measured once (linear)."""
     total = budget
     ev: dict[str, Any] = {}
     for f, limit in _AGUI_IDS:
@@ -397,33 +398,29 @@ def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
     # the rest share half of what is left: one huge key never starves the events after it
     spare = budget - budget // 2
     budget //= 2
+    long: list[str] = []  # strings too long to keep whole: cut into what the rest leave
     for k, v in e.items():
         if k in _AGUI_READ and k != "outcome":
             continue
         try:
-            size = len(encode(k)) + _PAIR
-            if k == "outcome":  # the whole outcome, when it fits beside its type
-                size += len(encode(v))
-                if size <= budget:
-                    ev[k] = v
-                    budget -= size
-                continue
-            if type(v) is str:
-                room = budget - size
-                if room <= 0:
-                    raise OverflowError
-                cut = cuts.str("events", v, room)
-                ev[k] = cut
-                budget -= size + _utf8_len(cut)
-                continue
-            size += len(encode(v))
+            size = len(encode(k)) + _PAIR + len(encode(v))
         except (TypeError, ValueError, OverflowError, RecursionError):
             size = budget + 1
-        if size > budget:
+        if size <= budget:
+            ev[k] = v  # (an outcome that fits replaces its reduced type)
+            budget -= size
+        elif type(v) is str:
+            long.append(k)
+        else:  # (an outcome too big keeps its reduced type)
+            cuts.names.append("events")
+    for k in long:
+        room = budget - len(encode(k)) - _PAIR
+        if room < 16:
             cuts.names.append("events")
             continue
-        ev[k] = v
-        budget -= size
+        cut = cuts.str("events", e[k], room)
+        ev[k] = cut
+        budget -= len(encode(k)) + _PAIR + _utf8_len(cut)
     ev = {k: ev[k] for k in e if k in ev}  # the wire's key order
     if len(ev) > len(core) and len(encode(ev)) >= total - spare:  # escapes outgrew the estimate
         cuts.names.append("events")
