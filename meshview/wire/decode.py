@@ -402,10 +402,13 @@ def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
     for k, v in e.items():
         if k in _AGUI_READ and k != "outcome":
             continue
-        try:
-            size = len(encode(k)) + _PAIR + len(encode(v))
-        except (TypeError, ValueError, OverflowError, RecursionError):
+        if len(k) > budget or (type(v) is str and len(v) > budget):  # (no need to measure)
             size = budget + 1
+        else:
+            try:
+                size = len(encode(k)) + _PAIR + len(encode(v))
+            except (TypeError, ValueError, OverflowError, RecursionError):
+                size = budget + 1
         if size <= budget:
             ev[k] = v  # (an outcome that fits replaces its reduced type)
             budget -= size
@@ -414,7 +417,7 @@ def _reduced_event(e: dict, cuts: Cuts, budget: int) -> dict[str, Any]:
         else:  # (an outcome too big keeps its reduced type)
             cuts.names.append("events")
     for k in long:
-        room = budget - len(encode(k)) - _PAIR
+        room = budget - (len(encode(k)) if len(k) <= budget else budget) - _PAIR
         if room < 16:
             cuts.names.append("events")
             continue

@@ -134,7 +134,7 @@ class _Fold:
         self.tool_args: dict[str, list[str]] = {}
 
     def emit(self, first: str, cont: str, body: str) -> None:
-        if _BREAK.search(body) is None:
+        if body.isprintable() or _BREAK.search(body) is None:  # (C scans: most bodies)
             self.lines.append(first + body)
             return
         rows = _BREAK.split(body)
