@@ -651,6 +651,11 @@ class FrameLedger:
         a = self._agents.get(sender)
         return [] if a is None else [r.view() for r in reversed(a.runs.values())]
 
+    def chains(self, sender: str) -> int:
+        """How many of ``sender``'s streams are tracked (at most ``max_chains``)."""
+        a = self._agents.get(sender)
+        return 0 if a is None else len(a.chains)
+
     def held(self) -> int:
         """Frames held until settle (0 once settled)."""
         return sum(len(v) for v in self._held.values())
