@@ -115,7 +115,9 @@ def frame_of(applied: Applied, at: float | None = None) -> FrameIn | None:
 
 
 class Note(msgspec.Struct, frozen=True, gc=False):
-    """One ordering notice (events.md §4.3). ``agent`` is None for ``backfill-failed``."""
+    """One ordering notice (events.md §4.3). ``agent`` is None for ``backfill-failed``; a
+    ``prefix-incomplete`` names the chain's baseline as ``got``; a ``gap`` or ``boundary-hole``
+    names the seq ``expected``, the one that came (``got``) and how many are ``missing``."""
 
     type: NoteType
     agent: str | None = None
@@ -236,7 +238,7 @@ class _Run:
         self.outcome: Outcome = "open"
         self.tools = 0
         self.turn_source: str | None = None
-        self.frames: deque[FrameIn] = deque()
+        self.frames: list[FrameIn] = []  # (keep_frames; a list: an empty deque weighs 600 B)
 
     def view(self) -> Run:
         return Run(self.run_id, self.first_at, self.started, self.ended, self.outcome,
@@ -520,7 +522,7 @@ class FrameLedger:
                 if acc is None:
                     acc = self._open_msg(a, mid)
                 if len(acc) < TEXT_CAP:
-                    acc = (acc + delta)[:TEXT_CAP]
+                    acc += delta[:TEXT_CAP - len(acc)]
                     a.msgs[mid] = acc
                 a.text, a.text_at = acc, at
             elif t == "TEXT_MESSAGE_START":
@@ -567,7 +569,7 @@ class FrameLedger:
             while a.kept > self.keep_frames:
                 for rid, r in a.runs.items():
                     if r.frames:
-                        r.frames.popleft()
+                        del r.frames[0]
                         a.kept -= 1
                         if not r.frames and r is not run:
                             del a.runs[rid]
@@ -701,7 +703,7 @@ class FrameLedger:
             for rv in st["runs"]:
                 r = a.runs[rv.run_id] = _Run(rv.run_id, rv.first_at)
                 r.started, r.ended, r.outcome = rv.started, rv.ended, rv.outcome
-                r.tools, r.turn_source, r.frames = rv.tools, rv.turn_source, deque(rv.frames)
+                r.tools, r.turn_source, r.frames = rv.tools, rv.turn_source, list(rv.frames)
                 a.kept += len(r.frames)
             a.open, a.tool, a.tool_at = st["open"], st["tool"], st["tool_at"]
             a.text, a.text_at = st["text"], st["text_at"]
