@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from msgspec.structs import replace as struct_replace
 
 from meshview.model.feedring import DUPLICATE, FeedRing
+from meshview.model.frames import FrameIn, FrameLedger
 from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
 from meshview.model.labels import Labels
 from meshview.model.originals import Ref, entry_ref, pick
@@ -193,6 +194,8 @@ class MeshModel(RunsReducer, RosterReducer):
 
         self._dms = DmRollup(dm_log_cap)
         self._topology = HopLog()
+        # every agent's event frames: ordering notes and activity facts (read-only for views)
+        self.frames = FrameLedger()
 
         # rates (meshview/model/rates.py); a delivery counts through the meter's own method
         self._rates = RateMeter()
@@ -304,6 +307,7 @@ class MeshModel(RunsReducer, RosterReducer):
             rejections=dict(self._rejections), cuts=dict(self._cuts),
             membership=MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable),
             managers=dict(self._managers), status=self._status, runs=self._runs.copy(),
+            frames=self.frames.state(),
         )
 
     def restore(self, st: ModelState) -> None:
@@ -333,6 +337,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._status = st.status
         self._runs = st.runs.copy()
         self._runs_snap = None
+        self.frames = FrameLedger.from_state(st.frames) if st.frames else FrameLedger()
         self.version = max(prev, st.changes) + 1
         self.dirty = True
         self._snap = None
@@ -472,7 +477,11 @@ class MeshModel(RunsReducer, RosterReducer):
                 if last is None or ts > last:
                     self._chan_last[channel] = ts
                 self._chan_dirty.add(channel)
-            self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
+                self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
+            else:  # an agent's event frame: the ledger's, never a topology hop
+                f = FrameIn.of(d, now)
+                if f is not None:
+                    self.frames.admit(f)
         elif kind == "anycast":
             self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
         # the row built positionally (FeedEntry's field order): the 5k-rows-a-second path

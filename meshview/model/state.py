@@ -132,4 +132,6 @@ class ModelState:
     managers: dict[str, ManagerLease]
     status: ConnectionStatus
     runs: RunsState  # workflow runs as the managers last reported them
+    # FrameLedger.state() (meshview/model/frames.py); empty in a checkpoint from before it
+    frames: dict[str, Any] = field(default_factory=dict)
     version: int = STATE_VERSION
