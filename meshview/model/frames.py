@@ -44,13 +44,10 @@ from typing import Any, Literal
 import msgspec
 
 from meshview.wire import Applied, ExtensionPart
+from meshview.wire.frames import FIRST_SEQ, MAX_SEQ
+from meshview.wire.parts import AGUI_FRAME_KIND
 
-# TODO(fwire): import AGUI_PROTOCOL and FIRST_SEQ from meshview.wire once its frame module lands
-AGUI_PROTOCOL = "ag-ui/0.0.57"
-FIRST_SEQ = 1
-
-KIND = "ag-ui.frame"
-MAX_SEQ = 2**53 - 1  # a usable seq is a safe integer >= 0 (events.md §2.1)
+KIND = AGUI_FRAME_KIND
 ID_CAP = 128  # chars kept of a thread, run, epoch, message or tool-call id
 NAME_CAP = 64  # of a tool name or turn source
 TEXT_CAP = 200  # of the last assistant text or run error

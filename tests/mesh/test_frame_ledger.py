@@ -10,7 +10,6 @@ import tracemalloc
 import pytest
 
 from meshview.model.frames import (
-    AGUI_PROTOCOL,
     FrameIn,
     FrameLedger,
     Note,
@@ -18,6 +17,7 @@ from meshview.model.frames import (
 )
 from meshview.model.mesh import MeshModel
 from meshview.record import statecodec
+from meshview.wire.frames import AGUI_PROTOCOL
 from meshview.wire import Applied, ExtensionPart
 from meshview.wire.parts import AGUI_FRAME_KIND
 from conftest import until
