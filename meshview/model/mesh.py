@@ -32,7 +32,7 @@ Contract for the console (names are stable):
 from __future__ import annotations
 
 import time
-from bisect import bisect_left, insort
+from bisect import insort
 from collections import deque
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -44,11 +44,10 @@ from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, sett
 from meshview.model.labels import Labels
 from meshview.model.originals import Ref, entry_ref, pick
 from meshview.model.rates import RateMeter
-from meshview.model.roster import RosterReducer
-from meshview.model.runs_state import RunsReducer, RunsSnapshot, RunsState
+from meshview.model.roster import Roster
+from meshview.model.runs_state import JournalRow, Pause, Runs, RunsSnapshot, RunView
 from meshview.model.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
 from meshview.model.snapshot import (
-    STATUS_ORDER,
     STATUSES,
     ChannelInfo,
     ChannelSettings,
@@ -60,6 +59,7 @@ from meshview.model.snapshot import (
     ModelEvent,
     NeedsYou,
     Peer,
+    PresenceRecord,
     Rates,
     ReadOnlyNames,
     Rejected,
@@ -114,12 +114,7 @@ REPLAYS = frozenset({"restore", "touch"})
 _Burst = Burst  # (the name the message reducer builds one by)
 
 
-def _order_key(p: Peer) -> tuple:
-    """A row's place in the roster: agents first, then by status block, name, id."""
-    return (p.kind != "agent", STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)
-
-
-class MeshModel(RunsReducer, RosterReducer):
+class MeshModel:
     """The MeshView state machine. Single-threaded: call from one event loop.
 
     ``feed_cap`` bounds the feed ring (and the dedupe set with it); ``ttl_ms`` is the
@@ -154,27 +149,17 @@ class MeshModel(RunsReducer, RosterReducer):
         self._ring = FeedRing(self.feed_cap)  # rows by absolute index, and the dedupe index
         self._bursts: dict[tuple[str, str], Burst] = {}
 
-        # roster
-        self._peers: dict[str, Peer] = {}
-        self._roster_changed = True
-        self._agent_ids: tuple[str, ...] = ()
-        self._endpoint_ids: tuple[str, ...] = ()
-        self._peer_ids: tuple[str, ...] = ()  # the snapshot's ``order``
-        self._spans: dict[str, tuple[int, int]] = {}  # status -> [lo, hi) in ``_agents``
-        # the sorted order kept between sorts: each row's key, the keys in order (None: sort
-        # everything next time), and the rows whose key may have moved since
-        self._sort_keys: dict[str, tuple] = {}
-        self._sorted: list[tuple] | None = None
-        self._resort: set[str] = set()
-        # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
-        self._live_seen: dict[str, float] | None = None
-        self._live_floor = float("inf")  # <= every value in ``_live_seen``
-        # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
-        self._offline: dict[str, None] | None = None
-        self._names: dict[str, str] = {}  # principal -> roster name (presence, absent)
-        self._labels: Labels | None = None  # built from the roster when asked (None: stale)
-        self._watch_last: float | None = None  # receipt time of the last watch delivery
-        self._initial_load = True
+        # the stalled verdict's facts (meshview/model/stalled.py); not checkpointed: a replay that
+        # seeks rebuilds them from the inputs after the checkpoint
+        self.stall_ms = float(stall_ms)
+        self._stall = StallTracker()
+        self._stalled_ids: frozenset[str] = frozenset()
+        self._stall_checked = 0.0
+        self._stall_due = 0.0  # no agent can newly stall before this (model clock)
+
+        # the roster (meshview/model/roster.py): its rows, names and order; read it through the
+        # model's reads (``peer``, ``labels``, ``snapshot``), never set it
+        self.roster = Roster(self, self.ttl_ms, self._stall)
 
         # channels: the registry as wire records, read through the ``meshview.wire`` rules
         self._registry: dict[str, ChannelConfig] = {}
@@ -206,8 +191,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._membership = MembershipState()
         self._managers: dict[str, ManagerLease] = {}
         # workflow runs, as the managers' run-ps/run-status last said (meshview/model/runs_state.py)
-        self._runs = RunsState()
-        self._runs_snap: RunsSnapshot | None = None
+        self.runs = Runs(self._emit)
 
         # connection
         self._status = ConnectionStatus(
@@ -217,14 +201,6 @@ class MeshModel(RunsReducer, RosterReducer):
 
         self._events: deque[ModelEvent] = deque(maxlen=EVENT_QUEUE_CAP)
         self.events_dropped = 0
-
-        # the stalled verdict's facts (meshview/model/stalled.py); not checkpointed: a replay that
-        # seeks rebuilds them from the inputs after the checkpoint
-        self.stall_ms = float(stall_ms)
-        self._stall = StallTracker()
-        self._stalled_ids: frozenset[str] = frozenset()
-        self._stall_checked = 0.0
-        self._stall_due = 0.0  # no agent can newly stall before this (model clock)
 
         self._input_tap: InputTap | None = None
         self.input_tap = None  # sees every outermost input call (a recorder)
@@ -299,11 +275,11 @@ class MeshModel(RunsReducer, RosterReducer):
             burst_ms=self.burst_ms, changes=self.version, feed=self._ring.state(),
             bursts=[replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                     for b in self._bursts.values()],
-            roster=self._roster_state(), channels=ch, dms=self._dms.state(),
+            roster=self.roster.state(), channels=ch, dms=self._dms.state(),
             topology=self._topology.state(), rates=self._rates.state(),
             rejections=dict(self._rejections), cuts=dict(self._cuts),
             membership=MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable),
-            managers=dict(self._managers), status=self._status, runs=self._runs.copy(),
+            managers=dict(self._managers), status=self._status, runs=self.runs.state(),
         )
 
     def restore(self, st: ModelState) -> None:
@@ -316,7 +292,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._ring = FeedRing.from_state(st.feed)
         self._bursts = {(b.from_id, b.text): replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                         for b in st.bursts}
-        self._restore_roster(st.roster)
+        self.roster = Roster.from_state(st.roster, self, st.ttl_ms, self._stall)
         ch = st.channels
         self._registry, self._defaults = dict(ch.registry), ch.defaults
         self._retained, self._arrivals = dict(ch.retained), dict(ch.arrivals)
@@ -331,8 +307,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._membership = MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable)
         self._managers = dict(st.managers)
         self._status = st.status
-        self._runs = st.runs.copy()
-        self._runs_snap = None
+        self.runs = Runs.from_state(st.runs, self._emit)
         self.version = max(prev, st.changes) + 1
         self.dirty = True
         self._snap = None
@@ -383,15 +358,12 @@ class MeshModel(RunsReducer, RosterReducer):
 
     def name_of(self, pid: str) -> str:
         """A peer's roster name, else its whole id (display code elides it, never this)."""
-        return self._names.get(pid) or pid
+        return self.roster.name_of(pid)
 
     def labels(self) -> Labels:
         """Principal -> display label from the roster (meshview/model/labels.py), rebuilt only after
         a roster name or role changed."""
-        lab = self._labels
-        if lab is None or len(lab) != len(self._peers):
-            lab = self._labels = Labels((p.id, p.name, p.role) for p in self._peers.values())
-        return lab
+        return self.roster.labels()
 
     # ------------------------------------------------------------------ messages
 
@@ -669,6 +641,125 @@ class MeshModel(RunsReducer, RosterReducer):
             last_ts=self._chan_last.get(ch),
         )
 
+    # ------------------------------------------------------------------ roster (meshview/model/roster.py)
+
+    def peer(self, pid: str) -> Peer | None:
+        return self.roster.peers.get(pid)
+
+    @property
+    def presence_view(self) -> str:
+        return self._status.presence_view
+
+    def _presence_view_to(self, view: str) -> None:
+        """The presence watch's view became ``live`` or ``stale`` (the roster's call)."""
+        self._status = replace(self._status, presence_view=view)
+        self._emit_state()
+        self._touch()
+
+    @model_input("presence")
+    def watch_delivered(self, received: float | None = None) -> None:
+        """The presence watch delivered something (any key, incl. ignored ones)."""
+        self.roster.watch_delivered(self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_presence(self, rec: PresenceRecord, *, received: float | None = None) -> None:
+        """Apply a validated presence PUT (key == card.id already checked by the caller)."""
+        self.roster.apply_presence(rec, self.clock() if received is None else received)
+
+    @model_input("presence")
+    def refresh_clocks(
+        self, pid: str, ts: float, activity_since: float | None, status_since: float | None,
+        active_at: float | None, *, received: float | None = None,
+    ) -> bool:
+        """A heartbeat-only rewrite: only the clocks move (:meth:`Roster.refresh_clocks`);
+        False (nothing done) when the caller must apply the full record instead."""
+        return self.roster.refresh_clocks(pid, ts, activity_since, status_since, active_at,
+                                          self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_presence_delete(
+        self, pid: str, *, purge: bool = False, received: float | None = None
+    ) -> None:
+        """KV DEL/PURGE on a presence key -> that peer offline (kept in the roster)."""
+        self.roster.apply_presence_delete(pid, purge, self.clock() if received is None else received)
+
+    @model_input("presence")
+    def presence_resync(self, present: Iterable[str], *, received: float | None = None) -> None:
+        """A rebound watch finished its initial state: peers absent from it are gone."""
+        self.roster.presence_resync(present, self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_absent(self, pid: str, name: str, role: str | None, last_ts: float | None, *,
+                     received: float | None = None) -> bool:
+        """A principal the space remembers with no presence: it joins offline (``absent``)."""
+        return self.roster.apply_absent(pid, name, role, last_ts,
+                                        self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_stranded_seat(self, pid: str, uid: str | None, name: str, *,
+                            received: float | None = None) -> bool:
+        """A managed seat running with no presence: it joins offline (``seat-no-presence``)."""
+        return self.roster.apply_stranded_seat(pid, uid, name,
+                                               self.clock() if received is None else received)
+
+    @model_input("presence")
+    def grace(self, now: float | None = None) -> None:
+        """After a reconnect: every live peer gets one ttl to heartbeat again."""
+        self.roster.grace(self.clock() if now is None else now)
+
+    @model_input("presence")
+    def end_initial_load(self) -> None:
+        """The first watch snapshot is complete: later joins are live events."""
+        self.roster.end_initial_load()
+
+    @model_input("presence")
+    def sweep(self, now: float | None = None) -> bool:
+        """Stale peers go offline; True when the caller should rebind the presence watch."""
+        return self.roster.sweep(self.clock() if now is None else now)
+
+    # ------------------------------------------------------------------ runs (meshview/model/runs_state.py)
+
+    @model_input("runs")
+    def apply_run_rows(self, instance_id: str, rows: tuple[RunView, ...]) -> None:
+        """A ``run-ps`` answer from ``instance_id``: its runs are these."""
+        if self.runs.apply_run_rows(instance_id, rows, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def apply_run_status(self, instance_id: str, run_id: str,
+                         journal: tuple[JournalRow, ...], pauses: tuple[Pause, ...]) -> None:
+        """A ``run-status`` answer: the run's journal and its open pauses now."""
+        if self.runs.apply_run_status(instance_id, run_id, journal, pauses, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def set_run_status_error(self, instance_id: str, run_id: str, error: str) -> None:
+        """``run-status`` was refused or went unanswered: the run keeps what it showed."""
+        if self.runs.set_run_status_error(instance_id, run_id, error):
+            self._touch()
+
+    @model_input("runs")
+    def set_runs_silent(self, instance_id: str, error: str) -> None:
+        """A manager did not answer ``run-ps``: its runs stay, as its last word."""
+        if self.runs.set_runs_silent(instance_id, error, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def forget_run_manager(self, instance_id: str) -> None:
+        """A manager no longer registered: it and its runs leave."""
+        if self.runs.forget_run_manager(instance_id, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def set_runs_unavailable(self, reason: str | None) -> None:
+        """This console cannot list runs at all (open mesh, no control path): why, once."""
+        if self.runs.set_runs_unavailable(reason):
+            self._touch()
+
+    def runs_view(self) -> RunsSnapshot:
+        """The runs as an immutable :class:`RunsSnapshot` at the model clock."""
+        return self.runs.view(self.clock())
+
     # ------------------------------------------------------------------ membership, managers
 
     @model_input("channels")
@@ -709,12 +800,12 @@ class MeshModel(RunsReducer, RosterReducer):
         holder_id = lease.holder or instance_id
         self._append(
             id="", ts=now, received=now, kind="lifecycle", from_id=holder_id,
-            from_name=self._names.get(holder_id, f"manager {instance_id[:8]}"),
+            from_name=self.roster.names.get(holder_id, f"manager {instance_id[:8]}"),
             from_role="manager",
             text=f"manager {instance_id[:12]} {'up' if up else 'down'}"
             + (f" ({lease.runtime})" if lease.runtime else ""),
             lifecycle="manager-up" if up else "manager-down",
-            historical=self._initial_load and up,
+            historical=self.roster.initial_load and up,
         )
 
     def manager_resync(self, present: Iterable[str]) -> None:
@@ -830,8 +921,9 @@ class MeshModel(RunsReducer, RosterReducer):
         """The stalled verdicts at ``now`` (the model clock): agent id -> :class:`Stalled`, for
         every agent claiming ``working`` whose facts have not moved for ``stall_ms``."""
         now = self.clock() if now is None else now
-        peers = [self._peers[pid]] if pid is not None and pid in self._peers else (
-            [] if pid is not None else self._peers.values())
+        rows = self.roster.peers
+        peers = [rows[pid]] if pid is not None and pid in rows else (
+            [] if pid is not None else rows.values())
         out: dict[str, Stalled] = {}
         quiet_from, threshold = self._stall.last_moved, self.stall_ms
         for p in peers:
@@ -847,7 +939,7 @@ class MeshModel(RunsReducer, RosterReducer):
         move forward, and a status change moves the presence fact, so until then only the
         stalled ones can change and the once-a-second check need not walk 10k rows."""
         quiet_from, due = self._stall.last_moved, now + self.stall_ms
-        for p in self._peers.values():
+        for p in self.roster.peers.values():
             if p.status == "working" and p.kind == "agent" and p.id not in stalled:
                 t = quiet_from(p.id, p.first_seen) + self.stall_ms
                 if t < due:
@@ -866,44 +958,11 @@ class MeshModel(RunsReducer, RosterReducer):
         if ids == self._stalled_ids:
             return
         for pid in sorted(ids - self._stalled_ids):
-            self._presence_event("update", self._peers[pid], now, "stalled")
+            self.roster.presence_event("update", self.roster.peers[pid], now, "stalled")
         self._stalled_ids = ids
         self._touch()
 
     # ------------------------------------------------------------------ snapshot
-
-    def _roster(self) -> None:
-        """Bring the roster order up to date: agents then endpoints, each by status block
-        (working, waiting, idle, offline), name and id. Only rows whose key moved are taken out
-        and put back (a status change among 10k rows costs a bisection, not a sort); a status
-        changes only through ``_set_peer``, so the blocks hold until the next call."""
-        if not self._roster_changed:
-            return
-        keys, srt, peers = self._sort_keys, self._sorted, self._peers
-        if srt is None or len(self._resort) > len(srt) // 8:
-            keys = self._sort_keys = {pid: _order_key(p) for pid, p in peers.items()}
-            srt = self._sorted = sorted(keys.values())
-        else:
-            for pid in self._resort:
-                new, old = _order_key(peers[pid]), keys.get(pid)
-                if new == old:
-                    continue
-                if old is not None:
-                    del srt[bisect_left(srt, old)]
-                insort(srt, new)
-                keys[pid] = new
-        self._resort.clear()
-        ids = [k[3] for k in srt]
-        n = bisect_left(srt, (True,))  # the first endpoint
-        self._agent_ids, self._endpoint_ids = tuple(ids[:n]), tuple(ids[n:])
-        self._peer_ids = tuple(ids)
-        spans: dict[str, tuple[int, int]] = {}
-        for status, o in STATUS_ORDER.items():  # in block order
-            lo, hi = bisect_left(srt, (False, o)), bisect_left(srt, (False, o + 1))
-            if hi > lo:
-                spans[status] = (lo, hi)
-        self._spans = spans
-        self._roster_changed = False
 
     def snapshot(self) -> Snapshot:
         """The current state as an immutable :class:`Snapshot` (cached until a change)."""
@@ -911,15 +970,16 @@ class MeshModel(RunsReducer, RosterReducer):
             return self._snap
         now = self.clock()
         self._rates.roll(now)
-        self._roster()
-        labels = self.labels()
+        roster = self.roster
+        roster.order()
+        labels = roster.labels()
         label = labels.label
         # heartbeat-only rewrites replace Peer objects without re-sorting: refresh them
-        get = self._peers.__getitem__
-        agents = tuple(map(get, self._agent_ids))
-        endpoints = tuple(map(get, self._endpoint_ids))
+        get = roster.peers.__getitem__
+        agents = tuple(map(get, roster.agent_ids))
+        endpoints = tuple(map(get, roster.endpoint_ids))
 
-        spans = self._spans
+        spans = roster.spans
         counts = {s: (spans[s][1] - spans[s][0] if s in spans else 0) for s in STATUSES}
         live = tuple(agents[lo:hi] for s, (lo, hi) in spans.items() if s != "offline")
         needs: list[NeedsYou] = []
@@ -950,7 +1010,7 @@ class MeshModel(RunsReducer, RosterReducer):
             rejections=tuple(sorted(self._rejections.items())),
             membership=self._membership.view(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
-            names=ReadOnlyNames(self._names), order=self._peer_ids, labels=labels,
+            names=ReadOnlyNames(roster.names), order=roster.peer_ids, labels=labels,
         )
         self._snap = snap
         self.dirty = False
