@@ -1,8 +1,12 @@
 """MeshView: the observer's state and its pure reducers.
 
-Over 500 lines on purpose: one state machine whose reducers share one version, dirty flag and
-snapshot cache; its value types (snapshot.py), feed ring (feedring.py), presence reducer
-(roster.py) and traffic logs (traffic.py) already live apart.
+A coordinator over components that each own their state and its ``state()`` /
+``from_state()``: the feed ring (feedring.py), the roster (roster.py), the channel list
+(channels.py), the runs fold (runs_state.py), the DM roll-up and hop log (traffic.py), the
+rates (rates.py). The model registers every input (each a short delegate where a component
+does the work), hands each its receipt time, and keeps what they share: one version, dirty
+flag, snapshot cache and event queue; the message reducer and bursts, membership, managers,
+the connection status and the stalled check live here still.
 
 No I/O and no clock of its own: every reducer takes receipt time from the injected ``clock``
 (epoch milliseconds), so tests drive time by hand. Everything is bounded (feed ring, dedupe
@@ -26,19 +30,21 @@ Contract for the console (names are stable):
   :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
 * State (meshview/model/state.py): :meth:`MeshModel.state` hands out the declared
   :class:`~meshview.model.state.ModelState` a checkpoint holds, :meth:`MeshModel.restore` puts
-  one back (a replay); nothing outside reads or sets the model's attributes.
+  one back (a replay); nothing outside reads or sets the model's attributes. Its components
+  (``roster``, ``channels``, ``runs``) are changed only by its inputs; views read the snapshot.
 """
 
 from __future__ import annotations
 
 import time
-from bisect import insort
 from collections import deque
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from msgspec.structs import replace as struct_replace
 
+from meshview.model.channels import CHANNELS_CAP as CHANNELS_CAP  # (its old home: tests import it here)
+from meshview.model.channels import Channels
 from meshview.model.feedring import DUPLICATE, FeedRing
 from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
 from meshview.model.labels import Labels
@@ -49,7 +55,6 @@ from meshview.model.runs_state import JournalRow, Pause, Runs, RunsSnapshot, Run
 from meshview.model.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
 from meshview.model.snapshot import (
     STATUSES,
-    ChannelInfo,
     ChannelSettings,
     ConnectionState,
     ConnectionStatus,
@@ -67,17 +72,13 @@ from meshview.model.snapshot import (
     Snapshot,
     StateEvent,
 )
-from meshview.model.state import Burst, ChannelsState, MembershipState, ModelState
+from meshview.model.state import Burst, MembershipState, ModelState
 from meshview.model.traffic import DM_LOG_CAP, DmRollup, HopLog
 from meshview.wire import (
     PRESENCE_TTL_MS,
     Applied,
     ChannelConfig,
     ChannelDefaults,
-    effective_class,
-    effective_replay,
-    effective_window,
-    replay_floor,
 )
 
 Clock = Callable[[], float]
@@ -90,9 +91,6 @@ EVENT_QUEUE_CAP = 100_000
 THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
 MENTIONS_CAP = 32
 EXCERPT_CAP = 200  # characters of the original kept on a reply row
-#: Channels heard on the tap kept (arrival counts, last message): past it the first heard of
-#: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
-CHANNELS_CAP = 20_000
 _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "reply_ambiguous")
 #: FeedEntry's threading fields in order: reply_to, wire_context_id, mentions, excerpt, ambiguous
 _Thread = tuple[str | None, str | None, tuple[str, ...], str | None, bool]
@@ -161,20 +159,10 @@ class MeshModel:
         # model's reads (``peer``, ``labels``, ``snapshot``), never set it
         self.roster = Roster(self, self.ttl_ms, self._stall)
 
-        # channels: the registry as wire records, read through the ``meshview.wire`` rules
-        self._registry: dict[str, ChannelConfig] = {}
-        self._defaults: ChannelDefaults | None = None
-        self._retained: dict[str, int] = {}
-        self._arrivals: dict[str, int] = {}
-        self._arrivals_at_poll: dict[str, int] = {}  # arrivals when ``_retained`` was read
-        self._chan_last: dict[str, float] = {}
-        # the snapshot's channel list, kept between snapshots: only the channels a message or a
-        # poll changed are rebuilt (10k channels cost 35 ms a snapshot rebuilt whole).
-        # ``_chan_info`` None: rebuild all of it
-        self._chan_info: dict[str, ChannelInfo] | None = None
-        self._chan_names: list[str] = []  # sorted
-        self._chan_dirty: set[str] = set()
-        self._chan_tuple: tuple[ChannelInfo, ...] = ()
+        # the channel list (meshview/model/channels.py); a channel message counts through its
+        # own method
+        self.channels = Channels()
+        self._heard: Callable[[str, float, bool], None] = self.channels.heard
 
         self._dms = DmRollup(dm_log_cap)
         self._topology = HopLog()
@@ -266,16 +254,13 @@ class MeshModel:
     def state(self) -> ModelState:
         """The model's state as a declared value (meshview/model/state.py): what a checkpoint
         holds. Containers are copied; rows and records are immutable and shared."""
-        ch = ChannelsState(dict(self._registry), self._defaults, dict(self._retained),
-                           dict(self._arrivals), dict(self._arrivals_at_poll),
-                           dict(self._chan_last))
         m = self._membership
         return ModelState(
             space=self.space, feed_cap=self.feed_cap, ttl_ms=self.ttl_ms,
             burst_ms=self.burst_ms, changes=self.version, feed=self._ring.state(),
             bursts=[replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                     for b in self._bursts.values()],
-            roster=self.roster.state(), channels=ch, dms=self._dms.state(),
+            roster=self.roster.state(), channels=self.channels.state(), dms=self._dms.state(),
             topology=self._topology.state(), rates=self._rates.state(),
             rejections=dict(self._rejections), cuts=dict(self._cuts),
             membership=MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable),
@@ -293,11 +278,8 @@ class MeshModel:
         self._bursts = {(b.from_id, b.text): replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                         for b in st.bursts}
         self.roster = Roster.from_state(st.roster, self, st.ttl_ms, self._stall)
-        ch = st.channels
-        self._registry, self._defaults = dict(ch.registry), ch.defaults
-        self._retained, self._arrivals = dict(ch.retained), dict(ch.arrivals)
-        self._arrivals_at_poll, self._chan_last = dict(ch.arrivals_at_poll), dict(ch.last)
-        self._chan_info, self._chan_names, self._chan_dirty, self._chan_tuple = None, [], set(), ()
+        self.channels = Channels.from_state(st.channels)
+        self._heard = self.channels.heard
         self._dms = DmRollup.from_state(st.dms)
         self._topology = HopLog.from_state(st.topology)
         self._rates = RateMeter.from_state(st.rates)
@@ -433,17 +415,7 @@ class MeshModel:
             return True
         if kind == "channel" and channel is not None:
             if not event:
-                if not historical:
-                    if channel not in self._retained and channel not in self._registry:
-                        self._retained[channel] = 0  # a new channel: its arrivals count
-                        self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
-                        if len(self._arrivals) >= CHANNELS_CAP:
-                            self._forget_first_channel(channel)
-                    self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
-                last = self._chan_last.get(channel)
-                if last is None or ts > last:
-                    self._chan_last[channel] = ts
-                self._chan_dirty.add(channel)
+                self._heard(channel, ts, historical)
             self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
         elif kind == "anycast":
             self._topology.hop(ts, from_id, "@" + (to_service or ""), "anycast", historical)
@@ -546,26 +518,14 @@ class MeshModel:
         """Replace the registry view (keys minus ``=defaults``, already filtered): the wire
         records as decoded, or hand-built :class:`ChannelSettings`. ``defaults`` None keeps
         the defaults already known."""
-        self._registry = {k: v.config() if isinstance(v, ChannelSettings) else v
-                          for k, v in configs.items()}
-        if defaults is not None:
-            self._defaults = defaults.defaults() if isinstance(defaults, ChannelSettings) else defaults
-        self._chan_info = None
+        self.channels.set_registry(configs, defaults)
         self._touch()
 
     @model_input("channels")
     def set_retained_counts(self, counts: Mapping[str, int]) -> None:
         """Per-channel stored counts from ``STREAM.INFO`` (event channels already removed).
         Rebuilt on every poll, so deleted channels disappear."""
-        old_r, old_p = self._retained, self._arrivals_at_poll
-        self._retained = new_r = dict(counts)
-        self._arrivals_at_poll = new_p = dict(self._arrivals)
-        if self._chan_info is not None:
-            if new_r.keys() != old_r.keys():
-                self._chan_info = None  # channels came or went: the list is rebuilt
-            else:
-                self._chan_dirty.update(ch for ch in new_r if new_r[ch] != old_r[ch]
-                                        or new_p.get(ch) != old_p.get(ch))
+        self.channels.set_retained(counts)
         self._touch()
 
     @model_input("channels")
@@ -573,73 +533,16 @@ class MeshModel:
         """Channels whose history was deleted (``delchan``, ``purge``): they leave the channel
         list until a message arrives on them again. The registry still lists registered ones
         until its watch says otherwise."""
-        for ch in names:
-            for d in (self._retained, self._arrivals, self._arrivals_at_poll, self._chan_last):
-                d.pop(ch, None)
-        self._chan_info = None
+        self.channels.forget(names)
         self._touch()
 
     def effective(self, channel: str) -> ChannelSettings:
         """A channel's settings by the wire rules (channel ?? defaults ?? SPEC default)."""
-        c, d = self._registry.get(channel), self._defaults
-        return ChannelSettings(
-            replay=effective_replay(c, d), replay_window=effective_window(c, d),
-            delivery_class=effective_class(c, d),
-            description=c.description if c else None,
-            instructions=c.instructions if c else None,
-        )
+        return self.channels.effective(channel)
 
     def replay_floor(self, channel: str, now: float) -> float | None:
         """Oldest ``ts`` a backfill of ``channel`` may show at ``now`` (None = no floor)."""
-        return replay_floor(self._registry.get(channel), self._defaults, now)
-
-    def _total_of(self, ch: str) -> int | None:
-        """The broker's count as of its last poll plus what arrived live since: the poll is
-        2 s old at worst, so a busy channel's total never lags behind its unread badge."""
-        n = self._retained.get(ch)
-        if n is None:
-            return None
-        return n + max(0, self._arrivals.get(ch, 0) - self._arrivals_at_poll.get(ch, 0))
-
-    def _forget_first_channel(self, keep: str) -> None:
-        """Past :data:`CHANNELS_CAP` channels heard: the first heard of that the registry does
-        not list goes (any peer may post to any number of channels)."""
-        for ch in self._arrivals:
-            if ch != keep and ch not in self._registry:
-                for d in (self._retained, self._arrivals, self._arrivals_at_poll,
-                          self._chan_last):
-                    d.pop(ch, None)
-                self._chan_info = None
-                return
-
-    def _channels(self) -> tuple[ChannelInfo, ...]:
-        """The channel list by name, rebuilt only where a message or a poll changed it."""
-        infos, dirty = self._chan_info, self._chan_dirty
-        if infos is None:
-            names = sorted(set(self._retained) | set(self._registry) | set(self._arrivals))
-            infos = self._chan_info = {ch: self._channel_info(ch) for ch in names}
-            self._chan_names = names
-        elif dirty:
-            for ch in dirty:
-                if ch not in infos:
-                    insort(self._chan_names, ch)
-                infos[ch] = self._channel_info(ch)
-        else:
-            return self._chan_tuple
-        dirty.clear()
-        self._chan_tuple = tuple(map(infos.__getitem__, self._chan_names))
-        return self._chan_tuple
-
-    def _channel_info(self, ch: str) -> ChannelInfo:
-        c, d = self._registry.get(ch), self._defaults
-        return ChannelInfo(
-            name=ch, retained=self._total_of(ch), arrivals=self._arrivals.get(ch, 0),
-            registered=c is not None, replay=effective_replay(c, d),
-            delivery_class=effective_class(c, d), replay_window=effective_window(c, d),
-            description=c.description if c else None,
-            instructions=c.instructions if c else None,
-            last_ts=self._chan_last.get(ch),
-        )
+        return self.channels.replay_floor(channel, now)
 
     # ------------------------------------------------------------------ roster (meshview/model/roster.py)
 
@@ -1003,7 +906,7 @@ class MeshModel:
         rates = Rates(msgs_per_sec=meter.per_sec(now), buckets=meter.buckets(), total=meter.total)
         snap = Snapshot(
             version=self.version, now=now, status=self._status, agents=agents,
-            endpoints=endpoints, channels=self._channels(),
+            endpoints=endpoints, channels=self.channels.infos(),
             feed=self._ring.rows(), feed_base=self._ring.base, signals=signals, rates=rates,
             dms=self._dms.conversations(lambda pid: labels.label(pid) or pid), dm_log=tuple(self._dms.log),
             topology=self._topology.topology(),
