@@ -1,8 +1,12 @@
 """MeshView: the observer's state and its pure reducers.
 
-Over 500 lines on purpose: one state machine whose reducers share one version, dirty flag and
-snapshot cache; its value types (snapshot.py), feed ring (feedring.py), presence reducer
-(roster.py) and traffic logs (traffic.py) already live apart.
+A coordinator over components that each own their state and its ``state()`` /
+``from_state()``: the feed ring (feedring.py), the roster (roster.py), the channel list
+(channels.py), the runs fold (runs_state.py), the DM roll-up and hop log (traffic.py), the
+rates (rates.py). The model registers every input (each a short delegate where a component
+does the work), hands each its receipt time, and keeps what they share: one version, dirty
+flag, snapshot cache and event queue; the message reducer and bursts, membership, managers,
+the connection status and the stalled check live here still.
 
 No I/O and no clock of its own: every reducer takes receipt time from the injected ``clock``
 (epoch milliseconds), so tests drive time by hand. Everything is bounded (feed ring, dedupe
@@ -26,32 +30,32 @@ Contract for the console (names are stable):
   :data:`READS`, methods that only call inputs in :data:`FORWARDS`.
 * State (meshview/model/state.py): :meth:`MeshModel.state` hands out the declared
   :class:`~meshview.model.state.ModelState` a checkpoint holds, :meth:`MeshModel.restore` puts
-  one back (a replay); nothing outside reads or sets the model's attributes.
+  one back (a replay); nothing outside reads or sets the model's attributes. Its components
+  (``roster``, ``channels``, ``runs``) are changed only by its inputs; views read the snapshot.
 """
 
 from __future__ import annotations
 
 import time
-from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from msgspec.structs import replace as struct_replace
 
+from meshview.model.channels import CHANNELS_CAP as CHANNELS_CAP  # (its old home: tests import it here)
+from meshview.model.channels import Channels
 from meshview.model.feedring import DUPLICATE, FeedRing
 from meshview.model.frames import FrameIn, FrameLedger
 from meshview.model.inputs import INPUTS, InputCall, InputTap, model_input, settle, untapped
 from meshview.model.labels import Labels
 from meshview.model.originals import Ref, entry_ref, pick
 from meshview.model.rates import RateMeter
-from meshview.model.roster import RosterReducer
-from meshview.model.runs_state import RunsReducer, RunsSnapshot, RunsState
+from meshview.model.roster import Roster
+from meshview.model.runs_state import JournalRow, Pause, Runs, RunsSnapshot, RunView
 from meshview.model.stalled import DEFAULT_STALL_MINUTES, Stalled, StallTracker, verdict
 from meshview.model.snapshot import (
-    STATUS_ORDER,
     STATUSES,
-    ChannelInfo,
     ChannelSettings,
     ConnectionState,
     ConnectionStatus,
@@ -61,6 +65,7 @@ from meshview.model.snapshot import (
     ModelEvent,
     NeedsYou,
     Peer,
+    PresenceRecord,
     Rates,
     ReadOnlyNames,
     Rejected,
@@ -68,17 +73,13 @@ from meshview.model.snapshot import (
     Snapshot,
     StateEvent,
 )
-from meshview.model.state import Burst, ChannelsState, MembershipState, ModelState
+from meshview.model.state import Burst, MembershipState, ModelState
 from meshview.model.traffic import DM_LOG_CAP, DmRollup, HopLog
 from meshview.wire import (
     PRESENCE_TTL_MS,
     Applied,
     ChannelConfig,
     ChannelDefaults,
-    effective_class,
-    effective_replay,
-    effective_window,
-    replay_floor,
 )
 
 Clock = Callable[[], float]
@@ -91,9 +92,6 @@ EVENT_QUEUE_CAP = 100_000
 THREAD_ID_CAP = 512  # ``replyTo`` / ``contextId`` kept per row (ids are unbounded on the wire)
 MENTIONS_CAP = 32
 EXCERPT_CAP = 200  # characters of the original kept on a reply row
-#: Channels heard on the tap kept (arrival counts, last message): past it the first heard of
-#: goes. Registered channels always stay; 10k channels cost a snapshot 0.3 ms.
-CHANNELS_CAP = 20_000
 _THREAD_FIELDS = ("reply_to", "wire_context_id", "mentions", "reply_excerpt", "reply_ambiguous")
 #: FeedEntry's threading fields in order: reply_to, wire_context_id, mentions, excerpt, ambiguous
 _Thread = tuple[str | None, str | None, tuple[str, ...], str | None, bool]
@@ -115,12 +113,7 @@ REPLAYS = frozenset({"restore", "touch"})
 _Burst = Burst  # (the name the message reducer builds one by)
 
 
-def _order_key(p: Peer) -> tuple:
-    """A row's place in the roster: agents first, then by status block, name, id."""
-    return (p.kind != "agent", STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)
-
-
-class MeshModel(RunsReducer, RosterReducer):
+class MeshModel:
     """The MeshView state machine. Single-threaded: call from one event loop.
 
     ``feed_cap`` bounds the feed ring (and the dedupe set with it); ``ttl_ms`` is the
@@ -155,42 +148,22 @@ class MeshModel(RunsReducer, RosterReducer):
         self._ring = FeedRing(self.feed_cap)  # rows by absolute index, and the dedupe index
         self._bursts: dict[tuple[str, str], Burst] = {}
 
-        # roster
-        self._peers: dict[str, Peer] = {}
-        self._roster_changed = True
-        self._agent_ids: tuple[str, ...] = ()
-        self._endpoint_ids: tuple[str, ...] = ()
-        self._peer_ids: tuple[str, ...] = ()  # the snapshot's ``order``
-        self._spans: dict[str, tuple[int, int]] = {}  # status -> [lo, hi) in ``_agents``
-        # the sorted order kept between sorts: each row's key, the keys in order (None: sort
-        # everything next time), and the rows whose key may have moved since
-        self._sort_keys: dict[str, tuple] = {}
-        self._sorted: list[tuple] | None = None
-        self._resort: set[str] = set()
-        # the live rows' ``seen_at`` (the sweep's deaf guard); None: derive it from the rows
-        self._live_seen: dict[str, float] | None = None
-        self._live_floor = float("inf")  # <= every value in ``_live_seen``
-        # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
-        self._offline: dict[str, None] | None = None
-        self._names: dict[str, str] = {}  # principal -> roster name (presence, absent)
-        self._labels: Labels | None = None  # built from the roster when asked (None: stale)
-        self._watch_last: float | None = None  # receipt time of the last watch delivery
-        self._initial_load = True
+        # the stalled verdict's facts (meshview/model/stalled.py); not checkpointed: a replay that
+        # seeks rebuilds them from the inputs after the checkpoint
+        self.stall_ms = float(stall_ms)
+        self._stall = StallTracker()
+        self._stalled_ids: frozenset[str] = frozenset()
+        self._stall_checked = 0.0
+        self._stall_due = 0.0  # no agent can newly stall before this (model clock)
 
-        # channels: the registry as wire records, read through the ``meshview.wire`` rules
-        self._registry: dict[str, ChannelConfig] = {}
-        self._defaults: ChannelDefaults | None = None
-        self._retained: dict[str, int] = {}
-        self._arrivals: dict[str, int] = {}
-        self._arrivals_at_poll: dict[str, int] = {}  # arrivals when ``_retained`` was read
-        self._chan_last: dict[str, float] = {}
-        # the snapshot's channel list, kept between snapshots: only the channels a message or a
-        # poll changed are rebuilt (10k channels cost 35 ms a snapshot rebuilt whole).
-        # ``_chan_info`` None: rebuild all of it
-        self._chan_info: dict[str, ChannelInfo] | None = None
-        self._chan_names: list[str] = []  # sorted
-        self._chan_dirty: set[str] = set()
-        self._chan_tuple: tuple[ChannelInfo, ...] = ()
+        # the roster (meshview/model/roster.py): its rows, names and order; read it through the
+        # model's reads (``peer``, ``labels``, ``snapshot``), never set it
+        self.roster = Roster(self, self.ttl_ms, self._stall)
+
+        # the channel list (meshview/model/channels.py); a channel message counts through its
+        # own method
+        self.channels = Channels()
+        self._heard: Callable[[str, float, bool], None] = self.channels.heard
 
         self._dms = DmRollup(dm_log_cap)
         self._topology = HopLog()
@@ -209,8 +182,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._membership = MembershipState()
         self._managers: dict[str, ManagerLease] = {}
         # workflow runs, as the managers' run-ps/run-status last said (meshview/model/runs_state.py)
-        self._runs = RunsState()
-        self._runs_snap: RunsSnapshot | None = None
+        self.runs = Runs(self._emit)
 
         # connection
         self._status = ConnectionStatus(
@@ -220,14 +192,6 @@ class MeshModel(RunsReducer, RosterReducer):
 
         self._events: deque[ModelEvent] = deque(maxlen=EVENT_QUEUE_CAP)
         self.events_dropped = 0
-
-        # the stalled verdict's facts (meshview/model/stalled.py); not checkpointed: a replay that
-        # seeks rebuilds them from the inputs after the checkpoint
-        self.stall_ms = float(stall_ms)
-        self._stall = StallTracker()
-        self._stalled_ids: frozenset[str] = frozenset()
-        self._stall_checked = 0.0
-        self._stall_due = 0.0  # no agent can newly stall before this (model clock)
 
         self._input_tap: InputTap | None = None
         self.input_tap = None  # sees every outermost input call (a recorder)
@@ -293,20 +257,17 @@ class MeshModel(RunsReducer, RosterReducer):
     def state(self) -> ModelState:
         """The model's state as a declared value (meshview/model/state.py): what a checkpoint
         holds. Containers are copied; rows and records are immutable and shared."""
-        ch = ChannelsState(dict(self._registry), self._defaults, dict(self._retained),
-                           dict(self._arrivals), dict(self._arrivals_at_poll),
-                           dict(self._chan_last))
         m = self._membership
         return ModelState(
             space=self.space, feed_cap=self.feed_cap, ttl_ms=self.ttl_ms,
             burst_ms=self.burst_ms, changes=self.version, feed=self._ring.state(),
             bursts=[replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                     for b in self._bursts.values()],
-            roster=self._roster_state(), channels=ch, dms=self._dms.state(),
+            roster=self.roster.state(), channels=self.channels.state(), dms=self._dms.state(),
             topology=self._topology.state(), rates=self._rates.state(),
             rejections=dict(self._rejections), cuts=dict(self._cuts),
             membership=MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable),
-            managers=dict(self._managers), status=self._status, runs=self._runs.copy(),
+            managers=dict(self._managers), status=self._status, runs=self.runs.state(),
             frames=self.frames.state(),
         )
 
@@ -320,12 +281,9 @@ class MeshModel(RunsReducer, RosterReducer):
         self._ring = FeedRing.from_state(st.feed)
         self._bursts = {(b.from_id, b.text): replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                         for b in st.bursts}
-        self._restore_roster(st.roster)
-        ch = st.channels
-        self._registry, self._defaults = dict(ch.registry), ch.defaults
-        self._retained, self._arrivals = dict(ch.retained), dict(ch.arrivals)
-        self._arrivals_at_poll, self._chan_last = dict(ch.arrivals_at_poll), dict(ch.last)
-        self._chan_info, self._chan_names, self._chan_dirty, self._chan_tuple = None, [], set(), ()
+        self.roster = Roster.from_state(st.roster, self, st.ttl_ms, self._stall)
+        self.channels = Channels.from_state(st.channels)
+        self._heard = self.channels.heard
         self._dms = DmRollup.from_state(st.dms)
         self._topology = HopLog.from_state(st.topology)
         self._rates = RateMeter.from_state(st.rates)
@@ -335,8 +293,7 @@ class MeshModel(RunsReducer, RosterReducer):
         self._membership = MembershipState(dict(m.members), m.feed_at, m.read, m.unreadable)
         self._managers = dict(st.managers)
         self._status = st.status
-        self._runs = st.runs.copy()
-        self._runs_snap = None
+        self.runs = Runs.from_state(st.runs, self._emit)
         self.frames = FrameLedger.from_state(st.frames) if st.frames else FrameLedger()
         self.version = max(prev, st.changes) + 1
         self.dirty = True
@@ -388,15 +345,12 @@ class MeshModel(RunsReducer, RosterReducer):
 
     def name_of(self, pid: str) -> str:
         """A peer's roster name, else its whole id (display code elides it, never this)."""
-        return self._names.get(pid) or pid
+        return self.roster.name_of(pid)
 
     def labels(self) -> Labels:
         """Principal -> display label from the roster (meshview/model/labels.py), rebuilt only after
         a roster name or role changed."""
-        lab = self._labels
-        if lab is None or len(lab) != len(self._peers):
-            lab = self._labels = Labels((p.id, p.name, p.role) for p in self._peers.values())
-        return lab
+        return self.roster.labels()
 
     # ------------------------------------------------------------------ messages
 
@@ -466,17 +420,7 @@ class MeshModel(RunsReducer, RosterReducer):
             return True
         if kind == "channel" and channel is not None:
             if not event:
-                if not historical:
-                    if channel not in self._retained and channel not in self._registry:
-                        self._retained[channel] = 0  # a new channel: its arrivals count
-                        self._arrivals_at_poll[channel] = self._arrivals.get(channel, 0)
-                        if len(self._arrivals) >= CHANNELS_CAP:
-                            self._forget_first_channel(channel)
-                    self._arrivals[channel] = self._arrivals.get(channel, 0) + 1
-                last = self._chan_last.get(channel)
-                if last is None or ts > last:
-                    self._chan_last[channel] = ts
-                self._chan_dirty.add(channel)
+                self._heard(channel, ts, historical)
                 self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
             else:  # an agent's event frame: the ledger's, never a topology hop
                 f = FrameIn.of(d, now)
@@ -583,26 +527,14 @@ class MeshModel(RunsReducer, RosterReducer):
         """Replace the registry view (keys minus ``=defaults``, already filtered): the wire
         records as decoded, or hand-built :class:`ChannelSettings`. ``defaults`` None keeps
         the defaults already known."""
-        self._registry = {k: v.config() if isinstance(v, ChannelSettings) else v
-                          for k, v in configs.items()}
-        if defaults is not None:
-            self._defaults = defaults.defaults() if isinstance(defaults, ChannelSettings) else defaults
-        self._chan_info = None
+        self.channels.set_registry(configs, defaults)
         self._touch()
 
     @model_input("channels")
     def set_retained_counts(self, counts: Mapping[str, int]) -> None:
         """Per-channel stored counts from ``STREAM.INFO`` (event channels already removed).
         Rebuilt on every poll, so deleted channels disappear."""
-        old_r, old_p = self._retained, self._arrivals_at_poll
-        self._retained = new_r = dict(counts)
-        self._arrivals_at_poll = new_p = dict(self._arrivals)
-        if self._chan_info is not None:
-            if new_r.keys() != old_r.keys():
-                self._chan_info = None  # channels came or went: the list is rebuilt
-            else:
-                self._chan_dirty.update(ch for ch in new_r if new_r[ch] != old_r[ch]
-                                        or new_p.get(ch) != old_p.get(ch))
+        self.channels.set_retained(counts)
         self._touch()
 
     @model_input("channels")
@@ -610,73 +542,135 @@ class MeshModel(RunsReducer, RosterReducer):
         """Channels whose history was deleted (``delchan``, ``purge``): they leave the channel
         list until a message arrives on them again. The registry still lists registered ones
         until its watch says otherwise."""
-        for ch in names:
-            for d in (self._retained, self._arrivals, self._arrivals_at_poll, self._chan_last):
-                d.pop(ch, None)
-        self._chan_info = None
+        self.channels.forget(names)
         self._touch()
 
     def effective(self, channel: str) -> ChannelSettings:
         """A channel's settings by the wire rules (channel ?? defaults ?? SPEC default)."""
-        c, d = self._registry.get(channel), self._defaults
-        return ChannelSettings(
-            replay=effective_replay(c, d), replay_window=effective_window(c, d),
-            delivery_class=effective_class(c, d),
-            description=c.description if c else None,
-            instructions=c.instructions if c else None,
-        )
+        return self.channels.effective(channel)
 
     def replay_floor(self, channel: str, now: float) -> float | None:
         """Oldest ``ts`` a backfill of ``channel`` may show at ``now`` (None = no floor)."""
-        return replay_floor(self._registry.get(channel), self._defaults, now)
+        return self.channels.replay_floor(channel, now)
 
-    def _total_of(self, ch: str) -> int | None:
-        """The broker's count as of its last poll plus what arrived live since: the poll is
-        2 s old at worst, so a busy channel's total never lags behind its unread badge."""
-        n = self._retained.get(ch)
-        if n is None:
-            return None
-        return n + max(0, self._arrivals.get(ch, 0) - self._arrivals_at_poll.get(ch, 0))
+    # ------------------------------------------------------------------ roster (meshview/model/roster.py)
 
-    def _forget_first_channel(self, keep: str) -> None:
-        """Past :data:`CHANNELS_CAP` channels heard: the first heard of that the registry does
-        not list goes (any peer may post to any number of channels)."""
-        for ch in self._arrivals:
-            if ch != keep and ch not in self._registry:
-                for d in (self._retained, self._arrivals, self._arrivals_at_poll,
-                          self._chan_last):
-                    d.pop(ch, None)
-                self._chan_info = None
-                return
+    def peer(self, pid: str) -> Peer | None:
+        return self.roster.peers.get(pid)
 
-    def _channels(self) -> tuple[ChannelInfo, ...]:
-        """The channel list by name, rebuilt only where a message or a poll changed it."""
-        infos, dirty = self._chan_info, self._chan_dirty
-        if infos is None:
-            names = sorted(set(self._retained) | set(self._registry) | set(self._arrivals))
-            infos = self._chan_info = {ch: self._channel_info(ch) for ch in names}
-            self._chan_names = names
-        elif dirty:
-            for ch in dirty:
-                if ch not in infos:
-                    insort(self._chan_names, ch)
-                infos[ch] = self._channel_info(ch)
-        else:
-            return self._chan_tuple
-        dirty.clear()
-        self._chan_tuple = tuple(map(infos.__getitem__, self._chan_names))
-        return self._chan_tuple
+    @property
+    def presence_view(self) -> str:
+        return self._status.presence_view
 
-    def _channel_info(self, ch: str) -> ChannelInfo:
-        c, d = self._registry.get(ch), self._defaults
-        return ChannelInfo(
-            name=ch, retained=self._total_of(ch), arrivals=self._arrivals.get(ch, 0),
-            registered=c is not None, replay=effective_replay(c, d),
-            delivery_class=effective_class(c, d), replay_window=effective_window(c, d),
-            description=c.description if c else None,
-            instructions=c.instructions if c else None,
-            last_ts=self._chan_last.get(ch),
-        )
+    def _presence_view_to(self, view: str) -> None:
+        """The presence watch's view became ``live`` or ``stale`` (the roster's call)."""
+        self._status = replace(self._status, presence_view=view)
+        self._emit_state()
+        self._touch()
+
+    @model_input("presence")
+    def watch_delivered(self, received: float | None = None) -> None:
+        """The presence watch delivered something (any key, incl. ignored ones)."""
+        self.roster.watch_delivered(self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_presence(self, rec: PresenceRecord, *, received: float | None = None) -> None:
+        """Apply a validated presence PUT (key == card.id already checked by the caller)."""
+        self.roster.apply_presence(rec, self.clock() if received is None else received)
+
+    @model_input("presence")
+    def refresh_clocks(
+        self, pid: str, ts: float, activity_since: float | None, status_since: float | None,
+        active_at: float | None, *, received: float | None = None,
+    ) -> bool:
+        """A heartbeat-only rewrite: only the clocks move (:meth:`Roster.refresh_clocks`);
+        False (nothing done) when the caller must apply the full record instead."""
+        return self.roster.refresh_clocks(pid, ts, activity_since, status_since, active_at,
+                                          self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_presence_delete(
+        self, pid: str, *, purge: bool = False, received: float | None = None
+    ) -> None:
+        """KV DEL/PURGE on a presence key -> that peer offline (kept in the roster)."""
+        self.roster.apply_presence_delete(pid, purge, self.clock() if received is None else received)
+
+    @model_input("presence")
+    def presence_resync(self, present: Iterable[str], *, received: float | None = None) -> None:
+        """A rebound watch finished its initial state: peers absent from it are gone."""
+        self.roster.presence_resync(present, self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_absent(self, pid: str, name: str, role: str | None, last_ts: float | None, *,
+                     received: float | None = None) -> bool:
+        """A principal the space remembers with no presence: it joins offline (``absent``)."""
+        return self.roster.apply_absent(pid, name, role, last_ts,
+                                        self.clock() if received is None else received)
+
+    @model_input("presence")
+    def apply_stranded_seat(self, pid: str, uid: str | None, name: str, *,
+                            received: float | None = None) -> bool:
+        """A managed seat running with no presence: it joins offline (``seat-no-presence``)."""
+        return self.roster.apply_stranded_seat(pid, uid, name,
+                                               self.clock() if received is None else received)
+
+    @model_input("presence")
+    def grace(self, now: float | None = None) -> None:
+        """After a reconnect: every live peer gets one ttl to heartbeat again."""
+        self.roster.grace(self.clock() if now is None else now)
+
+    @model_input("presence")
+    def end_initial_load(self) -> None:
+        """The first watch snapshot is complete: later joins are live events."""
+        self.roster.end_initial_load()
+
+    @model_input("presence")
+    def sweep(self, now: float | None = None) -> bool:
+        """Stale peers go offline; True when the caller should rebind the presence watch."""
+        return self.roster.sweep(self.clock() if now is None else now)
+
+    # ------------------------------------------------------------------ runs (meshview/model/runs_state.py)
+
+    @model_input("runs")
+    def apply_run_rows(self, instance_id: str, rows: tuple[RunView, ...]) -> None:
+        """A ``run-ps`` answer from ``instance_id``: its runs are these."""
+        if self.runs.apply_run_rows(instance_id, rows, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def apply_run_status(self, instance_id: str, run_id: str,
+                         journal: tuple[JournalRow, ...], pauses: tuple[Pause, ...]) -> None:
+        """A ``run-status`` answer: the run's journal and its open pauses now."""
+        if self.runs.apply_run_status(instance_id, run_id, journal, pauses, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def set_run_status_error(self, instance_id: str, run_id: str, error: str) -> None:
+        """``run-status`` was refused or went unanswered: the run keeps what it showed."""
+        if self.runs.set_run_status_error(instance_id, run_id, error):
+            self._touch()
+
+    @model_input("runs")
+    def set_runs_silent(self, instance_id: str, error: str) -> None:
+        """A manager did not answer ``run-ps``: its runs stay, as its last word."""
+        if self.runs.set_runs_silent(instance_id, error, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def forget_run_manager(self, instance_id: str) -> None:
+        """A manager no longer registered: it and its runs leave."""
+        if self.runs.forget_run_manager(instance_id, self.clock()):
+            self._touch()
+
+    @model_input("runs")
+    def set_runs_unavailable(self, reason: str | None) -> None:
+        """This console cannot list runs at all (open mesh, no control path): why, once."""
+        if self.runs.set_runs_unavailable(reason):
+            self._touch()
+
+    def runs_view(self) -> RunsSnapshot:
+        """The runs as an immutable :class:`RunsSnapshot` at the model clock."""
+        return self.runs.view(self.clock())
 
     # ------------------------------------------------------------------ membership, managers
 
@@ -718,12 +712,12 @@ class MeshModel(RunsReducer, RosterReducer):
         holder_id = lease.holder or instance_id
         self._append(
             id="", ts=now, received=now, kind="lifecycle", from_id=holder_id,
-            from_name=self._names.get(holder_id, f"manager {instance_id[:8]}"),
+            from_name=self.roster.names.get(holder_id, f"manager {instance_id[:8]}"),
             from_role="manager",
             text=f"manager {instance_id[:12]} {'up' if up else 'down'}"
             + (f" ({lease.runtime})" if lease.runtime else ""),
             lifecycle="manager-up" if up else "manager-down",
-            historical=self._initial_load and up,
+            historical=self.roster.initial_load and up,
         )
 
     def manager_resync(self, present: Iterable[str]) -> None:
@@ -839,8 +833,9 @@ class MeshModel(RunsReducer, RosterReducer):
         """The stalled verdicts at ``now`` (the model clock): agent id -> :class:`Stalled`, for
         every agent claiming ``working`` whose facts have not moved for ``stall_ms``."""
         now = self.clock() if now is None else now
-        peers = [self._peers[pid]] if pid is not None and pid in self._peers else (
-            [] if pid is not None else self._peers.values())
+        rows = self.roster.peers
+        peers = [rows[pid]] if pid is not None and pid in rows else (
+            [] if pid is not None else rows.values())
         out: dict[str, Stalled] = {}
         quiet_from, threshold = self._stall.last_moved, self.stall_ms
         for p in peers:
@@ -856,7 +851,7 @@ class MeshModel(RunsReducer, RosterReducer):
         move forward, and a status change moves the presence fact, so until then only the
         stalled ones can change and the once-a-second check need not walk 10k rows."""
         quiet_from, due = self._stall.last_moved, now + self.stall_ms
-        for p in self._peers.values():
+        for p in self.roster.peers.values():
             if p.status == "working" and p.kind == "agent" and p.id not in stalled:
                 t = quiet_from(p.id, p.first_seen) + self.stall_ms
                 if t < due:
@@ -875,44 +870,11 @@ class MeshModel(RunsReducer, RosterReducer):
         if ids == self._stalled_ids:
             return
         for pid in sorted(ids - self._stalled_ids):
-            self._presence_event("update", self._peers[pid], now, "stalled")
+            self.roster.presence_event("update", self.roster.peers[pid], now, "stalled")
         self._stalled_ids = ids
         self._touch()
 
     # ------------------------------------------------------------------ snapshot
-
-    def _roster(self) -> None:
-        """Bring the roster order up to date: agents then endpoints, each by status block
-        (working, waiting, idle, offline), name and id. Only rows whose key moved are taken out
-        and put back (a status change among 10k rows costs a bisection, not a sort); a status
-        changes only through ``_set_peer``, so the blocks hold until the next call."""
-        if not self._roster_changed:
-            return
-        keys, srt, peers = self._sort_keys, self._sorted, self._peers
-        if srt is None or len(self._resort) > len(srt) // 8:
-            keys = self._sort_keys = {pid: _order_key(p) for pid, p in peers.items()}
-            srt = self._sorted = sorted(keys.values())
-        else:
-            for pid in self._resort:
-                new, old = _order_key(peers[pid]), keys.get(pid)
-                if new == old:
-                    continue
-                if old is not None:
-                    del srt[bisect_left(srt, old)]
-                insort(srt, new)
-                keys[pid] = new
-        self._resort.clear()
-        ids = [k[3] for k in srt]
-        n = bisect_left(srt, (True,))  # the first endpoint
-        self._agent_ids, self._endpoint_ids = tuple(ids[:n]), tuple(ids[n:])
-        self._peer_ids = tuple(ids)
-        spans: dict[str, tuple[int, int]] = {}
-        for status, o in STATUS_ORDER.items():  # in block order
-            lo, hi = bisect_left(srt, (False, o)), bisect_left(srt, (False, o + 1))
-            if hi > lo:
-                spans[status] = (lo, hi)
-        self._spans = spans
-        self._roster_changed = False
 
     def snapshot(self) -> Snapshot:
         """The current state as an immutable :class:`Snapshot` (cached until a change)."""
@@ -920,15 +882,16 @@ class MeshModel(RunsReducer, RosterReducer):
             return self._snap
         now = self.clock()
         self._rates.roll(now)
-        self._roster()
-        labels = self.labels()
+        roster = self.roster
+        roster.order()
+        labels = roster.labels()
         label = labels.label
         # heartbeat-only rewrites replace Peer objects without re-sorting: refresh them
-        get = self._peers.__getitem__
-        agents = tuple(map(get, self._agent_ids))
-        endpoints = tuple(map(get, self._endpoint_ids))
+        get = roster.peers.__getitem__
+        agents = tuple(map(get, roster.agent_ids))
+        endpoints = tuple(map(get, roster.endpoint_ids))
 
-        spans = self._spans
+        spans = roster.spans
         counts = {s: (spans[s][1] - spans[s][0] if s in spans else 0) for s in STATUSES}
         live = tuple(agents[lo:hi] for s, (lo, hi) in spans.items() if s != "offline")
         needs: list[NeedsYou] = []
@@ -952,14 +915,14 @@ class MeshModel(RunsReducer, RosterReducer):
         rates = Rates(msgs_per_sec=meter.per_sec(now), buckets=meter.buckets(), total=meter.total)
         snap = Snapshot(
             version=self.version, now=now, status=self._status, agents=agents,
-            endpoints=endpoints, channels=self._channels(),
+            endpoints=endpoints, channels=self.channels.infos(),
             feed=self._ring.rows(), feed_base=self._ring.base, signals=signals, rates=rates,
             dms=self._dms.conversations(lambda pid: labels.label(pid) or pid), dm_log=tuple(self._dms.log),
             topology=self._topology.topology(),
             rejections=tuple(sorted(self._rejections.items())),
             membership=self._membership.view(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
-            names=ReadOnlyNames(self._names), order=self._peer_ids, labels=labels,
+            names=ReadOnlyNames(roster.names), order=roster.peer_ids, labels=labels,
         )
         self._snap = snap
         self.dirty = False

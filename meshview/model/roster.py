@@ -1,22 +1,22 @@
-"""The roster's presence reducer (wire.md §4), mixed into :class:`~meshview.model.mesh.MeshModel`.
+"""The roster (wire.md §4): a component the model holds (:class:`Roster`), owning its rows,
+their order and its ``state()`` / ``from_state()``, as the feed ring and the DM roll-up do.
 
 Which entries are live, stale or heartbeat-only is decided by the ``meshview.wire`` rules
 (``is_stale``, ``is_heartbeat_only``); this module only folds their answers into roster rows,
-presence events and lifecycle feed rows. It shares the model's state, hence a mixin.
+presence events and lifecycle feed rows. The model registers the inputs and hands each its
+receipt time; the roster never reads a clock.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from bisect import bisect_left
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeGuard
+from bisect import bisect_left, insort
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, TypeGuard
 
 from msgspec.structs import replace as restruct  # a Peer is a Struct: built in C, ~40x faster
 
-from meshview.model.inputs import InputTap, model_input
+from meshview.model.labels import Labels
 from meshview.model.snapshot import (
     STATUS_ORDER,
-    ConnectionStatus,
     LifecycleKind,
     ModelEvent,
     Peer,
@@ -67,6 +67,11 @@ def _is_status(s: str) -> TypeGuard[Status]:
     return s in STATUS_ORDER
 
 
+def _order_key(p: Peer) -> tuple:
+    """A row's place in the roster: agents first, then by status block, name, id."""
+    return (p.kind != "agent", STATUS_ORDER.get(p.status, 9), p.name.lower(), p.id)
+
+
 def last_active(p: Peer) -> float:
     """When the peer last did something, as its presence says (0: never said)."""
     return max(p.active_at or 0.0, p.activity_since or 0.0)
@@ -91,87 +96,138 @@ def sort_peers(peers: Iterable[Peer], by: str) -> tuple[Peer, ...]:
 
 
 def same_but_clocks(old: Peer, new: Peer) -> bool:
-    """``new`` is ``old`` with only the clocks a heartbeat moves (:meth:`RosterReducer.
+    """``new`` is ``old`` with only the clocks a heartbeat moves (:meth:`Roster.
     refresh_clocks`) changed: what a view shows of it differs only in ages."""
     return old is new or (old.id == new.id and restruct(
         new, ts=old.ts, seen_at=old.seen_at, activity_since=old.activity_since,
         status_since=old.status_since, active_at=old.active_at) == old)
 
 
-class RosterReducer:
-    """Presence reducers of :class:`~meshview.model.mesh.MeshModel` (the attributes below are its)."""
+class RosterHost(Protocol):
+    """What a :class:`Roster` needs of the model that holds it: the change counter, the event
+    queue, the feed (lifecycle rows) and the connection status's presence view."""
 
-    ttl_ms: float
-    _peers: dict[str, Peer]
-    _names: dict[str, str]
-    _labels: Any
-    _roster_changed: bool
-    _resort: set[str]
-    _live_seen: dict[str, float] | None
-    _live_floor: float
-    _offline: dict[str, None] | None
-    _sort_keys: dict[str, tuple]
-    _sorted: list[tuple] | None
-    version: int
-    dirty: bool
-    _snap: Any
-    _watch_last: float | None
-    _initial_load: bool
-    _status: ConnectionStatus
+    @property
+    def presence_view(self) -> str: ...
+    def _touch(self) -> None: ...
+    def _emit(self, ev: ModelEvent) -> None: ...
+    def _append(self, **kw: Any) -> FeedEntry: ...
+    def _presence_view_to(self, view: str) -> None: ...
 
-    clock: Callable[[], float]
-    input_tap: InputTap | None
 
-    if TYPE_CHECKING:
-        _stall: StallTracker
+class Roster:
+    """The roster: one row per principal heard on the presence bucket (or remembered), the
+    names the space knows, and the order the snapshot shows them in. Its reducers (wire.md §4)
+    take the receipt time from the model (``now``), which registers them as inputs; what they
+    do beyond the roster (events, lifecycle rows, the presence view) goes through ``host``.
 
-        def _touch(self) -> None: ...
-        def _emit(self, ev: ModelEvent) -> None: ...
-        def _emit_state(self, detail: str | None = None) -> None: ...
-        def _append(self, **kw: Any) -> FeedEntry: ...
-        def _tapped_input(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-                          kw: dict[str, Any]) -> Any: ...
+    The attributes without an underscore are what the model reads (never writes); the kept
+    sort, the live and offline rows and the labels are derived and start afresh on a restore.
+    """
 
-    _agent_ids: tuple[str, ...]
-    _endpoint_ids: tuple[str, ...]
-    _peer_ids: tuple[str, ...]
-    _spans: dict[str, tuple[int, int]]
+    def __init__(self, host: RosterHost, ttl_ms: float, stall: StallTracker) -> None:
+        self.ttl_ms = ttl_ms
+        self._host = host
+        self._stall = stall
+        # the host's own bound methods, held once: the reducers call them per record
+        self._touch, self._emit, self._append = host._touch, host._emit, host._append
+        self.peers: dict[str, Peer] = {}
+        self.names: dict[str, str] = {}  # principal -> roster name (presence, absent)
+        self.watch_last: float | None = None  # receipt time of the last watch delivery
+        self.initial_load = True
+        # the order as last sorted (``order``): the snapshot's agents, endpoints, ``order``
+        # and the status blocks among the agents (status -> [lo, hi) in ``agent_ids``)
+        self._changed = True  # due for a sort
+        self.agent_ids: tuple[str, ...] = ()
+        self.endpoint_ids: tuple[str, ...] = ()
+        self.peer_ids: tuple[str, ...] = ()
+        self.spans: dict[str, tuple[int, int]] = {}
+        # the sorted order kept between sorts: each row's key, the keys in order (None: sort
+        # everything next time), and the rows whose key may have moved since
+        self._sort_keys: dict[str, tuple] = {}
+        self._sorted: list[tuple] | None = None
+        self._resort: set[str] = set()
+        # the live rows' ``seen_at`` (the sweep's deaf guard) and a lower bound of them; None:
+        # derive it from the rows
+        self.live_seen: dict[str, float] | None = None
+        self.live_floor = float("inf")
+        # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
+        self._offline: dict[str, None] | None = None
+        self._labels: Labels | None = None  # built from the rows when asked (None: stale)
 
-    def peer(self, pid: str) -> Peer | None:
-        return self._peers.get(pid)
+    def state(self) -> RosterState:
+        """The roster as a checkpoint holds it (rows are immutable and shared)."""
+        return RosterState(dict(self.peers), dict(self.names), self._changed,
+                           self.agent_ids, self.endpoint_ids, self.peer_ids,
+                           dict(self.spans), self.watch_last, self.initial_load)
 
-    def _roster_state(self) -> RosterState:
-        """The roster's part of :meth:`MeshModel.state`."""
-        return RosterState(dict(self._peers), dict(self._names), self._roster_changed,
-                           self._agent_ids, self._endpoint_ids, self._peer_ids,
-                           dict(self._spans), self._watch_last, self._initial_load)
-
-    def _restore_roster(self, st: RosterState) -> None:
-        """Put a roster back; what is derived from it (the kept sort, the live and offline
+    @classmethod
+    def from_state(cls, st: RosterState, host: RosterHost, ttl_ms: float,
+                   stall: StallTracker) -> Roster:
+        """A roster put back; what is derived from it (the kept sort, the live and offline
         rows, labels) starts afresh, as in a new model."""
-        self._peers, self._names = dict(st.peers), dict(st.names)
-        self._roster_changed = st.changed
-        self._agent_ids, self._endpoint_ids = st.agent_ids, st.endpoint_ids
-        self._peer_ids, self._spans = st.peer_ids, dict(st.spans)
-        self._watch_last, self._initial_load = st.watch_last, st.initial_load
-        self._sort_keys, self._sorted, self._resort = {}, None, set()
-        self._live_seen, self._live_floor, self._offline = None, float("inf"), None
-        self._labels = None
+        r = cls(host, ttl_ms, stall)
+        r.peers, r.names = dict(st.peers), dict(st.names)
+        r._changed = st.changed
+        r.agent_ids, r.endpoint_ids = st.agent_ids, st.endpoint_ids
+        r.peer_ids, r.spans = st.peer_ids, dict(st.spans)
+        r.watch_last, r.initial_load = st.watch_last, st.initial_load
+        return r
 
-    @model_input("presence")
-    def watch_delivered(self, received: float | None = None) -> None:
+    def name_of(self, pid: str) -> str:
+        """A peer's roster name, else its whole id (display code elides it, never this)."""
+        return self.names.get(pid) or pid
+
+    def labels(self) -> Labels:
+        """Principal -> display label from the rows (meshview/model/labels.py), rebuilt only
+        after a roster name or role changed."""
+        lab = self._labels
+        if lab is None or len(lab) != len(self.peers):
+            lab = self._labels = Labels((p.id, p.name, p.role) for p in self.peers.values())
+        return lab
+
+    def order(self) -> None:
+        """Bring the roster order up to date: agents then endpoints, each by status block
+        (working, waiting, idle, offline), name and id. Only rows whose key moved are taken out
+        and put back (a status change among 10k rows costs a bisection, not a sort); a status
+        changes only through ``_set_peer``, so the blocks hold until the next call."""
+        if not self._changed:
+            return
+        keys, srt, peers = self._sort_keys, self._sorted, self.peers
+        if srt is None or len(self._resort) > len(srt) // 8:
+            keys = self._sort_keys = {pid: _order_key(p) for pid, p in peers.items()}
+            srt = self._sorted = sorted(keys.values())
+        else:
+            for pid in self._resort:
+                new, old = _order_key(peers[pid]), keys.get(pid)
+                if new == old:
+                    continue
+                if old is not None:
+                    del srt[bisect_left(srt, old)]
+                insort(srt, new)
+                keys[pid] = new
+        self._resort.clear()
+        ids = [k[3] for k in srt]
+        n = bisect_left(srt, (True,))  # the first endpoint
+        self.agent_ids, self.endpoint_ids = tuple(ids[:n]), tuple(ids[n:])
+        self.peer_ids = tuple(ids)
+        spans: dict[str, tuple[int, int]] = {}
+        for status, o in STATUS_ORDER.items():  # in block order
+            lo, hi = bisect_left(srt, (False, o)), bisect_left(srt, (False, o + 1))
+            if hi > lo:
+                spans[status] = (lo, hi)
+        self.spans = spans
+        self._changed = False
+
+    # ------------------------------------------------------------------ reducers
+
+    def watch_delivered(self, now: float) -> None:
         """The presence watch delivered something (any key, incl. ignored ones)."""
-        self._delivered(self.clock() if received is None else received)
+        self.watch_last = now
+        if self._host.presence_view != "live":
+            self._host._presence_view_to("live")
 
-    def _delivered(self, now: float) -> None:
-        self._watch_last = now
-        if self._status.presence_view != "live":
-            self._status = replace(self._status, presence_view="live")
-            self._emit_state()
-            self._touch()
-
-    @model_input("presence")
-    def apply_presence(self, rec: PresenceRecord, *, received: float | None = None) -> None:
+    def apply_presence(self, rec: PresenceRecord, now: float) -> None:
         """Apply a validated presence PUT (key == card.id already checked by the caller).
 
         Rules (wire.md §4): ``status: offline`` -> offline; ``ts`` older than ttl on arrival
@@ -179,10 +235,9 @@ class RosterReducer:
         changed ``lifecycleUid`` -> new-incarnation event; heartbeat-only rewrites update ts
         but emit nothing.
         """
-        now = self.clock() if received is None else received
         self.watch_delivered(now)
-        self._names[rec.id] = rec.name
-        prev = self._peers.get(rec.id)
+        self.names[rec.id] = rec.name
+        prev = self.peers.get(rec.id)
         stale = is_stale(rec.ts, now, self.ttl_ms)
         if rec.status == "offline":
             self._mark_offline(rec.id, "offline-record", now, rec=rec)
@@ -210,16 +265,16 @@ class RosterReducer:
                 new = restruct(new, incarnations=prev.incarnations + 1)
             self._set_peer(new)
             if incarnation:  # back from offline as a new instance: one event, not two
-                self._presence_event("incarnation", new, now)
+                self.presence_event("incarnation", new, now)
                 self._lifecycle("incarnation", new, now, "new incarnation")
             else:
-                self._presence_event("join", new, now)
+                self.presence_event("join", new, now)
                 self._lifecycle("join", new, now, "joined")
             return
         if rec.lifecycle_uid and prev.lifecycle_uid and rec.lifecycle_uid != prev.lifecycle_uid:
             new = restruct(new, incarnations=prev.incarnations + 1)
             self._set_peer(new)
-            self._presence_event("incarnation", new, now)
+            self.presence_event("incarnation", new, now)
             self._lifecycle("incarnation", new, now, "new incarnation")
             return
         if is_heartbeat_only(as_presence(prev), as_presence(new)):
@@ -228,95 +283,78 @@ class RosterReducer:
             self._touch()
             return
         self._set_peer(new)
-        self._presence_event("update", new, now)
+        self.presence_event("update", new, now)
 
-    @model_input("presence")
-    def refresh_clocks(
-        self, pid: str, ts: float, activity_since: float | None, status_since: float | None,
-        active_at: float | None, *, received: float | None = None,
-    ) -> bool:
+    def refresh_clocks(self, pid: str, ts: float, activity_since: float | None,
+                       status_since: float | None, active_at: float | None, now: float) -> bool:
         """A heartbeat-only rewrite (the caller judged it so with ``is_heartbeat_only`` against
         the last record it applied for this key): only the clocks move, as
         :meth:`apply_presence` would move them, without rebuilding the record. False (nothing
         done) unless the peer is live, the record fresh and not older than the one held; the
         caller then applies the full record. The observer's path for the common case at scale;
         an input like any other, so a recording holds it and a replay applies it."""
-        prev = self._peers.get(pid)
-        now = self.clock() if received is None else received
+        prev = self.peers.get(pid)
         if (prev is None or prev.status == "offline" or ts < prev.ts
                 or is_stale(ts, now, self.ttl_ms)):
             return False
-        # the hot path at scale (5k calls a second at 10k agents): ``_delivered``,
-        # ``_put_peer`` and ``_touch`` written out, as each of them would do it here
-        self._watch_last = now
-        if self._status.presence_view != "live":
-            self._delivered(now)
+        # the hot path at scale (5k calls a second at 10k agents): ``watch_delivered`` and
+        # ``_put_peer`` written out, as each of them would do it here
+        self.watch_last = now
+        if self._host.presence_view != "live":
+            self._host._presence_view_to("live")
         if active_at is not None:
             self._stall.active_at(pid, now, active_at)
         seen = prev.seen_at if ts == prev.ts else now
-        self._peers[pid] = restruct(prev, ts=ts, seen_at=seen, activity_since=activity_since,
+        self.peers[pid] = restruct(prev, ts=ts, seen_at=seen, activity_since=activity_since,
                                     status_since=status_since, active_at=active_at)
-        if self._live_seen is not None:
-            self._live_seen[pid] = seen  # the peer is live (checked above)
-            if seen < self._live_floor:  # a clock set back (a test's, a replay's)
-                self._live_floor = seen
-        self.version += 1
-        self.dirty = True
-        self._snap = None
+        if self.live_seen is not None:
+            self.live_seen[pid] = seen  # the peer is live (checked above)
+            if seen < self.live_floor:  # a clock set back (a test's, a replay's)
+                self.live_floor = seen
+        self._touch()
         return True
 
-    @model_input("presence")
-    def apply_presence_delete(
-        self, pid: str, *, purge: bool = False, received: float | None = None
-    ) -> None:
+    def apply_presence_delete(self, pid: str, purge: bool, now: float) -> None:
         """KV DEL/PURGE on a presence key -> that peer offline (kept in the roster)."""
-        now = self.clock() if received is None else received
         self.watch_delivered(now)
         self._mark_offline(pid, "kv-purge" if purge else "kv-delete", now)
 
-    @model_input("presence")
-    def presence_resync(self, present: Iterable[str], *, received: float | None = None) -> None:
+    def presence_resync(self, present: Iterable[str], now: float) -> None:
         """A rebound watch finished its initial state: peers absent from it are gone
         (an empty bucket means nobody present)."""
-        now = self.clock() if received is None else received
         keep = set(present)
-        for pid, p in list(self._peers.items()):
+        for pid, p in list(self.peers.items()):
             if pid not in keep and p.status != "offline":
                 self._mark_offline(pid, "stale", now)
 
-    @model_input("presence")
-    def apply_absent(self, pid: str, name: str, role: str | None, last_ts: float | None, *,
-                     received: float | None = None) -> bool:
+    def apply_absent(self, pid: str, name: str, role: str | None, last_ts: float | None,
+                     now: float) -> bool:
         """A principal the space remembers (its retained messages, its lifecycle head) with no
         presence: an agent that left before we started. It joins the roster offline (reason
         ``absent``) and the line stream hears one quiet offline event, as a console that saw it
         go would show it. No feed row: nobody saw it happen. False when it is known already."""
-        if pid in self._peers:
+        if pid in self.peers:
             return False
-        now = self.clock() if received is None else received
-        self._names.setdefault(pid, name)
+        self.names.setdefault(pid, name)
         p = Peer(id=pid, name=name, kind="agent", status="offline", reported_status="offline",
                  ts=last_ts if last_ts is not None else 0.0, seen_at=now, role=role,
                  first_seen=now, offline_reason="absent")
         self._set_peer(p)
-        self._presence_event("offline", p, now, "absent")
+        self.presence_event("offline", p, now, "absent")
         return True
 
-    @model_input("presence")
-    def apply_stranded_seat(self, pid: str, uid: str | None, name: str, *,
-                            received: float | None = None) -> bool:
+    def apply_stranded_seat(self, pid: str, uid: str | None, name: str, now: float) -> bool:
         """A managed seat its manager's ``ps`` reports running while its agent has no presence
         (mesh ``absent``): a stuck agent, so never invisible. It joins the roster offline
         (reason ``seat-no-presence``), keyed by the row's principal and lifecycle uid, never by
         its name. False when the principal is live on the roster (its presence speaks for it)
         or already shown so for that lifecycle."""
-        prev = self._peers.get(pid)
+        prev = self.peers.get(pid)
         if prev is not None and (prev.status != "offline" or (
                 prev.offline_reason == "seat-no-presence" and prev.lifecycle_uid == uid)):
             return False
-        now = self.clock() if received is None else received
         name, uid = name[:64], uid[:64] if uid else None  # bounded: the row is the manager's word
-        self._names.setdefault(pid, name)
+        self.names.setdefault(pid, name)
         p = Peer(id=pid, name=prev.name if prev is not None else name, kind="agent",
                  status="offline", reported_status="offline",
                  ts=prev.ts if prev is not None else 0.0, seen_at=now,
@@ -325,22 +363,19 @@ class RosterReducer:
                  offline_since=now, offline_reason="seat-no-presence")
         self._set_peer(p)
         if prev is None:
-            self._presence_event("offline", p, now, "seat-no-presence")
+            self.presence_event("offline", p, now, "seat-no-presence")
         return True
 
-    @model_input("presence")
-    def grace(self, now: float | None = None) -> None:
+    def grace(self, now: float) -> None:
         """After a reconnect: every live peer gets one ttl to heartbeat again before the
         sweep may call it stale (its silence was ours, not its)."""
-        now = self.clock() if now is None else now
-        for p in self._peers.values():
+        for p in self.peers.values():
             if p.status != "offline" and p.seen_at < now:
                 self._put_peer(restruct(p, seen_at=now))
 
-    @model_input("presence")
     def end_initial_load(self) -> None:
         """The first watch snapshot is complete: later joins are live events."""
-        self._initial_load = False
+        self.initial_load = False
 
     def _make_peer(
         self, rec: PresenceRecord, now: float, prev: Peer | None, status: Status,
@@ -366,16 +401,16 @@ class RosterReducer:
 
     def _put_peer(self, p: Peer) -> None:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
-        old = self._peers.get(p.id)
+        old = self.peers.get(p.id)
         if old is None or old.name != p.name or old.role != p.role:
             self._labels = None  # who is shown as whom changed (meshview/model/labels.py)
-        self._peers[p.id] = p
-        live = self._live_seen
+        self.peers[p.id] = p
+        live = self.live_seen
         if live is not None:
             if p.status != "offline":
                 live[p.id] = p.seen_at
-                if p.seen_at < self._live_floor:
-                    self._live_floor = p.seen_at
+                if p.seen_at < self.live_floor:
+                    self.live_floor = p.seen_at
             else:
                 live.pop(p.id, None)
         off = self._offline
@@ -392,7 +427,7 @@ class RosterReducer:
     def _offline_order(self) -> dict[str, None]:
         """The offline rows, the earliest to go offline first (rebuilt after a restore)."""
         rows = sorted((p.offline_since or 0.0, k, pid) for k, (pid, p)
-                      in enumerate(self._peers.items()) if p.status == "offline")
+                      in enumerate(self.peers.items()) if p.status == "offline")
         return {pid: None for _, _, pid in rows}
 
     def _prune_offline(self, off: dict[str, None], keep: str) -> None:
@@ -407,8 +442,8 @@ class RosterReducer:
             gone.append(pid)
         srt, keys = self._sorted, self._sort_keys
         for pid in gone:
-            self._peers.pop(pid, None)
-            self._names.pop(pid, None)
+            self.peers.pop(pid, None)
+            self.names.pop(pid, None)
             self._resort.discard(pid)
             key = keys.pop(pid, None)
             if key is not None and srt is not None:
@@ -416,20 +451,20 @@ class RosterReducer:
                 if at < len(srt) and srt[at] == key:
                     del srt[at]
         self._stall.forget(gone)
-        self._roster_changed = True
+        self._changed = True
 
     def _set_peer(self, p: Peer) -> None:
-        prev = self._peers.get(p.id)
+        prev = self.peers.get(p.id)
         self._put_peer(p)
         if prev is None or prev.status != p.status or prev.name != p.name or prev.kind != p.kind:
             self._resort.add(p.id)  # its place in the roster may move
-            self._roster_changed = True
+            self._changed = True
         self._touch()
 
     def _mark_offline(
         self, pid: str, reason: str, now: float, rec: PresenceRecord | None = None
     ) -> None:
-        prev = self._peers.get(pid)
+        prev = self.peers.get(pid)
         if rec is not None:
             p = self._make_peer(rec, now, prev, "offline", reason)
         elif prev is not None:
@@ -448,56 +483,48 @@ class RosterReducer:
             self._set_peer(p)  # first sighting already offline: quiet
             return
         self._set_peer(p)
-        self._presence_event("offline", p, now, reason)
+        self.presence_event("offline", p, now, reason)
         if reason in ("stale", "rebind"):
             self._lifecycle("crash", p, now, "heartbeat lapsed (crash detected)")
         else:
             self._lifecycle("offline", p, now, "went offline")
 
-    def _presence_event(
+    def presence_event(
         self, kind: PresenceEventKind, p: Peer, now: float, reason: str | None = None
     ) -> None:
-        initial = self._initial_load or reason == "absent"
+        initial = self.initial_load or reason == "absent"
         self._emit(PresenceEvent(kind, p, now, reason, initial))
 
     def _lifecycle(self, kind: LifecycleKind, p: Peer, now: float, text: str) -> None:
         self._append(
             id="", ts=now, received=now, kind="lifecycle", from_id=p.id, from_name=p.name,
-            from_role=p.role, text=text, lifecycle=kind, historical=self._initial_load,
+            from_role=p.role, text=text, lifecycle=kind, historical=self.initial_load,
         )
 
-    @model_input("presence")
-    def sweep(self, now: float | None = None) -> bool:
+    def sweep(self, now: float) -> bool:
         """Rules 4–5: stale peers go offline (deaf-observer guard); a watch silent for a
         whole ttl marks the view stale. Returns True when the caller should rebind the
         presence watch (view just went stale)."""
-        now = self.clock() if now is None else now
-        wl = self._watch_last
+        wl = self.watch_last
         if wl is not None:
             # the deaf guard first: a peer heard from within a ttl of the watch's last delivery
             # is not stale. The live rows' receipt times are kept apart with a lower bound of
             # them (a receipt time only grows while a peer is live), so with everyone heard
             # lately (the common case) a sweep over 10k peers is one subtraction
-            ttl, peers, live = self.ttl_ms, self._peers, self._live_seen
+            ttl, peers, live = self.ttl_ms, self.peers, self.live_seen
             if live is None:
-                live = self._live_seen = {pid: p.seen_at for pid, p in peers.items()
+                live = self.live_seen = {pid: p.seen_at for pid, p in peers.items()
                                           if p.status != "offline"}
-                self._live_floor = min(live.values(), default=float("inf"))
-            if wl - self._live_floor >= ttl:
-                self._live_floor = min(live.values(), default=float("inf"))  # the bound, made exact
-            if wl - self._live_floor >= ttl:  # someone may be stale: look (in the rows' order)
+                self.live_floor = min(live.values(), default=float("inf"))
+            if wl - self.live_floor >= ttl:
+                self.live_floor = min(live.values(), default=float("inf"))  # the bound, made exact
+            if wl - self.live_floor >= ttl:  # someone may be stale: look (in the rows' order)
                 gone = [pid for pid, p in peers.items()
                         if wl - p.seen_at >= ttl and p.status != "offline"
                         and is_stale(p.ts, now, ttl, p.seen_at)]
                 for pid in gone:
                     self._mark_offline(pid, "stale", now)
-        if wl is not None and now - wl > self.ttl_ms and self._status.presence_view != "stale":
-            self._status = replace(self._status, presence_view="stale")
-            self._emit_state()
-            self._touch()
+        if wl is not None and now - wl > self.ttl_ms and self._host.presence_view != "stale":
+            self._host._presence_view_to("stale")
             return True
         return False
-
-    @property
-    def presence_view(self) -> str:
-        return self._status.presence_view

@@ -3,8 +3,8 @@
 There is no push event for runs: a poller (attach/control/runs_poll.py) asks each manager ``run-ps``,
 then ``run-status`` for its running runs, and hands the answers to the model through the
 inputs below, as values of this module (so a recording holds them and a replay shows the run
-state the console saw then, not the state now). The model mixes :class:`RunsReducer` in, as it
-does the roster's reducer.
+state the console saw then, not the state now). The model holds a :class:`Runs` (the fold and
+its view) and registers the inputs, as it holds the roster.
 
 What waits on a human is a pending step with an ``asks`` prompt (:class:`Pause`); it is a
 NEEDS-YOU row until the step settles, the run leaves ``running`` (or is revoked), or its
@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from meshview.errors import MeshviewError
-from meshview.model.inputs import model_input
 
 if TYPE_CHECKING:
     from meshview.model.snapshot import ModelEvent
@@ -210,20 +209,26 @@ def _open(r: RunView) -> tuple[Pause, ...]:
     return r.pauses if r.state == "running" else ()
 
 
-class RunsReducer:
-    """The run inputs of :class:`~meshview.model.mesh.MeshModel` (it provides ``_runs``, ``clock``,
-    ``_touch`` and ``_emit``)."""
+class Runs:
+    """The runs component the model holds: the fold (:class:`RunsState`, what a checkpoint
+    holds) and the view cached from it. The model registers the inputs and hands each its
+    model-clock time; a reducer returns whether the fold changed (the model then counts a
+    change) and says a run's moves through ``emit`` (the line stream's :class:`RunEvent`)."""
 
-    _runs: RunsState
-    _runs_snap: RunsSnapshot | None
+    def __init__(self, emit: Callable[[ModelEvent], None], st: RunsState | None = None) -> None:
+        self._emit = emit
+        self._st = st.copy() if st is not None else RunsState()
+        self._snap: RunsSnapshot | None = None
 
-    if TYPE_CHECKING:
-        def clock(self) -> float: ...
-        def _touch(self) -> None: ...
-        def _emit(self, ev: ModelEvent) -> None: ...
+    def state(self) -> RunsState:
+        """The fold as it is now (the rows are immutable and shared)."""
+        return self._st.copy()
 
-    def _run_changed(self, old: RunView | None, new: RunView | None) -> None:
-        now = self.clock()
+    @classmethod
+    def from_state(cls, st: RunsState, emit: Callable[[ModelEvent], None]) -> Runs:
+        return cls(emit, st)
+
+    def _run_changed(self, old: RunView | None, new: RunView | None, now: float) -> None:
         ref = new or old
         assert ref is not None
         if new is not None and (old is None or old.state != new.state):
@@ -241,13 +246,11 @@ class RunsReducer:
                 self._emit(RunEvent("pause-settled", ref.run_id, ref.instance_id, now, state,
                                     step_key=k))
 
-    @model_input("runs")
-    def apply_run_rows(self, instance_id: str, rows: tuple[RunView, ...]) -> None:
+    def apply_run_rows(self, instance_id: str, rows: tuple[RunView, ...], now: float) -> bool:
         """A ``run-ps`` answer from ``instance_id``: its runs are these (a run it no longer
         lists leaves). A run keeps its last journal and pauses until the next ``run-status``,
         but a run no longer ``running`` has no open pause."""
-        st = self._runs
-        now = self.clock()
+        st = self._st
         st.polled = True
         st.unavailable = None
         seen: set[tuple[str, str]] = set()
@@ -261,86 +264,83 @@ class RunsReducer:
                               status_error=old.status_error)
             if new != old:
                 st.runs[key] = new
-                self._run_changed(old, new)
+                self._run_changed(old, new, now)
         for key in [k for k in st.runs if k[0] == instance_id and k not in seen]:
-            self._run_changed(st.runs.pop(key), None)
+            self._run_changed(st.runs.pop(key), None, now)
         st.managers[instance_id] = ManagerRuns(instance_id, answered_at=now)
-        self._runs_snap = None
-        self._touch()
+        self._snap = None
+        return True
 
-    @model_input("runs")
-    def apply_run_status(self, instance_id: str, run_id: str,
-                         journal: tuple[JournalRow, ...], pauses: tuple[Pause, ...]) -> None:
+    def apply_run_status(self, instance_id: str, run_id: str, journal: tuple[JournalRow, ...],
+                         pauses: tuple[Pause, ...], now: float) -> bool:
         """A ``run-status`` answer: the run's journal and its open pauses now."""
-        st = self._runs
+        st = self._st
         key = (instance_id, run_id)
         old = st.runs.get(key)
         if old is None:
-            return  # the run left the list between the two calls
+            return False  # the run left the list between the two calls
         new = replace(old, journal=tuple(journal)[-JOURNAL_CAP:], pauses=tuple(pauses),
-                      status_at=self.clock(), status_error=None)
-        if new != old:
-            st.runs[key] = new
-            self._run_changed(old, new)
-            self._runs_snap = None
-            self._touch()
+                      status_at=now, status_error=None)
+        if new == old:
+            return False
+        st.runs[key] = new
+        self._run_changed(old, new, now)
+        self._snap = None
+        return True
 
-    @model_input("runs")
-    def set_run_status_error(self, instance_id: str, run_id: str, error: str) -> None:
+    def set_run_status_error(self, instance_id: str, run_id: str, error: str) -> bool:
         """``run-status`` was refused or went unanswered: the run keeps what it showed."""
-        st = self._runs
+        st = self._st
         old = st.runs.get((instance_id, run_id))
         if old is None or old.status_error == error:
-            return
+            return False
         st.runs[old.key] = replace(old, status_error=error)
-        self._runs_snap = None
-        self._touch()
+        self._snap = None
+        return True
 
-    @model_input("runs")
-    def set_runs_silent(self, instance_id: str, error: str) -> None:
-        """A manager did not answer ``run-ps`` (or refused it): its runs stay, as its last word."""
-        st = self._runs
+    def set_runs_silent(self, instance_id: str, error: str, now: float) -> bool:
+        """A manager did not answer ``run-ps`` (or refused it): its runs stay, as its last word.
+        (``polled`` is set even when nothing else changes: no change is counted for it.)"""
+        st = self._st
         st.polled = True
         prev = st.managers.get(instance_id) or ManagerRuns(instance_id)
         if prev.silent_since is not None and prev.error == error:
-            return
+            return False
         st.managers[instance_id] = replace(
-            prev, silent_since=prev.silent_since if prev.silent_since is not None else self.clock(),
+            prev, silent_since=prev.silent_since if prev.silent_since is not None else now,
             error=error)
-        self._runs_snap = None
-        self._touch()
+        self._snap = None
+        return True
 
-    @model_input("runs")
-    def forget_run_manager(self, instance_id: str) -> None:
+    def forget_run_manager(self, instance_id: str, now: float) -> bool:
         """A manager no longer registered: it and its runs leave."""
-        st = self._runs
+        st = self._st
         gone = [k for k in st.runs if k[0] == instance_id]
         if not gone and instance_id not in st.managers:
-            return
+            return False
         for k in gone:
-            self._run_changed(st.runs.pop(k), None)
+            self._run_changed(st.runs.pop(k), None, now)
         st.managers.pop(instance_id, None)
-        self._runs_snap = None
-        self._touch()
+        self._snap = None
+        return True
 
-    @model_input("runs")
-    def set_runs_unavailable(self, reason: str | None) -> None:
+    def set_runs_unavailable(self, reason: str | None) -> bool:
         """This console cannot list runs at all (open mesh, no control path): why, once."""
-        if self._runs.unavailable == reason:
-            return
-        self._runs.unavailable = reason
-        self._runs.polled = True
-        self._runs_snap = None
-        self._touch()
+        st = self._st
+        if st.unavailable == reason:
+            return False
+        st.unavailable = reason
+        st.polled = True
+        self._snap = None
+        return True
 
-    def runs_view(self) -> RunsSnapshot:
-        """The runs as an immutable :class:`RunsSnapshot` at the model clock (NEEDS-YOU rows
-        whose deadline passed are gone from it)."""
-        now = self.clock()
-        snap = self._runs_snap
+    def view(self, now: float) -> RunsSnapshot:
+        """The runs as an immutable :class:`RunsSnapshot` at ``now`` (the model clock):
+        NEEDS-YOU rows whose deadline passed are gone from it."""
+        snap = self._snap
         if snap is not None and (not snap.needs or now - snap.now < 1000.0):
             return snap
-        st = self._runs
+        st = self._st
         runs = sorted(st.runs.values(), key=lambda r: (-(r.started_at or 0.0), r.run_id))
         needs = []
         for r in runs:
@@ -357,7 +357,7 @@ class RunsReducer:
             runs=tuple(runs), needs=tuple(needs),
             managers=tuple(st.managers[k] for k in sorted(st.managers)), now=now,
             polled=st.polled, unavailable=st.unavailable)
-        self._runs_snap = snap
+        self._snap = snap
         return snap
 
 

@@ -2,9 +2,9 @@
 and :class:`ModelState`, the versioned whole a checkpoint holds (meshview/record/statecodec.py
 writes and reads it; the model hands it out and takes it back: ``state()`` / ``restore()``).
 
-A part that is an object of its own (the feed ring, the DM roll-up, the hop log, the rates)
-says its state with ``state()`` and is rebuilt with ``from_state()``; the rest are the values
-below. What the model derives from these (the roster's kept sort, the channel list, labels,
+A part that is an object of its own (the feed ring, the roster, the channel list, the runs
+fold, the DM roll-up, the hop log, the rates) says its state with ``state()`` and is rebuilt
+with ``from_state()``; the rest are the values below. What the model derives from these (the roster's kept sort, the channel list, labels,
 the snapshot) is not state: a restore starts it afresh. Nor is the stalled verdict's tracker
 (meshview/model/stalled.py): a replay rebuilds it from the inputs after a checkpoint.
 
@@ -59,7 +59,7 @@ class Burst:
 
 @dataclass(slots=True)
 class RosterState:
-    """The roster (meshview/model/roster.py), and its order as last sorted: heartbeat rewrites
+    """The roster (meshview/model/roster.py, ``Roster.state()``), and its order as last sorted: heartbeat rewrites
     do not re-sort, so a restored model shows the order the live one showed."""
 
     peers: dict[str, Peer] = field(default_factory=dict)
@@ -75,7 +75,8 @@ class RosterState:
 
 @dataclass(slots=True)
 class ChannelsState:
-    """The channel registry as wire records, and what the tap and the polls said of each."""
+    """The channel registry as wire records, and what the tap and the polls said of each
+    (meshview/model/channels.py, ``Channels.state()``)."""
 
     registry: dict[str, ChannelConfig] = field(default_factory=dict)
     defaults: ChannelDefaults | None = None

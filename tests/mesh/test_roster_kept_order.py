@@ -31,17 +31,17 @@ class Clock:
 
 
 def full_order(m: MeshModel) -> tuple[str, ...]:
-    peers = [m.peer(pid) for pid in m._peers]
+    peers = [m.peer(pid) for pid in m.roster.peers]
     rows = sorted(peers, key=lambda p: (p.kind != "agent", ORDER[p.status], p.name.lower(), p.id))
     return tuple(p.id for p in rows)
 
 
 def due_stale(m: MeshModel, now: float) -> set[str]:
     """Who the sweep must take offline now, by the rule read over every row."""
-    wl, ttl = m._watch_last, m.ttl_ms
+    wl, ttl = m.roster.watch_last, m.ttl_ms
     if wl is None:
         return set()
-    return {p.id for p in m._peers.values()
+    return {p.id for p in m.roster.peers.values()
             if wl - p.seen_at >= ttl and p.status != "offline"
             and is_stale(p.ts, now, ttl, p.seen_at)}
 
@@ -65,9 +65,9 @@ def step(m: MeshModel, clock: Clock, rng: random.Random, n: int) -> None:
         m.apply_presence_delete(pid, purge=rng.random() < 0.5)
     elif op < 0.92:
         expect = due_stale(m, clock.t)
-        before = {p.id for p in m._peers.values() if p.status == "offline"}
+        before = {p.id for p in m.roster.peers.values() if p.status == "offline"}
         m.sweep(clock.t)
-        went = {p.id for p in m._peers.values() if p.status == "offline"} - before
+        went = {p.id for p in m.roster.peers.values() if p.status == "offline"} - before
         assert went == expect
     elif op < 0.96:
         m.grace(clock.t)
@@ -85,14 +85,14 @@ def test_kept_order_and_sweep_bound_match_a_full_recomputation(seed: int) -> Non
         snap = m.snapshot()
         assert snap.order == full_order(m), f"step {k}"
         assert tuple(p.id for p in snap.agents) + tuple(p.id for p in snap.endpoints) == snap.order
-        spans = m._spans  # the status blocks among agents
+        spans = m.roster.spans  # the status blocks among agents
         for status, (lo, hi) in spans.items():
             assert {p.status for p in snap.agents[lo:hi]} == {status}
         assert sum(hi - lo for lo, hi in spans.values()) == len(snap.agents)
-        if m._live_seen is not None:
-            live = {pid: p.seen_at for pid, p in m._peers.items() if p.status != "offline"}
-            assert m._live_seen == live
-            assert all(m._live_floor <= t for t in live.values())
+        if m.roster.live_seen is not None:
+            live = {pid: p.seen_at for pid, p in m.roster.peers.items() if p.status != "offline"}
+            assert m.roster.live_seen == live
+            assert all(m.roster.live_floor <= t for t in live.values())
 
 
 def test_the_stall_check_skips_rows_only_while_nobody_can_be_due() -> None:
