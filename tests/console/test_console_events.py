@@ -129,4 +129,8 @@ async def test_show_events_in_config_starts_with_frames_shown(broker, nc, space,
         _console(app).set_events(False)
         await until(pilot, lambda: "ev 1" in _status(app), what="ev 1")
         assert not any(e.event for e in feed.visible_entries())
+        # the key is in ? help
+        await pilot.press("question_mark")
+        await until(pilot, lambda: "activity frames in the feed (events on/off)"
+                    in screen_text(app), what="the E row in help")
     await session.stop()
