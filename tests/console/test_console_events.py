@@ -134,3 +134,35 @@ async def test_show_events_in_config_starts_with_frames_shown(broker, nc, space,
         await until(pilot, lambda: "activity frames in the feed (events on/off)"
                     in screen_text(app), what="the E row in help")
     await session.stop()
+
+
+def test_the_counter_is_compact():
+    from widgets.status_bar import compact_count
+
+    assert [compact_count(n) for n in (0, 7, 999, 1000, 1234, 9949, 12_345, 999_499, 1_250_000)] \
+        == ["0", "7", "999", "1.0k", "1.2k", "9.9k", "12k", "999k", "1.2M"]
+
+
+async def test_ev_counts_the_models_frames_compactly(tmp_path, monkeypatch):
+    """1,234 frames through the model's input: ``ev 1.2k`` while hidden, gone once shown."""
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    from support.console import make_app
+    from meshview.wire.decode import Applied
+    from widgets.status_bar import StatusBar
+
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        screen = _console(app)
+        bar = screen.query_one(StatusBar)
+        assert " ev " not in bar.left().plain  # none seen: no counter at all
+        model = screen.session.model
+        for i in range(1234):
+            model.apply_message(Applied(kind="channel", id=f"f{i}", ts=model.clock(),
+                                        from_id="local.ada", from_name="ada", from_role=None,
+                                        text="▸ run r started", channel="events.local.ada",
+                                        event=True))
+        assert model.event_rows == 1234
+        await until(pilot, lambda: "· ev 1.2k" in screen_text(app), what="ev 1.2k")
+        screen.set_events(True)
+        await until(pilot, lambda: "ev 1.2k" not in screen_text(app), what="ev gone")
