@@ -23,15 +23,21 @@ TOOL_CHARS = 32  # of one tool name
 WORDS_CHARS = 60  # of the first assistant words
 
 
+def first_line(text: str) -> str:
+    """A row's text as one bounded, escaped line: what a frame without its parts shows."""
+    return sanitize.inline(" ".join(text[:WORDS_CHARS * 4].split()), WORDS_CHARS)
+
+
 def _s(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def frame_summary(parts: Iterable[Any]) -> tuple[str | None, str]:
+def frame_summary(parts: Iterable[Any]) -> tuple[str | None, str | None]:
     """The run id (short, escaped; the envelope's ``runId``, else a ``RUN_STARTED`` or
     ``RUN_FINISHED`` event's; None when none names one) and the one-line summary of
     the ``ag-ui.frame`` parts among ``parts``. Reads at most :data:`AGUI_EVENT_CAP` events per
-    part and keeps a bounded amount of each; cheap enough per frame on the line stream."""
+    part and keeps a bounded amount of each; cheap enough per frame on the line stream. The
+    summary is None when ``parts`` hold no frame (a row recorded without its parts)."""
     run: str | None = None
     started = finished = failed = False
     tools: list[str] = []
@@ -40,9 +46,11 @@ def frame_summary(parts: Iterable[Any]) -> tuple[str | None, str]:
     have = 0  # characters in ``words``
     words_mid: str | None = None  # the message whose words are kept (the first one)
     n_events = 0
+    frames = 0
     for p in parts:
         if not isinstance(p, ExtensionPart) or p.kind != AGUI_FRAME_KIND:
             continue
+        frames += 1
         if run is None and p.runId:
             run = p.runId
         events = p.events if isinstance(p.events, list) else []
@@ -72,6 +80,9 @@ def frame_summary(parts: Iterable[Any]) -> tuple[str | None, str]:
                     run = _s(e.get("runId"))
             elif kind == "RUN_ERROR":
                 failed = True
+    short = sanitize.inline(run[:RUN_CELLS]) if run else None
+    if not frames:
+        return short, None
     pieces: list[str] = []
     if started:
         pieces.append("▸ run started")
@@ -88,5 +99,4 @@ def frame_summary(parts: Iterable[Any]) -> tuple[str | None, str]:
         pieces.append("◂ finished")
     if not pieces:
         pieces.append(f"{n_events} event{'s' if n_events != 1 else ''}")
-    short = sanitize.inline(run[:RUN_CELLS]) if run else None
     return short, " · ".join(pieces)

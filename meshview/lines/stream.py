@@ -29,7 +29,7 @@ from meshview.wire import sanitize
 from meshview.link.connect import ConnectTarget
 from meshview.model.labels import EMPTY as NO_LABELS
 from meshview.model.labels import Labels
-from meshview.lines.frame_line import frame_summary
+from meshview.lines.frame_line import first_line, frame_summary
 from meshview.lines.lineout import LineSink
 from meshview.model.mesh import MeshModel
 from meshview.lines.notify import NotifySettings
@@ -175,6 +175,8 @@ class TextRenderer:
         (:func:`meshview.lines.frame_line.frame_summary`); a backfilled one says when it was
         sent, like a history message."""
         run, summary = frame_summary(e.parts)
+        if summary is None:  # recorded without its parts: its text's first words
+            summary = first_line(e.text)
         label = "history" if e.historical else "event"
         stamp = self._history_time(e.ts, e.received) if e.historical else self._time(e.received)
         where = self._c("2", " [event]") if e.historical else ""

@@ -135,3 +135,30 @@ async def test_events_flag_takes_three_values(broker, space):
     w = WatchProc.start("--plain", "--events", "some", "--server", broker.url, "--space", space)
     rc = w.wait_exit(20)
     assert rc == 2 and "--events" in w.stderr_text and "summary" in w.stderr_text
+
+
+def test_replay_plain_events_on_an_old_recording():
+    """``cotal replay --plain`` takes ``--events`` too; a frame recorded without its parts (the
+    format-2 fixture's ``tool: make`` on ``events.local.ada``) summarises as its text's first
+    words, and the old recording still loads and replays whole."""
+    import subprocess
+    import sys
+
+    from support.watchproc import ROOT
+
+    fixture = str(ROOT / "tests" / "fixtures" / "recording-v2" / "team.jsonl.gz")
+
+    def replay(*flags: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "cotal_tui.cli", "replay", fixture, "--plain",
+                            "--speed", "0", *flags], cwd=str(ROOT), capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        return p.stdout
+
+    summary, full, off = replay(), replay("--events", "full"), replay("--events", "off")
+    assert [ln[9:] for ln in summary.splitlines() if " event " in ln] == ["event   ada/dev: tool: make"]
+    assert "→ #events.local.ada [event]: tool: make" in full
+    assert "tool: make" not in off and "events.local.ada" not in off
+    # everything else is the same in the three
+    rest = [ln for ln in summary.splitlines() if "tool: make" not in ln]
+    assert rest == [ln for ln in off.splitlines()] and len(rest) > 3
