@@ -13,6 +13,7 @@ from support.console import screen_text
 from support.observer import now_ms, post, presence, put_presence
 
 from conftest import until
+from cotal_tui.keygate import TYPEAHEAD_S
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
@@ -166,3 +167,29 @@ async def test_ev_counts_the_models_frames_compactly(tmp_path, monkeypatch):
         await until(pilot, lambda: "· ev 1.2k" in screen_text(app), what="ev 1.2k")
         screen.set_events(True)
         await until(pilot, lambda: "ev 1.2k" not in screen_text(app), what="ev gone")
+
+
+async def test_palette_events_on_and_off(tmp_path, monkeypatch):
+    """``:events on`` / ``:events off`` in the palette: the feed follows and the choice is saved."""
+    from support.console import make_app
+    from widgets.feed import FeedView
+
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = make_app()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        feed = _console(app).query_one(FeedView)
+        assert feed.show_events is False
+        await pilot.press("colon", *"events on")
+        await until(pilot, lambda: "show the agents' activity frames" in screen_text(app),
+                    what="the events on row")
+        await pilot.press("enter")
+        await until(pilot, lambda: feed.show_events, what="shown")
+        assert "show_events = true" in (tmp_path / "config.toml").read_text()
+        await pilot.pause(TYPEAHEAD_S)  # keys typed ahead of a notice are dropped
+        await pilot.press("colon", *"events off")
+        await until(pilot, lambda: "hide the activity frames" in screen_text(app),
+                    what="the events off row")
+        await pilot.press("enter")
+        await until(pilot, lambda: not feed.show_events, what="hidden")
+        assert "show_events = false" in (tmp_path / "config.toml").read_text()
