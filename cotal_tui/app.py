@@ -121,6 +121,10 @@ class MeshCommands(Provider):
                 ("search", "filter the feed", screen.action_search),
                 ("lifecycle", "show or hide lifecycle rows in the feed",
                  lambda: screen.query_one("#feed", FeedView).action_toggle_lifecycle()),
+                ("events on", "show the agents' activity frames in the feed (E; saved as "
+                 "[ui] show_events)", lambda: screen.set_events(True)),
+                ("events off", "hide the activity frames from the feed, counted as ev N in the "
+                 "status bar (E)", lambda: screen.set_events(False)),
                 ("tile", "live terminals of the working agents, read-only until promoted",
                  lambda: self._tile(None)),
             ]

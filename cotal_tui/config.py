@@ -91,6 +91,9 @@ KEYS: dict[str, dict[str, Key]] = {
     },
     "ui": {
         "theme": Key("a theme name (a non-empty string)", _text, "the console's theme"),
+        "show_events": Key("true or false", lambda v: isinstance(v, bool),
+                           "the console's feed shows the agents' activity frames (the E key "
+                           "toggles and saves it)"),
     },
     "attach": {
         "clipboard": Key("true or false", lambda v: isinstance(v, bool),
@@ -292,17 +295,25 @@ class ConsoleConfig:
     """The console's own settings from ``config.toml`` (defaults when absent)."""
 
     roster_sort: str = "status"
+    show_events: bool = False  # ``[ui] show_events``: activity frames in the feed
     warning: str | None = None  # one sentence when the file was unreadable (then ignored)
 
 
 def load_config(home: Path | None = None) -> ConsoleConfig:
-    """The console's settings: ``[roster] sort = "status" | "name" | "role" | "activity"``."""
+    """The console's settings: ``[roster] sort = "status" | "name" | "role" | "activity"``,
+    ``[ui] show_events = true | false``."""
     cfg = read_config(home)
     if cfg.error is not None:
         return ConsoleConfig(warning=f"config {cfg.path} ignored: {cfg.error}")
     sort, _ = roster_sort(cfg)
+    events, _ = ui_show_events(cfg)
     bad = [p for p in config_problems(cfg) if "[roster]" in p]
-    return ConsoleConfig(roster_sort=sort, warning=bad[0] if bad else None)
+    return ConsoleConfig(roster_sort=sort, show_events=events, warning=bad[0] if bad else None)
+
+
+def ui_show_events(cfg: ConfigFile) -> tuple[bool, str]:
+    """``[ui] show_events`` when it is a boolean, else off; and its source."""
+    return pick(False, ("config.toml", _good_bool(cfg, "ui", "show_events")))
 
 
 def roster_sort(cfg: ConfigFile) -> tuple[str, str]:
@@ -364,33 +375,43 @@ def _style(v: object) -> str | None:
 
 
 _TABLE = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
-_KEY = re.compile(r"^\s*sort\s*=")
 
 
 def save_roster_sort(sort: str, home: Path | None = None) -> None:
     """Persist ``[roster] sort = "<sort>"``, touching no other line of the file."""
     if sort not in ROSTER_SORTS:
         raise ValueError(f"unknown roster sort {sort!r}")
+    _save_key("roster", "sort", f'"{sort}"', home)
+
+
+def save_show_events(show: bool, home: Path | None = None) -> None:
+    """Persist ``[ui] show_events = true|false`` (the console's E key), touching no other line."""
+    _save_key("ui", "show_events", "true" if show else "false", home)
+
+
+def _save_key(table_name: str, key: str, value: str, home: Path | None) -> None:
+    """Set ``key = value`` (TOML text) in ``[table_name]``, adding the table when missing."""
     path = config_path(home)
     lines = path.read_text().splitlines() if path.is_file() else []
-    entry = f'sort = "{sort}"'
+    entry = f"{key} = {value}"
+    key_re = re.compile(rf"^\s*{re.escape(key)}\s*=")
     table = None
-    at = None  # index of the [roster] header
+    at = None  # index of the table's header
     for i, line in enumerate(lines):
         m = _TABLE.match(line)
         if m:
             table = m.group(1).strip()
-            if table == "roster":
+            if table == table_name:
                 at = i
             continue
-        if table == "roster" and _KEY.match(line):
+        if table == table_name and key_re.match(line):
             lines[i] = entry
             break
     else:
         if at is None:
             if lines and lines[-1].strip():
                 lines.append("")
-            lines += ["[roster]", entry]
+            lines += [f"[{table_name}]", entry]
         else:
             lines.insert(at + 1, entry)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -468,6 +489,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
                       (src, theme if src == "config.toml" else None))
     rows.append(Setting("ui.theme", theme, src, {"flag": "--theme", "environment": THEME_ENV}.get(
         src, file_origin("ui", "theme", src)), KEYS["ui"]["theme"].doc, "--theme", THEME_ENV))
+    show, src = ui_show_events(cfg)
+    rows.append(Setting("ui.show_events", show, src, file_origin("ui", "show_events", src),
+                        KEYS["ui"]["show_events"].doc))
     rdir, src = recordings_setting(home)
     rows.append(Setting("recordings.dir", str(rdir), src, file_origin("recordings", "dir", src),
                         KEYS["recordings"]["dir"].doc))

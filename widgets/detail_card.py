@@ -211,10 +211,10 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
             row.append(safe(v, 200))
             row.truncate(width, overflow="ellipsis")
             lines.append(row)
-    # recent traffic: last 6 rows sent or received
+    # recent traffic: last 6 rows sent or received (its activity frames are not traffic)
     recent = []
     for e in reversed(snap.feed):
-        if e.kind == "lifecycle":
+        if e.kind == "lifecycle" or e.event:
             continue
         if e.from_id == p.id:
             recent.append(("→", e))

@@ -1,7 +1,7 @@
 """The feed: a Line-API view over the model's feed ring (no widget per row).
 
 Rows are addressed by the model's absolute index. Each drain appends the new rows that pass
-the filter (tab, ``/`` query, lifecycle toggle), drops evicted ones from the front, and keeps
+the filter (tab, ``/`` query, lifecycle and activity-frame toggles), drops evicted ones from the front, and keeps
 per-row heights so wrapping never needs a full re-layout. Only visible rows are rendered;
 their Strips are cached by (index, width, cursor). The view follows the tail only while
 parked at the bottom and otherwise shows ``↓N more · G to follow``. A row's height and its
@@ -281,6 +281,9 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     follow: var[bool] = var(True)
     show_lifecycle: var[bool] = var(True)
+    #: agents' activity frames (event-channel rows): activity, not conversation, so hidden
+    #: unless asked for (the console's E key, ``[ui] show_events``)
+    show_events: var[bool] = var(False)
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -300,6 +303,8 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     # -- filtering and layout ----------------------------------------------------------
 
     def _passes(self, e: FeedEntry) -> bool:
+        if e.event and not self.show_events:
+            return False
         if e.kind == "lifecycle":
             if not self.show_lifecycle or self.tab is not None:
                 return False
@@ -468,9 +473,15 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._after_change(0)
 
     def watch_show_lifecycle(self, _old: bool, _new: bool) -> None:
+        self._toggled()
+
+    def watch_show_events(self, _old: bool, _new: bool) -> None:
+        self._toggled()
+
+    def _toggled(self) -> None:
         """Rows come and go under the selection: it stays on its row (or, when that row was a
-        hidden lifecycle row, the nearest older row still shown) and in view, so Enter opens
-        what the user sees selected."""
+        hidden lifecycle or frame row, the nearest older row still shown) and in view, so Enter
+        opens what the user sees selected."""
         if self._snap is None or not self._width:
             return
         selected, following = self.cursor, self.follow

@@ -1,5 +1,5 @@
 """The status bar: space, channel, agents, msg/s with a 60 s sparkline, connection state,
-``chat-only``, rejections, ``● rec <size>`` while recording, ``⚠ N internal errors`` once a
+``chat-only``, ``ev N`` (activity frames seen while the feed hides them), rejections, ``● rec <size>`` while recording, ``⚠ N internal errors`` once a
 listener raised (the last one is the bar's tooltip), then a notice or the context key hints."""
 
 from __future__ import annotations
@@ -37,6 +37,19 @@ def internal_errors(count: int, last: str | None) -> str | None:
             f" last: {safe(last or 'unknown', 200)}")
 
 
+def compact_count(n: int) -> str:
+    """A count in at most four cells and a suffix: ``999``, ``1.2k``, ``12k``, ``3.4M``."""
+    if n < 1000:
+        return str(max(0, n))
+    for unit, scale in (("k", 1000), ("M", 1_000_000), ("G", 1_000_000_000)):
+        v = n / scale
+        if v < 9.95:
+            return f"{v:.1f}{unit}"
+        if v < 999.5:
+            return f"{v:.0f}{unit}"
+    return f"{n / 1e12:.0f}T"
+
+
 class StatusBar(Widget):
     """One row: the facts on the left, a notice / error / key hints on the right.
 
@@ -63,6 +76,7 @@ class StatusBar(Widget):
         self.link: tuple[str, str, str] | None = None  # (connection, where, extra) sans model
         self.recording: int | None = None  # bytes recorded so far, while a recording runs
         self.runs: str | None = None  # runs stale, or a manager did not answer (screens/runs.py)
+        self.events: int = 0  # activity frames seen while the feed hides them (0: none, or shown)
 
     def on_mount(self) -> None:
         follow_theme(self)  # the link, errors and notices wear the theme's hues
@@ -96,6 +110,15 @@ class StatusBar(Widget):
         if note != self.runs:
             self.runs = note
             self.refresh()
+
+    def set_events(self, hidden: int) -> None:
+        """``hidden`` activity frames exist that the feed does not show (0: none, or shown):
+        ``ev N`` says so, compact (``ev 1.2k``)."""
+        if compact_count(hidden) != compact_count(self.events):
+            self.events = hidden
+            self.refresh()
+        else:
+            self.events = hidden
 
     def set_link(self, connection: str, where: str = "", extra: str = "") -> None:
         """The link state of a screen without a model (``connected``, ``reconnecting``…)."""
@@ -138,7 +161,7 @@ class StatusBar(Widget):
         self.refresh()
 
     # optional facts, in the order they give way when the row is short
-    DROP_ORDER = ("spark", "channel", "agents", "rate", "rejected", "internal")
+    DROP_ORDER = ("spark", "events", "channel", "agents", "rate", "rejected", "internal")
 
     def _pieces(self, compact: bool) -> list[tuple[str | None, list[tuple[str, str]]]]:
         """The left as (drop key or None for kept, [(text, style)]) pieces, in order."""
@@ -169,6 +192,8 @@ class StatusBar(Widget):
         ]
         if not st.dm_visible:
             out.append((None, [(" · ", "dim"), ("chat-only", look.service)]))
+        if self.events > 0:  # frames exist, hidden from the feed (E shows them)
+            out.append(("events", [(" · ", "dim"), ("ev " + compact_count(self.events), "dim")]))
         rejected = sum(n for _, n in snap.rejections)
         if rejected:
             out.append(("rejected", [(" · ", "dim"), (f"! {rejected} rej" if compact

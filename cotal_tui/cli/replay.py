@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", dest="end", type=_offset, default=None, metavar="TIME",
                    help="with --out: the window's end (default: the end of the recording)")
     p.add_argument("--seat", metavar="NAME", help="with --asciicast: the recorded seat to export")
+    p.add_argument("--events", choices=("full", "summary", "off"), default=None,
+                   help="--plain: activity frames as one line each (summary, the default), "
+                        "folded in full, or off (as cotal watch --plain --events)")
 
 
 def _offset(v: str) -> float:
@@ -94,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json or args.plain or not sys.stdout.isatty():
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
-            return asyncio.run(replay_lines(rec, "json" if args.json else "plain", args.speed))
+            return asyncio.run(replay_lines(rec, "json" if args.json else "plain", args.speed,
+                                            events=getattr(args, "events", None) or "summary"))
         except KeyboardInterrupt:
             return 0
     from cotal_tui.cli.config import console_start
@@ -140,8 +144,10 @@ def _tool(rec, args: argparse.Namespace) -> int:
     return 0
 
 
-async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
-    """Print the recording as the line stream printed it live, paced by ``speed``."""
+async def replay_lines(rec, mode: str, speed: float, out=None, err=None,
+                       events: str = "summary") -> int:
+    """Print the recording as the line stream printed it live, paced by ``speed``; ``events``
+    as ``cotal watch --plain --events``."""
     import json
 
     from meshview.wire import sanitize
@@ -152,7 +158,7 @@ async def replay_lines(rec, mode: str, speed: float, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     replay = Replay(rec, record_events=True)
-    writer = StreamWriter(mode, out, err)
+    writer = StreamWriter(mode, out, err, events=events)
     writer.labels_of = lambda: replay.model.labels()  # the model a seek may replace
     if mode != "json":
         span = int((replay.end - replay.start) // 1000)

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backfill", type=int, default=None, metavar="N",
                         help="print the newest N messages per channel first, marked historical "
                              "(stream default 0: live only; console default 50)")
+    parser.add_argument("--events", choices=("full", "summary", "off"), default=None,
+                        help="--plain: the agents' activity frames as one line each (summary, "
+                             "the default), folded in full, or off (the console: E toggles them)")
     parser.add_argument("--no-dms", action="store_true",
                         help="watch channels only (no DMs or anycast)")
     parser.add_argument("--read-only", action="store_true", dest="read_only",

@@ -40,7 +40,8 @@ def stream_options(args: argparse.Namespace, mode: str) -> StreamOptions:
     from meshview.lines.stream import StreamOptions
 
     return StreamOptions(mode=mode, backfill=int(args.backfill or 0), dms=not args.no_dms,
-                         notify=notify_settings(args))
+                         notify=notify_settings(args),
+                         events=getattr(args, "events", None) or "summary")
 
 
 async def _stream(args: argparse.Namespace, mode: str) -> int:

@@ -101,6 +101,8 @@ class ConsoleScreen(ComposeKeys):
         Binding("left_square_bracket", "tab_step(-1)", "previous tab", id="console.tab-prev"),
         Binding("right_square_bracket", "tab_step(1)", "next tab", id="console.tab-next"),
         Binding("m", "mark", "marker in the recording (with a label)", id="console.mark"),
+        Binding("E", "toggle_events", "activity frames in the feed (events on/off)",
+                id="console.events"),
         *[Binding(str(i), f"tab({i})", "jump to tab", id=f"console.tab-{i}", show=False)
           for i in range(1, 10)],
     ]
@@ -144,7 +146,9 @@ class ConsoleScreen(ComposeKeys):
         self.query_one(StatusBar).set_hints(HINTS["body"])
         # what config.toml holds that is not used is said once, by the App's start-up notice
         # (cotal_tui.cli.config.console_start), not again by each space opened
-        self.query_one(Roster).set_sort(load_config().roster_sort)
+        cfg = load_config()
+        self.query_one(Roster).set_sort(cfg.roster_sort)
+        self.query_one(FeedView).show_events = cfg.show_events
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self._drained_at = 0.0
@@ -313,6 +317,7 @@ class ConsoleScreen(ComposeKeys):
             if bars:
                 tabs.update_snapshot(snap)
                 self.query_one(Tiles).update_snapshot(snap)
+                self._events_count()
                 self.query_one(StatusBar).update_snapshot(snap, tabs.active)
             lens = self.lens
             if lens == "body":
@@ -360,6 +365,34 @@ class ConsoleScreen(ComposeKeys):
                 rail.update_snapshot(self.snap)
 
     # -- messages from widgets -----------------------------------------------------------
+
+    # -- activity frames in the feed ---------------------------------------------------------
+
+    def _events_count(self) -> None:
+        """The status bar's ``ev N``: the frames seen, while the feed hides them."""
+        shown = self.query_one(FeedView).show_events
+        self.query_one(StatusBar).set_events(0 if shown else self.model.event_rows)
+
+    def action_toggle_events(self) -> None:
+        self.set_events(not self.query_one(FeedView).show_events)
+
+    def set_events(self, show: bool) -> None:
+        """Show or hide the agents' activity frames in the feed, and remember it
+        (``[ui] show_events``): the E key and the palette's ``events on|off``."""
+        from cotal_tui.config import config_path, save_show_events
+
+        self.query_one(FeedView).show_events = show
+        self._events_count()
+        n = self.model.event_rows
+        said = f"activity frames {'shown in' if show else 'hidden from'} the feed"
+        if not show and n:
+            said += f" ({n} so far: ev in the status bar, E shows them)"
+        try:
+            save_show_events(show)
+        except OSError as e:
+            self.shell.notify_line(f"{said}; not saved to {config_path()}: {e.strerror or e}", True)
+            return
+        self.shell.notify_line(said)
 
     @on(ChannelTabs.Changed)
     def _tab_changed(self, event: ChannelTabs.Changed) -> None:

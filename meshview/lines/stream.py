@@ -29,6 +29,7 @@ from meshview.wire import sanitize
 from meshview.link.connect import ConnectTarget
 from meshview.model.labels import EMPTY as NO_LABELS
 from meshview.model.labels import Labels
+from meshview.lines.frame_line import first_line, frame_summary
 from meshview.lines.lineout import LineSink
 from meshview.model.mesh import MeshModel
 from meshview.lines.notify import NotifySettings
@@ -60,7 +61,7 @@ BADGE = {
     "offline": ("⨯", "offline", "2"),
 }
 LABEL_STYLE = {"join": "32", "update": "2", "offline": "2", "msg": "", "history": "2",
-               "manager": "35"}
+               "manager": "35", "event": "2"}
 
 
 class TextOut(Protocol):
@@ -81,9 +82,18 @@ def use_colour(stream: TextOut | LineSink) -> bool:
         return False
 
 
+EVENT_MODES = ("full", "summary", "off")  # ``--events``: how --plain prints activity frames
+
+
 class TextRenderer:
-    def __init__(self, colour: bool = False) -> None:
+    """``events`` (:data:`EVENT_MODES`): an activity frame as one summary line, as its whole
+    fold, or not at all."""
+
+    def __init__(self, colour: bool = False, events: str = "summary") -> None:
+        if events not in EVENT_MODES:
+            raise ValueError(f"--events takes one of {', '.join(EVENT_MODES)}, not {events!r}")
         self.colour = colour
+        self.events = events
 
     def _c(self, code: str, s: str) -> str:
         if not self.colour or not code:
@@ -142,6 +152,8 @@ class TextRenderer:
                 return None  # joins/offlines are printed from presence events
             return (f"{self._c('2', self._time(e.received))} "
                     f"{self._c(LABEL_STYLE['manager'], 'manager')} {sanitize.inline(e.text)}")
+        if e.event and self.events != "full":
+            return None if self.events == "off" else self.frame(e, labels)
         if e.kind == "channel":
             target = self._c("36", "#" + sanitize.inline(e.channel or ""))
             if e.event:
@@ -159,6 +171,21 @@ class TextRenderer:
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
                 f"{self._sender(e, labels)} → {target}: "
                 f"{self._marks(e)}{sanitize.text(e.text, ' ' * 9)}")
+
+    def frame(self, e: FeedEntry, labels: Labels = NO_LABELS) -> str:
+        """An activity frame as one line: the agent, its run (short), what the frame did
+        (:func:`meshview.lines.frame_line.frame_summary`); a backfilled one says when it was
+        sent, like a history message."""
+        run, summary = frame_summary(e.parts)
+        if summary is None:  # recorded without its parts: its text's first words
+            summary = first_line(e.text)
+        label = "history" if e.historical else "event"
+        stamp = self._history_time(e.ts, e.received) if e.historical else self._time(e.received)
+        where = self._c("2", " [event]") if e.historical else ""
+        run_s = self._c("2", f" · run {run}") if run else ""
+        return (f"{self._c('2', stamp)} "
+                f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
+                f"{self._sender(e, labels)}{where}{run_s}: {self._marks(e)}{summary}")
 
     def _marks(self, e: FeedEntry) -> str:
         """What a row's text is prefixed with when its id is in question: ``[reused id]`` (an
@@ -318,10 +345,10 @@ class StreamWriter:
     (tests, embedding)."""
 
     def __init__(self, mode: str, out: TextOut | LineSink, err: TextOut | LineSink,
-                 colour: bool | None = None) -> None:
+                 colour: bool | None = None, events: str = "summary") -> None:
         self.mode = mode
         self.out, self.err = out, err
-        self.text = TextRenderer(use_colour(out) if colour is None else colour)
+        self.text = TextRenderer(use_colour(out) if colour is None else colour, events)
         self.err_colour = use_colour(err)
         self._last_state: tuple[str, bool, str] | None = None
         self._last_lag = False
@@ -477,6 +504,7 @@ class StreamOptions:
     dms: bool = True
     notify: NotifySettings = field(default_factory=NotifySettings)
     stall_ms: float | None = None  # the stalled verdict's quiet time (None: notify's minutes)
+    events: str = "summary"  # --plain: activity frames as one line, ``full`` folds, ``off`` none
 
 
 async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
@@ -499,7 +527,7 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
                    options=ObserverOptions(dms=options.dms, backfill=options.backfill,
                                            dm_backfill=min(options.backfill, 1000)))
     broken = asyncio.Event()
-    writer = StreamWriter(options.mode, out, err)
+    writer = StreamWriter(options.mode, out, err, events=options.events)
     writer.stalled_of = lambda pid, now: model.stalled(pid, now).get(pid)
     writer.labels_of = model.labels
     out_sink = out if isinstance(out, LineSink) else None

@@ -147,6 +147,9 @@ class MeshModel:
 
         self._ring = FeedRing(self.feed_cap)  # rows by absolute index, and the dedupe index
         self._bursts: dict[tuple[str, str], Burst] = {}
+        #: event-channel rows (agent activity frames) that landed in the feed: the console's
+        #: ``ev N`` while it hides them. Not checkpointed: a restore counts the ring's.
+        self.event_rows = 0
 
         # the stalled verdict's facts (meshview/model/stalled.py); not checkpointed: a replay that
         # seeks rebuilds them from the inputs after the checkpoint
@@ -279,6 +282,7 @@ class MeshModel:
         self.space, self.feed_cap = st.space, st.feed_cap
         self.ttl_ms, self.burst_ms = st.ttl_ms, st.burst_ms
         self._ring = FeedRing.from_state(st.feed)
+        self.event_rows = sum(1 for e in self._ring.rows() if e.event)
         self._bursts = {(b.from_id, b.text): replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                         for b in st.bursts}
         self.roster = Roster.from_state(st.roster, self, st.ttl_ms, self._stall)
@@ -382,7 +386,9 @@ class MeshModel:
         # roster's entry for ``from_id`` (meshview/model/labels.py)
         kind, ts, historical, event = d.kind, d.ts, d.historical, d.event
         to, to_service, channel = d.to, d.to_service, d.channel
-        if not historical and not event:
+        if event:
+            self.event_rows += 1
+        elif not historical:
             self._count_arrival(now)  # msg/s: chat, DM and anycast deliveries only
             self._stall.message(now, kind, from_id, to, to_service)
         parts_t = tuple(d.parts)

@@ -97,6 +97,7 @@ def test_verbs_flags_and_choices_come_from_the_parsers(env):
     assert complete_sync(env, "cotal", "watch", "--no-d") == ["--no-dms"]
     assert complete_sync(env, "cotal", "watch", "--read-only", "--notify-escape", "osc") == ["osc9", "osc777"]
     assert complete_sync(env, "cotal", "watch", "--notify-escape", "=", "b") == ["both", "bell"]
+    assert complete_sync(env, "cotal", "watch", "--plain", "--events", "") == ["full", "summary", "off"]
     assert complete_sync(env, "cotal", "completion", "") == ["bash", "zsh", "fish"]
     assert "--version" in complete_sync(env, "cotal", "ps", "--")
     # a flag's value is not a positional: the seat name after `--on X` is still the first one

@@ -7,6 +7,7 @@ import argparse
 
 from cotal_tui.config import (
     chat_history_path,
+    config_problems,
     config_path,
     load_config,
     notify_settings,
@@ -51,3 +52,22 @@ def test_an_unreadable_file_is_one_sentence_for_each_reader(tmp_path):
     assert cfg.error and cfg.tables == {}
     assert load_config(tmp_path).warning.startswith(f"config {tmp_path / 'config.toml'} ignored: ")
     assert notify_settings(None, home=tmp_path).warning.startswith("notifications: ")
+
+
+def test_show_events_is_saved_beside_the_theme_and_read_back(tmp_path):
+    """``[ui] show_events`` (the console's E key): written into the existing ``[ui]`` table,
+    every other line kept; read back by the console's loader; a non-boolean is not used."""
+    from cotal_tui.config import save_show_events
+
+    assert load_config(tmp_path).show_events is False  # the default: frames hidden
+    (tmp_path / "config.toml").write_text('# mine\n[ui]\ntheme = "nord"\n[roster]\nsort = "role"\n')
+    save_show_events(True, tmp_path)
+    assert load_config(tmp_path).show_events is True
+    save_show_events(False, tmp_path)
+    assert (tmp_path / "config.toml").read_text() == (
+        '# mine\n[ui]\nshow_events = false\ntheme = "nord"\n[roster]\nsort = "role"\n')
+    assert load_config(tmp_path).show_events is False
+    (tmp_path / "config.toml").write_text('[ui]\nshow_events = "yes"\n')
+    assert load_config(tmp_path).show_events is False
+    assert any("[ui] show_events must be true or false" in p
+               for p in config_problems(read_config(tmp_path)))
