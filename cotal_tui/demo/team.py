@@ -27,6 +27,7 @@ from nats.aio.client import Client as NATS
 from nats.js import api
 from nats.js.kv import KeyValue
 
+from cotal_tui.demo.activity import ActivityPlane
 from meshview.errors import swallowed
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import EndpointRef
@@ -156,6 +157,11 @@ class TeamSchedule:
     restart_after: float | None = 40.0
     restart_agent: str = "cleo"
     chat_interval: float = 1.5
+    # the event plane (cotal_tui/demo/activity.py): frames on every agent's events channel
+    activity: bool = True
+    activity_pace: float | None = None  # 1.0 = a turn every 20-40 s; None: chat_interval / 1.5
+    skip_frame_after: int | None = 12  # once per demo, the first tool frame after N frames is skipped
+    run_error_rate: float = 0.12  # runs that close with RUN_ERROR "run failed"
 
 
 @dataclass
@@ -189,6 +195,7 @@ class Team:
         self._started = 0.0
         self.published = 0  # messages published (acked or queued)
         self.last_ids: list[str] = []
+        self.activity: ActivityPlane | None = None  # the event plane, once started
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -211,6 +218,14 @@ class Team:
             asyncio.create_task(self._heartbeat_loop(), name="team-heartbeat"),
             asyncio.create_task(self._script_loop(), name="team-script"),
         ]
+        sched = self.schedule
+        if sched.activity and self.members:
+            pace = sched.activity_pace if sched.activity_pace is not None else sched.chat_interval / 1.5
+            self.activity = ActivityPlane(
+                self.members, space=self.space, seed=self.seed, pace=pace, envelope=self._envelope,
+                js=js, set_status=self._set_status, skip_after=sched.skip_frame_after,
+                error_rate=sched.run_error_rate, stopping=lambda: self._stopping)
+            self._tasks.append(asyncio.create_task(self.activity.run(), name="team-activity"))
         await self._start_answering()
         if self.rate:
             self._tasks.append(asyncio.create_task(self._flood_loop(), name="team-flood"))
@@ -340,13 +355,22 @@ class Team:
         now = _now_ms()
         a = rng.choice(live)
         roll = rng.random()
+        plane = self.activity
         if roll < 0.45:
-            self._set_status(a, "working", rng.choice(ACTIVITIES[a.role]), None, now)
+            task = rng.choice(ACTIVITIES[a.role])
+            if plane is not None and plane.in_run(a):  # a run owns its seat's status
+                plane.resume(a)
+            else:
+                self._set_status(a, "working", task, None, now)
+                if plane is not None:
+                    plane.wake(a)  # working means a turn: the agent's next run starts now
         elif roll < 0.65:
             code, message = rng.choice(CONDITIONS)
             self._set_status(a, "waiting", "blocked",
                              {"code": code, "source": "harness", "message": message,
                               "since": now}, now)
+        elif plane is not None and plane.in_run(a):
+            plane.resume(a)
         else:
             self._set_status(a, "idle", None, None, now)
         await self._put_presence(a)
