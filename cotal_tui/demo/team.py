@@ -566,7 +566,10 @@ class Team:
         try:
             await asyncio.sleep(delay)
             if unblock:  # the operator answered: back to work before saying so
-                self._set_status(a, "working", activity, None, _now_ms())
+                if self.activity is not None and self.activity.in_run(a):
+                    self.activity.resume(a)  # on the run's own tool, as its frames say
+                else:
+                    self._set_status(a, "working", activity, None, _now_ms())
                 await self._put_presence(a)
             msg = build_message(self.space, EndpointRef(a.id, a.name, a.role), text,
                                 to=d.sender, reply_to=d.message.id,

@@ -9,15 +9,20 @@ from collections import defaultdict
 from conftest import until
 from cotal_tui.demo.activity import FRAME_KIND, PROTOCOL, TOOLS
 from cotal_tui.demo.team import Team, TeamSchedule
+from meshview.wire.decode import Delivery, decode_delivery
+from meshview.wire.messages import ExtensionPart
 
+RAW: dict[str, list[bytes]] = {}  # each space's frames as they came, for the decoder check
 FAST = dict(chat_interval=0.05, crash_after=None, restart_after=None, activity_pace=0.01)
 
 
 async def _tap(nc, space: str) -> list[tuple[str, dict]]:
     got: list[tuple[str, dict]] = []
+    raw = RAW.setdefault(space, [])
 
     async def on_msg(m):
         got.append((m.subject, json.loads(m.data)))
+        raw.append(m.data)
 
     await nc.subscribe(f"cotal.{space}.chat.*.*.events.>", cb=on_msg)
     await nc.flush()
@@ -59,6 +64,13 @@ async def test_each_agent_streams_claude_like_frames(nc, space):
         await until(enough, 60, "two closed runs per agent, a skip and a failed run")
     finally:
         await _quiet(team, got)
+
+    for (subject, m), data in zip(got, RAW[space], strict=True):
+        d = decode_delivery(subject, data)  # the console's own decoder takes every frame whole
+        assert type(d) is Delivery, d
+        (part,) = d.message.parts
+        assert type(part) is ExtensionPart and part.kind == FRAME_KIND and part.dropped == 0
+        assert len(part.events) == len(m["parts"][0]["events"])
 
     chains: dict[tuple, list[int]] = defaultdict(list)
     reasoners, runs_per_chain = set(), defaultdict(list)
