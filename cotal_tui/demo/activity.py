@@ -200,7 +200,8 @@ class ActivityPlane:
                 self._push(seat, now + 2 * self.pace)
                 return
             seat.run_id, seat.last_tool = _uuid(seat.rng), None
-            seat.task = _task(a.activity) if a.status == "working" else seat.rng.choice(AREAS)
+            area = seat.rng.choice(AREAS)  # drawn either way: a seat's draws never hang on timing
+            seat.task = _task(a.activity) if a.status == "working" else area
             seat.script = self._turn(seat, seat.run_id)
             seat.run_started = now
             self.stats.runs += 1

@@ -5,7 +5,9 @@ channel messages (incl. the hierarchical ``team.backend``), DMs, anycast to role
 data and artifact parts and threaded replies, all through JetStream with ``Nats-Msg-Id`` set
 to the message id. One agent crashes (stops heartbeating, no delete) and one restarts as a
 new incarnation (new ``lifecycleUid``, same principal), so every lifecycle path of the
-console has something real to show. The same ``--seed`` gives the same conversation.
+console has something real to show. Every agent also streams its turns as ``ag-ui.frame`` parts
+on its event channel (``cotal_tui/demo/activity.py``); a run owns its seat's working status. The
+same ``--seed`` gives the same conversation and the same frames.
 
 Size: over 500 lines because the scripted team is one deterministic story (schedule, presence
 states, messages, answers to the operator); split, the story would scatter.
