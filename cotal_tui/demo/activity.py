@@ -44,8 +44,10 @@ PROMPTS = ["fix the failing test in {area}", "review what changed in {area}",
 AREAS = ["the session store", "the login flow", "the cache layer", "the deploy script",
          "the rate limiter", "the settings page", "migration 0042", "the websocket reconnect"]
 SAYS = ["Looking at {area} first.", "Found it: an off-by-one in {area}.",
-        "Tests pass locally; checking {area} once more.", "That change touches {area} too.",
-        "Done. {area} is fixed and covered by a test."]
+        "Running the tests that cover {area}.", "That change touches {area} too.",
+        "Checking the callers of {area} before editing."]
+DONE = ["Done: {area} is fixed and covered by a test.", "Tests pass; {area} is ready for review.",
+        "Stopped here: {area} needs a decision on the schema first."]
 THINKS = ["The failure only shows under load, so {area} is racing.",
           "If {area} retries, the idempotency key must stay the same.",
           "Smaller diff first: touch {area} only."]
@@ -147,6 +149,10 @@ class ActivityPlane:
         act = f"{seat.last_tool}: {seat.task}" if seat.last_tool else seat.task
         self._set_status(agent, "working", act, None, _now_ms())
 
+    def halt(self) -> None:
+        """Wake the loop so it sees ``stopping`` after the frame in flight (none is cut off)."""
+        self._kick.set()
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -202,7 +208,7 @@ class ActivityPlane:
             seat.run_id, seat.last_tool = _uuid(seat.rng), None
             area = seat.rng.choice(AREAS)  # drawn either way: a seat's draws never hang on timing
             seat.task = _task(a.activity) if a.status == "working" else area
-            seat.script = self._turn(seat, seat.run_id)
+            seat.script = self._turn(seat, seat.run_id, area)
             seat.run_started = now
             self.stats.runs += 1
             self._set_status(a, "working", seat.task, None, _now_ms())
@@ -246,10 +252,9 @@ class ActivityPlane:
 
     # -- one turn --------------------------------------------------------------------------
 
-    def _turn(self, seat: _Seat, run_id: str) -> Iterator[tuple[list[dict], float, str | None]]:
+    def _turn(self, seat: _Seat, run_id: str, area: str) -> Iterator[tuple[list[dict], float, str | None]]:
         """A Claude Code turn as frames: (events, seconds to the next frame at pace 1, tool)."""
         rng, tid = seat.rng, seat.thread_id
-        area = rng.choice(AREAS)
         source = rng.choices([s for s, _ in TURN_SOURCES], [w for _, w in TURN_SOURCES])[0]
         opened: list[dict] = [_ev("RUN_STARTED", threadId=tid, runId=run_id,
                                   cotal={"turnSource": source, "runIdSource": "connector"})]
@@ -267,7 +272,7 @@ class ActivityPlane:
             events += [_ev("TOOL_CALL_START", toolCallId=call, toolCallName=tool),
                        _ev("TOOL_CALL_END", toolCallId=call)]
             yield events, rng.uniform(1.0, 4.0), tool
-        yield _text(rng, "assistant", rng.choice(SAYS).format(area=area)), rng.uniform(0.1, 0.5), None
+        yield _text(rng, "assistant", rng.choice(DONE).format(area=area)), rng.uniform(0.1, 0.5), None
         if rng.random() < self.error_rate:  # StopFailure: the kind goes to presence, never here
             yield [_ev("RUN_ERROR", message=RUN_FAILED)], 0.0, None
         else:

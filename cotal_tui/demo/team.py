@@ -236,6 +236,10 @@ class Team:
         # bounded: a task whose library call swallowed its cancel (a JetStream fetch racing the
         # cancel can turn it into a timeout) sees ``_stopping`` on its next turn instead
         self._stopping = True
+        plane = next((t for t in self._tasks if t.get_name() == "team-activity"), None)
+        if plane is not None and self.activity is not None:  # let the frame in flight finish
+            self.activity.halt()
+            await asyncio.wait([plane], timeout=3.0)
         for t in self._tasks:
             t.cancel()
         if self._tasks:
