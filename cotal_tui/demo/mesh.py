@@ -39,7 +39,15 @@ import nats
 
 from cotal_tui.demo.broker import Broker
 from cotal_tui.demo.provision import provision_space
-from cotal_tui.demo.team import Team, TeamSchedule
+from cotal_tui.demo.team import Agent, Team, TeamSchedule
+
+
+def grant_team_agent(plane, agent: Agent) -> str:
+    """A scripted agent's managed-agent row: it posts as itself only (every ``chat`` subject
+    carries its own principal), so its event channel ``events.<owner>.<actor>`` is covered
+    and no other agent's is. Returns the row's exchange secret."""
+    return plane.grant_agent(agent.owner, agent.name, lifecycle_uid=agent.lifecycle_uid,
+                             parent=f"{agent.owner}.cli")
 
 
 @dataclass
@@ -251,7 +259,7 @@ class DemoMesh:
         """Each scripted agent is a managed-agent row of its owner, spawned by that owner's ``cli``."""
         assert self.plane is not None and self.team is not None
         for a in self.team.members:
-            self.plane.grant_agent(a.owner, a.name, lifecycle_uid=a.lifecycle_uid, parent=f"{a.owner}.cli")
+            grant_team_agent(self.plane, a)
 
     @property
     def home_for_user(self) -> str | None:

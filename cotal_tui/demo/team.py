@@ -5,7 +5,9 @@ channel messages (incl. the hierarchical ``team.backend``), DMs, anycast to role
 data and artifact parts and threaded replies, all through JetStream with ``Nats-Msg-Id`` set
 to the message id. One agent crashes (stops heartbeating, no delete) and one restarts as a
 new incarnation (new ``lifecycleUid``, same principal), so every lifecycle path of the
-console has something real to show. The same ``--seed`` gives the same conversation.
+console has something real to show. Every agent also streams its turns as ``ag-ui.frame`` parts
+on its event channel (``cotal_tui/demo/activity.py``); a run owns its seat's working status. The
+same ``--seed`` gives the same conversation and the same frames.
 
 Size: over 500 lines because the scripted team is one deterministic story (schedule, presence
 states, messages, answers to the operator); split, the story would scatter.
@@ -27,6 +29,7 @@ from nats.aio.client import Client as NATS
 from nats.js import api
 from nats.js.kv import KeyValue
 
+from cotal_tui.demo.activity import ActivityPlane
 from meshview.errors import swallowed
 from meshview.wire.decode import Delivery, decode_delivery
 from meshview.wire.messages import EndpointRef
@@ -156,6 +159,11 @@ class TeamSchedule:
     restart_after: float | None = 40.0
     restart_agent: str = "cleo"
     chat_interval: float = 1.5
+    # the event plane (cotal_tui/demo/activity.py): frames on every agent's events channel
+    activity: bool = True
+    activity_pace: float | None = None  # 1.0 = a turn every 20-40 s; None: chat_interval / 1.5
+    skip_frame_after: int | None = 12  # once per demo, the first tool frame after N frames is skipped
+    run_error_rate: float = 0.12  # runs that close with RUN_ERROR "run failed"
 
 
 @dataclass
@@ -189,6 +197,7 @@ class Team:
         self._started = 0.0
         self.published = 0  # messages published (acked or queued)
         self.last_ids: list[str] = []
+        self.activity: ActivityPlane | None = None  # the event plane, once started
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -211,6 +220,14 @@ class Team:
             asyncio.create_task(self._heartbeat_loop(), name="team-heartbeat"),
             asyncio.create_task(self._script_loop(), name="team-script"),
         ]
+        sched = self.schedule
+        if sched.activity and self.members:
+            pace = sched.activity_pace if sched.activity_pace is not None else sched.chat_interval / 1.5
+            self.activity = ActivityPlane(
+                self.members, space=self.space, seed=self.seed, pace=pace, envelope=self._envelope,
+                js=js, set_status=self._set_status, skip_after=sched.skip_frame_after,
+                error_rate=sched.run_error_rate, stopping=lambda: self._stopping)
+            self._tasks.append(asyncio.create_task(self.activity.run(), name="team-activity"))
         await self._start_answering()
         if self.rate:
             self._tasks.append(asyncio.create_task(self._flood_loop(), name="team-flood"))
@@ -219,6 +236,10 @@ class Team:
         # bounded: a task whose library call swallowed its cancel (a JetStream fetch racing the
         # cancel can turn it into a timeout) sees ``_stopping`` on its next turn instead
         self._stopping = True
+        plane = next((t for t in self._tasks if t.get_name() == "team-activity"), None)
+        if plane is not None and self.activity is not None:  # let the frame in flight finish
+            self.activity.halt()
+            await asyncio.wait([plane], timeout=3.0)
         for t in self._tasks:
             t.cancel()
         if self._tasks:
@@ -340,13 +361,22 @@ class Team:
         now = _now_ms()
         a = rng.choice(live)
         roll = rng.random()
+        plane = self.activity
         if roll < 0.45:
-            self._set_status(a, "working", rng.choice(ACTIVITIES[a.role]), None, now)
+            task = rng.choice(ACTIVITIES[a.role])
+            if plane is not None and plane.in_run(a):  # a run owns its seat's status
+                plane.resume(a)
+            else:
+                self._set_status(a, "working", task, None, now)
+                if plane is not None:
+                    plane.wake(a)  # working means a turn: the agent's next run starts now
         elif roll < 0.65:
             code, message = rng.choice(CONDITIONS)
             self._set_status(a, "waiting", "blocked",
                              {"code": code, "source": "harness", "message": message,
                               "since": now}, now)
+        elif plane is not None and plane.in_run(a):
+            plane.resume(a)
         else:
             self._set_status(a, "idle", None, None, now)
         await self._put_presence(a)
@@ -542,7 +572,10 @@ class Team:
         try:
             await asyncio.sleep(delay)
             if unblock:  # the operator answered: back to work before saying so
-                self._set_status(a, "working", activity, None, _now_ms())
+                if self.activity is not None and self.activity.in_run(a):
+                    self.activity.resume(a)  # on the run's own tool, as its frames say
+                else:
+                    self._set_status(a, "working", activity, None, _now_ms())
                 await self._put_presence(a)
             msg = build_message(self.space, EndpointRef(a.id, a.name, a.role), text,
                                 to=d.sender, reply_to=d.message.id,

@@ -134,6 +134,19 @@ async def test_record_the_team_and_replay_at_10x(recorded):
           f"{os.path.getsize(recorded.path)} bytes; replayed at 10x in {took:.2f}s")
 
 
+async def test_the_recorded_demo_carries_its_frames(recorded):
+    """The scripted team publishes an event plane (issue 37 item 8): its frames are recorded
+    as the messages they are, one per frame, from more than one agent."""
+    with gzip.open(recorded.path, "rt") as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    frames = [line for line in lines if line.get("type") == "in" and line.get("k") == "message"
+              and '"ag-ui.frame"' in json.dumps(line)]
+    assert len(frames) >= 6, len(frames)
+    senders = {m for line in frames for m in ("local.ada", "local.bram", "local.cleo", "local.dax",
+                                                "local.eve", "local.finn") if m in json.dumps(line)}
+    assert len(senders) >= 3, senders
+
+
 async def _play(player: Player) -> None:
     task = asyncio.create_task(player.run(0.02))
     try:
