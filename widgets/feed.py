@@ -385,6 +385,11 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     # -- public API ----------------------------------------------------------------------
 
+    @property
+    def snap(self) -> Snapshot | None:
+        """The snapshot last drawn (read-only; what tests and diagnostics read)."""
+        return self._snap
+
     def update_snapshot(self, snap: Snapshot) -> None:
         """Apply one drained snapshot: drop evicted rows, append new ones, keep the view."""
         prev = self._snap

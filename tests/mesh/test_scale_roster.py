@@ -262,7 +262,7 @@ def big_model() -> tuple[MeshModel, FixedClock, set[int]]:
 async def settled(pilot, w) -> None:
     """Off-screen items whose data changed keep their last height until a slice measures
     them (widgets/lazy_list.py): equal to a full build once no measure is owed."""
-    await until(pilot, lambda: not w._stale, what="the owed measures")
+    await until(pilot, lambda: not w.owed_measures, what="the owed measures")
 
 
 def lazy_equals_full(w) -> None:
