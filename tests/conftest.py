@@ -9,7 +9,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import nats
 import pytest
@@ -77,13 +77,15 @@ async def space(broker, nc, space_name) -> str:
     return space_name
 
 
-async def until(*args: Any, timeout: float | None = None, what: str = "condition",
-                interval: float = 0.02) -> Any:
+async def until(*args: Any, timeout: float | None = None,
+                what: str | Callable[[], str] = "condition", interval: float = 0.02) -> Any:
     """Await a condition with a deadline (never sleep-and-hope); returns its truthy value.
 
-    ``until(cond[, timeout[, what]])`` polls on the event loop; ``until(pilot, cond, ...)`` polls
-    through a Textual pilot (so the app runs between checks) and lets the screen paint once
-    what the condition saw. ``cond`` may be a coroutine function.
+    The suite's one await helper. ``until(cond[, timeout[, what]])`` polls on the event loop;
+    ``until(pilot, cond, ...)`` polls through a Textual pilot (so the app runs between checks)
+    and lets the screen paint once what the condition saw. ``cond`` may be a coroutine
+    function. On timeout the AssertionError names ``what`` (a callable is asked then, so it
+    can say what was seen instead: a process's stderr, a screen).
     """
     pilot = None
     if args and hasattr(args[0], "pause") and hasattr(args[0], "app"):
@@ -104,7 +106,8 @@ async def until(*args: Any, timeout: float | None = None, what: str = "condition
                 await pilot.pause()
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for "
+                                 f"{what() if callable(what) else what}")
         if pilot is not None:
             await pilot.pause(interval)
         else:
