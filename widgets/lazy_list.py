@@ -127,6 +127,11 @@ class LazyLineList(LineList):
         """How many items still owe a measure (paid in slices); 0 once the list is exact."""
         return len(self._stale)
 
+    @property
+    def built_items(self) -> int:
+        """How many items have their lines built since the last rebuild (only those shown)."""
+        return len(self._built)
+
     def drop_paint_caches(self, *, keep_lines: bool = False) -> None:
         """Forget what was painted, so the next paint is one from nothing (a test compares the
         two); ``keep_lines`` keeps the list's own row cache, as a focus change's repaint does."""

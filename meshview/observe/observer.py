@@ -205,6 +205,15 @@ class Observer:
         """:meth:`start` has finished (taps, watches and the prefill are in)."""
         return self._started
 
+    def tap_plan(self) -> list[str]:
+        """The subjects :meth:`start` taps, by the options and the credential (the wire's rule)."""
+        return self._tap_plan()
+
+    def feed_presence(self, e: Any, initial: bool = False) -> None:
+        """Hand one presence KV entry (``key``, ``value``, ``operation``) to the roster as the
+        watch does: how a test drives the presence path without a bucket."""
+        self._on_presence(e, initial)
+
     def tap_subscriptions(self) -> list[Any]:
         """The live taps' subscriptions (what a test checks are direct on our client)."""
         return list(self._subs.values())

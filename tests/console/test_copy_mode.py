@@ -164,7 +164,7 @@ def test_a_skipped_flood_and_a_new_session_are_marked_in_the_history():
     pane = TerminalPane(40, 5)
     pane.feed(_lines(20))
     pane._pending.append(b"x" * 3_200_000)
-    pane.pending_bytes = 3_200_000
+    pane._pending_bytes = 3_200_000
     assert pane.drop_pending() == 3_200_000
     assert pane.history.lines[-1] == "\u2014 3.2 MB skipped \u2014"
     pane.reset()
