@@ -9,7 +9,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import nats
 import pytest
@@ -77,13 +77,15 @@ async def space(broker, nc, space_name) -> str:
     return space_name
 
 
-async def until(*args: Any, timeout: float | None = None, what: str = "condition",
-                interval: float = 0.02) -> Any:
+async def until(*args: Any, timeout: float | None = None,
+                what: str | Callable[[], str] | None = None, interval: float = 0.02) -> Any:
     """Await a condition with a deadline (never sleep-and-hope); returns its truthy value.
 
-    ``until(cond[, timeout[, what]])`` polls on the event loop; ``until(pilot, cond, ...)`` polls
-    through a Textual pilot (so the app runs between checks) and lets the screen paint once
-    what the condition saw. ``cond`` may be a coroutine function.
+    The suite's one await helper. ``until(cond[, timeout[, what]])`` polls on the event loop;
+    ``until(pilot, cond, ...)`` polls through a Textual pilot (so the app runs between checks)
+    and lets the screen paint once what the condition saw. ``cond`` may be a coroutine
+    function. On timeout the AssertionError names ``what`` (a callable is asked then, so it
+    can say what was seen: a process's stderr, a screen), or else the condition's source line.
     """
     pilot = None
     if args and hasattr(args[0], "pause") and hasattr(args[0], "app"):
@@ -104,11 +106,24 @@ async def until(*args: Any, timeout: float | None = None, what: str = "condition
                 await pilot.pause()
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {_what(what, cond)}")
         if pilot is not None:
             await pilot.pause(interval)
         else:
             await asyncio.sleep(interval)
+
+
+def _what(what: str | Callable[[], str] | None, cond: Any) -> str:
+    """What an ``until`` waited for: as told (a callable asked now), else the condition's source."""
+    if callable(what):
+        return what()
+    if what is not None:
+        return what
+    try:
+        src = " ".join(inspect.getsource(cond).split())
+    except (OSError, TypeError):
+        return repr(cond)
+    return src if len(src) <= 240 else src[:237] + "..."
 
 
 @pytest.fixture

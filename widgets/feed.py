@@ -390,6 +390,11 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
 
     # -- public API ----------------------------------------------------------------------
 
+    @property
+    def snap(self) -> Snapshot | None:
+        """The snapshot last drawn (read-only; what tests and diagnostics read)."""
+        return self._snap
+
     def update_snapshot(self, snap: Snapshot) -> None:
         """Apply one drained snapshot: drop evicted rows, append new ones, keep the view."""
         prev = self._snap
@@ -506,6 +511,20 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     def rows(self) -> list[int]:
         """Absolute indices of the visible (filtered) rows, oldest first."""
         return list(self._rows)
+
+    # -- for tests and diagnostics
+
+    def row_start(self, k: int) -> int:
+        """The first display row of the ``k``-th visible row (see :attr:`rows`)."""
+        return self._starts[k]
+
+    def row_height(self, e: FeedEntry, width: int) -> int:
+        """How many display rows ``e`` takes at ``width`` (the layout's measure)."""
+        return self._height(e, width)
+
+    def row_strips(self, index: int, width: int, cursor: bool = False) -> list[Strip]:
+        """What feed row ``index`` paints at ``width``, one Strip per display row."""
+        return self._render_row(index, width, cursor)
 
     def visible_entries(self) -> list[FeedEntry]:
         snap = self._snap

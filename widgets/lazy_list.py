@@ -115,6 +115,31 @@ class LazyLineList(LineList):
         self._strips: dict[tuple, Strip] = {}  # rendered lines by content (see _strip)
         self._heights: list[int] = []
 
+    # -- for tests and diagnostics ---------------------------------------------------------
+
+    @property
+    def item_heights(self) -> Sequence[int]:
+        """Each item's measured height in rows (read-only; what tests and diagnostics read)."""
+        return self._heights
+
+    @property
+    def owed_measures(self) -> int:
+        """How many items still owe a measure (paid in slices); 0 once the list is exact."""
+        return len(self._stale)
+
+    @property
+    def built_items(self) -> int:
+        """How many items have their lines built since the last rebuild (only those shown)."""
+        return len(self._built)
+
+    def drop_paint_caches(self, *, keep_lines: bool = False) -> None:
+        """Forget what was painted, so the next paint is one from nothing (a test compares the
+        two); ``keep_lines`` keeps the list's own row cache, as a focus change's repaint does."""
+        self._styles_cache.clear()
+        if not keep_lines:
+            self._cache.clear()
+            self._strips.clear()
+
     # -- for subclasses ------------------------------------------------------------------
 
     def source(self) -> Sequence[tuple[Hashable, Any]]:  # pragma: no cover - subclasses

@@ -230,6 +230,15 @@ class LineList(ScrollView, can_focus=True, inherit_bindings=False):
     def cursor_index(self) -> int:
         return self._cursor
 
+    @property
+    def item_starts(self) -> Sequence[int]:
+        """The first row of each item (read-only; what tests and diagnostics read)."""
+        return self._starts
+
+    def move_cursor(self, index: int) -> None:
+        """Put the cursor on item ``index``, as keys do (clamped; scrolls to show it)."""
+        self._move_to(index)
+
     def select_key(self, key: Any) -> None:
         for i, (k, _) in enumerate(self._items):
             if k == key:

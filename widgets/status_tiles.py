@@ -26,6 +26,11 @@ class Tiles(Widget):
     def on_mount(self) -> None:
         follow_theme(self)
 
+    @property
+    def snap(self) -> Snapshot | None:
+        """The snapshot last drawn (read-only; what tests and diagnostics read)."""
+        return self._snap
+
     def update_snapshot(self, snap: Snapshot) -> None:
         self._snap = snap
         plain = self._line(snap).plain

@@ -360,6 +360,28 @@ class TerminalPane(Widget, can_focus=True):
     def content_text(self) -> list[str]:
         return self.mirror.text_lines()
 
+    # -- for tests and diagnostics
+
+    @property
+    def frame_pending(self) -> bool:
+        """A repaint frame is scheduled (output came since the last one)."""
+        return self._timer is not None
+
+    @property
+    def frame_gap(self) -> float:
+        """The gap before the next frame (longer after a full repaint, longer still in a flood)."""
+        return self._gap
+
+    def frame_now(self) -> None:
+        """Run the scheduled frame at once (a test's way past the frame timer)."""
+        if self._timer is not None:
+            self._timer.stop()
+        self._frame()
+
+    def cached_row(self, y: int) -> tuple | None:
+        """Row ``y``'s cache entry (its shape and Strip), kept while the row did not change."""
+        return self._rows_cache.get(y)
+
     def _schedule(self) -> None:
         if self._timer is None and self.is_mounted:
             now = time.monotonic()

@@ -56,6 +56,11 @@ class RoundLoop:
             self._stopped = False
             self._task = asyncio.get_running_loop().create_task(self.run(), name=self.task_name)
 
+    @property
+    def loop_ended(self) -> bool:
+        """The loop was started and its task has returned (it stopped asking; tests read it)."""
+        return self._task is not None and self._task.done()
+
     def poke(self) -> None:
         """Ask now (after the round in flight, if any)."""
         self._wake.set()

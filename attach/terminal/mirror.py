@@ -597,6 +597,16 @@ class Mirror:
         self._screen.dirty.clear()
         self._screen.dirty.update(range(rows))
 
+    @property
+    def screen(self) -> _Screen:
+        """The emulator's screen (read-only; what tests and diagnostics read: cells, cursor)."""
+        return self._screen
+
+    @property
+    def stream(self) -> _Stream:
+        """The parser feeding :attr:`screen` (read-only; tests check which one runs)."""
+        return self._stream
+
     # -- size
 
     @property

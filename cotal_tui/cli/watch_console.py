@@ -201,6 +201,13 @@ def tune_gc(settle: Callable[[], Awaitable[None]] | None = None) -> None:
 
 
 _SETTLING: set[asyncio.Task] = set()
+
+
+def gc_settling() -> bool:
+    """A :func:`tune_gc` settle is still waiting to freeze the first load (tests read it)."""
+    return bool(_SETTLING)
+
+
 SETTLE_S = 1.0  # after the roster is in: the first drains have built the widgets' rows
 
 

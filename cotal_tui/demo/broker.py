@@ -282,6 +282,26 @@ class Broker:
         self.stop(keep_store=True)
         return self.start(timeout)
 
+    def respawn(self, timeout: float = 15.0) -> "Broker":
+        """Start the stopped server again with its config as it was (port, store): unlike
+        :meth:`restart` it never moves to another port, so a client's old URL reaches it (what
+        a reconnect test needs). Raises :class:`BrokerError` if it does not come up."""
+        if (self.proc is not None or self.binary is None or self._conf_path is None
+                or self._log_path is None):
+            raise BrokerError("respawn: the broker was never started, or is still running")
+        with open(self._log_path, "ab") as log:
+            self.proc = subprocess.Popen([self.binary, "-c", self._conf_path], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, preexec_fn=_die_with_parent)
+        _LIVE.add(self.proc)
+        self._wait_ready(timeout)
+        return self
+
+    @property
+    def log_path(self) -> str | None:
+        """The server's log file (read-only; what tests and diagnostics read)."""
+        return self._log_path
+
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -271,6 +271,12 @@ class Team:
         if status == "working":
             a.active_at = now
 
+    async def pose(self, a: Agent, status: str, activity: str | None, condition: dict | None,
+                   now: int) -> None:
+        """Set ``a``'s status and put its presence at once (how a test poses an agent)."""
+        self._set_status(a, status, activity, condition, now)
+        await self._put_presence(a)
+
     async def _put_presence(self, a: Agent) -> None:
         assert self._kv is not None
         await self._kv.put(a.id, json.dumps(a.presence(_now_ms())).encode())

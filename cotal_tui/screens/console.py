@@ -158,7 +158,7 @@ class ConsoleScreen(ComposeKeys):
         self._bars_status: object = None  # ... and the connection status it drew
         self._feed_at = 0.0  # the last drain that drew the feed
         self.drain()
-        self.set_interval(1 / DRAIN_HZ, self._drain_tick, name="drain")
+        self.set_interval(1 / DRAIN_HZ, self.drain_tick, name="drain")
         self._recording_tick()
         self.set_interval(1 / REC_HZ, self._recording_tick, name="recording")
         self._stalled_shown = False
@@ -228,7 +228,33 @@ class ConsoleScreen(ComposeKeys):
         poller = self.session.managed
         return poller.fold if poller is not None else None
 
-    def _drain_tick(self) -> None:
+    @property
+    def next_drain(self) -> float:
+        """When (``monotonic()``) the duty cycle lets the next drain run (tests read it)."""
+        return self._next_drain
+
+    @property
+    def rest_owed(self) -> bool:
+        """The last drain left some panels undrawn (keys first, or busy); a later one draws them."""
+        return self._rest_owed
+
+    def set_drain_times(self, *, next_drain: float | None = None, drained_at: float | None = None,
+                        full_at: float | None = None, bars_at: float | None = None,
+                        feed_at: float | None = None) -> None:
+        """Stand in for time passed since the drain's last draws (``monotonic()`` values): what
+        a test sets instead of waiting out the duty gap, the keys-first hold or the busy rates."""
+        if next_drain is not None:
+            self._next_drain = next_drain
+        if drained_at is not None:
+            self._drained_at = drained_at
+        if full_at is not None:
+            self._full_at = full_at
+        if bars_at is not None:
+            self._bars_at = bars_at
+        if feed_at is not None:
+            self._feed_at = feed_at
+
+    def drain_tick(self) -> None:
         """The drain timer: keys first (see ``KEYS_FIRST_S``); :meth:`drain_now` is never held."""
         if self.shell.exiting:  # the widgets it draws are being taken down
             return

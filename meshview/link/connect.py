@@ -104,6 +104,15 @@ class LenientClient(NATS):
             self._direct = {}
         self._direct[sub._id] = (feed, headers)
 
+    @property
+    def direct_routes(self) -> int:
+        """How many subscriptions the parser hands to a feed directly (tests read it)."""
+        return len(self._direct or ())
+
+    def is_direct(self, sub: Any) -> bool:
+        """Whether ``sub``'s deliveries go to a feed directly (see :meth:`direct`)."""
+        return bool(self._direct) and sub._id in self._direct  # type: ignore[operator]
+
     def undirect(self, sub: Any) -> None:
         if self._direct:
             self._direct.pop(sub._id, None)

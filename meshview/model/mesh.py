@@ -105,6 +105,7 @@ _NO_THREAD: _Thread = (None, None, (), None, False)  # a message that names no t
 READS = frozenset({
     "snapshot", "take_events", "entry", "seen", "name_of", "peer", "effective",
     "replay_floor", "rejection_count", "runs_view", "stalled", "cut_count", "labels", "state",
+    "pending_events",
 })
 FORWARDS = frozenset({"apply_history", "manager_resync", "apply_input"})
 REPLAYS = frozenset({"restore", "touch"})
@@ -309,6 +310,10 @@ class MeshModel:
             if len(self._events) == self._events.maxlen:
                 self.events_dropped += 1
             self._events.append(ev)
+
+    def pending_events(self) -> list[ModelEvent]:
+        """The events :meth:`take_events` would return, left in place (tests read them)."""
+        return list(self._events)
 
     def take_events(self) -> list[ModelEvent]:
         """Events since the last call, in order (only when ``record_events``)."""

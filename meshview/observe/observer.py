@@ -188,6 +188,50 @@ class Observer:
         """Why the DM backfill was refused (the DM lens is then live-only), if it was."""
         return self.history.dm_error
 
+    # -- for tests and diagnostics (never on the hot path) -------------------------------
+
+    @property
+    def queued(self) -> int:
+        """Frames taken off the socket and not yet applied (bounded by ``queue_cap``)."""
+        return len(self._q)
+
+    @property
+    def queued_bytes(self) -> int:
+        """Payload bytes of the frames :attr:`queued` (bounded by ``queue_bytes``)."""
+        return self._q_bytes
+
+    @property
+    def started(self) -> bool:
+        """:meth:`start` has finished (taps, watches and the prefill are in)."""
+        return self._started
+
+    def tap_plan(self) -> list[str]:
+        """The subjects :meth:`start` taps, by the options and the credential (the wire's rule)."""
+        return self._tap_plan()
+
+    def feed_presence(self, e: Any, initial: bool = False) -> None:
+        """Hand one presence KV entry (``key``, ``value``, ``operation``) to the roster as the
+        watch does: how a test drives the presence path without a bucket."""
+        self._on_presence(e, initial)
+
+    def tap_subscriptions(self) -> list[Any]:
+        """The live taps' subscriptions (what a test checks are direct on our client)."""
+        return list(self._subs.values())
+
+    def queued_frames(self) -> list[bytes]:
+        """A copy of the queued frames' payloads, oldest first (what a test reads)."""
+        return [f[1] for f in self._q]
+
+    def hold_drain(self) -> None:
+        """Hold the apply of live frames (they queue, bounded), as during the history
+        prefill: how a test builds a known backlog."""
+        self._live_open.clear()
+
+    def release_drain(self) -> None:
+        """Let the held frames be applied (after :meth:`hold_drain`)."""
+        self._live_open.set()
+        self._wake.set()
+
     async def start(self) -> None:
         ev = events_of(self.nc)
         ev.on_error.append(self._on_nats_error)

@@ -40,7 +40,7 @@ def feed_chunked(m: Mirror, data: bytes, size: int) -> None:
 
 def state(m: Mirror) -> dict:
     """Everything a snapshot must reproduce, as comparable data."""
-    s = m._screen
+    s = m.screen
     return {
         "rows": [m.row(y) for y in range(m.rows)],
         "cursor": m.cursor,
@@ -234,7 +234,7 @@ def test_snapshot_roundtrip_attributes_modes_pending_wrap():
     m.feed(b"\x1b[2;1H\x1b[41m\x1b[K\x1b[3;1H\xe4\xb8\xad\xf0\x9f\x98\x80x")
     m.feed(b"\x1b[?2004h\x1b[?1003h\x1b[?1006h\x1b[?1h\x1b=\x1b[?1004h\x1b[?7l\x1b[2;5r")
     m.feed(b"\x1b[4;1H" + b"z" * 20 + b"\x1b[32;1m\x1b[?25l")  # cursor left pending at the last column
-    assert m._screen.cursor.x == 20
+    assert m.screen.cursor.x == 20
     main = state(m)
     m.feed(b"\x1b[?1049h\x1b[5;5Halt\x1b[35m")
     copy = Mirror(20, 6)

@@ -81,8 +81,8 @@ class RefMirror(Mirror):
 
 def test_the_mirror_runs_on_the_fast_paths():
     m = Mirror(10, 3)
-    assert isinstance(m._screen, FastScreen) and type(m._stream).feed is not RefStream.feed
-    assert not isinstance(RefMirror(10, 3)._screen, FastScreen)
+    assert isinstance(m.screen, FastScreen) and type(m.stream).feed is not RefStream.feed
+    assert not isinstance(RefMirror(10, 3).screen, FastScreen)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -253,7 +253,7 @@ def _mirror_pair(cols: int, rows: int) -> tuple[Mirror, Mirror]:
 
 
 def assert_mirrors_same(fast: Mirror, ref: Mirror, where: str) -> None:
-    assert_same(fast._screen, ref._screen, where)
+    assert_same(fast.screen, ref.screen, where)
     assert fast.take_dirty() == ref.take_dirty(), where
     assert [fast.row(y) for y in range(fast.rows)] == [ref.row(y) for y in range(ref.rows)], where
     assert fast.cursor == ref.cursor and fast.snapshot() == ref.snapshot(), where
@@ -267,7 +267,7 @@ def _feed_mirrors(pair, data: bytes, sizes, r: random.Random, where: str) -> Non
         for m in pair:
             m.feed(data[i:i + step])
         i += step
-        assert_same(fast._screen, ref._screen, f"{where} @{i}")
+        assert_same(fast.screen, ref.screen, f"{where} @{i}")
     assert_mirrors_same(fast, ref, where)
 
 
@@ -365,7 +365,7 @@ def test_styled_runs_of_a_window_are_that_window(seed):
             b = r.randint(a + 1, 30)
             got = m.styled_runs(y, style_of, None, a, b)
             if got is None:  # only when a stored cell in the window is not one narrow character
-                raw = [m._screen.buffer[y][x].data for x in range(a, b)]
+                raw = [m.screen.buffer[y][x].data for x in range(a, b)]
                 assert any(len(c) != 1 or c >= "\u1100" for c in raw), (y, a, b)
                 continue
             assert _merged(got) == _merged(cells[a:b]), (y, a, b)

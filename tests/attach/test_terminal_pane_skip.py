@@ -55,7 +55,7 @@ class PaneApp(App):
 
 def screen_of(m) -> dict:
     """What a viewer sees and what survives leaving the alternate screen."""
-    s = m._screen
+    s = m.screen
     main = s.main_buffer
     main_text = None
     if main is not None:

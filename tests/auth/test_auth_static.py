@@ -41,6 +41,7 @@ from meshview.wire.envelope import EndpointError
 from meshview.link.connect import (
     connect as mesh_connect,
 )
+from conftest import until
 
 SPACE = "sec"
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def cli(mesh, *argv: str, timeout: float = 30.0, env: dict | None = None) -> sub
 
 
 def violations(mesh) -> list[str]:
-    return [ln for ln in Path(mesh.broker._log_path).read_text(errors="replace").splitlines()
+    return [ln for ln in Path(mesh.broker.log_path or "").read_text(errors="replace").splitlines()
             if "Violation" in ln]
 
 
@@ -83,16 +84,6 @@ def args(mesh, *argv: str):
     add_connection_arguments(p)
     os.environ["COTAL_HOME"] = mesh.home
     return p.parse_args(list(argv))
-
-
-async def wait_for(cond, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_the_demo_records_a_static_mesh(mesh):
@@ -159,7 +150,7 @@ async def test_watch_mints_an_admin_view_from_the_root(mesh):
 
         await nc.subscribe(f"cotal.{SPACE}.inst.>", cb=cb)  # admin: DMs are visible
         await nc.flush()
-        await wait_for(lambda: seen, 30, "a live DM")
+        await until(lambda: seen, 30, "a live DM")
         with pytest.raises(SubjectDenied):  # still read-only
             await publish_checked(nc, f"cotal.{SPACE}.chat.local.x.general", b"{}")
     finally:
@@ -184,9 +175,9 @@ async def test_attach_mints_a_session_caller_for_the_rails(mesh):
         assert st.credential.expires_at <= grant["exp"] // 1000
         assert s.caller.actor.startswith("U") and s.caller.owner == "local"  # the instrument's own nkey
         assert grant["holder"]["id"] == f"local.{s.caller.actor}"
-        await wait_for(lambda: len(out) > 0, 20, "the seat's screen")
+        await until(lambda: len(out) > 0, 20, "the seat's screen")
         await s.send_keys(b"hello-static\r")
-        await wait_for(lambda: b"hello-static" in bytes(out), 20, "the echo")
+        await until(lambda: b"hello-static" in bytes(out), 20, "the echo")
         # the instrument that asked for the grant cannot speak on the rails: only this session's
         # own credential reaches them (the manager serves them on a session-serving credential)
         cnc = await attach_connect(target)
@@ -198,7 +189,7 @@ async def test_attach_mints_a_session_caller_for_the_rails(mesh):
     finally:
         await s.close()
     assert mesh.mgr is not None
-    await wait_for(lambda: mesh.mgr.live_sessions == 0, 10, "the session handed back")
+    await until(lambda: mesh.mgr.live_sessions == 0, 10, "the session handed back")
 
 
 async def test_a_denied_call_is_permission_denied_not_a_deadline(mesh):
@@ -225,8 +216,8 @@ async def test_observer_creds_ps_poller_says_so_once_and_stops(mesh, tmp_path):
         updates = []
         p = PsPoller(nc, SPACE, period=0.2, on_update=updates.append)
         p.start()
-        await wait_for(lambda: p.unreadable, 30, "the poller to give up")
-        await wait_for(lambda: p._task is not None and p._task.done(), 5, "the poll loop to end")
+        await until(lambda: p.unreadable, 30, "the poller to give up")
+        await until(lambda: p.loop_ended, 5, "the poll loop to end")
         assert p.fold.notice and "cannot read the manager registry" in p.fold.notice
         n = len(violations(mesh))
         await asyncio.sleep(1.0)  # five periods: nothing more is asked
@@ -254,7 +245,7 @@ async def test_a_denied_bucket_watch_ends_instead_of_retrying(mesh, tmp_path):
         w = KvWatch(nc, nc.jetstream(), bucket_names(SPACE).manager, lambda e, i: None, lambda k: None,
                     lambda r, e: errors.append(r))
         w.start()
-        await wait_for(lambda: w.task is not None and w.task.done(), 30, "the denied watch to end")
+        await until(lambda: w.task is not None and w.task.done(), 30, "the denied watch to end")
         assert w.denied and errors == ["denied"]
         await asyncio.sleep(1.0)
         after = len([v for v in violations(mesh) if "KV_cotal_manager" in v])
@@ -275,7 +266,7 @@ async def test_a_lost_link_is_handed_back_on_the_sessions_own_credential(mesh):
     await asyncio.wait_for(s.open(), 20)
     run = asyncio.ensure_future(s.run())
     try:
-        await wait_for(lambda: len(out) > 0, 20, "the seat's screen")
+        await until(lambda: len(out) > 0, 20, "the seat's screen")
         assert mesh.mgr.live_sessions >= 1
         link = s.link
         assert link is not None and link.rail is not None
@@ -283,7 +274,7 @@ async def test_a_lost_link_is_handed_back_on_the_sessions_own_credential(mesh):
         await link.nc.close()  # ... and its connection is gone
         reason = await asyncio.wait_for(run, 20)
         assert reason == "connection-closed"
-        await wait_for(lambda: mesh.mgr.live_sessions == 0, 10, "the manager to free the slot")
+        await until(lambda: mesh.mgr.live_sessions == 0, 10, "the manager to free the slot")
     finally:
         if not run.done():
             await s.close()

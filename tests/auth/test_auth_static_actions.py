@@ -66,7 +66,7 @@ def cli(mesh, *argv: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
 
 
 def violations(mesh) -> list[str]:
-    return [ln for ln in Path(mesh.broker._log_path).read_text(errors="replace").splitlines()
+    return [ln for ln in Path(mesh.broker.log_path or "").read_text(errors="replace").splitlines()
             if "Violation" in ln]
 
 

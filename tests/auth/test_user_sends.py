@@ -7,7 +7,6 @@ Real auth-callout broker, real exchange stand-in."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 
@@ -17,6 +16,7 @@ from cotal_tui.cli.connection import add_connection_arguments, target_from_args
 from meshview.act.participant import Participant, StartRefused
 from meshview.act.send import Send
 from support.userplane import user_plane  # noqa: F401
+from conftest import until
 
 
 def _target(monkeypatch, home):
@@ -44,7 +44,7 @@ async def test_a_send_goes_out_as_the_signed_in_users_principal(user_plane, monk
     try:
         sent = await part.send(Send("channel", "general", "hello from a user mesh"))
         assert part.id.startswith("u_") and part.id.endswith(".cli"), part.id
-        await asyncio.wait_for(_until(lambda: got), 10)
+        await until(lambda: got, 10, "the user's message on the service connection")
         m = got[0]
         owner, actor = part.id.split(".")
         assert m.subject == f"cotal.{user_plane.space}.chat.{owner}.{actor}.general"
@@ -67,7 +67,3 @@ async def test_a_user_mesh_without_a_bearer_is_refused_before_publishing(user_pl
     assert part.nc is None  # nothing touched the network
     await part.close()
 
-
-async def _until(cond) -> None:
-    while not cond():
-        await asyncio.sleep(0.02)

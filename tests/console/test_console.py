@@ -101,13 +101,13 @@ async def test_live_model_changes_are_drained_in_batches():
         await pilot.pause()
         scr = console(app)
         model = scr.session.model
-        v0 = scr._version
+        v0 = scr.snap.version
         for i in range(50):  # many changes land as one drain, not 50 messages
             model.apply_message(Applied(kind="channel", id=f"late{i}", ts=model.clock(),
                                         from_id=pid("gus"), from_name="gus", from_role="qa",
                                         text=f"late message {i}", channel="general"))
         await until(pilot, lambda: "late message 49" in shown(app), what="drained rows")
-        assert scr._version > v0
+        assert scr.snap.version > v0
         feed = scr.query_one("#feed")
         assert feed.follow
         assert "late message 49" in shown(app)

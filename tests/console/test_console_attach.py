@@ -281,9 +281,8 @@ async def test_needs_you_a_and_p_open_the_waiting_seat(mesh):
         if t.get_name() == "team-script":
             t.cancel()
     b = team.members[1]
-    team._set_status(b, "waiting", "blocked", {"code": "approval", "message": "ok to deploy?"},
-                     int(time.time() * 1000))
-    await team._put_presence(b)
+    await team.pose(b, "waiting", "blocked", {"code": "approval", "message": "ok to deploy?"},
+                    int(time.time() * 1000))
     app = CotalApp(session=session)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, session, team)

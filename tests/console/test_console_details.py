@@ -56,7 +56,7 @@ def interleave(scr, clk, n: int = 40) -> None:
 def in_view(feed, index: int) -> bool:
     k = feed.rows.index(index)
     top = round(feed.scroll_y)
-    return top <= feed._starts[k] < top + feed.scrollable_content_region.height
+    return top <= feed.row_start(k) < top + feed.scrollable_content_region.height
 
 
 async def test_lifecycle_toggle_keeps_the_selection_in_view_and_enter_opens_it():

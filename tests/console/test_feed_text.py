@@ -89,8 +89,8 @@ async def test_every_row_shows_all_of_its_text_at_every_width():
             want_body = _squash(_expected_body(e))
             want_name = _squash(safe(e.from_name, 48))
             for w in widths:
-                height = feed._height(e, w)
-                strips = feed._render_row(e.index, w, False)
+                height = feed.row_height(e, w)
+                strips = feed.row_strips(e.index, w)
                 # what render_line shows: the strips for the measured height, nothing more
                 assert len(strips) == height, (w, e.from_name, e.text, height, len(strips))
                 for st in strips:

@@ -63,7 +63,7 @@ async def test_the_feed_head_shows_the_whole_id_or_elides_its_middle():
         feed = app.query_one(FeedView)
         feed.update_snapshot(snap)
         d1, d2 = snap.feed
-        first = "".join(s.text for s in feed._render_row(d1.index, 100, False))
+        first = "".join(s.text for s in feed.row_strips(d1.index, 100))
         assert "→ local.first-agent: are you there" in first
-        second = "".join(s.text for s in feed._render_row(d2.index, 100, False))
+        second = "".join(s.text for s in feed.row_strips(d2.index, 100))
         assert "→ u_aaaaaaaaa….first_agent: second" in second

@@ -57,9 +57,7 @@ def screen_text(app: App) -> list[str]:
 
 async def fresh_text(app: App, w: Rows) -> list[str]:
     """The screen as a paint from nothing draws it (every cache of the list dropped)."""
-    w._cache.clear()
-    w._strips.clear()
-    w._styles_cache.clear()
+    w.drop_paint_caches()
     return screen_text(app)
 
 
@@ -115,7 +113,7 @@ async def test_rebuilds_paint_only_the_rows_that_changed_and_never_leave_one_sta
             w.rebuild()  # the caches dropped by fresh_text are the list's own: lay them out again
             await pilot.pause()
         # heights owed to items changed off screen are paid in slices; then it is a full build
-        await until(pilot, lambda: not w._stale, what="the owed measures")
+        await until(pilot, lambda: not w.owed_measures, what="the owed measures")
         assert w.line_texts() == [t.plain for _, lines in w.build(w.content_width) for t in lines]
 
 
@@ -187,14 +185,13 @@ async def test_a_churning_roster_is_drawn_at_the_busy_rate():
         await pilot.pause()
         assert m.snapshot().rates.msgs_per_sec < cs.BUSY_RATE  # no chat flood here
         for quiet in (True, False):
-            screen._next_drain = 0.0
             t = monotonic()
-            screen._drained_at = t - 1.0
+            screen.set_drain_times(next_drain=0.0, drained_at=t - 1.0)
             for _ in range(10 if quiet else 2000):  # 10 or 2,000 changes in the last second
                 m.clock.advance(1)
                 m.apply_presence(rec("ada", "working", m.clock.t))
             screen.drain()
-            gap = screen._next_drain - t
+            gap = screen.next_drain - t
             if quiet:
                 assert gap < 1 / cs.BUSY_HZ
             else:
@@ -220,10 +217,9 @@ async def test_keys_first_a_drain_waits_while_keys_come_but_not_for_long():
         for waited, applies in ((0.0, False), (cs.KEYS_FIRST_MAX_S, True)):
             m.clock.advance(1)
             m.apply_presence(rec("ada", "working", m.clock.t))
-            screen._next_drain = 0.0
-            screen._drained_at = monotonic() - waited
+            screen.set_drain_times(next_drain=0.0, drained_at=monotonic() - waited)
             app.key_at = monotonic()  # a key just now
-            screen._drain_tick()
+            screen.drain_tick()
             assert (screen.snap.version == m.version) is applies, waited
 
 
@@ -252,7 +248,7 @@ async def _grow(pilot, w: Rows, items: range, by: int) -> None:
         w.rows[i] = (k, Row(d.text, d.height + by))
     w.painted.clear()
     w.rebuild()
-    await until(pilot, lambda: not w._stale, what="the owed measures")
+    await until(pilot, lambda: not w.owed_measures, what="the owed measures")
     await pilot.pause()
 
 
@@ -280,7 +276,7 @@ async def test_rows_above_the_screen_that_grow_scroll_the_view_with_no_paint():
     app = One([(f"k{i}", Row(f"item-{i}")) for i in range(2000)])
     async with app.run_test(size=(40, 12)) as pilot:
         w = await _mid_list(app, pilot)
-        w._move_to(1003)
+        w.move_cursor(1003)
         await pilot.pause()
         shown = screen_text(app)
         bar_painted = _paints_of(w.vertical_scrollbar)
@@ -292,8 +288,8 @@ async def test_rows_above_the_screen_that_grow_scroll_the_view_with_no_paint():
         assert w.scroll_y == 1003 and w.virtual_size.height == 2003
         assert w.painted == [] and bar_painted == []
         assert screen_text(app) == shown
-        w._styles_cache.clear()  # a whole repaint from the list's own line cache (as a focus
-        w.refresh()              # change makes): the cache moved with its rows
+        w.drop_paint_caches(keep_lines=True)  # a whole repaint from the list's own line cache
+        w.refresh()  # (as a focus change makes): the cache moved with its rows
         await pilot.pause()
         assert screen_text(app) == shown
         assert screen_text(app) == await fresh_text(app, w)
@@ -313,7 +309,7 @@ async def test_rows_above_the_screen_that_grow_scroll_the_view_with_no_paint():
 
         # at the top nothing is above the screen to grow: a change there paints (no shift)
         w.scroll_to(y=0, animate=False, immediate=True)
-        w._move_to(0)
+        w.move_cursor(0)
         await pilot.pause()
         await grow(range(1500, 1510), 1)
         assert w.scroll_y == 0
@@ -332,7 +328,7 @@ async def test_a_rebuild_holds_the_cursors_item_in_place_unless_the_view_is_at_t
         w.rebuild()
         await pilot.pause()
         w.scroll_to(y=750, animate=False, immediate=True)
-        w._move_to(502)  # item 502 starts at row 502 + 251 = 753: on screen, fourth row
+        w.move_cursor(502)  # item 502 starts at row 502 + 251 = 753: on screen, fourth row
         await pilot.pause()
         shown = screen_text(app)
 
@@ -347,8 +343,8 @@ async def test_a_rebuild_holds_the_cursors_item_in_place_unless_the_view_is_at_t
         assert await rebuild_and_paint() == []
         assert w.scroll_y == 752 and w.cursor_key == "k502"
         assert screen_text(app) == shown
-        w._styles_cache.clear()  # a whole repaint from the list's own line cache: its rows
-        w.refresh()              # moved with the view
+        w.drop_paint_caches(keep_lines=True)  # a whole repaint from the list's own line cache:
+        w.refresh()  # its rows moved with the view
         await pilot.pause()
         assert screen_text(app) == shown
         del w.rows[5]  # item 5 (two rows) leaves
@@ -369,15 +365,15 @@ async def test_a_rebuild_holds_the_cursors_item_in_place_unless_the_view_is_at_t
         # the cursor's item, on the bottom row, re-sorted by an arrival above and grown: the
         # view still shows all of it
         bottom = w.scroll_offset.y + w.scrollable_content_region.height - 1
-        w._move_to(max(i for i, s in enumerate(w._starts) if s + w._heights[i] - 1 <= bottom))
+        w.move_cursor(max(i for i, s in enumerate(w.item_starts) if s + w.item_heights[i] - 1 <= bottom))
         await pilot.pause()
         key = w.cursor_key
         w.rows.insert(0, ("new1", Row("new1")))
         j = next(n for n, (k, _) in enumerate(w.rows) if k == key)
         w.rows[j] = (key, Row("grown", 4))
         await rebuild_and_paint()
-        start = w._starts[w._cursor]
-        assert w.cursor_key == key and w._heights[w._cursor] == 4
+        start = w.item_starts[w.cursor_index]
+        assert w.cursor_key == key and w.item_heights[w.cursor_index] == 4
         assert w.scroll_offset.y <= start
         assert start + 4 <= w.scroll_offset.y + w.scrollable_content_region.height
         assert screen_text(app) == await fresh_text(app, w)
@@ -387,19 +383,19 @@ async def test_a_rebuild_holds_the_cursors_item_in_place_unless_the_view_is_at_t
         # j past the bottom row scrolls just far enough to show the next item, not a page
         top = w.scroll_offset.y
         bottom = top + w.scrollable_content_region.height - 1
-        last = max(i for i, s in enumerate(w._starts) if s + w._heights[i] - 1 <= bottom)
-        w._move_to(last)
+        last = max(i for i, s in enumerate(w.item_starts) if s + w.item_heights[i] - 1 <= bottom)
+        w.move_cursor(last)
         await pilot.pause()
         assert w.scroll_offset.y == top
         await pilot.press("j")
-        assert w.scroll_offset.y == top + w._heights[last + 1] - (bottom - (w._starts[last]
-                                                                  + w._heights[last] - 1))
+        assert w.scroll_offset.y == top + w.item_heights[last + 1] - (bottom - (w.item_starts[last]
+                                                                  + w.item_heights[last] - 1))
         await pilot.press("k")
-        assert w.scroll_offset.y <= w._starts[last]
+        assert w.scroll_offset.y <= w.item_starts[last]
 
         # at the top of the list a new item above shows
         w.scroll_to(y=0, animate=False, immediate=True)
-        w._move_to(0)
+        w.move_cursor(0)
         await pilot.pause()
         w.rows.insert(0, ("top", Row("top")))
         await rebuild_and_paint()
@@ -450,7 +446,7 @@ async def test_clocks_only_changes_off_screen_cost_no_measure_and_ages_remeasure
         w = app.query_one(ClockedRows)
         w.rebuild()
         await pilot.pause()
-        await until(pilot, lambda: not w._stale, what="the first measures")
+        await until(pilot, lambda: not w.owed_measures, what="the first measures")
 
         # 100 rows far below the screen and row 0 on it get a heartbeat (clocks only)
         for i in [0, *range(200, 300)]:
@@ -461,13 +457,13 @@ async def test_clocks_only_changes_off_screen_cost_no_measure_and_ages_remeasure
         await pilot.pause()
         assert "item-0" in w.measured  # shown: measured at once
         assert not any(t in w.measured for t in (f"item-{i}" for i in range(200, 300)))
-        assert not w._stale  # and nothing owed for them
+        assert not w.owed_measures  # and nothing owed for them
 
         # a real change off screen (its height) is owed and measured in slices
         w.rows[250] = ("k250", Clocked("item-250", 3, 9))
         w.rebuild()
-        await until(pilot, lambda: not w._stale, what="the owed measure")
-        assert w._heights[250] == 3
+        await until(pilot, lambda: not w.owed_measures, what="the owed measure")
+        assert w.item_heights[250] == 3
 
         # ages moves: the shown items each time, every item only on the Nth
         # (a height that changed off screen meanwhile shows once they are all measured)
@@ -479,9 +475,9 @@ async def test_clocks_only_changes_off_screen_cost_no_measure_and_ages_remeasure
             w.rebuild()
             await pilot.pause()
             if n < AGES_REMEASURE_EVERY:
-                assert len(w.measured) < 20 and not w._stale  # the shown ones only
-        await until(pilot, lambda: not w._stale, what="every item measured")
-        assert w._heights[280] == 2
+                assert len(w.measured) < 20 and not w.owed_measures  # the shown ones only
+        await until(pilot, lambda: not w.owed_measures, what="every item measured")
+        assert w.item_heights[280] == 2
         assert [k for k, _ in w.items] == [k for k, _ in w.build(w.content_width)]
         assert w.line_texts() == [t.plain for _, ls in w.build(w.content_width) for t in ls]
 
@@ -507,30 +503,30 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
         roster, feed, tiles = [screen.query_one(c) for c in (Roster, FeedView, Tiles)]
         roster.focus()
         await pilot.press("j")
-        screen._full_at = monotonic()  # everything was drawn just now
+        screen.set_drain_times(full_at=monotonic())  # everything was drawn just now
 
         def drain(keys: bool) -> None:
-            screen._next_drain = 0.0
-            screen._drained_at = monotonic() - cs.KEYS_FIRST_MAX_S  # forced past keys first
+            # forced past keys first
+            screen.set_drain_times(next_drain=0.0, drained_at=monotonic() - cs.KEYS_FIRST_MAX_S)
             app.key_at = monotonic() if keys else monotonic() - 1.0
-            screen._drain_tick()
+            screen.drain_tick()
 
         m.clock.advance(1)
         m.apply_presence(rec("ada", "working", m.clock.t))
-        tile_snap, feed_snap = tiles._snap, feed._snap
+        tile_snap, feed_snap = tiles.snap, feed.snap
         drain(keys=True)
         assert roster.snap is screen.snap and roster.snap.version == m.version  # the keys' list
-        assert tiles._snap is tile_snap and feed._snap is feed_snap  # the rest waits
-        assert screen._rest_owed
+        assert tiles.snap is tile_snap and feed.snap is feed_snap  # the rest waits
+        assert screen.rest_owed
 
         drain(keys=False)  # the keys stopped; the model did not move
-        assert tiles._snap is screen.snap and feed._snap is screen.snap and not screen._rest_owed
+        assert tiles.snap is screen.snap and feed.snap is screen.snap and not screen.rest_owed
 
         m.clock.advance(1)
         m.apply_presence(rec("ada", "idle", m.clock.t))
-        screen._full_at = monotonic() - cs.KEYS_FULL_S  # keys for longer than that
+        screen.set_drain_times(full_at=monotonic() - cs.KEYS_FULL_S)  # keys for longer than that
         drain(keys=True)
-        assert tiles._snap is screen.snap and feed._snap is screen.snap  # everything, once
+        assert tiles.snap is screen.snap and feed.snap is screen.snap  # everything, once
 
 
 async def test_while_busy_the_bars_and_the_feed_are_drawn_less_often(monkeypatch):
@@ -559,39 +555,39 @@ async def test_while_busy_the_bars_and_the_feed_are_drawn_less_often(monkeypatch
         monkeypatch.setattr(cs, "BUSY_RATE", -1.0)  # every drain is a busy one
 
         def drain() -> None:
-            screen._next_drain = 0.0
+            screen.set_drain_times(next_drain=0.0)
             app.key_at = monotonic() - 1.0  # no keys
-            screen._drain_tick()
+            screen.drain_tick()
 
         def bars_drawn() -> bool:
-            return (tiles._snap is screen.snap and bar.snap is screen.snap
+            return (tiles.snap is screen.snap and bar.snap is screen.snap
                     and tabs.channels is screen.snap.channels)
 
         def news(status: str) -> None:
             m.clock.advance(1)
             m.apply_presence(rec("ada", status, m.clock.t))
 
-        screen._bars_at = screen._feed_at = monotonic()  # the bars and feed drawn just now
+        screen.set_drain_times(bars_at=monotonic(), feed_at=monotonic())  # the bars and feed drawn just now
         news("idle")
         drain()
         assert roster.snap is screen.snap and roster.snap.version == m.version  # the body
-        assert not bars_drawn() and screen._rest_owed  # the bars wait
-        assert feed._snap is not screen.snap  # ... and so does the feed
-        screen._feed_at = monotonic() - cs.FEED_BUSY_S
+        assert not bars_drawn() and screen.rest_owed  # the bars wait
+        assert feed.snap is not screen.snap  # ... and so does the feed
+        screen.set_drain_times(feed_at=monotonic() - cs.FEED_BUSY_S)
         news("working")
         drain()
-        assert feed._snap is screen.snap and not bars_drawn() and screen._rest_owed
+        assert feed.snap is screen.snap and not bars_drawn() and screen.rest_owed
 
         news("working")
         m.set_warning("slow consumer")  # the connection's state: at once, busy or not
         drain()
-        assert bars_drawn() and screen._rest_owed  # (the feed's turn has not come)
+        assert bars_drawn() and screen.rest_owed  # (the feed's turn has not come)
         assert bar.snap.status.warning == "slow consumer"
 
         news("idle")
         drain()
         assert not bars_drawn()
-        screen._bars_at = monotonic() - cs.BARS_BUSY_S  # a second since they were drawn
+        screen.set_drain_times(bars_at=monotonic() - cs.BARS_BUSY_S)  # a second since they were drawn
         news("working")
         drain()
         assert bars_drawn()
@@ -599,13 +595,13 @@ async def test_while_busy_the_bars_and_the_feed_are_drawn_less_often(monkeypatch
         news("idle")
         drain()
         assert not bars_drawn()
-        screen._feed_at = monotonic()
+        screen.set_drain_times(feed_at=monotonic())
         news("working")
         drain()
-        assert not bars_drawn() and feed._snap is not screen.snap
+        assert not bars_drawn() and feed.snap is not screen.snap
         monkeypatch.setattr(cs, "BUSY_RATE", 1e9)  # the load stopped; the model did not move
         drain()
-        assert bars_drawn() and feed._snap is screen.snap and not screen._rest_owed
+        assert bars_drawn() and feed.snap is screen.snap and not screen.rest_owed
         await pilot.pause()
 
 

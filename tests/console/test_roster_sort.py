@@ -111,7 +111,7 @@ async def test_the_cursor_follows_its_agent_when_a_resort_moves_it_out_of_view()
                                             status="offline", ts=clk.t, role="planner"))
         await until(pilot, lambda: roster.cursor_index > 20, what="ada re-sorted down")
         assert roster.cursor_key == pid("ada")
-        start = roster._starts[roster.cursor_index]
+        start = roster.item_starts[roster.cursor_index]
         top = roster.scroll_offset.y
         height = roster.scrollable_content_region.height
         assert top <= start < top + height, (top, start, height)

@@ -24,7 +24,7 @@ def record(ts: int, skills: list[str], status: str = "working") -> bytes:
 def test_skills_follow_the_card_and_heartbeats_do_not_reread_it(monkeypatch):
     clk = FixedClock(T0)
     obs = ConsoleObserver(Client(), "main", MeshModel("main", clock=clk))
-    put = lambda raw: obs._on_presence(KvEntry(KEY, raw, "PUT", 0), False)  # noqa: E731
+    put = lambda raw: obs.feed_presence(KvEntry(KEY, raw, "PUT", 0))  # noqa: E731
     put(record(int(clk.t), ["lint"]))
     assert obs.skills[KEY] == [("lint", "lint work")]
 

@@ -61,7 +61,7 @@ class PaneApp(App):
 
 async def settle(pilot, pane: TerminalPane) -> None:
     await pilot.pause(0.05)
-    await until(pilot, lambda: pane._timer is None)
+    await until(pilot, lambda: not pane.frame_pending)
     await pilot.pause()
 
 
@@ -100,14 +100,14 @@ async def test_only_dirty_rows_are_refreshed():
         await settle(pilot, pane)
         before = pane.rows_refreshed
         frames = pane.frames
-        cached = dict(pane._rows_cache)
+        cached = {y: pane.cached_row(y) for y in range(10)}
         pane.feed(b"\x1b[4;1Hchanged")  # row 3 changes, cursor moves from row 9 to row 3
         await settle(pilot, pane)
         assert pane.frames == frames + 1
         assert pane.rows_refreshed - before == 2  # row 3 and the old cursor row 9
         assert pane.render_line(3).text.startswith("changed")
         for y in (0, 1, 2, 4, 5):  # untouched rows keep their cached Strip object
-            assert pane._rows_cache.get(y) is cached.get(y)
+            assert pane.cached_row(y) is cached.get(y)
 
 
 async def test_a_scrolled_row_keeps_its_strip_and_lines_match_textuals_own_pass():
@@ -140,20 +140,15 @@ async def test_a_flood_repaints_at_the_flood_rate():
         pane.feed(b"".join(b"fill %d\r\n" % i for i in range(8)))
         await settle(pilot, pane)
 
-        def frame_now() -> None:
-            if pane._timer is not None:
-                pane._timer.stop()
-            pane._frame()
-
         pane.feed(b"a\r\nb\r\nc\r\n")  # scrolls three rows: every row changes, but it is readable
-        frame_now()
-        assert pane._gap == FULL_FRAME_S
+        pane.frame_now()
+        assert pane.frame_gap == FULL_FRAME_S
         pane.feed(b"".join(b"flood %d\r\n" % i for i in range(50)))  # ten screens since the last frame
-        frame_now()
-        assert pane._gap == FLOOD_FRAME_S > FULL_FRAME_S
+        pane.frame_now()
+        assert pane.frame_gap == FLOOD_FRAME_S > FULL_FRAME_S
         pane.feed(b"d\r\n")
-        frame_now()
-        assert pane._gap == FULL_FRAME_S
+        pane.frame_now()
+        assert pane.frame_gap == FULL_FRAME_S
         await settle(pilot, pane)
         assert pane.content_text()[-2] == "d"
 
@@ -175,7 +170,7 @@ async def test_synchronized_output_holds_the_frame():
     async with app.run_test(size=(20, 4)) as pilot:
         pane.feed(b"\x1b[?2026hhalf")
         await pilot.pause(0.1)
-        assert pane.frames == 0 and pane._timer is not None
+        assert pane.frames == 0 and pane.frame_pending
         pane.feed(b" done\x1b[?2026l")
         await settle(pilot, pane)
         assert pane.frames == 1

@@ -58,7 +58,7 @@ async def _settle(pilot) -> None:
     panes = getattr(screen, "panes", None) or [screen.pane]
     for _ in range(200):
         await pilot.pause(0.02)
-        if all(p._timer is None for p in panes):
+        if all(not p.frame_pending for p in panes):
             break
     await pilot.pause()
 

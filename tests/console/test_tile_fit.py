@@ -90,7 +90,7 @@ class MarkedTileApp(App):
 async def _settle(pilot) -> None:
     for _ in range(200):
         await pilot.pause(0.02)
-        if all(p._timer is None for p in pilot.app.screen.panes):
+        if all(not p.frame_pending for p in pilot.app.screen.panes):
             break
     await pilot.pause()
 

@@ -157,7 +157,7 @@ def fuzz():
         with concurrent.futures.ThreadPoolExecutor(1) as ex:
             run = ex.submit(asyncio.run, _scenario(b)).result(400)
         try:
-            log = open(b._log_path, errors="replace").read().splitlines()
+            log = open(b.log_path or "", errors="replace").read().splitlines()
         except OSError:
             log = []
         run.broker_notes = [ln for ln in log if "Slow Consumer" in ln or "[ERR]" in ln

@@ -43,7 +43,7 @@ async def test_the_console_roster_shows_a_departed_agent_offline(broker, nc, spa
     app = CotalApp(session=session)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: session.observer._started, what="observer started")
+            await until(pilot, lambda: session.observer.started, what="observer started")
             await until(pilot, lambda: "finn/ops" in screen_text(app), what="finn on the roster")
             snap = session.model.snapshot()
             by = {p.name: p for p in snap.agents}

@@ -141,7 +141,7 @@ async def test_a_dead_peer_with_a_future_ts_goes_offline_within_the_ttl(broker, 
         await put_presence(nc, space, presence("zed", "working", ts=now_ms() + YEAR_MS))
         await until(lambda: (p := model.peer("local.zed")) and p.status == "working",
                     what="zed working")
-        ev = await until(lambda: [e for e in model._events if isinstance(e, PresenceEvent)
+        ev = await until(lambda: [e for e in model.pending_events() if isinstance(e, PresenceEvent)
                                   and e.event == "offline" and e.peer.id == "local.zed"],
                          timeout=15, what="zed offline")
         assert ev[0].reason == "stale"

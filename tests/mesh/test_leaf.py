@@ -27,6 +27,7 @@ from cotal_tui.demo.provision import provision_space
 from cotal_tui.demo.team import Team, TeamSchedule
 from support.leaf import HUB_DOMAIN, HubAndLeaf
 from support.watchproc import WatchProc
+from conftest import until
 
 pytestmark = pytest.mark.slow  # a hub + leaf scenario over ~10 s
 
@@ -57,19 +58,10 @@ def _counts(w: WatchProc, after: float = 0.0) -> dict:
             "agents": len(agents - {None})}
 
 
-async def _until(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (v := pred()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
-    return v
-
-
 async def _scenario(h: HubAndLeaf) -> Run:
     run = Run()
     assert h.leaf is not None
-    await _until(lambda: h.leaf.leafz(), 15, "the leaf connection to the hub")
+    await until(lambda: h.leaf.leafz(), 15, "the leaf connection to the hub")
     nc = await nats.connect(servers=h.hub_urls, max_reconnect_attempts=-1,
                             reconnect_time_wait=0.2, name="lf-team")
     team = None
@@ -98,7 +90,7 @@ async def _scenario(h: HubAndLeaf) -> Run:
         idx = next(i for i, n in enumerate(h.nodes) if n.name == hub_name)
         run.t_kill = time.monotonic()
         h.nodes[idx].kill()
-        await _until(lambda: (lz := h.leaf.leafz()) and lz[0].get("name") != hub_name, 30,
+        await until(lambda: (lz := h.leaf.leafz()) and lz[0].get("name") != hub_name, 30,
                      "the leaf on a surviving hub node")
         run.hub_after = h.leaf.leafz()[0].get("name", "")
         t = run.t_kill

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 
 import nats
 import pytest
@@ -30,7 +29,7 @@ from support.observer import (
 
 
 def events(model: MeshModel, kind: str | None = None) -> list:
-    out = [e for e in model._events if isinstance(e, PresenceEvent)]
+    out = [e for e in model.pending_events() if isinstance(e, PresenceEvent)]
     return [e for e in out if kind is None or e.event == kind]
 
 
@@ -160,11 +159,7 @@ def restart_same_port(b: Broker) -> None:
     port when the old one still has TIME_WAIT sockets; a client reconnects to the old URL.)"""
     port = b.port
     b.stop(keep_store=True)
-    with open(b._log_path, "ab") as log:
-        b.proc = subprocess.Popen([b.binary, "-c", b._conf_path], stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True)
-    b._wait_ready(15)
+    b.respawn(15)
     assert b.port == port
 
 
@@ -287,7 +282,7 @@ async def test_presence_watch_is_read_from_the_parser_on_our_connection(broker, 
     await kv.delete("local.w07")
     obs, model = await start_observer(broker.url, space, backfill=0)
     try:
-        assert obs.nc._direct and len(obs.nc._direct) >= 1  # the watch's inbox is direct
+        assert obs.nc.direct_routes >= 1  # the watch's inbox is direct
         await until(lambda: len(model.snapshot().agents) == 29)
         assert model.peer("local.w07") is None  # deleted before we looked: never shown
 
@@ -309,7 +304,7 @@ async def test_presence_watch_is_read_from_the_parser_on_our_connection(broker, 
                     what="w07 back, live")
     finally:
         await close(obs)
-    assert not obs.nc._direct  # every direct inbox was handed back
+    assert obs.nc.direct_routes == 0  # every direct inbox was handed back
 
 
 async def test_tap_frames_are_read_from_the_parser_on_our_connection(broker, nc, space):
@@ -322,8 +317,8 @@ async def test_tap_frames_are_read_from_the_parser_on_our_connection(broker, nc,
     plain = Observer(nc, space, plain_model, options=ObserverOptions(backfill=0))
     await plain.start()
     try:
-        taps = {s._id for s in obs._subs.values()}
-        assert taps and taps <= set(obs.nc._direct)  # every tap is direct on our client
+        taps = obs.tap_subscriptions()
+        assert taps and all(obs.nc.is_direct(s) for s in taps)  # every tap is direct on our client
         assert not hasattr(nc, "direct")  # the plain client: the callback path
         sent = []
         for i in range(300):
@@ -343,7 +338,7 @@ async def test_tap_frames_are_read_from_the_parser_on_our_connection(broker, nc,
     finally:
         await plain.stop()
         await close(obs)
-    assert not obs.nc._direct  # every direct route (taps and watches) was handed back
+    assert obs.nc.direct_routes == 0  # every direct route (taps and watches) was handed back
 
 
 async def test_the_console_freezes_its_first_load_once_the_roster_is_in(broker, nc, space, monkeypatch):
@@ -382,7 +377,7 @@ async def test_the_console_freezes_its_first_load_once_the_roster_is_in(broker, 
             n = len(full)  # tune_gc's own collection, at start-up
             built = [[i] for i in range(5000)]  # what the first load builds, after start-up
             loaded.set()
-            await until(lambda: not watch_console._SETTLING, what="the settle")
+            await until(lambda: not watch_console.gc_settling(), what="the settle")
         finally:
             gc.callbacks.remove(seen)
         assert len(full) == n + 1  # one more full collection, once the roster was in ...

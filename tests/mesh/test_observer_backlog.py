@@ -35,9 +35,9 @@ async def burst(nc, space: str, n: int) -> None:
 
 async def held(obs: Observer, nc, space: str, n: int, expect_queued: int) -> None:
     """Publish ``n`` messages while the drain is held until ``expect_queued`` are queued."""
-    obs._live_open.clear()  # the same gate that holds live traffic behind the prefill
+    obs.hold_drain()  # the same gate that holds live traffic behind the prefill
     await burst(nc, space, n)
-    await until(lambda: len(obs._q) >= expect_queued and obs._q[-1][1].find(
+    await until(lambda: obs.queued >= expect_queued and obs.queued_frames()[-1].find(
         f'"m{n - 1}"'.encode()) >= 0, timeout=15)
 
 
@@ -53,14 +53,13 @@ async def test_big_backlog_is_applied_in_slices_in_order(broker, nc, space):
         async def other_task() -> None:
             nonlocal loop_turns
             while not done.is_set():
-                if obs._q:
+                if obs.queued:
                     loop_turns += 1
                 await asyncio.sleep(0)
 
         t = asyncio.create_task(other_task())
-        obs._live_open.set()
-        obs._wake.set()
-        await until(lambda: not obs._q and model.feed_len >= n, timeout=20)
+        obs.release_drain()
+        await until(lambda: not obs.queued and model.feed_len >= n, timeout=20)
         done.set()
         await t
         texts = [e.text for e in model.snapshot().feed if e.kind == "channel"]
@@ -81,18 +80,17 @@ async def test_overflow_is_bounded_counted_and_visible(broker, nc, space):
     try:
         n = 3000
         await held(obs, nc, space, n, cap)
-        assert len(obs._q) == cap  # the backlog never grows past its cap
-        obs._live_open.set()
-        obs._wake.set()
+        assert obs.queued == cap  # the backlog never grows past its cap
+        obs.release_drain()
         await until(lambda: model.snapshot().status.dropped == n - cap, timeout=10)
-        await until(lambda: not obs._q)
+        await until(lambda: not obs.queued)
         snap = model.snapshot()
         texts = [e.text for e in snap.feed if e.kind == "channel"]
         # the oldest frames went; what was applied is the newest, still in order
         assert texts == [f"m{i}" for i in range(n - cap, n)]
         assert snap.status.dropped == n - cap == obs.dropped_total
         assert dict(snap.rejections).get("queue-overflow") is None  # not a reader rejection
-        lag = [e for e in model._events if getattr(e, "lagging", False)]
+        lag = [e for e in model.pending_events() if getattr(e, "lagging", False)]
         assert lag and lag[0].dropped == n - cap  # the line stream hears about it too
         await until(lambda: not model.snapshot().status.lagging)  # caught up: flag clears
         assert model.snapshot().status.dropped == n - cap  # the count stays
@@ -106,7 +104,7 @@ async def test_overflow_is_bounded_in_bytes_too(broker, nc, space):
     budget = 4 * 1024 * 1024
     obs, model = await start(broker.url, space, queue_bytes=budget)
     try:
-        obs._live_open.clear()
+        obs.hold_drain()
         subj = f"cotal.{space}.chat.local.pub.general"
         big = "x" * (900 * 1024)
         n = 12
@@ -114,16 +112,16 @@ async def test_overflow_is_bounded_in_bytes_too(broker, nc, space):
             await nc.publish(subj, json.dumps(message(space, "pub", f"b{i} {big}",
                                                       channel="general")).encode())
         await nc.flush()
-        await until(lambda: obs._q and obs._q[-1][1].find(f'"b{n - 1} '.encode()) >= 0,
+        await until(lambda: obs.queued and obs.queued_frames()[-1].find(f'"b{n - 1} '.encode()) >= 0,
                     timeout=15)
-        assert obs._q_bytes <= budget and obs._q_bytes == sum(len(d) for _, d in obs._q)
-        kept = len(obs._q)
+        assert obs.queued_bytes <= budget
+        assert obs.queued_bytes == sum(len(d) for d in obs.queued_frames())
+        kept = obs.queued
         assert 0 < kept < n
-        obs._live_open.set()
-        obs._wake.set()
+        obs.release_drain()
         await until(lambda: model.snapshot().status.dropped == n - kept, timeout=10)
-        await until(lambda: not obs._q)
-        assert obs._q_bytes == 0
+        await until(lambda: not obs.queued)
+        assert obs.queued_bytes == 0
         texts = [e.text.split(" ", 1)[0] for e in model.snapshot().feed if e.kind == "channel"]
         assert texts == [f"b{i}" for i in range(n - kept, n)]  # the newest, in order
     finally:

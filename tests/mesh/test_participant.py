@@ -354,11 +354,10 @@ async def test_dm_round_trip_with_the_demo_team(broker, nc, space):
     p = Participant(target(broker, space), roster=lambda: model.snapshot().peers, user="op")
     try:
         bram = team.by_name("bram")
-        team._set_status(bram, "waiting", "blocked",
-                         {"code": "input", "source": "harness", "since": int(time.time() * 1000),
-                          "message": "which branch should the hotfix target?"},
-                         int(time.time() * 1000))
-        await team._put_presence(bram)
+        await team.pose(bram, "waiting", "blocked",
+                        {"code": "input", "source": "harness", "since": int(time.time() * 1000),
+                         "message": "which branch should the hotfix target?"},
+                        int(time.time() * 1000))
         await until(lambda: [n for n in model.snapshot().signals.needs_you if n.name == "bram"],
                     10, "bram in NEEDS-YOU")
 

@@ -179,7 +179,7 @@ async def test_heartbeat_fast_path_leaves_the_model_as_full_application_does(nc)
     a.refresh_clocks = lambda pid, *r, **k: (fast.append(pid), real_refresh(pid, *r, **k))[1]
 
     def feed(key: str, value: bytes | None, op: str = "PUT") -> None:
-        obs._on_presence(KvEntry(key, value or b"", op, 0), False)
+        obs.feed_presence(KvEntry(key, value or b"", op, 0))
         d = decode_presence(key, op, value, int(clk_b.t), None, ttl_ms=int(b.ttl_ms))
         if d.action == "mark-offline":
             b.apply_presence_delete(key, purge=op == "PURGE")
@@ -262,7 +262,7 @@ def big_model() -> tuple[MeshModel, FixedClock, set[int]]:
 async def settled(pilot, w) -> None:
     """Off-screen items whose data changed keep their last height until a slice measures
     them (widgets/lazy_list.py): equal to a full build once no measure is owed."""
-    await until(pilot, lambda: not w._stale, what="the owed measures")
+    await until(pilot, lambda: not w.owed_measures, what="the owed measures")
 
 
 def lazy_equals_full(w) -> None:
@@ -282,7 +282,7 @@ async def test_console_roster_and_rail_at_10k_show_what_a_full_build_shows(size)
     async with app.run_test(size=size) as pilot:
         roster = app.screen.query_one(Roster)
         await until(pilot, lambda: len(roster.items) == N, what="10k roster rows")
-        assert len(roster._built) < 200  # only what was shown (and the cursor) was built
+        assert roster.built_items < 200  # only what was shown (and the cursor) was built
         await settled(pilot, roster)
         lazy_equals_full(roster)
         rail = app.screen.query_one(NeedsYouRail)
@@ -327,5 +327,5 @@ async def test_console_roster_and_rail_at_10k_show_what_a_full_build_shows(size)
         await pilot.press(*"j" * 30, *"k" * 7)
         rows = range(roster.scrollable_content_region.height)
         kept = [list(roster.render_line(y)) for y in rows]
-        roster._cache.clear()
+        roster.drop_paint_caches()
         assert kept == [list(roster.render_line(y)) for y in rows]

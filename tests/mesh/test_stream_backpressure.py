@@ -25,20 +25,10 @@ import pytest
 
 from meshview.lines.lineout import LineSink
 from support.observer import message
+from conftest import until
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "x" * 2000  # ~4.5 KB a JSON line (text twice: text and parts): 3000 are ~13 MB
-
-
-async def until(pred, timeout: float, what: str, interval: float = 0.01):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
 
 
 def queued(fd: int) -> int:

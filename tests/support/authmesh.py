@@ -155,27 +155,19 @@ class ErrorLog:
 
     def __init__(self) -> None:
         self.errors: list[str] = []
-        self._event = asyncio.Event()
 
     async def cb(self, e: Exception) -> None:
         """Pass as ``error_cb=log.cb`` (nats-py wants a coroutine function)."""
         self.errors.append(str(e))
-        self._event.set()
 
     async def wait_for(self, needle: str, timeout: float = 3.0) -> str:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            for e in self.errors:
-                if needle.lower() in e.lower():
-                    return e
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                raise AssertionError(f"no error containing {needle!r}; saw {self.errors!r}")
-            self._event.clear()
-            try:
-                await asyncio.wait_for(self._event.wait(), left)
-            except asyncio.TimeoutError:
-                pass
+        """The suite's ``until`` (conftest) for an error containing ``needle``."""
+        from conftest import until
+
+        return await until(lambda: next((e for e in self.errors if needle.lower() in e.lower()),
+                                        None),
+                           timeout, what=lambda: f"an error containing {needle!r}; "
+                                                 f"saw {self.errors!r}")
 
 
 # ---- per-user auth: an operator-mode server whose AUTH account calls out -------------------------

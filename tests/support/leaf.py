@@ -112,7 +112,7 @@ class HubAndLeaf:
 
     def stop(self) -> None:
         if self.leaf is not None:
-            self.leaf._kill_proc(15)
+            self.leaf.stop()  # its store is the harness's own: kept
         if self.hub is not None:
             self.hub.stop()
         if self.base_dir:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 import uuid
 from typing import Callable
 
@@ -59,14 +58,18 @@ class Tmux:
 
     async def until(self, cond: Callable[[str], object], timeout: float = 20.0,
                     what: str = "screen") -> str:
-        end = time.monotonic() + timeout
+        """The suite's ``until`` (conftest) on the pane's text; a timeout shows the screen."""
+        from conftest import until
+
         text = ""
-        while time.monotonic() < end:
+
+        async def shows() -> str | None:
+            nonlocal text
             text = await self.screen()
-            if cond(text):
-                return text
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}; screen was:\n{text}")
+            return text if cond(text) else None
+
+        return await until(shows, timeout, what=lambda: f"{what}; screen was:\n{text}",
+                           interval=0.1)
 
     async def kill(self) -> None:
         try:

@@ -100,18 +100,16 @@ class WatchProc:
         return self.proc is not None and self.proc.poll() is None
 
     async def wait_for(self, pred: Callable[[], Any], timeout: float, what: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            v = pred()
-            if v:
-                return v
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out after {timeout:.0f}s waiting for {what or pred}; "
+        """The suite's ``until`` (conftest), whose timeout also shows the process's output."""
+        from conftest import until
+
+        def seen() -> str:
+            return (f"{what or pred}; "
                     f"alive={self.alive} rc={self.proc.poll() if self.proc else None}\n"
                     f"--- stderr tail ---\n{self.stderr_text[-2000:]}\n"
                     f"--- stdout tail ---\n{self.stdout_text[-2000:]}")
-            await asyncio.sleep(0.05)
+
+        return await until(pred, timeout, what=seen, interval=0.05)
 
     def wait_for_sync(self, pred: Callable[[], Any], timeout: float, what: str = "") -> Any:
         return asyncio.run(self.wait_for(pred, timeout, what))

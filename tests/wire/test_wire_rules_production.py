@@ -103,7 +103,7 @@ def presence_of(raw: dict, **changes) -> Presence:
 
 
 def put(obs: Observer, p: Presence) -> None:
-    obs._on_presence(entry(p.card.id, msgspec.json.encode(p)), False)
+    obs.feed_presence(entry(p.card.id, msgspec.json.encode(p)))
 
 
 @pytest.mark.parametrize("case", PRESENCE, ids=[c["name"] for c in PRESENCE])
@@ -114,8 +114,8 @@ def test_presence_vectors_through_the_roster(case):
     if "previous" in case:  # the record the roster held for the key before this one
         put(obs, presence_of(case["previous"]))
     value = case.get("value")
-    obs._on_presence(entry(case["key"], value.encode() if isinstance(value, str) else value,
-                           case["operation"]), False)
+    obs.feed_presence(entry(case["key"], value.encode() if isinstance(value, str) else value,
+                            case["operation"]))
     exp = case["expect"]
     peer = m.peer(case["key"])
     if exp["action"] in ("apply", "mark-offline"):
@@ -186,7 +186,7 @@ def test_observer_taps_are_wire_tap_subjects(opts, cred, rule, root, monkeypatch
     """The observer's taps and DM visibility come from the wire (a changed root follows)."""
     monkeypatch.setattr("meshview.wire.subjects.ROOT", root)
     obs = observer(MeshModel("t-1"), options=ObserverOptions(**opts), has_credential=cred)
-    plan = obs._tap_plan()
+    plan = obs.tap_plan()
     assert plan == wire.tap_subjects("t-1", **rule) and plan[0].startswith(root + ".t-1.")
     obs._subs = dict.fromkeys(plan)
     obs._publish_tap()
