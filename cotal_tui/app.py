@@ -36,7 +36,8 @@ from cotal_tui.screens.control import (
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
-from cotal_tui.screens.tile import TileScreen, tile_names
+from cotal_tui.screens.tile import TileScreen, tile_targets
+from meshview.model.labels import EMPTY as NO_LABELS
 from cotal_tui.screens.triage import TriageScreen
 from cotal_tui.seats import SeatSessions
 from cotal_tui.session import ConsoleSession
@@ -84,6 +85,17 @@ class MeshCommands(Provider):
             return sorted({s.name for s in fold.seats()}), True
         snap = screen.snap
         return [p.name for p in (snap.agents if snap is not None else ())], False
+
+    def _seat_ids(self, screen: ConsoleScreen | None) -> set[str]:
+        """The ids a seat verb also takes (an id always works as an address): the managed
+        seats' principals once ``ps`` answered, else the roster agents'."""
+        if screen is None:
+            return set()
+        fold = screen.managed
+        if fold is not None and fold.rounds:
+            return {i for s in fold.seats() for i in (s.principal, s.id)}
+        snap = screen.snap
+        return {p.id for p in (snap.agents if snap is not None else ())}
 
     def _open_log(self) -> None:
         from cotal_tui.screens.actionlog import ActionLogScreen
@@ -152,7 +164,8 @@ class MeshCommands(Provider):
         screen = self._console()
         known, managed = self._seat_names(screen)
         if names:
-            unknown = [n for n in names if n not in known]
+            ids = self._seat_ids(screen)
+            unknown = [n for n in names if n not in known and n not in ids]
             if unknown:
                 self.shell.notify_line(f"tile: no {'managed seat' if managed else 'agent'} named "
                                        + ", ".join(unknown), True)
@@ -654,22 +667,24 @@ class CotalApp(App[int]):
 
     def open_tile(self, names: list[str] | None = None,
                   managed_names: Iterable[str] | None = None) -> bool:
-        """Push a tile of ``names``, or of every working agent of the console's roster (those a
-        manager hosts, when ``managed_names`` is known; all of those when none is working)."""
+        """Push a tile of ``names`` (seat names or ids), or of every working agent of the
+        console's roster, each bound to its seat by id once a manager's ``ps`` answered (every
+        managed seat when none is working). A name two seats share is refused with their ids.
+        ``managed_names`` is not read: the ``ps`` fold is the source of truth."""
         sessions = self.reach_seats()
         if sessions is None:
             self.notify_line("tile: no mesh connection to attach through")
             return False
-        if not names:
-            screen = self.console_screen()
-            snap = screen.snap if screen is not None else None
-            names = tile_names(snap.agents if snap is not None else (), managed_names)
-            if not names and managed_names:  # nobody is working: every managed seat instead
-                names = tile_names((), chosen=managed_names)
-        else:
-            names = tile_names((), chosen=names)
-        if not names:
+        screen = self.console_screen()
+        snap = screen.snap if screen is not None else None
+        fold = self.managed_fold()
+        targets, why = tile_targets(snap.agents if snap is not None else (), fold,
+                                    snap.labels if snap is not None else NO_LABELS, names)
+        if why is not None:
+            self.notify_line(why, True)
+            return False
+        if not targets:
             self.notify_line("tile: no working agents to show")
             return False
-        self.push_screen(TileScreen(sessions, names, hold_escape=self.hold_escape))
+        self.push_screen(TileScreen(sessions, targets, hold_escape=self.hold_escape))
         return True

@@ -155,13 +155,18 @@ def theme_hits(app: Any, rest: str, matcher: Callable[[str], Any]) -> list[Hit]:
 
 
 def candidates(screen: ConsoleScreen | None, verbs: list[str]) -> list[str]:
-    """Everything Tab can complete to: verbs, #channels, @agents, @roles (sorted, unique)."""
+    """Everything Tab can complete to: verbs, #channels, @agents, @roles (sorted, unique).
+    A name two peers share also completes to each one's id (``@local.ada-2``): the name alone
+    is refused by every verb, the id always works."""
     out = set(verbs)
     snap = screen.snap if screen is not None else None
     if snap is not None:
         out.update("#" + c.name for c in snap.channels)
+        labels = snap.labels
         for p in snap.peers:
             out.add("@" + p.name)
+            if labels.ambiguous(p.id):
+                out.add("@" + p.id)
             if p.role:
                 out.add("@" + p.role)
     return sorted(out)

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from attach.terminal.detach import key_label
+from meshview.wire.sanitize import inline
 from widgets.terminal_pane import TerminalPane
 
 
@@ -38,6 +39,9 @@ def grid_shape(n: int, width: int = 160, height: int = 48) -> tuple[int, int]:
             best = (score, cols, rows)
     assert best is not None
     return best[1], best[2]
+
+
+LABEL_CELLS = 40  # a border title names one seat: a longer (peer-chosen) label is cut
 
 
 class TilePane(TerminalPane):
@@ -68,14 +72,17 @@ class TilePane(TerminalPane):
         def control(self) -> "TilePane":
             return self.pane
 
-    def __init__(self, seat: str, cols: int, rows: int, **kw) -> None:
+    def __init__(self, seat: str, cols: int, rows: int, *, label: str | None = None, **kw) -> None:
         kw.setdefault("frame_hz", 30.0)  # a wall of previews: 30 frames a second is plenty
         super().__init__(cols, rows, **kw)
         self.seat = seat
+        # the border's name: the roster label of the seat's principal (``ada·3f2ac1`` when two
+        # peers share ``ada``), else the seat name; the label is peer text, sanitized here
+        self.label = inline(label or seat, LABEL_CELLS)
         self.fitted_from: tuple[int, int] | None = None  # the seat's size before a fit
         self.size_known = True  # False while the remote size is a guess (no mark on a guess)
         self.mark = ""  # the crop / fit note in the border ("" when the screen fits as it is)
-        self.border_title = Content(seat)
+        self.border_title = Content(self.label)
         self.set_status("")
 
     @property
@@ -99,7 +106,7 @@ class TilePane(TerminalPane):
         self.set_class(self.cropped, "-cropped")
         if mark != self.mark:
             self.mark = mark
-            self.border_title = Content(f"{self.seat} · {mark}" if mark else self.seat)
+            self.border_title = Content(f"{self.label} · {mark}" if mark else self.label)
 
     def on_resize(self, event: events.Resize) -> None:  # TerminalPane.on_resize runs too
         self.update_mark()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple
 
 from textual import on
 from textual.app import ComposeResult
@@ -27,10 +27,14 @@ from textual.widgets import Static
 
 from cotal_tui.screens.help import HelpScreen, describe_bindings
 from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
+from meshview.model.labels import Labels
 from meshview.model.snapshot import Peer
 from widgets.notice import say_line
 from widgets.terminal_pane import TerminalPane
 from widgets.tile_grid import TileGrid, TilePane
+
+if TYPE_CHECKING:
+    from attach.control.managed import ManagedFold, ManagedSeat
 
 MAX_PANES = 16
 REFIT_S = 0.2  # a fitted pane follows its new size once the terminal stops resizing this long
@@ -48,6 +52,64 @@ def tile_names(peers: Iterable[Peer], managed_names: Iterable[str] | None = None
     return out[:MAX_PANES]
 
 
+class TileTarget(NamedTuple):
+    """One pane's seat: the name its manager knows it by, the label the roster shows for its
+    principal (suffixed when another peer shares the name: ``ada·3f2ac1``), and the hosting
+    manager when the seat is bound by id (the session then asks that manager only)."""
+
+    name: str
+    label: str
+    instance_id: str | None = None
+
+
+def _seat_target(s: ManagedSeat, labels: Labels) -> TileTarget:
+    return TileTarget(s.name, labels.label(s.principal) or s.name, s.instance_id)
+
+
+def tile_targets(peers: Iterable[Peer], fold: ManagedFold | None, labels: Labels,
+                 chosen: Iterable[str] | None = None) -> tuple[list[TileTarget], str | None]:
+    """The panes to tile and, when one cannot be chosen, the sentence that says why.
+
+    Without words: every working agent, bound to its seat by principal and lifecycle uid (never
+    by name) once a manager's ``ps`` answered; none working: every managed seat. With words:
+    each is a seat name or a principal; a name two seats share is refused with their ids, the
+    way ``attach`` refuses it (an id always works)."""
+    known = fold is not None and fold.rounds > 0
+    seats = fold.seats() if fold is not None and known else []
+    if not chosen:
+        out: list[TileTarget] = []
+        index = fold.index() if fold is not None and known else {}
+        for p in peers:
+            if p.kind != "agent" or p.status != "working":
+                continue
+            if not known:
+                out.append(TileTarget(p.name, labels.label(p.id) or p.name))
+            elif fold is not None and (b := fold.bind(p.id, p.lifecycle_uid, index)).seat is not None:
+                out.append(TileTarget(b.seat.name, labels.label(p.id) or p.name, b.seat.instance_id))
+        if not out:
+            out = [_seat_target(s, labels) for s in seats]
+        return list(dict.fromkeys(out))[:MAX_PANES], None
+    out = []
+    for word in dict.fromkeys(chosen):
+        if not known:
+            agents = [p for p in peers if p.kind == "agent" and word in (p.name, p.id)]
+            if len({p.id for p in agents}) > 1:
+                ids = ", ".join(sorted({p.id for p in agents})[:4])
+                return [], f"tile: {len(agents)} agents are named {word} ({ids}); tile by id"
+            out.append(TileTarget(agents[0].name, labels.label(agents[0].id) or word) if agents
+                       else TileTarget(word, word))
+            continue
+        by_id = [s for s in seats if word in (s.principal, s.id)]
+        hits = by_id or [s for s in seats if s.name == word]
+        where = {(s.instance_id, s.principal) for s in hits}
+        if len(where) > 1:
+            ids = ", ".join(f"{i} ({pid})" for i, pid in sorted(where)[:4])
+            return [], (f"tile: {len(where)} seats are named {word} ({ids}); "
+                        "nothing was tiled - tile by id")
+        out.append(_seat_target(hits[0], labels) if hits else TileTarget(word, word))
+    return out[:MAX_PANES], None
+
+
 class TileScreen(Screen[None]):
     CSS_PATH = str(Path(__file__).with_name("tile.tcss"))
     BINDINGS = [
@@ -62,22 +124,26 @@ class TileScreen(Screen[None]):
         Binding("question_mark", "help", "help", id="tile.help"),
     ]
 
-    def __init__(self, sessions: SeatSessions, names: list[str], *,
+    def __init__(self, sessions: SeatSessions, names: Iterable[str | TileTarget], *,
                  detach_byte: int | None = None,
                  hold_escape: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.hold_escape = hold_escape  # runs as it closes (the console's ``hold_escape``)
         self.sessions = sessions
-        self.names = list(names)[:MAX_PANES]
+        self.targets = [t if isinstance(t, TileTarget) else TileTarget(t, t)
+                        for t in list(names)[:MAX_PANES]]
+        self.names = [t.name for t in self.targets]
         self.detach_byte = detach_byte_from_env() if detach_byte is None else detach_byte
         self.panes: list[TilePane] = []
         self.links: dict[TilePane, PaneLink] = {}
-        for i, name in enumerate(self.names):
+        for i, (name, label, instance_id) in enumerate(self.targets):
             cols, rows = sessions.sizes.get(name) or sessions.default_size
-            pane = TilePane(name, cols, rows, detach_byte=self.detach_byte, id=f"tile-{i}")
+            pane = TilePane(name, cols, rows, detach_byte=self.detach_byte, id=f"tile-{i}",
+                            label=label)
             pane.size_known = False  # no crop mark until the session opens at the seat's size
             self.panes.append(pane)
-            self.links[pane] = PaneLink(sessions, name, pane, on_status=partial(self._status, pane))
+            self.links[pane] = PaneLink(sessions, name, pane, on_status=partial(self._status, pane),
+                                        instance_id=instance_id)
         self._leaving = False
         self._refit: Timer | None = None
 

@@ -106,3 +106,62 @@ async def test_tile_of_four_updates_every_pane_and_promotes_one(four):
         await until(pilot, lambda: mgr.live_sessions == 0, what="all sessions handed back")
         assert [logs[n].read_bytes() for n in ("t1", "t3", "t4")] == [b"", b"", b""]
         assert logs["t2"].read_bytes() == b"q\x11"
+
+
+def test_tile_targets_bind_by_id_and_refuse_a_shared_seat_name():
+    """Two managers each report a seat named ``ada`` under different principals: without words
+    each working peer gets its own seat (by id, labelled apart); ``tile ada`` is refused with both
+    ids and nothing tiled; an id always works."""
+    from attach.control.managed import ManagedFold
+    from cotal_tui.screens.tile import tile_targets
+    from meshview.model.labels import Labels
+    from meshview.model.snapshot import Peer
+
+    def row(rid: str, iid: str) -> dict:
+        return {"name": "ada", "id": rid, "agent": "line", "space": "s", "mode": "pty",
+                "status": "running", "uptimeMs": 1000, "mesh": "working",
+                "lifecycleUid": "u" * 26, "instanceId": iid}
+
+    fold = ManagedFold()
+    fold.apply({"m1", "m2"}, {"m1": [row("A1", "m1")], "m2": [row("B2", "m2")]}, now=1.0)
+    peers = [Peer(id="local.A1", name="ada", kind="agent", status="working", reported_status="working",
+                  ts=0, seen_at=0, lifecycle_uid="u" * 26),
+             Peer(id="local.B2", name="ada", kind="agent", status="working", reported_status="working",
+                  ts=0, seen_at=0, lifecycle_uid="u" * 26)]
+    labels = Labels([(p.id, p.name, None) for p in peers])
+    got, why = tile_targets(peers, fold, labels)
+    assert why is None
+    assert {(t.instance_id, t.label) for t in got} == {("m1", labels.label("local.A1")),
+                                                      ("m2", labels.label("local.B2"))}
+    assert len({t.label for t in got}) == 2 and all(t.label.startswith("ada") for t in got)
+    got, why = tile_targets(peers, fold, labels, ["ada"])
+    assert got == [] and why is not None and "2 seats are named ada" in why
+    assert "local.A1" in why and "local.B2" in why
+    got, why = tile_targets(peers, fold, labels, ["local.B2"])
+    assert why is None and [(t.instance_id, t.label) for t in got] == [("m2", labels.label("local.B2"))]
+    # a peer whose lifecycle uid is not the seat's is not that seat
+    stranger = Peer(id="local.A1", name="ada", kind="agent", status="working",
+                    reported_status="working", ts=0, seen_at=0, lifecycle_uid="v" * 26)
+    got, _ = tile_targets([stranger], fold, labels)
+    assert sorted(t.instance_id or "" for t in got) == ["m1", "m2"]  # nobody bound: every seat
+
+
+def test_palette_tab_offers_each_id_of_a_shared_name():
+    """``dm @ad`` Tab: two peers named ada stop at the shared name, and each one's id is a
+    candidate of its own (the name alone is refused by every verb); a unique name adds no id."""
+    from cotal_tui.palette import candidates, complete
+    from meshview.model.labels import Labels
+    from meshview.model.snapshot import Peer
+
+    def peer(pid: str, name: str) -> Peer:
+        return Peer(id=pid, name=name, kind="agent", status="idle", reported_status="idle",
+                    ts=0, seen_at=0)
+
+    peers = [peer("local.ada1", "ada"), peer("local.ada2", "ada"), peer("local.bo", "bo")]
+    snap = SimpleNamespace(channels=[], peers=peers,
+                           labels=Labels([(p.id, p.name, None) for p in peers]))
+    words = candidates(SimpleNamespace(snap=snap), ["dm"])  # type: ignore[arg-type]
+    assert {"@ada", "@local.ada1", "@local.ada2", "@bo"} <= set(words)
+    assert "@local.bo" not in words
+    assert complete("dm @ad", words) == "dm @ada "
+    assert complete("dm @local.ada2", words) == "dm @local.ada2 "

@@ -149,3 +149,34 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             assert "read: 'y'" not in seat_text(mgr)
     finally:
         await session.stop()
+
+
+async def test_a_tile_names_the_seat_by_its_label_and_binds_it_by_id(asking_and_forger, nc):
+    """The tile's pane for the real seat carries its roster label (``asker·…``: the forger shares
+    the name) and reaches the seat's own manager; the forger has no pane."""
+    from cotal_tui.screens.tile import TileScreen
+    from widgets.tile_grid import TilePane
+
+    mgr, broker, space = asking_and_forger
+    session = make_session(nc, broker, space)
+    app = CotalApp(session=session)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: session.started and len(session.model.snapshot().agents) == 2,
+                    what="the seat and the forger on the roster", timeout=20)
+        console = app.console_screen()
+        await until(pilot, lambda: console.managed is not None and console.managed.rounds,
+                    what="ps answered")
+        labels = session.model.snapshot().labels
+        assert labels.ambiguous("local.asker")
+        shown = labels.label("local.asker")
+        assert shown is not None and shown != NAME and shown.startswith(NAME)
+        assert app.open_tile([NAME])
+        await until(pilot, lambda: isinstance(app.screen, TileScreen), what="tile open")
+        panes = list(app.screen.query(TilePane))
+        assert [p.label for p in panes] == [shown]
+        assert shown in str(panes[0].border_title)
+        assert [t.instance_id for t in app.screen.targets] == [mgr.instance_id]
+        await until(pilot, lambda: mgr.live_sessions == 1, what="the pane's session on the seat")
+        # the forger's id is not a seat: nothing to tile by it
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is console, what="tile closed")
