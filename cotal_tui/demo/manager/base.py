@@ -18,6 +18,7 @@ from nats.js.kv import KeyValue
 from attach.session.rail import STALL_TIMEOUT_MS
 from cotal_tui.demo.contract import load_contract
 from cotal_tui.demo.personas import ConnectorState, PersonaStore
+from meshview.errors import swallowed
 from meshview.wire.envelope import EndpointError
 from meshview.wire.names import bucket_names, space_token
 from meshview.wire.outbound import mint_lifecycle_uid
@@ -156,8 +157,8 @@ class ManagerBase:
                 await fn()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
-                pass  # a missed beat is retried on the next tick
+            except Exception:  # noqa: BLE001 - a missed beat is retried on the next tick [counted: COTAL_LOG]
+                swallowed("demo.manager.tick")
 
     async def _wait_bridges(self, bridges: list[ServingBridge], timeout: float = 5.0) -> None:
         if bridges:

@@ -12,6 +12,7 @@ from nats.aio.msg import Msg
 
 from cotal_tui.demo.contract import VIOLATIONS
 from cotal_tui.demo.runs import RUN_COMMANDS
+from meshview.errors import swallowed
 from meshview.wire.endpoint import MANAGER, ParsedRequest, parse_request, reply_subject
 from meshview.wire.envelope import BIND_REFUSED, EndpointError, reply_body, validate_request
 
@@ -54,15 +55,15 @@ class DispatchFamily(IssuedFamily):
             if e.code == "bad-request":
                 self.bad_requests += 1
             body = reply_body(env["id"] if env is not None else "invalid", error=e)
-        except Exception as e:  # a handler bug answers `internal`, never silence  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
+        except Exception as e:  # noqa: BLE001 - a handler bug answers `internal` (SPEC §13 outcome unknown), never silence
             if env is not None and not env["replyExpected"]:
                 return
             body = reply_body(env["id"] if env is not None else "invalid",
                               error=EndpointError("internal", f"{type(e).__name__}: {e}", outcome="unknown"))
         try:
             await self.nc.publish(reply_to, body)
-        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
-            pass
+        except Exception:  # noqa: BLE001 - the caller left or the link dropped: no one to answer [counted: COTAL_LOG]
+            swallowed("demo.manager.reply")
 
     async def _dispatch(self, parsed: ParsedRequest, env: dict[str, Any]) -> object:
         """The boundary checks in the reference's order, then the handler, then the reply's own

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from meshview.errors import swallowed
 from meshview.wire.endpoint import MANAGER, ParsedRequest, goal_progress_subject
 
 from cotal_tui.demo.manager.base import ManagerBase
@@ -22,8 +23,8 @@ class GoalFamily(ManagerBase):
         try:
             await self.nc.publish(subj, json.dumps({"v": 1, "goalId": goal.goal_id, **body},
                                                    separators=(",", ":")).encode())
-        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
-            pass
+        except Exception:  # noqa: BLE001 - progress is advisory; the goal's reply carries the outcome [counted: COTAL_LOG]
+            swallowed("demo.manager.goal-progress")
 
     def _settle(self, seat: Seat, state: str, data: dict[str, Any] | None = None) -> None:
         """First fact wins: the goal's terminal fact, published on the caller's progress rail and

@@ -22,7 +22,7 @@ class PurgeFamily(ManagerBase):
         try:
             msg = await self.nc.request(f"$JS.API.STREAM.PURGE.{stream}", b"{}", timeout=5.0)
             o = json.loads(msg.data)
-        except Exception as e:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
+        except Exception as e:  # noqa: BLE001 - any failed purge request is one named `failed-precondition` answer
             raise fail("failed-precondition", f"the purge of {stream} failed ({type(e).__name__})",
                        outcome="unknown") from None
         err = o.get("error") if isinstance(o, dict) else None

@@ -24,7 +24,7 @@ class RowFamily(SeatFamily):
         try:
             e = await self._kv["presence"].get(f"{seat.owner}.{seat.actor}")
             rec = json.loads(e.value or b"")
-        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
+        except Exception:  # noqa: BLE001 - no record, a dead link or bytes that are not JSON all read as `absent`, as upstream's ps
             return "absent", None
         ts = rec.get("ts") if isinstance(rec, dict) else None
         ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from attach.session.host import PtySeat, _default_env
-from meshview.errors import swallowing
+from meshview.errors import swallowed, swallowing
 from meshview.wire.endpoint import ParsedRequest
 from meshview.wire.outbound import PROTOCOL_VERSION, mint_lifecycle_uid
 
@@ -66,7 +66,7 @@ class SeatFamily(GoalFamily, AuthzFamily):
     async def _join(self, seat: Seat) -> None:
         try:
             await self._put_seat_presence(seat)
-        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
+        except Exception:  # noqa: BLE001 - any failed presence write is retried on the next output
             seat.joined_at = None  # retried on the next output
             return
         if seat.spec.prompt:  # the initial prompt, typed once the program is up
@@ -121,8 +121,8 @@ class SeatFamily(GoalFamily, AuthzFamily):
             rec = self._seat_presence(seat, "offline")
             await self._kv["presence"].put(f"{seat.owner}.{seat.actor}", json.dumps(rec).encode())
             await self.nc.flush()
-        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
-            pass
+        except Exception:  # noqa: BLE001 - the record lapses by TTL if it cannot be written [counted: COTAL_LOG]
+            swallowed("demo.manager.seat-offline")
 
     # ---- stop -----------------------------------------------------------------------------
 

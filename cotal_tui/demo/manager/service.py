@@ -12,7 +12,7 @@ from typing import Any
 
 from attach.control.endpoint import publish_closure
 from cotal_tui.demo.personas import measure_connectors
-from meshview.errors import swallowing
+from meshview.errors import swallowed, swallowing
 from meshview.wire.endpoint import ANY_GENERATION, MANAGER, ParsedRequest, serve_filter
 
 from cotal_tui.demo.manager.catalog import CatalogFamily
@@ -83,8 +83,8 @@ class DemoManager(DispatchFamily, RegistryFamily, SpawnFamily, RowFamily, Sessio
         for sub in self._subs:
             try:
                 await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
-                pass
+            except Exception:  # noqa: BLE001 - stopping: a dead link cannot unsubscribe, and the drain below ends it anyway [counted: COTAL_LOG]
+                swallowed("demo.manager.stop")
         self._subs.clear()
         bridges = [b for b, _ in self.sessions.values()]
         for b in bridges:
@@ -105,8 +105,8 @@ class DemoManager(DispatchFamily, RegistryFamily, SpawnFamily, RowFamily, Sessio
             await self._kv["presence"].put(f"local.{self.actor}", json.dumps(
                 self._presence("offline")).encode())
             await self.nc.flush()
-        except Exception:  # noqa: BLE001 - the stand-in manager answers or drops a failed side effect, never dies of it
-            pass
+        except Exception:  # noqa: BLE001 - stopping: the lease and the offline record expire by TTL if the link is gone [counted: COTAL_LOG]
+            swallowed("demo.manager.stop")
         if self._tmp_personas is not None:
             shutil.rmtree(self._tmp_personas, ignore_errors=True)
 
