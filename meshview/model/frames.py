@@ -57,6 +57,7 @@ BATCH_CAP = 4096  # history seqs per chain audited at settle; beyond, the lowest
 RUNS_CAP = 32  # runs kept per agent
 OPEN_MSGS_CAP = 8  # text messages accumulating per agent
 HOUR_BUCKETS = 60  # minutes of run / tool counts
+MINUTE_MS = 60_000  # ``at`` is the model clock's epoch ms
 HELD_PER_AGENT = 2000  # live frames held per sender before settle; beyond, they pass unordered
 EVENTS_READ = 10_000  # events of one frame the facts read (the wire bounds them already)
 
@@ -79,7 +80,7 @@ class FrameIn(msgspec.Struct, frozen=True, gc=False):
 
     sender: str
     msg_id: str
-    at: float  # receipt time (s)
+    at: float  # receipt time, in the model clock's unit (epoch ms)
     ts: float  # the sender's stamp (never an order)
     historical: bool
     protocol: str | None
@@ -271,7 +272,7 @@ class _Agent:
         self.gaps = self.missing = self.races = self.prefixes = 0
 
     def count(self, at: float, runs: int, tools: int) -> None:
-        m = int(at // 60)
+        m = int(at // MINUTE_MS)
         b = self.buckets
         if b and b[-1][0] >= m:  # this minute, or a clock that went back: the newest bucket
             b[-1][1] += runs
@@ -280,7 +281,7 @@ class _Agent:
             b.append([m, runs, tools])
 
     def hour(self, now: float) -> tuple[int, int]:
-        lo = int(now // 60) - 59
+        lo = int(now // MINUTE_MS) - (HOUR_BUCKETS - 1)
         r = t = 0
         for m, runs, tools in self.buckets:
             if m >= lo:

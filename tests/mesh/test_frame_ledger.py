@@ -257,12 +257,23 @@ def test_per_agent_facts_follow_runs_tools_text_and_errors():
     a = led.agent(ADA)
     assert (a.error, a.error_at, a.run_id, a.turn_source) == (None, None, "r3", "sdk")
     assert (a.runs_hour, a.tools_hour, a.frames, a.last_at) == (3, 1, 4, 103.0)
-    assert led.agent(ADA, now=103.0 + 3600).runs_hour == 0
+    assert led.agent(ADA, now=103.0 + 3_600_000).runs_hour == 0  # ``at`` is epoch ms
     runs = led.runs(ADA)
     assert [(r.run_id, r.outcome, r.tools, r.turn_source) for r in runs] == [
         ("r3", "open", 0, "sdk"), ("r2", "error", 0, "channel"), ("r1", "finished", 1, "human")]
     assert runs[2].started == 100.0 and runs[2].ended == 101.0
     assert all(r.frames == () for r in runs)  # keep_frames=0: facts only
+
+
+def test_the_hour_counts_are_an_hour_of_the_models_epoch_ms_clock():
+    """``at`` is the model clock's epoch ms: runs 30 minutes apart both count in the hour, and
+    the first drops out an hour after it started (a seconds/ms mix-up counted only 3.6 s)."""
+    led = FrameLedger()
+    t0 = 1_780_000_000_000.0
+    led.admit(fr(1, at=t0, run="r1", events=[ev_run("r1")]))
+    led.admit(fr(2, at=t0 + 30 * 60_000, run="r2", events=[ev_run("r2")]))
+    assert led.agent(ADA, now=t0 + 31 * 60_000).runs_hour == 2
+    assert led.agent(ADA, now=t0 + 61 * 60_000).runs_hour == 1
 
 
 def test_text_is_bounded_and_a_run_joined_midway_is_open_without_a_start():
