@@ -85,6 +85,8 @@ class AgentRuns(LineList):
 
     def show(self, runs: list[Run], now: float, *, empty: str | None = None) -> None:
         self.runs, self.now = runs, now
+        n = len(runs)
+        set_title(self, f"runs · {n}" if n else "runs")
         if empty is not None:
             self.empty_text = empty
         self.rebuild()

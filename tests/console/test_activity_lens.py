@@ -255,3 +255,89 @@ async def test_a_refused_history_read_is_said_and_the_lens_stays_live(broker, nc
         await publish(nc, space, ADA, "run-live-2", 1, LIVE)
         await until(pilot, lambda: any("LiveTool" in x for x in _lines(app)), what="live")
     await session.stop()
+
+
+async def test_replay_lens_reads_the_recordings_frames(broker, nc, space, tmp_path, monkeypatch):
+    """A recording of a live space replays into the lens: the replay session's read answers
+    from the frames the recording played, and the liar's stays out."""
+    from cotal_tui.replay_app import ReplayApp
+    from meshview.record.record import Recorder
+    from meshview.record.replay import ReplaySession, load_recording
+
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    live = _live(broker, nc, space)
+    await live.start()
+    path = tmp_path / "r.jsonl.gz"
+    rec = Recorder(live.model, str(path))
+    try:
+        await put_presence(nc, space, presence("ada"))
+        await put_presence(nc, space, presence("bram"))
+        for i, events in enumerate(HIST, 1):
+            await publish(nc, space, ADA, "run-hist-1", i, events)
+        await publish(nc, space, BRAM, "run-hist-1", 5, FORGED, channel_of=ADA, claim="ada")
+        await until(lambda: live.model.event_rows == 5, what="the frames recorded")
+    finally:
+        rec.close()
+        await live.stop()
+    session = ReplaySession(load_recording(str(path)), speed=1000)
+    app = ReplayApp(session=session)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: session.replay.at_end, what="the end of the replay")
+        await until(pilot, lambda: _console(app).snap is not None
+                    and _console(app).snap.feed_end == live.model.feed_end, what="the rows")
+        assert _console(app).open_activity(ADA)
+        await until(pilot, lambda: any("run-hist-1" in x for x in _lines(app)),
+                    what=lambda: f"{_lines(app)} / {_head(app)}")
+        lens = _lens(app)
+        assert lens.frames is not None and lens.frames.phase == "settled"
+        r = lens.runs_list.runs[0]
+        assert r.outcome == "finished" and len(r.frames) == len(HIST)  # each once (ring + read)
+        await pilot.press("enter")
+        await until(pilot, lambda: any("HistTool" in x for x in _lines(app)), what="expanded")
+        assert not any("FORGED" in x for x in _lines(app))
+        assert lens.frames.dropped == 1  # the liar's row in the ring, counted, not drawn
+
+
+def _frames_app():
+    """The demo space (fixed clock) with ada's frames applied through the model's input: a
+    failed run, an open one, and a skipped seq; bram's frames on its own channel."""
+    from support.console import make_app
+
+    from meshview.wire import decode_delivery
+
+    app = make_app()
+    app.animation_level = "none"
+    m = app.session.model
+    t0 = app.clock.t - 90_000
+
+    def put(sender: str, run: str, seq: int, events: list, dt: float) -> None:
+        body = frame_msg("demo", sender, sender, run, seq, events)
+        body["ts"] = int(t0 + dt)
+        body["id"] = f"{sender}-{seq}"
+        d = decode_delivery(f"cotal.demo.chat.{sender}.events.{sender}", json.dumps(body).encode())
+        assert not isinstance(d, type(None)) and hasattr(d, "applied"), d
+        m.apply_message(d.applied(received=t0 + dt))
+
+    put(ADA, "run-a1", 1, [{"type": "RUN_STARTED", "threadId": "t1", "runId": "run-a1",
+                            "cotal": {"turnSource": "user"}}], 0)
+    put(ADA, "run-a1", 2, HIST[1], 2_000)
+    put(ADA, "run-a1", 3, [{"type": "RUN_ERROR", "message": "rate limited"}], 9_000)
+    put(ADA, "run-b2", 4, [{"type": "RUN_STARTED", "threadId": "t1", "runId": "run-b2",
+                            "cotal": {"turnSource": "mention"}}], 30_000)
+    put(ADA, "run-b2", 6, HIST[2] + [{"type": "TOOL_CALL_START", "toolCallId": "c9",
+                                      "toolCallName": "Bash"}], 60_000)
+    put(BRAM, "run-c3", 1, LIVE, 70_000)
+    return app
+
+
+def test_activity_lens_snapshot(snap_compare):
+    async def open_lens(pilot):
+        from cotal_tui.screens.console import ConsoleScreen
+
+        console = pilot.app.screen
+        assert isinstance(console, ConsoleScreen)
+        console.open_activity(ADA)
+        await until(pilot, lambda: _lens(pilot.app) is not None
+                    and _lens(pilot.app).frames.phase == "settled", what="the lens settled")
+
+    assert snap_compare(_frames_app(), run_before=open_lens, terminal_size=(120, 40))
