@@ -23,6 +23,7 @@ from textual.widgets import Input, Static
 
 from cotal_tui.shell import ShellScreen
 from meshview.model.agent_activity import READ_LIMIT, ActivityRead, AgentFrames
+from meshview.model.labels import Labels
 from meshview.model.resolve import ResolveError, UnknownName, candidates_of, resolve
 from meshview.model.snapshot import Snapshot
 from meshview.wire import is_principal_id
@@ -58,6 +59,7 @@ class ActivityScreen(ShellScreen):
         self.last_agent = agent_id  # where ``A`` goes back to from all agents
         self.frames: AgentFrames | None = None
         self._drawn: Any = None
+        self._labels: Labels | None = None  # the last drained snapshot's (names by id)
 
     # -- composition -------------------------------------------------------------------
 
@@ -120,22 +122,24 @@ class ActivityScreen(ShellScreen):
         frames.settle(got)
         self.redraw()
 
-    def _follow(self) -> None:
+    def _follow(self, snap: Snapshot | None = None) -> None:
         af = self.frames
         if af is None:
             return
-        snap = self.session.model.snapshot()
+        snap = snap or self.session.model.snapshot()
+        self._labels = snap.labels
         end = snap.feed_base + len(snap.feed)
         if end < af.cursor:  # the ring went back (a replay's seek): read the agent afresh
             self._open(af.agent)
             return
         af.follow(snap.feed, snap.feed_base)
 
-    def update_snapshot(self, snap: Snapshot) -> None:  # noqa: ARG002 - read fresh below
+    def update_snapshot(self, snap: Snapshot) -> None:
         """The console drained: follow the ring from the cursor (new rows only), then draw."""
         if not self.is_mounted:
             return
-        self._follow()
+        self._labels = snap.labels
+        self._follow(snap)
         self.redraw()
         bar = self.query_one(StatusBar)
         bar.update_snapshot(snap, None)
@@ -143,6 +147,7 @@ class ActivityScreen(ShellScreen):
     def _tick(self) -> None:
         if self.shell.exiting or not self.is_mounted:
             return
+        self._labels = None  # names may have changed with no drain reaching this screen
         self._follow()
         self.redraw(force=True)
 
@@ -150,7 +155,9 @@ class ActivityScreen(ShellScreen):
         model = self.session.model
         now = model.clock()
         if self.agent_id is None:
-            self.all_list.show(model.frames.agents(now), model.snapshot().labels, now)
+            if self._labels is None:
+                self._labels = model.snapshot().labels
+            self.all_list.show(model.frames.agents(now), self._labels, now)
             self._head()
             return
         af = self.frames
@@ -167,7 +174,8 @@ class ActivityScreen(ShellScreen):
         self._head()
 
     def name_of(self, pid: str) -> str:
-        return self.session.model.snapshot().labels.shown(pid)
+        labels = self._labels or self.session.model.snapshot().labels
+        return labels.shown(pid)
 
     def _head(self) -> None:
         look = look_of(self)

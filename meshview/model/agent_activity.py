@@ -133,6 +133,10 @@ class AgentFrames:
         """The agent's runs, newest first, each with its frames."""
         return self.ledger.runs(self.agent)
 
+    def seen_ids(self) -> int:
+        """Message ids remembered to drop a seq-less frame seen twice (at most SEEN_CAP)."""
+        return len(self._seen)
+
     def banner(self) -> list[str]:
         return self.ledger.banner()
 
