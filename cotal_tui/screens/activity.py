@@ -196,7 +196,9 @@ class ActivityScreen(ShellScreen):
                 t.append(f"\n{af.dropped} frame{'' if af.dropped == 1 else 's'} on this channel "
                          "from other senders not shown", style=look.waiting)
         if banner:
-            t.append("\n" + " · ".join(banner), style=f"bold {look.error}" if gap else "dim")
+            # a gap in warning style, with a glyph (it must never be missed, NO_COLOR too)
+            t.append("\n" + ("⚠ " if gap else "") + " · ".join(banner),
+                     style=f"bold {look.waiting}" if gap else "dim")
         self.query_one("#activity-head", Static).update(t)
 
     # -- keys ----------------------------------------------------------------------------

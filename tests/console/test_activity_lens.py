@@ -157,7 +157,7 @@ async def test_roster_key_history_live_expand_gap_and_a_liar(broker, nc, space, 
         # a skipped seq (ada's 6 never comes): the gap notice in the header
         await publish(nc, space, ADA, "run-live-2", 7, [{"type": "RUN_FINISHED",
                                                          "runId": "run-live-2"}])
-        await until(pilot, lambda: "1 event frame missing (1 break in the stream)" in _head(app),
+        await until(pilot, lambda: "⚠ 1 event frame missing (1 break in the stream)" in _head(app),
                     what=lambda: _head(app))
         await until(pilot, lambda: "from other senders not shown" in _head(app), what="liar count")
         assert lens.frames is not None and lens.frames.dropped == 1

@@ -118,3 +118,12 @@ def test_not_an_agent_id():
     with pytest.raises(ValueError):
         AgentFrames("not a principal")
     assert frames_of([], "nope", 10) == ()
+
+
+def test_event_channel_is_the_wire_rule():
+    from meshview.wire import event_channel, is_event_channel
+
+    assert event_channel(ADA) == "events.local.ada" and is_event_channel(event_channel(ADA))
+    for bad in ("ada", "local.ada.x", "local.a-b", "", "local."):
+        with pytest.raises(ValueError):
+            event_channel(bad)
