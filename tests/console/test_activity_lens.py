@@ -326,7 +326,7 @@ def _frames_app():
                             "cotal": {"turnSource": "mention"}}], 30_000)
     put(ADA, "run-b2", 6, HIST[2] + [{"type": "TOOL_CALL_START", "toolCallId": "c9",
                                       "toolCallName": "Bash"}], 60_000)
-    put(BRAM, "run-c3", 1, LIVE, 70_000)
+    put(BRAM, "run-live-2", 1, LIVE, 70_000)
     return app
 
 
@@ -341,3 +341,39 @@ def test_activity_lens_snapshot(snap_compare):
                     and _lens(pilot.app).frames.phase == "settled", what="the lens settled")
 
     assert snap_compare(_frames_app(), run_before=open_lens, terminal_size=(120, 40))
+
+
+async def test_the_agent_card_and_a_triage_card_open_the_lens():
+    """``A`` on an agent card, and on a triage card, opens that agent's lens; ``A`` on the
+    console with no agent panel focused opens every agent's."""
+    app = _frames_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        console = _console(app)
+        assert console.open_agent(ADA)
+        await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen", what="card")
+        await pilot.press("A")
+        await until(pilot, lambda: _lens(app) is not None and _lens(app).agent_id == ADA,
+                    what="ada's lens from the card")
+        await until(pilot, lambda: any("run-b2" in x for x in _lines(app)), what="ada's runs")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is console, what="back")
+        # the feed has focus: A opens every agent's line
+        await pilot.press("A")
+        await until(pilot, lambda: _lens(app) is not None and _lens(app).agent_id is None
+                    and _lens(app).all_list.items, what="all agents")
+        assert {k for k, _ in _lens(app).all_list.items} == {ADA, BRAM}
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is console, what="back")
+        # a triage card: the waiting agent under the cursor
+        await pilot.press("T")
+        await until(pilot, lambda: type(app.screen).__name__ == "TriageScreen", what="triage")
+        from widgets.triage import TriageList
+
+        card = app.screen.query_one(TriageList).selected()
+        assert card is not None and card.peer_id == BRAM  # bram waits (the demo space)
+        await pilot.press("A")
+        await until(pilot, lambda: _lens(app) is not None and _lens(app).agent_id == card.peer_id,
+                    what="the waiting agent's lens")
+        await until(pilot, lambda: _lines(app)[:1] == ["▾ run run-live-2 · 20s · 1 tool · open"],
+                    what=lambda: str(_lines(app)))
