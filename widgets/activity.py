@@ -139,7 +139,7 @@ class AgentRuns(LineList):
             lines = [head]
             if open_:
                 if not r.frames:
-                    lines.append(Text("  (its frames fell off: only the newest are kept)",
+                    lines.append(Text("  (no frames of this run kept: named by another run's frame, or fell off)",
                                       style="dim italic"))
                 for line in self.body(r):
                     lines.append(_marked("  " + line, self.search_text,
