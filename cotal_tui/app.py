@@ -26,7 +26,9 @@ from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
 from attach.control.managed import ManagedFold
 from cotal_tui.alerts import toggle_notify
 from cotal_tui.keygate import KeyGate, Verdict
-from cotal_tui.palette import THEME_HELP, WRITE_VERBS, MeshPalette, theme_hits, write_hit
+from cotal_tui.palette import (
+    THEME_HELP, WRITE_VERBS, MeshPalette, activity_hit, theme_hits, write_hit,
+)
 from cotal_tui.recording import toggle_recording
 from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
@@ -139,6 +141,8 @@ class MeshCommands(Provider):
                  "status bar (E)", lambda: screen.set_events(False)),
                 ("tile", "live terminals of the working agents, read-only until promoted",
                  lambda: self._tile(None)),
+                ("activity", "what every agent is doing, from its event frames (activity @agent: "
+                 "one agent's runs)", lambda: screen.open_activity(None)),
             ]
             names, _ = self._seat_names(screen)
             for n in names:
@@ -250,6 +254,9 @@ class MeshCommands(Provider):
             if hit is not None:
                 yield hit
                 return
+        if raw.partition(" ")[0] == "activity" and raw.partition(" ")[2].strip():
+            yield activity_hit(self._console(), raw, self.shell.notify_line)
+            return
         if raw.partition(" ")[0] == "theme" and " " in raw:
             for hit in theme_hits(self.app, raw.partition(" ")[2], self.matcher):
                 yield hit

@@ -126,6 +126,26 @@ def write_hit(screen: Any, q: str, notify: Callable[[str, bool], None]) -> Hit |
     return Hit(1.0, q, lambda: screen.send_to(w.target, w.text), help=w.help)
 
 
+def activity_hit(screen: ConsoleScreen | None, q: str, notify: Callable[[str, bool], None]) -> Hit:
+    """``activity @agent``: one hit opening that agent's activity lens (resolved by id; a name
+    two peers share is refused, naming their ids), or one saying why it cannot."""
+    from cotal_tui.screens.activity import activity_target
+
+    def refuse(why: str) -> Hit:
+        return Hit(0.9, q, lambda: notify(why, True), help=why)
+
+    if screen is None:
+        return refuse("activity: open a space first")
+    snap = screen.snap
+    target = activity_target(q.partition(" ")[2], list(snap.peers) if snap is not None else [])
+    if isinstance(target, Exception):
+        return refuse(f"activity: {target}")
+    if target is None:
+        return Hit(1.0, q, lambda: screen.open_activity(None), help="every agent's activity")
+    name = snap.labels.shown(target) if snap is not None else target
+    return Hit(1.0, q, lambda: screen.open_activity(target), help=f"{name}'s runs, from its frames")
+
+
 def theme_hits(app: Any, rest: str, matcher: Callable[[str], Any]) -> list[Hit]:
     """``theme <rest>``: a hit per theme whose name matches (Enter applies it), or one hit
     saying which themes there are when none does."""
@@ -227,7 +247,7 @@ class MeshPalette(CommandPalette):
 
         verbs = list(WRITE_VERBS) + list(CONTROL_VERBS) + [
             "attach", "peek", "tile", "dms", "topo", "needs-you", "search", "lifecycle", "help",
-            "quit", "spaces", "record", "notify", "theme"]
+            "quit", "spaces", "record", "notify", "theme", "activity"]
         words = theme_names() if box.value.startswith("theme ") else candidates(console, verbs)
         new = complete(box.value, words)
         if new != box.value:

@@ -21,6 +21,7 @@ from cotal_tui.operator import Operator
 from cotal_tui.seats import SeatSessions
 from meshview.errors import swallowed
 from meshview.link.connect import ConnectTarget
+from meshview.model.agent_activity import ActivityRead, frames_of
 from meshview.model.mesh import MeshModel
 from meshview.observe.observer import Observer, ObserverOptions
 
@@ -90,6 +91,9 @@ class ConsoleSession(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+    async def read_activity(self, agent_id: str, limit: int) -> ActivityRead: ...
+    # the newest ``limit`` frames of the agent's event channel that it sent (the activity lens)
 
 
 def run_stop_hooks(hooks: list[StopHook]) -> None:
@@ -176,6 +180,27 @@ class LiveSession:
         self.started = True
         await self.observer.start()
         self.managed.start()
+
+    async def read_activity(self, agent_id: str, limit: int) -> ActivityRead:
+        """A direct read of ``agent_id``'s event subject (history), its own frames only; a
+        refused read is one sentence naming the channel (a scoped credential may not read it)."""
+        from meshview.link.connect import short_error
+        from meshview.wire import chat_pattern, event_channel
+        from meshview.wire.names import chat_stream
+
+        try:
+            channel = event_channel(agent_id)
+        except ValueError:
+            return ActivityRead(error=f"{agent_id[:80]!r} is not an agent id (owner.actor)")
+        try:
+            got = await self.observer.history.read_stored(
+                chat_stream(self.space), chat_pattern(self.space, channel), limit)
+        except Exception as e:  # noqa: BLE001 - refused or failed: the lens says why, live only
+            return ActivityRead(error=f"this credential cannot read {channel} history "
+                                      f"({short_error(e)})")
+        return ActivityRead(frames_of((r.delivery.applied(received=r.stored_ms or None,
+                                                          historical=True) for r in got),
+                                      agent_id, limit))
 
     async def stop(self) -> None:
         try:

@@ -103,6 +103,8 @@ class ConsoleScreen(ComposeKeys):
         Binding("m", "mark", "marker in the recording (with a label)", id="console.mark"),
         Binding("E", "toggle_events", "activity frames in the feed (events on/off)",
                 id="console.events"),
+        Binding("A", "activity", "activity lens (the selected agent's runs; none: all agents)",
+                id="console.activity"),
         *[Binding(str(i), f"tab({i})", "jump to tab", id=f"console.tab-{i}", show=False)
           for i in range(1, 10)],
     ]
@@ -512,12 +514,12 @@ class ConsoleScreen(ComposeKeys):
             return agent_card(p, s, width, skills, detail_lines(seat, p.status) if seat else None,
                               stalled=self.model.stalled(p.id).get(p.id))
 
-        keys = {}
+        keys = {"A": lambda: self.open_activity(pid)}
         bound = fold.for_peer(peer.id, peer.lifecycle_uid) if fold is not None else None
         if bound is not None:
             shell, iid = self.shell, bound.instance_id
-            keys = {"a": lambda: shell.open_seat(bound.name, instance_id=iid),
-                    "p": lambda: shell.open_seat(bound.name, peek=True, instance_id=iid)}
+            keys |= {"a": lambda: shell.open_seat(bound.name, instance_id=iid),
+                     "p": lambda: shell.open_seat(bound.name, peek=True, instance_id=iid)}
         self.app.push_screen(_detail(f"{peer.name}", build, keys))
         return True
 
@@ -771,6 +773,19 @@ class ConsoleScreen(ComposeKeys):
     def action_reply(self) -> None:
         if not self._dm_continue(reply=True):
             super().action_reply()
+
+    # -- the activity lens (screens/activity.py) ------------------------------------------
+
+    def action_activity(self) -> None:
+        """``A``: the selected agent's activity (roster or NEEDS-YOU focused), else all agents."""
+        from cotal_tui.screens.activity import activity_key_target
+
+        self.open_activity(activity_key_target(self))
+
+    def open_activity(self, agent_id: str | None) -> bool:
+        from cotal_tui.screens.activity import open_activity
+
+        return open_activity(self.app, self.session, agent_id)
 
     def action_tab_step(self, delta: int) -> None:
         self.query_one(ChannelTabs).step(delta)

@@ -108,6 +108,7 @@ class TriageScreen(ShellScreen):
         Binding("a", "attach", "attach", id="triage.attach"),
         Binding("p", "peek", "peek", id="triage.peek"),
         Binding("D", "stop", "stop", id="triage.stop"),
+        Binding("A", "activity", "activity lens of the agent", id="triage.activity"),
     ]
 
     def __init__(self, *, focus_id: str | None = None) -> None:
@@ -550,6 +551,17 @@ class TriageScreen(ShellScreen):
             self.say(why or f"{verb}: {card.name} is not a managed seat", True)
             return None
         return card
+
+    def action_activity(self) -> None:
+        """``A``: the activity lens of the agent under the cursor."""
+        card = self._selected()
+        session = self._console_session()
+        if not isinstance(card, AgentCard) or session is None:
+            self.say("activity: nobody waiting under the cursor")
+            return
+        from cotal_tui.screens.activity import open_activity
+
+        open_activity(self.app, session, card.peer_id)
 
     def action_attach(self) -> None:
         card = self._seat_action("attach")

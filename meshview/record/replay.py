@@ -27,6 +27,7 @@ from typing import Any, Callable, Literal
 
 from meshview.errors import MeshviewError
 from meshview.record.markers import Marker, append_mark, clean_label, parse_mark
+from meshview.model.agent_activity import ActivityRead, frames_of
 from meshview.model.mesh import MeshModel
 from meshview.record.record import EVENT_KINDS, FORMAT, VERSION
 from meshview.record.seatreplay import SeatLine, SeatStream, _seat_line
@@ -468,6 +469,11 @@ class ReplaySession:
         self.started = True
         self.player.rebase()
         self._task = asyncio.create_task(self.player.run(), name="replay:player")
+
+    async def read_activity(self, agent_id: str, limit: int) -> ActivityRead:
+        """The activity lens's history read, from the recording as played so far: the agent's
+        own frames among the model's feed rows (no mesh behind a replay)."""
+        return ActivityRead(frames_of(self.model.snapshot().feed, agent_id, limit))
 
     async def stop(self) -> None:
         self.started = False

@@ -191,6 +191,15 @@ def is_event_channel(channel: str) -> bool:
             and is_identity_token(segs[2]))
 
 
+def event_channel(principal: str) -> str:
+    """The event channel of ``principal`` (``owner.actor``): ``events.<owner>.<actor>``, where
+    only that principal publishes its activity frames. ValueError when it is no principal id."""
+    pr = split_principal(principal)
+    if pr is None:
+        raise ValueError(f"not a principal id (owner.actor of [A-Za-z0-9_] tokens): {principal!r}")
+    return f"events.{pr[0]}.{pr[1]}"
+
+
 # ---- sanitization and building -----------------------------------------------------------
 
 def sanitize_token(raw: str) -> str:

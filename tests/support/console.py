@@ -61,6 +61,12 @@ class StaticSession:
         for hook in list(self.on_stop):
             hook()
 
+    async def read_activity(self, agent_id: str, limit: int) -> Any:
+        """The activity lens's read: the agent's own frames among the model's feed rows."""
+        from meshview.model.agent_activity import ActivityRead, frames_of
+
+        return ActivityRead(frames_of(self.model.snapshot().feed, agent_id, limit))
+
 
 AGENTS = [
     # name, role, connector, model
