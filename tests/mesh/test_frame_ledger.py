@@ -406,6 +406,18 @@ def test_the_model_feeds_its_ledger_and_keeps_frames_out_of_topology():
     assert m2.frames.agent(ADA) is None and m2.frames.notes() == []
 
 
+def test_the_models_runs_per_hour_span_its_real_clock():
+    """The model's own (epoch ms) clock stamps frames: two runs half an hour apart are both in
+    the agent's runs/h, as the activity lens and roster show it."""
+    t = [1_780_000_000_000.0]
+    m = MeshModel("s", clock=lambda: t[0])
+    assert m.apply_message(frame_applied(1, 1, events=[ev_run("r1")]))
+    t[0] += 30 * 60_000
+    assert m.apply_message(frame_applied(2, 2, events=[ev_run("r2")]))
+    a = m.frames.agent(ADA, now=t[0])
+    assert a is not None and a.runs_hour == 2
+
+
 def _decoder_keeps_seq() -> bool:
     from meshview.wire import decode as wdecode
 
