@@ -22,8 +22,9 @@ Public API (others build UI on it; names are kept):
   * per chain ``(sender, epoch, threadId)``: baseline = the batch's MIN seq, next = max + 1,
     interior holes one ``gap`` note per run; the first released held frame's hole is a
     ``boundary-hole`` (unconfirmed, not a fault); later holes are ``gap`` (the frame is still
-    drawn, next advances); baseline > FIRST_SEQ is ``prefix-incomplete``; a failed history
-    read is ``backfill-failed``.
+    drawn, next advances); baseline > FIRST_SEQ is ``prefix-incomplete`` once a history read
+    began (a ledger that never read history, the console's own, cannot know what the stream
+    retains and says nothing); a failed history read is ``backfill-failed``.
   * ``notes()`` (last 50 :class:`Note`), ``banner()`` (the dashboard's four sentences, same
     words), ``faulted(sender)``.
   * ``agent(sender, now=None) -> Activity | None`` and ``agents(now=None)`` (most recent
@@ -314,6 +315,9 @@ class FrameLedger:
         self.max_agents = max(1, int(max_agents))
         self._agents: OrderedDict[str, _Agent] = OrderedDict()  # least recent first
         self._settled = True  # no prefill: settled from the start
+        # whether any history was read: only then can a late baseline say "not retained"
+        # (the console's own ledger follows live frames only; its first seq says nothing)
+        self._history_read = False
         self._held: dict[str, list[FrameIn]] = {}
         self._held_order = 0
         self._notes: deque[Note] = deque(maxlen=NOTES_KEPT)
@@ -333,6 +337,7 @@ class FrameLedger:
         Begun again while unsettled, the frames held so far stay held; each chain known
         already gets a seam again (its first held frame's hole is unconfirmed)."""
         self._settled = False
+        self._history_read = True
         for a in self._agents.values():
             for c in a.chains.values():
                 c.released = False
@@ -418,9 +423,10 @@ class FrameLedger:
 
     def _arm(self, a: _Agent, c: _Chain, f: FrameIn, seq: int) -> None:
         c.baseline = c.next = seq
-        c.prefix = seq > FIRST_SEQ
-        if c.prefix:
+        c.prefix = seq > FIRST_SEQ and self._history_read
+        if seq > FIRST_SEQ:
             c.hole(0, seq)
+        if c.prefix:
             self._count(a, Note("prefix-incomplete", f.sender, f.epoch, f.thread_id, got=seq))
 
     def _step(self, a: _Agent, c: _Chain, f: FrameIn, straddle: bool) -> list[FrameIn]:
@@ -680,6 +686,7 @@ class FrameLedger:
             })
         return {"keep_frames": self.keep_frames, "max_chains": self.max_chains,
                 "max_agents": self.max_agents, "settled": self._settled,
+                "history_read": self._history_read,
                 "held": [f for fs in self._held.values() for f in fs],
                 "notes": list(self._notes), "backfill_failed": self._backfill_failed,
                 "agents": agents}
@@ -690,6 +697,7 @@ class FrameLedger:
         led = cls(state.get("keep_frames", 0), state.get("max_chains", 16),
                   state.get("max_agents", 512))
         led._settled = bool(state.get("settled", True))
+        led._history_read = bool(state.get("history_read", False))
         for f in state.get("held") or ():
             led._held.setdefault(f.sender, []).append(f)
         led._notes.extend(state.get("notes") or ())

@@ -125,6 +125,18 @@ def test_a_rolled_prefix_is_prefix_incomplete_not_a_fault():
     assert not led.faulted(ADA)
 
 
+def test_a_ledger_that_read_no_history_never_claims_earlier_frames_were_not_retained():
+    """The console's own ledger follows live frames only: joining a stream at seq 7 says nothing
+    about what the stream retains (the lens, which reads history, can say it). Gaps still count."""
+    led = FrameLedger()
+    led.admit(fr(7))
+    led.admit(fr(8))
+    assert led.notes() == [] and led.banner() == []
+    led.admit(fr(10))
+    assert kinds(led) == [("gap", 9, 10, 1)]
+    assert FrameLedger.from_state(led.state()).banner() == led.banner()
+
+
 def test_the_first_released_frame_straddles_the_seam_later_holes_are_gaps():
     """History 1-3, then the tap delivered 6, 7, 9: 4-5 may be the race between the two reads
     (unconfirmed, no fault); 8 was lost while listening (a gap)."""
@@ -307,6 +319,8 @@ def test_agents_are_in_recency_order_and_the_least_recent_drop_past_the_cap():
 
 def test_a_lying_sender_stays_bounded_and_changes_nothing_of_another_agent():
     led = FrameLedger(keep_frames=50)
+    led.begin_prefill()  # a lens's ledger: a read history lets late joins make notes
+    led.settle()
     led.admit(fr(1, at=1.0, events=[ev_run("ra")]))
     before = led.agent(ADA)
     bad = "local.mallory"
