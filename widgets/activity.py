@@ -56,7 +56,8 @@ def run_header(r: Run, now: float, expanded: bool) -> str:
         facts.append(safe(r.turn_source, 40))
     facts.append(run_duration(r, now))
     facts.append(f"{r.tools} tool{'' if r.tools == 1 else 's'}")
-    facts.append({"open": "open", "finished": "finished", "error": "✗ failed"}[r.outcome])
+    facts.append({"open": "open", "finished": "finished", "error": "✗ failed",
+                  "unclosed": "no close seen"}[r.outcome])
     return " · ".join(facts)
 
 
@@ -120,6 +121,8 @@ class AgentRuns(LineList):
             out.append("◂ finished")
         elif r.outcome == "error":
             out.append("✗ run failed")
+        elif r.outcome == "unclosed":
+            out.append("… no close seen: a newer run started first")
         return out
 
     def matches(self, r: Run) -> bool:

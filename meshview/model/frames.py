@@ -63,7 +63,9 @@ HELD_PER_AGENT = 2000  # live frames held per sender before settle; beyond, they
 EVENTS_READ = 10_000  # events of one frame the facts read (the wire bounds them already)
 
 NoteType = Literal["gap", "boundary-hole", "prefix-incomplete", "backfill-failed"]
-Outcome = Literal["open", "finished", "error"]
+# ``unclosed``: a newer run of the agent started before this one's close was seen (a lost
+# frame, or a second thread); a close that comes later still settles it
+Outcome = Literal["open", "finished", "error", "unclosed"]
 
 
 def _id(v: Any, cap: int = ID_CAP) -> str | None:
@@ -499,6 +501,7 @@ class FrameLedger:
             a.last_at = at
         a.frames += 1
         run = None
+        was_open = a.open  # the run open before this frame (a RUN_STARTED supersedes it)
         if f.run_id is not None:
             run = a.run(f.run_id, at)
             if run.outcome == "open" and a.open != f.run_id:
@@ -549,6 +552,10 @@ class FrameLedger:
                 cot = ev.get("cotal")
                 src = cot.get("turnSource") if type(cot) is dict else None
                 r.turn_source = src[:NAME_CAP] if type(src) is str else None
+                prev = (a.runs.get(was_open) if was_open is not None and was_open != r.run_id
+                        else None)
+                if prev is not None and prev.outcome == "open":
+                    prev.outcome, prev.ended = "unclosed", at
                 a.open = r.run_id
                 a.error = a.error_at = None
                 runs += 1

@@ -277,6 +277,21 @@ def test_per_agent_facts_follow_runs_tools_text_and_errors():
     assert all(r.frames == () for r in runs)  # keep_frames=0: facts only
 
 
+def test_a_run_superseded_before_its_close_is_unclosed_until_a_late_close_settles_it():
+    """A lost RUN_FINISHED must not leave a run "open" for ever beside newer runs: the next
+    RUN_STARTED marks it ``unclosed``; if its close does come (another thread), it settles."""
+    led = FrameLedger()
+    led.admit(fr(1, at=1.0, run="r1", events=[ev_run("r1")]))
+    led.admit(fr(2, at=5.0, run="r2", events=[ev_run("r2")]))
+    by = {r.run_id: r for r in led.runs(ADA)}
+    assert (by["r1"].outcome, by["r1"].ended, by["r2"].outcome) == ("unclosed", 5.0, "open")
+    assert led.agent(ADA).run_id == "r2"
+    led.admit(fr(3, at=6.0, run="r1", events=[{"type": "RUN_FINISHED", "runId": "r1"}]))
+    by = {r.run_id: r for r in led.runs(ADA)}
+    assert (by["r1"].outcome, by["r2"].outcome, led.agent(ADA).run_id) == (
+        "finished", "open", "r2")
+
+
 def test_the_hour_counts_are_an_hour_of_the_models_epoch_ms_clock():
     """``at`` is the model clock's epoch ms: runs 30 minutes apart both count in the hour, and
     the first drops out an hour after it started (a seconds/ms mix-up counted only 3.6 s)."""
