@@ -133,4 +133,15 @@ async def test_roster_card_and_needs_you_say_what_the_frames_say(broker, nc, spa
         await until(pilot, lambda: any("last tool ⚙ Edit" in t.plain
                                        for _, lines in rail.build(rail.content_width or 40)
                                        for t in lines), what="NEEDS-YOU's last tool")
+        # ...and so does its triage card (frames are never what it "last said")
+        from widgets.triage import TriageList
+
+        assert app.open_triage(ADA)
+        await until(pilot, lambda: type(app.screen).__name__ == "TriageScreen", what="triage")
+        lst = app.screen.query_one(TriageList)
+        await until(pilot, lambda: any("last tool ⚙ Edit" in t.plain for _, lines in
+                                       lst.build(lst.content_width or 60) for t in lines),
+                    what="the triage card's last tool")
+        text = "\n".join(t.plain for _, lines in lst.build(lst.content_width or 60) for t in lines)
+        assert "said nothing on the mesh" in text and "Evil" not in text
     await session.stop()
