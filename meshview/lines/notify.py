@@ -287,9 +287,10 @@ class NotifySettings:
     settle_s: float = SETTLE_S
     stalled: bool = False  # also alert when an agent looks stalled (--notify-stalled)
     stalled_minutes: float = DEFAULT_STALL_MINUTES  # the verdict's quiet time (meshview/model/stalled.py)
-    stalled_sources: dict[str, str] = field(default_factory=dict)  # where those came from
+    stalled_sources: dict[str, str] = field(default_factory=dict)  # where those two came from
     run_failed: bool = False  # also alert when an agent's run fails (--notify-run-failed)
     finished: bool = False  # ... and when a run closed and it went idle (--notify-finished)
+    run_sources: dict[str, str] = field(default_factory=dict)  # where those two came from
     warning: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
