@@ -258,11 +258,13 @@ def note_text(n: Note) -> str:
 
 
 def json_run(t: Transition, labels: Labels = NO_LABELS) -> dict[str, Any]:
-    """A ``run`` line: a run of ``agent`` (the authenticated id) ``started``, ``finished`` or
+    """A ``run`` line (``source: frames``, told apart from a workflow run's): a run of ``agent``
+    (the authenticated id) ``started``, ``finished`` or
     failed (``error``), with the tool names it started so far (the first 16; ``toolCount``
     counts all), who began it (``turnSource``, null when the frame did not say) and when the
     frame that said so arrived (``ts``, epoch ms)."""
-    o: dict[str, Any] = {"type": "run", "agent": t.agent, "name": labels.name(t.agent),
+    o: dict[str, Any] = {"type": "run", "source": "frames", "agent": t.agent,
+                         "name": labels.name(t.agent),
                          "runId": t.run_id, "state": t.state, "tools": list(t.tools),
                          "toolCount": t.tool_count, "turnSource": t.turn_source, "ts": _ms(t.at)}
     if t.historical:

@@ -145,3 +145,15 @@ async def test_roster_card_and_needs_you_say_what_the_frames_say(broker, nc, spa
         text = "\n".join(t.plain for _, lines in lst.build(lst.content_width or 60) for t in lines)
         assert "said nothing on the mesh" in text and "Evil" not in text
     await session.stop()
+
+
+def test_help_on_the_roster_says_last_tool_not_running():
+    from cotal_tui.screens.help import HelpBody
+
+    def text(panel: str) -> str:
+        return "\n".join(t.plain for _, lines in HelpBody(panel, [], []).build(120) for t in lines)
+
+    roster = text("roster")
+    assert "⚙ Bash · 12s" in roster and "last tool, not running" in roster
+    assert "✗ run failed 3m" in roster
+    assert "⚙ Bash" not in text("feed")  # the legend goes with the roster's keys only

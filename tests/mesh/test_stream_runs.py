@@ -80,6 +80,7 @@ async def test_json_run_and_frame_order_lines_and_a_plain_notice(broker, nc, spa
     assert [r for r in runs if r[0] != ADA] == [
         (BOB, "rb", "started", [], "channel"), (BOB, "rb", "error", ["Evil"], "channel")]
     for o in js.objs("run"):
+        assert o["source"] == "frames"
         assert isinstance(o["ts"], int) and o["toolCount"] == len(o["tools"])
         assert o["name"] == ("ada" if o["agent"] == ADA else None)  # the roster's, not a claim
     # the skipped seq 4: one gap, in the dashboard's words; nothing of bob's stream
@@ -96,7 +97,7 @@ async def test_json_run_and_frame_order_lines_and_a_plain_notice(broker, nc, spa
 def test_run_and_note_shapes_are_plain_json():
     """The shapes the README documents, for each notice type; a historical transition says so."""
     t = Transition(ADA, "r1", "finished", 1.7e12 + 0.5, True, None, ("Bash",), 3)
-    assert json_run(t) == {"type": "run", "agent": ADA, "name": None, "runId": "r1",
+    assert json_run(t) == {"type": "run", "source": "frames", "agent": ADA, "name": None, "runId": "r1",
                            "state": "finished", "tools": ["Bash"], "toolCount": 3,
                            "turnSource": None, "ts": 1_700_000_000_000, "historical": True}
     texts = {n.type: json_note(n) for n in (
