@@ -355,13 +355,14 @@ class Roster(LazyLineList):
             if mark is not None:
                 line.append(" ")
                 line.append_text(mark)
+            if doing is not None:  # first: on a narrow line it is what the row is for
+                line.append("  ")
+                line.append_text(doing)
+                line.append(" ·")
             line.append("  " + facts[0], style="dim" if dim else "")
             stall = self._stall_line(p) if self.stalled else None
             if stall:
                 line.append(" · " + stall.removeprefix("working · "), style="bold yellow")
-            if doing is not None:
-                line.append(" · ")
-                line.append_text(doing)
             if act:
                 line.append(" · " + act, style="italic dim")
             lines = [line]

@@ -101,6 +101,11 @@ async def test_roster_card_and_needs_you_say_what_the_frames_say(broker, nc, spa
         await until(pilot, lambda: "✗ run failed" in _row(app, BOB), what="bob's own row")
         assert "⚙ Bash · " in _row(app, ADA) and "Evil" not in _row(app, ADA)
         assert roster.doing(ADA) == d
+        # the narrow roster's one line per seat says it too
+        roster.set_wide(False)
+        narrow = _row(app, ADA)
+        assert "\n" not in narrow and "ada" in narrow and "⚙ Bash · " in narrow
+        roster.set_wide(True)
         # the age ticks with the roster's clock
         first = _row(app, ADA)
         await until(pilot, lambda: _row(app, ADA) != first, timeout=5, what="the age moved")
