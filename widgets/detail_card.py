@@ -276,7 +276,11 @@ def _activity_lines(a: Activity, now: float, width: int) -> list[Text]:
         err = Text(f"✗ {safe(a.error or 'run failed', 120)} {age(max(0.0, now - a.error_at))} ago",
                    style=f"bold {look.error}")
         out += _field("last error", err, width)
-    hour = f"{a.runs_hour} runs · {a.tools_hour} tools in the last hour · {a.frames} frames"
+    def n(k: int, what: str) -> str:
+        return f"{k} {what}{'' if k == 1 else 's'}"
+
+    hour = f"{n(a.runs_hour, 'run')} · {n(a.tools_hour, 'tool')} in the last hour · " \
+           f"{n(a.frames, 'frame')}"
     if a.faulted:
         hour += " · frames missing"
     out += _field("runs/h", hour, width)
