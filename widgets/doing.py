@@ -51,10 +51,14 @@ def doing_of(act: Activity | None) -> Doing | None:
 
 def on_row(d: Doing | None, p: Peer) -> Doing | None:
     """``d`` as ``p``'s roster row shows it: nothing while presence says more (waiting with
-    an activity or a condition) or the agent is offline."""
+    an activity or a condition) or the agent is offline; nor an open run's tool once presence
+    went idle after it (the run's closing frame was lost, or is late: the row must not say
+    ``⚙ Bash · 2h`` of an idle agent)."""
     if d is None or p.status == "offline":
         return None
     if p.status == "waiting" and (p.activity or p.condition is not None):
+        return None
+    if p.status == "idle" and d.kind != "failed" and (p.status_since or 0.0) >= d.at:
         return None
     return d
 

@@ -163,3 +163,49 @@ def test_help_on_the_roster_says_last_tool_not_running():
     assert "⚙ Bash · 12s" in roster and "last tool, not running" in roster
     assert "✗ run failed 3m" in roster
     assert "⚙ Bash" not in text("feed")  # the legend goes with the roster's keys only
+
+
+def test_what_a_row_says_from_the_facts():
+    """The rules of widgets/doing.py on the ledger's facts: the open run's last tool (not one
+    from an earlier run), a failure until the next run starts, presence first while waiting,
+    nothing for an agent offline or gone idle after its last frame."""
+    from meshview.model.frames import FrameIn, FrameLedger
+    from meshview.model.snapshot import Condition, Peer as Row
+    from widgets.doing import Doing, doing_of, doing_text, on_row
+
+    led = FrameLedger()
+    t0 = 1_796_000_000_000.0
+
+    def admit(seq, run, events, at):
+        led.admit(FrameIn(ADA, f"m{seq}", at, at, False, "ag-ui/0.0.57", "t1", run, "e1", seq,
+                          tuple(events)))
+
+    admit(1, "r1", [started("r1"), tool("Bash")], t0)
+    assert doing_of(led.agent(ADA)) == Doing("tool", "Bash", t0)
+    assert doing_text(Doing("tool", "Bash", t0), t0 + 12_000) == "⚙ Bash · 12s"
+    admit(2, "r1", [{"type": "RUN_FINISHED", "runId": "r1"}], t0 + 1000)
+    assert doing_of(led.agent(ADA)) is None  # a closed run says nothing about now
+    admit(3, "r2", [started("r2")], t0 + 2000)
+    assert doing_of(led.agent(ADA)) == Doing("run", None, t0 + 2000)  # Bash was r1's
+    assert doing_text(Doing("run", None, t0), t0 + 40_000) == "▸ run open · 40s"
+    admit(4, "r2", [{"type": "RUN_ERROR", "message": "run failed"}], t0 + 3000)
+    failed = doing_of(led.agent(ADA))
+    assert failed == Doing("failed", None, t0 + 3000)
+    assert doing_text(failed, t0 + 3000 + 180_000) == "✗ run failed 3m"
+    assert doing_text(failed, t0 + 3000, card=True) == "✗ last run failed 0s ago"
+    admit(5, "r3", [started("r3")], t0 + 4000)
+    assert doing_of(led.agent(ADA)).kind == "run"  # cleared by the next run
+    bash = Doing("tool", "Bash\x1b[2J", t0)
+    assert "\x1b" not in doing_text(bash, t0)
+
+    def row(status, **kw):
+        return Row(ADA, "ada", "agent", status, status, t0, t0, **kw)
+
+    assert on_row(bash, row("working")) == bash
+    assert on_row(bash, row("offline")) is None
+    assert on_row(bash, row("waiting")) == bash  # presence says nothing more
+    assert on_row(bash, row("waiting", activity="approve rm?")) is None
+    assert on_row(bash, row("waiting", condition=Condition("input", "harness", None, t0))) is None
+    assert on_row(bash, row("idle", status_since=t0 - 1)) == bash
+    assert on_row(bash, row("idle", status_since=t0 + 5)) is None  # idle since its last frame
+    assert on_row(failed, row("idle", status_since=t0 + 9_000)) == failed
