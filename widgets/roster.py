@@ -76,7 +76,7 @@ class Roster(LazyLineList):
         self._label_gen = 0
         # what each agent is doing, from the frame ledger (widgets/doing.py): followed by its
         # version, so a drain reads only the agents whose frames moved
-        self.frames: FrameLedger | None = None  # set by a test; else the screen's model's
+        self.frames: FrameLedger | None = None  # a ledger handed in (a bench); else the model's under the screen
         self._ledger: FrameLedger | None = None
         self._ledger_v = -1
         self._doing: dict[str, Doing] = {}
