@@ -2,7 +2,9 @@
 
 ``--notify`` (or ``COTAL_NOTIFY=1`` or ``[notify] enabled = true`` in ``config.toml``) rings the
 terminal bell and sends a desktop-notification escape when an agent starts waiting, once per
-waiting episode (see :mod:`meshview.lines.notify`); ``--notify-cmd`` runs a command per alert. The
+waiting episode (see :mod:`meshview.lines.notify`); ``--notify-cmd`` runs a command per alert.
+``--notify-run-failed`` / ``--notify-finished`` add an agent's failed run and its run closing
+into idle (from its event frames). The
 escapes are written through the App's driver, between its frames, so they never tear the screen.
 Each alert also shows on the status line. :func:`toggle_notify` switches them at run time.
 """
@@ -48,7 +50,8 @@ def attach_notifier(session: ConsoleSession, args: argparse.Namespace | None,
 
     n = Notifier(model.space, model.status.server, write=write, terminal=s.terminal,
                  command=s.command, style=s.style, on_alert=on_alert, enabled=s.enabled,
-                 ignore=mine, settle_s=s.settle_s)
+                 ignore=mine, settle_s=s.settle_s, run_failed=s.run_failed,
+                 finished=s.finished)
     session.notifier = n
     _watch(session, n)
     return n

@@ -88,6 +88,11 @@ KEYS: dict[str, dict[str, Key]] = {
                                and 0 < v < 1e7,
                                "minutes without any observed activity before working reads "
                                "stalled?"),
+        "run_failed": Key("true or false", lambda v: isinstance(v, bool),
+                          "also alert when an agent's run fails (RUN_ERROR on its event frames)"),
+        "finished": Key("true or false", lambda v: isinstance(v, bool),
+                        "also alert when an agent's run closed and it went idle (its event "
+                        "frames and presence)"),
     },
     "ui": {
         "theme": Key("a theme name (a non-empty string)", _text, "the console's theme"),
@@ -365,9 +370,21 @@ def notify_settings(args: argparse.Namespace | None = None,
         ("config.toml", float(minutes) if minutes is not None else None))
     if alert_stalled and not terminal and not cmd:
         terminal, sources["terminal"] = True, stall_src["stalled"]  # --notify-stalled implies --notify
+    # the runs of the event frames: each opted into as --notify-stalled is (and implies --notify)
+    run_src: dict[str, str] = {}
+    run_failed, run_src["run_failed"] = pick(
+        False, ("flag", True if getattr(args, "notify_run_failed", False) else None),
+        ("config.toml", _good_bool(cfg, "notify", "run_failed")))
+    finished, run_src["finished"] = pick(
+        False, ("flag", True if getattr(args, "notify_finished", False) else None),
+        ("config.toml", _good_bool(cfg, "notify", "finished")))
+    for on, src in ((run_failed, run_src["run_failed"]), (finished, run_src["finished"])):
+        if on and not terminal and not cmd:
+            terminal, sources["terminal"] = True, src
     return NotifySettings(terminal=terminal, command=cmd, style=style, settle_s=settle_s,
                           warning=warning, sources=sources, stalled=alert_stalled,
-                          stalled_minutes=stalled_minutes, stalled_sources=stall_src)
+                          stalled_minutes=stalled_minutes, stalled_sources=stall_src,
+                          run_failed=run_failed, finished=finished, run_sources=run_src)
 
 
 def _style(v: object) -> str | None:
@@ -475,8 +492,11 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
             ("notify.settle", "settle_s", "settle_s", None, None),
             ("notify.stalled", "stalled", "stalled", "--notify-stalled", None),
             ("notify.stalled_minutes", "stalled_minutes", "stalled_minutes", "--stalled-minutes",
-             None)):
-        src = n.sources.get(source_key) or n.stalled_sources[source_key]
+             None),
+            ("notify.run_failed", "run_failed", "run_failed", "--notify-run-failed", None),
+            ("notify.finished", "finished", "finished", "--notify-finished", None)):
+        src = (n.sources.get(source_key) or n.stalled_sources.get(source_key)
+               or n.run_sources[source_key])
         table_key = key.split(".")[1]
         origin = {"flag": flag, "environment": var,
                   "config.toml": cfg.where("notify", table_key)}.get(src)

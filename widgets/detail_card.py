@@ -6,9 +6,11 @@ import json
 
 from rich.text import Text
 
+from meshview.model.frames import Activity
 from meshview.model.snapshot import FeedEntry, Peer, Snapshot
 from meshview.model.stalled import Stalled
 from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
+from widgets.doing import doing_of, doing_text
 from widgets.line_list import Item, LineList
 from widgets.presentation import (
     activity_line, age, clock, drawing_look, drawing_with, harness_tag, look_of, peer_facts, safe,
@@ -147,10 +149,11 @@ def _thread_lines(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Text]
 
 def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
                managed: list[tuple[str, str]] | None = None, *, stalled: Stalled | None = None,
-               viewers: str | None = None) -> list[Item]:
+               viewers: str | None = None, activity: Activity | None = None) -> list[Item]:
     """``managed``: the label/value lines of the seat a manager hosts for this agent
     (``widgets.seat_text.detail_lines``), shown as their own section. ``stalled``: the model's
-    verdict (``MeshModel.stalled()``); ``viewers``: ``attach.control.viewers.viewers_label`` of its seat."""
+    verdict (``MeshModel.stalled()``); ``viewers``: ``attach.control.viewers.viewers_label`` of its seat;
+    ``activity``: the frame ledger's facts of this principal (``model.frames.agent(id, now)``)."""
     now = snap.now
     look = drawing_look()
     glyph, style = status_glyph(p.status, look)
@@ -211,6 +214,8 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
             row.append(safe(v, 200))
             row.truncate(width, overflow="ellipsis")
             lines.append(row)
+    if activity is not None:
+        lines += _activity_lines(activity, now, width)
     # recent traffic: last 6 rows sent or received (its activity frames are not traffic)
     recent = []
     for e in reversed(snap.feed):
@@ -240,6 +245,46 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
         row.truncate(width, overflow="ellipsis")
         lines.append(row)
     return [("card", lines)]
+
+
+def _activity_lines(a: Activity, now: float, width: int) -> list[Text]:
+    """What the agent's event frames say: its open run (id, who began it, how long ago), the
+    last tool it started ("last tool": nothing on the wire says a tool ended), what it last
+    said, its last failed run, and runs / tools in the last hour."""
+    look = drawing_look()
+    out = [Text(""), Text("activity · from its event frames", style="bold")]
+    if a.run_id is not None:
+        run = Text(safe(a.run_id, 64))
+        run.append(f" · {safe(a.turn_source or 'turn source unknown', 24)}", style="dim")
+        if a.run_started is not None:
+            run.append(f" · open {age(max(0.0, now - a.run_started))}")
+        out += _field("run", run, width)
+    else:
+        out += _field("run", Text("none open", style="dim"), width)
+    if a.tool is not None and a.tool_at is not None:
+        d = doing_of(a)
+        said = (doing_text(d, now, card=True) if d is not None and d.kind == "tool"
+                else f"⚙ {safe(a.tool, 64) or '(unnamed)'} {age(max(0.0, now - a.tool_at))} ago"
+                     " (in an earlier run)")
+        out += _field("last tool", Text(said, style=look.info), width)
+    if a.text:
+        when = f"  {age(max(0.0, now - a.text_at))} ago" if a.text_at is not None else ""
+        t = Text(safe(a.text, 200), style="italic")
+        t.append(when, style="dim")
+        out += _field("last text", t, width)
+    if a.error_at is not None:
+        err = Text(f"✗ {safe(a.error or 'run failed', 120)} {age(max(0.0, now - a.error_at))} ago",
+                   style=f"bold {look.error}")
+        out += _field("last error", err, width)
+    def n(k: int, what: str) -> str:
+        return f"{k} {what}{'' if k == 1 else 's'}"
+
+    hour = f"{n(a.runs_hour, 'run')} · {n(a.tools_hour, 'tool')} in the last hour · " \
+           f"{n(a.frames, 'frame')}"
+    if a.faulted:
+        hour += " · frames missing"
+    out += _field("runs/h", hour, width)
+    return out
 
 
 def _skills_from_meta(meta: dict) -> list[tuple[str, str]]:

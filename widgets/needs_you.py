@@ -19,6 +19,7 @@ from textual.message import Message
 from meshview.model.mesh import MeshModel
 from meshview.model.runs_state import RunNeed, RunsSnapshot
 from meshview.model.snapshot import NeedsYou, Snapshot
+from widgets.doing import Doing, doing_of, doing_text, ledger_of
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.roster import Roster
@@ -86,6 +87,7 @@ class NeedsYouRail(LazyLineList):
         self.snap: Snapshot | None = None
         self.runs: RunsSnapshot | None = None
         self._key: object = None
+        self._doing: dict[str, Doing] = {}  # what the frames said last, per waiting agent
 
     def update_snapshot(self, snap: Snapshot, runs: RunsSnapshot | None = None) -> None:
         self.snap = snap
@@ -99,12 +101,27 @@ class NeedsYouRail(LazyLineList):
         needs = runs.needs if runs is not None else ()
         n = len(snap.signals.needs_you) + len(needs)
         set_title(self, f"NEEDS YOU · {n}" if n else "NEEDS YOU")
+        # what its frames said last (the last tool, a failed run): a soft signal beside the
+        # condition, which is what the agent waits on
+        ledger = ledger_of(self)
+        doing: dict[str, Doing] = {}
+        if ledger is not None:
+            for w in snap.signals.needs_you:
+                d = doing_of(ledger.agent(w.id))
+                if d is not None:
+                    doing[w.id] = d
+        self._doing = doing
         # what the cards show: ages at the second, so a snapshot that only moved the clock
         # (every one, at 10k agents) rebuilds nothing until the second turns
-        key = (tuple(map(_shown, snap.signals.needs_you)), needs, int(snap.now // 1000))
+        key = (tuple(map(_shown, snap.signals.needs_you)), needs, int(snap.now // 1000),
+               tuple(doing.items()))
         if key != self._key:
             self._key = key
             self.rebuild()
+
+    def epoch(self) -> object:
+        """The cards with a line of what the frames said: heights move with that set."""
+        return tuple(self._doing)
 
     def source(self) -> list[tuple[Any, NeedsYou | RunNeed]]:
         out: list[tuple[Any, NeedsYou | RunNeed]] = []
@@ -160,6 +177,8 @@ class NeedsYouRail(LazyLineList):
         rows = 2 + len(join_wrapped(self._facts(n), w))
         if n.condition_message:
             rows += len(wrap_offsets(safe(n.condition_message, 400), w, w)[:5])
+        if n.id in self._doing:
+            rows += 1
         return rows
 
     def lines_of(self, n: NeedsYou | RunNeed, width: int) -> list[Text]:
@@ -179,6 +198,10 @@ class NeedsYouRail(LazyLineList):
                 lines.append(Text("  " + msg[s:e]))
         lines.append(Text("  " + (safe(n.activity, 200) if n.activity else "waiting for input"),
                           style="italic dim"))
+        d = self._doing.get(n.id)
+        if d is not None and self.snap is not None:
+            lines.append(Text("  " + doing_text(d, self.snap.now, card=True),
+                              style=look.error if d.kind == "failed" else "dim"))
         for t in lines:
             t.truncate(width, overflow="ellipsis")
         return lines

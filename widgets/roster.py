@@ -6,26 +6,44 @@ Shape and colour for status; ``name/role`` in the name's stable colour; the harn
 onto indented rows; on a narrow one each seat is one line. A seat a manager hosts (the
 console's ``ps`` fold) carries its marker (``managed pty``) on its head line; ``a`` attaches to
 it, ``p`` peeks read-only, ``D`` asks to stop it (a confirmation the console owns).
+
+What an agent is doing comes from its event frames (the model's frame ledger,
+widgets/doing.py): the open run's last tool started and its age (``⚙ Bash · 12s``), or
+``✗ run failed 3m`` until the next run starts; presence wins while the agent is waiting.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
 from attach.control.managed import ManagedFold, bind_among
+from meshview.model.frames import FrameLedger
 from meshview.model.roster import ROSTER_SORTS, same_but_clocks, sort_peers
 from meshview.model.snapshot import Peer, Snapshot
 from meshview.model.stalled import Stalled
+from widgets.doing import Doing, doing_of, doing_text, ledger_of, on_row
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.presentation import (
     activity_line, harness_tag, join_wrapped, look_of, peer_facts, set_title, status_glyph, who,
 )
 from attach.control.seat_text import marker
+
+
+class _Row(NamedTuple):
+    """A seat with what its frames say it is doing (a new object when either changes, so the
+    lazy list measures that row again, and only that row)."""
+
+    peer: Peer
+    doing: Doing
+
+
+def _peer(d: Peer | _Row) -> Peer:
+    return d.peer if type(d) is _Row else d  # type: ignore[return-value]
 
 
 class Roster(LazyLineList):
@@ -56,6 +74,70 @@ class Roster(LazyLineList):
         # every row is drawn again; a join alone is a new row, measured as one
         self._labels: Any = None
         self._label_gen = 0
+        # what each agent is doing, from the frame ledger (widgets/doing.py): followed by its
+        # version, so a drain reads only the agents whose frames moved
+        self.frames: FrameLedger | None = None  # a ledger handed in (a bench); else the model's under the screen
+        self._ledger: FrameLedger | None = None
+        self._ledger_v = -1
+        self._doing: dict[str, Doing] = {}
+        self._rows: dict[str, _Row] = {}
+        self._doing_gen = 0
+
+    def doing(self, peer_id: str) -> Doing | None:
+        """What the frames say ``peer_id`` is doing, as its row shows it (tests read it)."""
+        snap = self.snap
+        p = next((x for x in snap.peers if x.id == peer_id), None) if snap is not None else None
+        return on_row(self._doing.get(peer_id), p) if p is not None else None
+
+    def _follow_frames(self) -> None:
+        """The ledger's news since the last drain: one lookup per agent whose frames moved
+        (all of them when the ledger is new or the news too old)."""
+        led = self.frames if self.frames is not None else ledger_of(self)
+        if led is None:
+            return
+        if led is self._ledger and led.version == self._ledger_v:
+            return
+        changed = led.changed_since(self._ledger_v) if led is self._ledger else None
+        if changed is None or len(self._doing) > led.max_agents:
+            changed = None
+            fresh = {a.agent: d for a in led.agents() if (d := doing_of(a)) is not None}
+            moved = fresh != self._doing
+            self._doing = fresh
+        else:
+            moved = False
+            for pid in changed:
+                d = doing_of(led.agent(pid))
+                if d != self._doing.get(pid):
+                    moved = True
+                    if d is None:
+                        del self._doing[pid]
+                    else:
+                        self._doing[pid] = d
+        self._ledger, self._ledger_v = led, led.version
+        if moved:
+            self._doing_gen += 1
+
+    def _with_doing(self, peers: tuple[Peer, ...]) -> tuple[Peer | _Row, ...]:
+        """``peers`` with each one the frames say is doing something as a :class:`_Row` (the
+        same object while neither changed)."""
+        doing = self._doing
+        if not doing:
+            self._rows.clear()
+            return peers
+        rows, kept = self._rows, {}
+        out: list[Peer | _Row] = []
+        for p in peers:
+            d = doing.get(p.id)
+            if d is None:
+                out.append(p)
+                continue
+            r = rows.get(p.id)
+            if r is None or r.peer is not p or r.doing != d:
+                r = _Row(p, d)
+            kept[p.id] = r
+            out.append(r)
+        self._rows = kept
+        return tuple(out)
 
     def set_stalled(self, verdicts: Mapping[str, Stalled]) -> None:
         """The model's stalled verdicts (``MeshModel.stalled()``, once a second): a flagged row
@@ -86,7 +168,9 @@ class Roster(LazyLineList):
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
-        key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen)
+        self._follow_frames()
+        key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen,
+               self._doing_gen)
         if key != self._key:
             self._key = key
             self.rebuild()
@@ -159,12 +243,12 @@ class Roster(LazyLineList):
 
     # -- items: measured for every seat, built for the ones on screen --------------------
 
-    def source(self) -> list[tuple[str, Peer]]:
+    def source(self) -> list[tuple[str, Peer | _Row]]:
         snap = self.snap
         if snap is None:
             return []
         peers = snap.peers if self.sort_by == "status" else self._sorted_peers()
-        return [(p.id, p) for p in peers]
+        return [(_peer(d).id, d) for d in self._with_doing(peers)]
 
     def prepare(self) -> None:
         """The fold's seats by principal, once per rebuild rather than a scan of every seat per
@@ -187,14 +271,14 @@ class Roster(LazyLineList):
             self._sorted_from = src[0]
         return self._sorted
 
-    def data(self) -> tuple[Peer, ...]:
+    def data(self) -> tuple[Peer | _Row, ...]:
         snap = self.snap
         if snap is None:
             return ()
         if self.sort_by == "status":
-            return snap.peers
+            return self._with_doing(snap.peers)
         by_id = {p.id: p for p in snap.peers}
-        return tuple(by_id[k] for k in self.order() or ())
+        return self._with_doing(tuple(by_id[k] for k in self.order() or ()))
 
     def epoch(self) -> object:
         return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
@@ -203,6 +287,9 @@ class Roster(LazyLineList):
         return self._now
 
     def clocks_only(self, old: Any, new: Any) -> bool:
+        if type(old) is _Row or type(new) is _Row:
+            return (type(old) is type(new) and old.doing == new.doing
+                    and same_but_clocks(old.peer, new.peer))
         return same_but_clocks(old, new)
 
     def _seat(self, p: Peer) -> Any:
@@ -212,13 +299,16 @@ class Roster(LazyLineList):
         seats = index.get(p.id)
         return bind_among(seats, p.lifecycle_uid).seat if seats else None
 
-    def measure(self, p: Peer, width: int) -> int:
-        """``len(lines_of(p, width))`` without building any ``Text``."""
+    def measure(self, row: Peer | _Row, width: int) -> int:
+        """``len(lines_of(row, width))`` without building any ``Text``."""
         if not self.wide:
             return 1
+        p = _peer(row)
         seat = self._seat(p)
         n = 1 + len(join_wrapped(peer_facts(p, self._now), max(8, width - 4)))
         if p.activity:
+            n += 1
+        if type(row) is _Row and on_row(row.doing, p) is not None:
             n += 1
         if self.stalled and self._stall_line(p) is not None:
             n += 1
@@ -228,8 +318,15 @@ class Roster(LazyLineList):
                 n += 1  # the marker takes a row of its own
         return n
 
-    def lines_of(self, p: Peer, width: int) -> list[Text]:
+    def lines_of(self, row: Peer | _Row, width: int) -> list[Text]:
         now = self._now
+        p = _peer(row)
+        d = on_row(row.doing, p) if type(row) is _Row else None
+        doing = None
+        if d is not None:
+            look = look_of(self)
+            doing = Text(doing_text(d, now), style=f"bold {look.error}" if d.kind == "failed"
+                         else look.info)
         head = self._head(p)
         seat = self._seat(p)
         mark = self._marker(seat) if seat is not None else None
@@ -249,6 +346,8 @@ class Roster(LazyLineList):
             stall = self._stall_line(p) if self.stalled else None
             if stall:
                 lines.append(Text("   " + stall, style="bold yellow"))
+            if doing is not None:
+                lines.append(Text("   ").append_text(doing))
             if act:
                 lines.append(Text("   " + act, style="italic dim"))
         else:
@@ -256,6 +355,10 @@ class Roster(LazyLineList):
             if mark is not None:
                 line.append(" ")
                 line.append_text(mark)
+            if doing is not None:  # first: on a narrow line it is what the row is for
+                line.append("  ")
+                line.append_text(doing)
+                line.append(" ·")
             line.append("  " + facts[0], style="dim" if dim else "")
             stall = self._stall_line(p) if self.stalled else None
             if stall:

@@ -53,6 +53,8 @@ class AgentCard:
     answer_note: str = ""  # "answered 3s ago by you — waiting for the agent to leave waiting"
     viewers: str = ""  # "2 viewers: you, alice" when someone else is on the seat (the ledger)
     label: str = ""  # the name as shown: with a principal suffix when another peer shares it
+    doing: str = ""  # what its event frames said last (widgets/doing.py): "last tool ⚙ Bash 12s ago"
+    doing_failed: bool = False  # ... that its last run failed
 
     @property
     def key(self) -> Hashable:
@@ -184,6 +186,8 @@ class TriageList(LineList, inherit_bindings=False):
                 lines.append(Text((label if i == 0 else "    ") + said[s:e], style="italic"))
         else:
             lines.append(Text("  said nothing on the mesh since the console started", style="dim italic"))
+        if c.doing:
+            lines.append(Text("  " + c.doing, style=f"bold {look.error}" if c.doing_failed else "dim"))
         if c.excerpt is not None:
             lines.append(Text("  ┌ terminal" + (f" · {c.excerpt_note}" if c.excerpt_note else ""), style="dim"))
             for row in c.excerpt[-EXCERPT_LINES:]:

@@ -186,6 +186,7 @@ async def replay_lines(rec, mode: str, speed: float, out=None, err=None,
         while True:
             player.advance()
             writer.write(replay.model.take_events())
+            writer.follow_frames(replay.model.frames)
             more = seat_lines_until(min(replay.now, replay.end))
             if more:
                 out.write("\n".join(more) + "\n")

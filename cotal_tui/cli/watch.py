@@ -87,6 +87,12 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--notify-stalled", action="store_true", dest="notify_stalled",
                    help="also alert when a working agent looks stalled: nothing observed from it "
                         "for --stalled-minutes (implies --notify; [notify] stalled in config.toml)")
+    g.add_argument("--notify-run-failed", action="store_true", dest="notify_run_failed",
+                   help="also alert when an agent's run fails (RUN_ERROR on its event frames; "
+                        "COTAL_EVENT=run-failed; implies --notify; [notify] run_failed)")
+    g.add_argument("--notify-finished", action="store_true", dest="notify_finished",
+                   help="also alert when an agent's run closed and it went idle "
+                        "(COTAL_EVENT=finished; implies --notify; [notify] finished)")
     g.add_argument("--stalled-minutes", type=_minutes, default=None, metavar="N", dest="stalled_minutes",
                    help="minutes without presence change, message, activeAt or terminal output "
                         "before a working agent is flagged stalled? (default 10; "

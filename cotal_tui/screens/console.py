@@ -512,7 +512,8 @@ class ConsoleScreen(ComposeKeys):
             p = next((q for q in s.peers if q.id == pid), peer)
             seat = fold.for_peer(p.id, p.lifecycle_uid) if fold is not None else None
             return agent_card(p, s, width, skills, detail_lines(seat, p.status) if seat else None,
-                              stalled=self.model.stalled(p.id).get(p.id))
+                              stalled=self.model.stalled(p.id).get(p.id),
+                              activity=self.model.frames.agent(p.id, s.now))
 
         keys = {"A": lambda: self.open_activity(pid)}
         bound = fold.for_peer(peer.id, peer.lifecycle_uid) if fold is not None else None

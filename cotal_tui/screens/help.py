@@ -50,6 +50,16 @@ TERMINAL_ROWS = [
 ]
 
 
+# what a roster row's activity line means (widgets/doing.py): listed with the roster's keys
+ROSTER_ROWS = [
+    ("⚙ Bash · 12s", "the last tool its open run started, 12s ago (last tool, not running: "
+                     "nothing on the wire says a tool ended)"),
+    ("▸ run open · 40s", "a run is open, no tool started in it yet"),
+    ("✗ run failed 3m", "its last run ended in RUN_ERROR (said until the next run starts)"),
+    ("waiting", "presence's activity and condition win over the frames"),
+]
+
+
 class HelpBody(LineList):
     show_cursor = False
 
@@ -74,6 +84,8 @@ class HelpBody(LineList):
                 lines.append(t)
             lines.append(Text(""))
         section(f"{self.panel} keys", self.panel_rows)
+        if self.panel == "roster":
+            section("roster rows (from each agent's event frames)", ROSTER_ROWS)
         section("global keys", self.global_rows)
         section("terminal panes (attach, peek, tile)", TERMINAL_ROWS)
         lines.append(Text("keys are remappable: keymap.toml in $COTAL_HOME or ~/.cotal "

@@ -33,6 +33,7 @@ from cotal_tui.shell import ShellScreen
 from meshview.errors import swallowed, swallowing
 from meshview.model.runs_state import RunNeed
 from meshview.model.snapshot import NeedsYou, Snapshot
+from widgets.doing import doing_of, doing_text
 from widgets.presentation import safe
 from widgets.status_bar import StatusBar
 from widgets.terminal_pane import TerminalPane
@@ -270,10 +271,14 @@ class TriageScreen(ShellScreen):
 
     def _agent_card(self, n: NeedsYou, snap: Snapshot, said: tuple[str, float] | None,
                     managed: bool) -> AgentCard:
+        console = self.shell.console_screen()
+        act = console.model.frames.agent(n.id) if console is not None else None
+        d = doing_of(act)  # what its frames said last: the last tool, a failed run
         return AgentCard(n.id, n.name, n.role, n.condition_code, n.condition_message, n.condition_age_ms,
                          n.status_age_ms, said=said[0] if said else None,
                          said_age_ms=max(0.0, snap.now - said[1]) if said else None, managed=managed,
-                         label=n.label)
+                         label=n.label, doing=doing_text(d, snap.now, card=True) if d else "",
+                         doing_failed=d is not None and d.kind == "failed")
 
     def _last_said(self, snap: Snapshot, ids: set[str]) -> dict[str, tuple[str, float]]:
         """The newest row each waiting agent sent, over the last :data:`FEED_SCAN` rows; kept
@@ -284,7 +289,7 @@ class TriageScreen(ShellScreen):
                 0, len(feed) - (snap.feed_end - self._said_at), len(feed) - FEED_SCAN)
             for k in range(start, len(feed)):
                 e = feed[k]
-                if e.kind != "lifecycle" and e.from_id:
+                if e.kind != "lifecycle" and not e.event and e.from_id:  # frames are not said
                     self._said[e.from_id] = (e.text, e.ts)
             self._said_at = snap.feed_end
             if len(self._said) > 4 * FEED_SCAN:  # senders that came and went

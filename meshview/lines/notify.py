@@ -1,4 +1,7 @@
-"""Notifications when an agent starts waiting for someone (NEEDS-YOU).
+"""Notifications when an agent starts waiting for someone (NEEDS-YOU), and, opted into, when
+one looks stalled (``--notify-stalled``), when its run fails (``--notify-run-failed``) or when a
+run closed and it went idle (``--notify-finished``; the last two from its event frames: the
+model's frame ledger).
 
 :class:`WaitingEpisodes` turns the model's NEEDS-YOU list into alerts: one per *waiting
 episode*, and never a storm. An episode begins when an agent enters waiting; an agent that
@@ -23,12 +26,14 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from meshview.errors import swallowed
 from meshview.model.stalled import DEFAULT_STALL_MINUTES
 
 if TYPE_CHECKING:  # annotations only: `cotal watch --help` reads STYLES without the model
+    from meshview.model.frames import FrameLedger
     from meshview.model.snapshot import NeedsYou
 
 SETTLE_S = 5.0
@@ -37,6 +42,8 @@ REFILL_S = 20.0
 CMD_TIMEOUT_S = 30.0
 CMD_MAX_RUNNING = 4
 STYLES = ("osc9", "osc777", "both", "bell")
+FINISHED_QUIET_MS = 5_000.0  # an agent with no presence: "idle" once no run opened this long
+FINISHED_PENDING_CAP = 1024  # agents whose run closed, waiting to be seen idle
 
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -57,14 +64,24 @@ class Alert:
     space: str
     server: str
     more: int = 0  # alerts held back by the rate limit since the last one delivered
-    event: str = "waiting"  # or "stalled" (``--notify-stalled``: meshview/model/stalled.py)
+    # or "stalled" (``--notify-stalled``: meshview/model/stalled.py), "run-failed"
+    # (``--notify-run-failed``), "finished" (``--notify-finished``)
+    event: str = "waiting"
+    run_id: str | None = None  # the run a run-failed / finished alert is about
 
     def text(self) -> str:
         """``ada needs you: approval - wants approval to run migrations``; a stalled one:
-        ``ada may be stalled - stalled? 14m (no output, no messages)``."""
+        ``ada may be stalled - stalled? 14m (no output, no messages)``; ``ada: run failed
+        (rate_limit)``; ``ada finished a run and is idle``."""
+        more = f" (+{self.more} more held back)" if self.more else ""
         if self.event == "stalled":
             s = f"{clean(self.name, 64)} may be stalled - {clean(self.message, 160)}"
-            return s + (f" (+{self.more} more held back)" if self.more else "")
+            return s + more
+        if self.event == "run-failed":
+            s = f"{clean(self.name, 64)}: {clean(self.message, 120) or 'run failed'}"
+            return s + (f" ({clean(self.condition, 32)})" if self.condition else "") + more
+        if self.event == "finished":
+            return f"{clean(self.name, 64)} finished a run and is idle" + more
         s = f"{clean(self.name, 64)} needs you"
         if self.condition:
             s += f": {clean(self.condition, 32)}"
@@ -85,8 +102,17 @@ class Alert:
             "COTAL_MESSAGE": clean(self.message, 1024),
             "COTAL_SPACE": clean(self.space, 128),
             "COTAL_SERVER": clean(self.server, 256),
+            "COTAL_RUN_ID": clean(self.run_id, 128),
             "COTAL_TEXT": self.text(),
         }
+
+    def title(self) -> str:
+        """A desktop notification's title (OSC 777)."""
+        if self.event == "run-failed":
+            return f"cotal: {clean(self.name, 64)}'s run failed"
+        if self.event == "finished":
+            return f"cotal: {clean(self.name, 64)} is done"
+        return f"cotal: {clean(self.name, 64)} needs you"
 
 
 class WaitingEpisodes:
@@ -143,6 +169,17 @@ class WaitingEpisodes:
             self.held = 0
         return out
 
+    def admit(self) -> int | None:
+        """One alert that is not a waiting episode's (a run failed, a run finished) through the
+        same bucket: the count held back to report with it when a token is free (and that count
+        starts again), else None (it is held back and counted)."""
+        if not self._take(self.clock()):
+            self.held += 1
+            self.held_total += 1
+            return None
+        more, self.held = self.held, 0
+        return more
+
     def _take(self, now: float) -> bool:
         self._tokens = min(float(self.burst),
                            self._tokens + (now - self._refilled) / self.refill_s)
@@ -164,7 +201,7 @@ def terminal_escape(alert: Alert, style: str = "osc9", tmux: bool | None = None)
     if style in ("osc9", "both"):
         oscs.append(f"\x1b]9;{body}\x07")
     if style in ("osc777", "both"):
-        title = clean(f"cotal: {clean(alert.name, 64)} needs you", 80).replace(";", ",")
+        title = clean(alert.title(), 80).replace(";", ",")
         oscs.append(f"\x1b]777;notify;{title};{clean(alert.text(), 200)}\x07")
     if tmux:
         oscs = [f"\x1bPtmux;{o.replace(chr(27), chr(27) * 2)}\x1b\\" for o in oscs]
@@ -251,6 +288,9 @@ class NotifySettings:
     stalled: bool = False  # also alert when an agent looks stalled (--notify-stalled)
     stalled_minutes: float = DEFAULT_STALL_MINUTES  # the verdict's quiet time (meshview/model/stalled.py)
     stalled_sources: dict[str, str] = field(default_factory=dict)  # where those two came from
+    run_failed: bool = False  # also alert when an agent's run fails (--notify-run-failed)
+    finished: bool = False  # ... and when a run closed and it went idle (--notify-finished)
+    run_sources: dict[str, str] = field(default_factory=dict)  # where those two came from
     warning: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -276,6 +316,69 @@ def stalled_needs(model: Any, now: float) -> list[NeedsYou]:
     return out
 
 
+class RunAlerts:
+    """The frame ledger's run transitions in, run alerts out: ``run-failed`` when a run ends in
+    ``RUN_ERROR``; ``finished`` when a run closed and the agent then reads idle (its presence
+    says idle with no run open; an agent with no presence, once no run opened for
+    :data:`FINISHED_QUIET_MS`). Frames from a history read never alert; nor does the operator's
+    own peer. Follows the ledger by its counters: a new ledger (a restore) starts afresh."""
+
+    def __init__(self, *, failed: bool = False, finished: bool = False,
+                 ignore: Callable[[], Iterable[str]] = lambda: ()) -> None:
+        self.failed, self.finished = failed, finished
+        self.ignore = ignore
+        self._ledger: FrameLedger | None = None
+        self._seen = 0
+        # agent id -> (run id, when it closed): waiting to be seen idle (bounded)
+        self._pending: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    @property
+    def pending(self) -> int:
+        """Agents whose run closed, not yet seen idle (tests and diagnostics read it)."""
+        return len(self._pending)
+
+    def update(self, model: Any, now: float) -> list[tuple[str, str, str | None]]:
+        """``(event, agent id, run id)`` of each alert due, from ``model``'s frame ledger
+        (``model.frames``) and roster (``model.peer``), at ``now`` (model clock, ms)."""
+        led = model.frames
+        if led is not self._ledger:
+            self._ledger, self._seen, self._pending = led, led.transitions, OrderedDict()
+        out: list[tuple[str, str, str | None]] = []
+        if led.transitions != self._seen:
+            for t in led.transitions_since(self._seen):
+                if t.historical:
+                    continue
+                if t.state == "started":
+                    self._pending.pop(t.agent, None)
+                elif t.state == "error":
+                    self._pending.pop(t.agent, None)
+                    if self.failed:
+                        out.append(("run-failed", t.agent, t.run_id))
+                elif self.finished:
+                    self._pending[t.agent] = (t.run_id, t.at)
+                    self._pending.move_to_end(t.agent)
+                    while len(self._pending) > FINISHED_PENDING_CAP:
+                        self._pending.popitem(last=False)
+            self._seen = led.transitions
+        for pid, (run_id, at) in list(self._pending.items()):
+            act = led.agent(pid)
+            if act is None or act.run_id is not None:
+                del self._pending[pid]  # forgotten, or a run opened since: not idle
+                continue
+            p = model.peer(pid)
+            if p is None:
+                if now - at < FINISHED_QUIET_MS:
+                    continue
+            elif p.status != "idle":
+                if p.status == "offline":
+                    del self._pending[pid]
+                continue
+            del self._pending[pid]
+            out.append(("finished", pid, run_id))
+        mine = set(self.ignore() or ())
+        return [o for o in out if o[1] not in mine]
+
+
 class Notifier:
     """One model's NEEDS-YOU turned into deliveries: ``write`` gets the terminal escape (when
     given), ``command`` runs per alert (when given), ``on_alert`` hears each alert (a console
@@ -286,9 +389,14 @@ class Notifier:
                  terminal: bool = True, command: str | None = None, style: str = "osc9",
                  on_alert: Callable[[Alert], Any] | None = None, enabled: bool = True,
                  ignore: Callable[[], Iterable[str]] = lambda: (), settle_s: float = SETTLE_S,
-                 episodes: WaitingEpisodes | None = None, stalled: bool = False) -> None:
+                 episodes: WaitingEpisodes | None = None, stalled: bool = False,
+                 run_failed: bool = False, finished: bool = False) -> None:
         self.episodes = episodes or WaitingEpisodes(space, server, ignore=ignore,
                                                     settle_s=settle_s)
+        self.space, self.server = space, server
+        # runs from the event frames (``--notify-run-failed`` / ``--notify-finished``), through
+        # the waiting episodes' bucket
+        self.runs = RunAlerts(failed=run_failed, finished=finished, ignore=ignore)
         # stalled agents (``--notify-stalled``): episodes of their own, looked at once a second
         self.stalled = stalled
         self.stall_episodes = WaitingEpisodes(space, server, ignore=ignore, settle_s=settle_s)
@@ -306,6 +414,8 @@ class Notifier:
         """An observer listener: look at NEEDS-YOU after each batch (and, with ``stalled``,
         at the model's stalled verdicts once a second of its clock)."""
         self.update(model.snapshot().signals.needs_you)
+        if self.runs.failed or self.runs.finished:
+            self.update_runs(model)
         if self.stalled:
             now = model.clock()
             if now - self._stall_looked >= 1000.0:
@@ -319,6 +429,30 @@ class Notifier:
         for a in alerts:
             self.deliver(a)
         return alerts
+
+    def update_runs(self, model: Any) -> list[Alert]:
+        """The run alerts due from ``model``'s frame ledger, delivered (when enabled) through
+        the waiting alerts' rate limit."""
+        due = self.runs.update(model, model.clock())
+        if not due or not self.enabled:
+            return []
+        labels = model.labels()
+        out = []
+        for event, pid, run_id in due:
+            more = self.episodes.admit()
+            if more is None:
+                continue
+            p = model.peer(pid)
+            act = model.frames.agent(pid)
+            name = labels.label(pid) or (p.name if p is not None else pid)
+            cond = p.condition.code if p is not None and p.condition is not None else None
+            msg = (act.error if act is not None and act.error else "run failed") \
+                if event == "run-failed" else None
+            a = Alert(pid, name, p.role if p is not None else None, cond, msg, self.space,
+                      self.server, more=more, event=event, run_id=run_id)
+            self.deliver(a)
+            out.append(a)
+        return out
 
     def update(self, needs: Iterable[NeedsYou]) -> list[Alert]:
         alerts = self.episodes.update(needs)

@@ -3,7 +3,9 @@
 Text mode: one line per event (receipt time, label, ``name/role``, status badge with shape,
 target, text), colour only on a TTY with ``NO_COLOR`` unset or empty, every wire string
 neutralized by :mod:`meshview.wire.sanitize` and multi-line text indented under its event.
-JSON mode: JSON Lines with the exact wire text (JSON escaping makes controls inert).
+JSON mode: JSON Lines with the exact wire text (JSON escaping makes controls inert), plus the
+frame ledger's ``run`` lines (a run of an agent started, finished or failed) and ``frame-order``
+lines (its ordering notices); text mode prints those notices as one line each.
 Data goes to ``out``; diagnostics (header, warnings, rejections in text mode) to ``err``. The
 CLI (``cotal_tui.cli.watch_stream``) connects, owns stdout/stderr, the signals and the exit
 code, and hands :func:`stream_space` a :class:`~meshview.lines.lineout.LineSink` on each, so a
@@ -31,6 +33,7 @@ from meshview.model.labels import EMPTY as NO_LABELS
 from meshview.model.labels import Labels
 from meshview.lines.frame_line import first_line, frame_summary
 from meshview.lines.lineout import LineSink
+from meshview.model.frames import FrameLedger, Note, Transition
 from meshview.model.mesh import MeshModel
 from meshview.lines.notify import NotifySettings
 from meshview.model.snapshot import (
@@ -61,7 +64,7 @@ BADGE = {
     "offline": ("⨯", "offline", "2"),
 }
 LABEL_STYLE = {"join": "32", "update": "2", "offline": "2", "msg": "", "history": "2",
-               "manager": "35", "event": "2"}
+               "manager": "35", "event": "2", "notice": "33"}
 
 
 class TextOut(Protocol):
@@ -187,6 +190,21 @@ class TextRenderer:
                 f"{self._c(LABEL_STYLE[label], label.ljust(7))} "
                 f"{self._sender(e, labels)}{where}{run_s}: {self._marks(e)}{summary}")
 
+    def notice(self, n: Note, now: float, labels: Labels = NO_LABELS) -> str:
+        """A frame-ordering notice as one line: whose stream, what the dashboard would say of
+        it, and the seqs (yellow for a gap, frames really missing)."""
+        who = ""
+        if n.agent is not None:
+            who = self._name(labels.label(n.agent) or labels.name(n.agent) or n.agent, None) + ": "
+        chain = ""
+        if n.epoch is not None or n.thread_id is not None:
+            chain = self._c("2", f" [epoch {sanitize.inline(n.epoch or '-', 40)} "
+                                 f"thread {sanitize.inline(n.thread_id or '-', 40)}]")
+        text = note_text(n)
+        return (f"{self._c('2', self._time(now))} "
+                f"{self._c(LABEL_STYLE['notice'], 'notice'.ljust(7))} "
+                f"{who}{self._c('33', text) if n.type == 'gap' else text}{chain}")
+
     def _marks(self, e: FeedEntry) -> str:
         """What a row's text is prefixed with when its id is in question: ``[reused id]`` (an
         id another sender used first), ``[re: ambiguous id]`` (its replyTo names several
@@ -223,6 +241,44 @@ class TextRenderer:
                 "%Y-%m-%d", time.localtime(received / 1000.0)):
             return time.strftime("%Y-%m-%d %H:%M:%S", sent)
         return time.strftime("%H:%M:%S", sent)
+
+
+def note_text(n: Note) -> str:
+    """One notice in the dashboard's words (events.md §4.3), with its own numbers."""
+    if n.type == "gap":
+        m = n.missing or 0
+        return (f"{m} event frame{'' if m == 1 else 's'} missing "
+                f"(expected seq {n.expected}, got {n.got})")
+    if n.type == "boundary-hole":
+        return (f"possible ordering race at start-up, unconfirmed "
+                f"(expected seq {n.expected}, got {n.got})")
+    if n.type == "prefix-incomplete":
+        return f"stream joined after the start, earlier frames not retained (first seq {n.got})"
+    return "history unavailable, so ordering is based on live frames only"
+
+
+def json_run(t: Transition, labels: Labels = NO_LABELS) -> dict[str, Any]:
+    """A ``run`` line (``source: frames``, told apart from a workflow run's): a run of ``agent``
+    (the authenticated id) ``started``, ``finished`` or
+    failed (``error``), with the tool names it started so far (the first 16; ``toolCount``
+    counts all), who began it (``turnSource``, null when the frame did not say) and when the
+    frame that said so arrived (``ts``, epoch ms)."""
+    o: dict[str, Any] = {"type": "run", "source": "frames", "agent": t.agent,
+                         "name": labels.name(t.agent),
+                         "runId": t.run_id, "state": t.state, "tools": list(t.tools),
+                         "toolCount": t.tool_count, "turnSource": t.turn_source, "ts": _ms(t.at)}
+    if t.historical:
+        o["historical"] = True
+    return o
+
+
+def json_note(n: Note) -> dict[str, Any]:
+    """A ``frame-order`` line: one ordering notice (events.md §4.3), null where it has no such
+    field (``backfill-failed`` names no agent; ``prefix-incomplete`` names the first seq seen
+    as ``got``)."""
+    return {"type": "frame-order", "note": n.type, "agent": n.agent, "epoch": n.epoch,
+            "threadId": n.thread_id, "expected": n.expected, "got": n.got, "missing": n.missing,
+            "text": note_text(n)}
 
 
 def _parts(parts: Iterable[Any]) -> list[Any]:
@@ -360,6 +416,10 @@ class StreamWriter:
         self.stalled_of: Callable[[str, float], Stalled | None] | None = None
         # who the roster says each principal is, now (the stream sets the model's read here)
         self.labels_of: Callable[[], Labels] | None = None
+        # the frame ledger followed (:meth:`follow_frames`): transitions and notes written
+        self._ledger: FrameLedger | None = None
+        self._trans_seen = 0
+        self._notes_seen = 0
 
     def count_shed(self, lines: list[bytes]) -> None:
         """The sink shed these lines: count the messages among them, so the gap line can tell
@@ -378,6 +438,30 @@ class StreamWriter:
             line = self.render(ev)
             if line is not None:
                 lines.append(line)
+        if lines:
+            _emit(self.out, lines)
+
+    def follow_frames(self, ledger: FrameLedger) -> None:
+        """What the frame ledger made since the last call, as lines: JSON's ``run`` and
+        ``frame-order`` lines; text's notices, one line each (none with ``--events off``).
+        Two counters compared when nothing moved (a drain's cost)."""
+        if ledger is not self._ledger:  # a new model (a replay's seek): from its start
+            self._ledger, self._trans_seen, self._notes_seen = ledger, 0, 0
+        trans, notes = ledger.transitions, ledger.notes_seen
+        if trans == self._trans_seen and notes == self._notes_seen:
+            return
+        js = self.mode == "json"
+        labels = self.labels_of() if self.labels_of is not None else NO_LABELS
+        lines: list[str] = []
+        if js:
+            for t in ledger.transitions_since(self._trans_seen):
+                lines.append(json.dumps(json_run(t, labels), ensure_ascii=False))
+        if js or self.text.events != "off":
+            now = time.time() * 1000
+            for n in ledger.notes_since(self._notes_seen):
+                lines.append(json.dumps(json_note(n), ensure_ascii=False) if js
+                             else self.text.notice(n, now, labels))
+        self._trans_seen, self._notes_seen = trans, notes
         if lines:
             _emit(self.out, lines)
 
@@ -540,6 +624,7 @@ async def stream_space(nc: NATS, target: ConnectTarget, options: StreamOptions,
     def drain(m: MeshModel) -> None:
         try:
             writer.write(m.take_events())
+            writer.follow_frames(m.frames)
         except (BrokenPipeError, ValueError):
             broken.set()
 

@@ -33,6 +33,14 @@ Public API (others build UI on it; names are kept):
   * ``runs(sender) -> list[Run]`` newest first; with ``keep_frames > 0`` each run holds its
     frames (at most ``keep_frames`` per agent; the oldest fall off, a run left with none drops).
   * ``state()`` / ``from_state()`` for checkpoints (like ``FeedRing``'s).
+  * what changed, for readers that follow the ledger without draining it (the roster, the
+    line stream, the notifier; several at once): ``version`` moves with every fact change and
+    ``changed_since(v)`` names the agents whose facts moved after ``v`` (None: too long ago,
+    read them all); ``transitions_since(n)`` / ``notes_since(n)`` give the run transitions
+    (:class:`Transition`) and notes that came after the ``n``-th (``transitions`` / ``notes_seen``
+    count them). None of these are checkpointed: a restored ledger starts them afresh.
+
+Times (``at``, and every ``*_at`` of the facts) are the model's clock: epoch milliseconds.
 
 No Textual or Rich import (the model layer).
 """
@@ -58,7 +66,11 @@ BATCH_CAP = 4096  # history seqs per chain audited at settle; beyond, the lowest
 RUNS_CAP = 32  # runs kept per agent
 OPEN_MSGS_CAP = 8  # text messages accumulating per agent
 HOUR_BUCKETS = 60  # minutes of run / tool counts
-MINUTE_MS = 60_000  # ``at`` is the model clock's epoch ms
+MINUTE_MS = 60_000.0  # ``at`` is epoch ms (the model's clock)
+TOOL_NAMES_CAP = 16  # tool names kept per run (the first ones started; ``tools`` counts all)
+NAME_MEMO_CAP = 1024  # distinct tool names shared across runs (Bash, Read...), then not shared
+CHANGES_KEPT = 4096  # (version, agent) pairs a reader may ask about with ``changed_since``
+TRANSITIONS_KEPT = 1024  # run transitions kept for ``transitions_since``
 HELD_PER_AGENT = 2000  # live frames held per sender before settle; beyond, they pass unordered
 EVENTS_READ = 10_000  # events of one frame the facts read (the wire bounds them already)
 
@@ -83,7 +95,7 @@ class FrameIn(msgspec.Struct, frozen=True, gc=False):
 
     sender: str
     msg_id: str
-    at: float  # receipt time, in the model clock's unit (epoch ms)
+    at: float  # receipt time (epoch ms, the model's clock)
     ts: float  # the sender's stamp (never an order)
     historical: bool
     protocol: str | None
@@ -141,6 +153,23 @@ class Run(msgspec.Struct, frozen=True, gc=False):
     tools: int
     turn_source: str | None
     frames: tuple[FrameIn, ...] = ()
+    tool_names: tuple[str, ...] = ()  # the first TOOL_NAMES_CAP tools started, in order
+
+
+class Transition(msgspec.Struct, frozen=True, gc=False):
+    """A run of ``agent`` started, finished or failed (its ``RUN_STARTED`` / ``RUN_FINISHED`` /
+    ``RUN_ERROR``), as the frame that said so was admitted: what ``--json``'s ``run`` lines and
+    the ``run-failed`` / ``finished`` alerts are made of. ``historical``: the frame came from a
+    history read (an alert never rings for one)."""
+
+    agent: str
+    run_id: str
+    state: Literal["started", "finished", "error"]
+    at: float
+    historical: bool
+    turn_source: str | None
+    tools: tuple[str, ...]  # the run's tool names so far (the first TOOL_NAMES_CAP)
+    tool_count: int
 
 
 class Activity(msgspec.Struct, frozen=True, gc=False):
@@ -229,7 +258,7 @@ class _Chain:
 
 class _Run:
     __slots__ = ("run_id", "first_at", "started", "ended", "outcome", "tools", "turn_source",
-                 "frames")
+                 "frames", "names")
 
     def __init__(self, run_id: str, first_at: float) -> None:
         self.run_id = run_id
@@ -240,10 +269,11 @@ class _Run:
         self.tools = 0
         self.turn_source: str | None = None
         self.frames: list[FrameIn] = []  # (keep_frames; a list: an empty deque weighs 600 B)
+        self.names: tuple[str, ...] = ()  # the first TOOL_NAMES_CAP tool names
 
     def view(self) -> Run:
         return Run(self.run_id, self.first_at, self.started, self.ended, self.outcome,
-                   self.tools, self.turn_source, tuple(self.frames))
+                   self.tools, self.turn_source, tuple(self.frames), self.names)
 
 
 class _Agent:
@@ -326,6 +356,13 @@ class FrameLedger:
         self._backfill_failed = 0
         # banner totals over the agents kept (sums of their counters)
         self._gaps = self._missing = self._races = self._prefixes = 0
+        # what changed, for readers that follow (not checkpointed)
+        self._version = 0
+        self._changes: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
+        self._transitions: deque[Transition] = deque(maxlen=TRANSITIONS_KEPT)
+        self._trans_n = 0
+        self._notes_n = 0
+        self._names: dict[str, str] = {}  # one copy of each common tool name
 
     # ------------------------------------------------------------------ ordering
 
@@ -389,6 +426,7 @@ class FrameLedger:
         if failed:
             self._backfill_failed += 1
             self._notes.append(Note("backfill-failed"))
+            self._notes_n += 1
         for sender, a in list(self._agents.items()):
             for (epoch, thread), c in a.chains.items():
                 if c.batch is None or c.next is not None:
@@ -492,6 +530,7 @@ class FrameLedger:
             a.prefixes += 1
             self._prefixes += 1
         self._notes.append(n)
+        self._notes_n += 1
 
     # ------------------------------------------------------------------ facts
 
@@ -500,6 +539,8 @@ class FrameLedger:
         if at > a.last_at:
             a.last_at = at
         a.frames += 1
+        self._version += 1
+        self._changes.append((self._version, f.sender))
         run = None
         was_open = a.open  # the run open before this frame (a RUN_STARTED supersedes it)
         if f.run_id is not None:
@@ -520,6 +561,8 @@ class FrameLedger:
                 tools += 1
                 if run is not None:
                     run.tools += 1
+                    if a.tool is not None and len(run.names) < TOOL_NAMES_CAP:
+                        run.names += (self._name(a.tool),)
             elif t == "TEXT_MESSAGE_CONTENT":
                 mid = _id(ev.get("messageId")) or ""
                 delta = ev.get("delta")
@@ -559,6 +602,7 @@ class FrameLedger:
                 a.open = r.run_id
                 a.error = a.error_at = None
                 runs += 1
+                self._transition(f, r, "started")
             elif t == "RUN_FINISHED" or t == "RUN_ERROR":
                 r = self._run_of(a, ev, run, at)
                 if r is not None:
@@ -572,6 +616,8 @@ class FrameLedger:
                     msg = ev.get("message")
                     a.error = msg[:TEXT_CAP] if type(msg) is str else None
                     a.error_at = at
+                if r is not None:
+                    self._transition(f, r, "finished" if t == "RUN_FINISHED" else "error")
         if runs or tools:
             a.count(at, runs, tools)
         if self.keep_frames and run is not None:
@@ -587,6 +633,22 @@ class FrameLedger:
                         break
                 else:
                     break
+
+    def _name(self, name: str) -> str:
+        """One shared copy of a tool name (the same few names repeat in every run)."""
+        memo = self._names
+        kept = memo.get(name)
+        if kept is not None:
+            return kept
+        if len(memo) < NAME_MEMO_CAP:
+            memo[name] = name
+        return name
+
+    def _transition(self, f: FrameIn, r: _Run, state: Literal["started", "finished", "error"],
+                    ) -> None:
+        self._transitions.append(Transition(f.sender, r.run_id, state, f.at, f.historical,
+                                            r.turn_source, r.names, r.tools))
+        self._trans_n += 1
 
     @staticmethod
     def _open_msg(a: _Agent, mid: str) -> str:
@@ -604,6 +666,47 @@ class FrameLedger:
         return a.run(rid, at)
 
     # ------------------------------------------------------------------ reads
+
+    @property
+    def version(self) -> int:
+        """Moves whenever an agent's facts change (a frame reached them)."""
+        return self._version
+
+    def changed_since(self, version: int) -> set[str] | None:
+        """The agents whose facts changed after ``version`` (an earlier :attr:`version`);
+        None when that is further back than the ledger remembers: every agent may have."""
+        if version >= self._version:
+            return set()
+        ch = self._changes
+        if not ch or ch[0][0] > version + 1:
+            return None
+        out: set[str] = set()
+        for v, sender in reversed(ch):
+            if v <= version:
+                break
+            out.add(sender)
+        return out
+
+    @property
+    def transitions(self) -> int:
+        """Run transitions seen so far (the next one is number ``transitions + 1``)."""
+        return self._trans_n
+
+    def transitions_since(self, n: int) -> list[Transition]:
+        """The run transitions after the ``n``-th (at most the last TRANSITIONS_KEPT), oldest
+        first."""
+        k = min(self._trans_n - n, len(self._transitions))
+        return list(self._transitions)[-k:] if k > 0 else []
+
+    @property
+    def notes_seen(self) -> int:
+        """Notes made so far (:meth:`notes` keeps the last 50)."""
+        return self._notes_n
+
+    def notes_since(self, n: int) -> list[Note]:
+        """The notes after the ``n``-th (at most the last 50), oldest first."""
+        k = min(self._notes_n - n, len(self._notes))
+        return list(self._notes)[-k:] if k > 0 else []
 
     def notes(self) -> list[Note]:
         """The last 50 notes, oldest first."""
@@ -717,6 +820,7 @@ class FrameLedger:
                 r = a.runs[rv.run_id] = _Run(rv.run_id, rv.first_at)
                 r.started, r.ended, r.outcome = rv.started, rv.ended, rv.outcome
                 r.tools, r.turn_source, r.frames = rv.tools, rv.turn_source, list(rv.frames)
+                r.names = tuple(rv.tool_names)
                 a.kept += len(r.frames)
             a.open, a.tool, a.tool_at = st["open"], st["tool"], st["tool_at"]
             a.text, a.text_at = st["text"], st["text_at"]

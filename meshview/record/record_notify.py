@@ -37,7 +37,8 @@ class RecordAndNotify:
         if notify.enabled:
             self.notifier = Notifier(space, server, write=write, terminal=notify.terminal,
                                      command=notify.command, style=notify.style,
-                                     settle_s=notify.settle_s, stalled=notify.stalled)
+                                     settle_s=notify.settle_s, stalled=notify.stalled,
+                                     run_failed=notify.run_failed, finished=notify.finished)
             obs.add_listener(self.notifier.on_model)
 
     async def close(self) -> None:

@@ -269,7 +269,7 @@ def test_per_agent_facts_follow_runs_tools_text_and_errors():
     a = led.agent(ADA)
     assert (a.error, a.error_at, a.run_id, a.turn_source) == (None, None, "r3", "sdk")
     assert (a.runs_hour, a.tools_hour, a.frames, a.last_at) == (3, 1, 4, 103.0)
-    assert led.agent(ADA, now=103.0 + 3_600_000).runs_hour == 0  # ``at`` is epoch ms
+    assert led.agent(ADA, now=103.0 + 3_600_000).runs_hour == 0  # (times are ms)
     runs = led.runs(ADA)
     assert [(r.run_id, r.outcome, r.tools, r.turn_source) for r in runs] == [
         ("r3", "open", 0, "sdk"), ("r2", "error", 0, "channel"), ("r1", "finished", 1, "human")]
