@@ -51,7 +51,7 @@ def attach_notifier(session: ConsoleSession, args: argparse.Namespace | None,
     n = Notifier(model.space, model.status.server, write=write, terminal=s.terminal,
                  command=s.command, style=s.style, on_alert=on_alert, enabled=s.enabled,
                  ignore=mine, settle_s=s.settle_s, run_failed=s.run_failed,
-                 finished=s.finished)
+                 finished=s.finished, stalled=s.stalled)
     session.notifier = n
     _watch(session, n)
     return n

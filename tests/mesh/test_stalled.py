@@ -210,3 +210,28 @@ def test_the_plain_line_says_it():
     w.write([e for e in m.take_events() if isinstance(e, PresenceEvent)])
     last = out.getvalue().splitlines()[-1]
     assert "update" in last and last.endswith("● working · progress unknown · stalled? 15m (no messages)")
+
+
+def test_the_consoles_notifier_alerts_for_a_stalled_agent_when_asked(tmp_path):
+    """``cotal watch --notify-stalled`` in the console: the notifier the console attaches rings
+    for a stalled agent (it was built without ``stalled=`` and never did)."""
+    import argparse
+    import types
+
+    from cotal_tui.alerts import attach_notifier
+
+    t = [0.0]
+    m = MeshModel("main", clock=lambda: t[0], stall_ms=N_MS)
+    m.apply_presence(PresenceRecord(id="a", name="ada", ts=0.0, status="working"))
+    session = types.SimpleNamespace(model=m, operator=None, notifier=None, on_stop=[])
+    written: list[str] = []
+    shell = types.SimpleNamespace(write_to_terminal=written.append, notify_line=lambda s: None)
+    args = argparse.Namespace(notify=False, notify_cmd=None, notify_escape=None,
+                              notify_stalled=True, stalled_minutes=0.5)
+    n = attach_notifier(session, args, lambda: shell)  # a stand-in session: it reads these four
+    assert session.notifier is n
+    n.on_model(m)
+    t[0] = N_MS + 1000
+    m.apply_presence(PresenceRecord(id="a", name="ada", ts=t[0], status="working"))
+    n.on_model(m)
+    assert n.delivered == 1 and any("ada may be stalled" in w for w in written)
