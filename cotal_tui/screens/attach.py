@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 
-from attach.terminal.detach import DetachKeys
+from attach.terminal.detach import DetachKeys, key_label
 from meshview.errors import swallowed, swallowing
 from meshview.wire import sanitize
 from cotal_tui.seats import PaneLink, SeatSessions, console_detach_keys
@@ -134,8 +134,8 @@ class AttachScreen(Screen[None]):
     def _title(self) -> str:
         cols, rows = self.pane.remote_size
         label = self.detach.label
-        key = self.detach.label if self.detach.key is not None else None
-        prefix = f" · {key} [ copy mode" if key is not None and " or " not in key else ""
+        key = self.detach.key
+        prefix = f" · {key_label(key)} [ copy mode" if key is not None else ""
         if self.pane.copy is not None:
             how = "copy mode · q back to live"
         elif self.pane.interactive:
