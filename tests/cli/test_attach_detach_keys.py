@@ -107,3 +107,18 @@ async def test_a_bad_detach_key_is_refused_by_name_before_the_terminal(catv, bro
         assert catv.live_sessions == 0  # no grant was asked for
     finally:
         r.close()
+
+
+async def test_the_console_refuses_a_bad_detach_key_before_the_terminal(broker, space, tmp_path):
+    """``cotal watch`` checks the detach keys its panes will use before Textual starts."""
+    from test_attach_cli import COTAL
+
+    r = PtyRun([*COTAL, "watch", "--server", broker.url, "--space", space],
+               env={"COTAL_HOME": str(tmp_path), "COTAL_DETACH_KEY": "esc esc esc esc"})
+    try:
+        assert await r.exit_code() == 2
+        await r.wait(b"COTAL_DETACH_KEY='esc esc esc esc': a sequence is at most 3 presses")
+        assert b"\x1b[" not in r.buf and b"Traceback" not in r.buf
+        assert stty_a(r.slave) == r.before
+    finally:
+        r.close()
