@@ -199,3 +199,22 @@ async def test_a_shared_seat_is_not_resized_and_the_title_says_cropped(seats):
         assert pty_size(mgr, "sizer") == (120, 32)
     finally:
         await other.close()
+
+
+async def test_a_fitted_seat_follows_the_terminal_and_f_in_a_peek_turns_fitting_on(seats):
+    sessions, mgr = seats
+    app = Console(sessions, "sizer", fit=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        scr = await attached(pilot, app, key="p", text="sizer is")
+        await pilot.press("f")  # a peek never resizes; f only says what attaching will do
+        await until(pilot, lambda: scr.fit_on and "fit on" in scr.query_one("#attach-status", Static)
+                    .render().plain, what="fit on, said")
+        assert pty_size(mgr, "sizer") == (120, 32)
+        await pilot.press("a")  # promoted: now the seat is fitted
+        await until(pilot, lambda: pty_size(mgr, "sizer") == (80, 22), what="fitted on promote")
+        await pilot.resize_terminal(70, 20)  # the seat follows the pane once resizing settles
+        await until(pilot, lambda: pty_size(mgr, "sizer") == (70, 18), what="followed the terminal")
+        await until(pilot, lambda: "fitted 70×18" in title(app), what="title after the resize")
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: mgr.live_sessions == 0, what="handed back")
+        assert pty_size(mgr, "sizer") == (120, 32)  # the size it had before any fit
