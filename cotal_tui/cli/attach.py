@@ -24,6 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drop the seat's window-title changes (OSC 0/1/2); kept by default "
                         "(also [attach] titles = false in config.toml)")
     add_connection_arguments(p)
+    p.epilog = ("Ctrl-] alone detaches; Esc and every other key reach the seat at once. Other "
+                "detach keys are opt-in: COTAL_DETACH_KEY or [attach] detach_keys in config.toml "
+                "take ctrl-<c>, ^<c>, esc, or sequences such as \"esc esc\" or \"ctrl-b d\", "
+                "several separated by commas (\"ctrl-], esc esc\").")
 
 
 async def _preflight(target) -> str | None:
