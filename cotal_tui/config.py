@@ -107,6 +107,13 @@ KEYS: dict[str, dict[str, Key]] = {
         "titles": Key("true or false", lambda v: isinstance(v, bool),
                       "raw cotal attach lets the seat change your window title (OSC 0/1/2; "
                       "cotal attach --no-titles)"),
+        "detach_keys": Key("detach keys: \"ctrl-]\", \"esc esc\", \"ctrl-b d\", several "
+                           "separated by commas (or a list)", lambda v: _detach_ok(v),
+                           "what detaches from an agent's terminal in the console and cotal "
+                           "attach (COTAL_DETACH_KEY wins); Ctrl-] alone by default"),
+        "fit": Key("true or false", lambda v: isinstance(v, bool),
+                   "the console's attach pane resizes the seat to the pane (and back on "
+                   "detach); the pane's f toggles it"),
     },
     "recordings": {
         "dir": Key("a folder (a non-empty string)", _text,
@@ -158,6 +165,47 @@ def attach_terminal(args: argparse.Namespace | None = None, home: Path | None = 
     titles = pick(True, ("flag", getattr(args, "titles", None)),
                   ("config.toml", _good_bool(cfg, "attach", "titles")))
     return clip, titles
+
+
+def _detach_ok(v: object) -> bool:
+    from attach.terminal.detach import DetachKeyError, parse_detach_keys
+
+    if not isinstance(v, (str, list)):
+        return False
+    try:
+        parse_detach_keys(v, source="detach_keys")
+    except DetachKeyError:
+        return False
+    return True
+
+
+DETACH_ENV = "COTAL_DETACH_KEY"
+
+
+def detach_keys(home: Path | None = None):
+    """What detaches (:class:`attach.terminal.detach.DetachKeys`) and its source:
+    ``COTAL_DETACH_KEY``, then ``[attach] detach_keys``, then Ctrl-] alone. A bad value in
+    either raises :class:`~attach.terminal.detach.DetachKeyError`, one sentence naming where it
+    is (never a silent fall back: a detach key the user did not ask for is worse than none)."""
+    from attach.terminal.detach import DEFAULT_KEYS, parse_detach_keys
+
+    raw = os.environ.get(DETACH_ENV)
+    if raw is not None:
+        return parse_detach_keys(raw, source=DETACH_ENV), "environment"
+    cfg = read_config(home)
+    t = cfg.tables.get("attach")
+    if isinstance(t, dict) and "detach_keys" in t:
+        v = t["detach_keys"]
+        return parse_detach_keys(v if isinstance(v, (str, list)) else None if v is None else
+                                 (v,),  # a number or a table: refused by the parser, by name
+                                 source=f"[attach] detach_keys ({cfg.where('attach', 'detach_keys')})"
+                                 ), "config.toml"
+    return DEFAULT_KEYS, "default"
+
+
+def attach_fit(home: Path | None = None) -> tuple[bool, str]:
+    """``[attach] fit``: the console's attach pane fits the seat to itself (on by default)."""
+    return pick(True, ("config.toml", _good_bool(read_config(home), "attach", "fit")))
 
 
 def ui_theme(flag: str | None = None, home: Path | None = None) -> tuple[str, str]:
@@ -455,8 +503,9 @@ class Setting:
 ENVIRONMENT: dict[str, tuple[str | None, str, str | None]] = {
     HOME_ENV: (None, "the Cotal home: config.toml, keymaps, mesh registry, history, logs",
                "~/.cotal"),
-    "COTAL_DETACH_KEY": (None, "the key that detaches from an agent's terminal (ctrl-<c> or ^<c>)",
-                         "ctrl-]"),
+    "COTAL_DETACH_KEY": (None, "what detaches from an agent's terminal: ctrl-<c>, ^<c>, esc, "
+                         "sequences such as \"esc esc\" or \"ctrl-b d\", separated by commas "
+                         "(wins over [attach] detach_keys)", "ctrl-]"),
     "COTAL_READ_ONLY": ("--read-only", "the console never sends (1, true, yes or on)", None),
     "COTAL_LOG": (None, "log to $COTAL_HOME/log/ at this level (debug, info...; 0 is off)", None),
     "COTAL_DEBUG": (None, "show the traceback of an internal error (1)", None),
@@ -526,6 +575,19 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     rows.append(Setting("attach.titles", titles, tsrc,
                         "--no-titles" if tsrc == "flag" else file_origin("attach", "titles", tsrc),
                         KEYS["attach"]["titles"].doc))
+    try:
+        keys, ksrc = detach_keys(home)
+        kval: object = keys.spec
+    except ValueError as e:  # DetachKeyError: shown as the problem it is
+        kval, ksrc = f"(refused: {e})", "environment" if os.environ.get(DETACH_ENV) is not None \
+            else "config.toml"
+    rows.append(Setting("attach.detach_keys", kval, ksrc,
+                        DETACH_ENV if ksrc == "environment"
+                        else file_origin("attach", "detach_keys", ksrc),
+                        KEYS["attach"]["detach_keys"].doc, None, DETACH_ENV))
+    fit, fsrc = attach_fit(home)
+    rows.append(Setting("attach.fit", fit, fsrc, file_origin("attach", "fit", fsrc),
+                        KEYS["attach"]["fit"].doc))
     rows.append(Setting("chat.history", str(chat_history_path(home_dir)), "default", None,
                         "cotal chat's input history (under the Cotal home)"))
     for var, (flag, doc, default) in ENVIRONMENT.items():

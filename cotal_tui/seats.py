@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from typing import Any, Awaitable, Callable
 
@@ -44,7 +43,8 @@ from attach.control.endpoint import EndpointClient
 from meshview.errors import swallowed, swallowing
 from meshview.tasks import TaskOwner
 from meshview.wire.envelope import EndpointError
-from widgets.terminal_pane import DEFAULT_DETACH, TerminalPane
+from attach.terminal.detach import DEFAULT_KEYS, DetachKeyError, DetachKeys
+from widgets.terminal_pane import TerminalPane
 
 # The size a reference manager starts every pty at. Nothing a manager sends says a pty's size
 # (no row field, no grant field, no serving-side frame; the snapshot is opaque bytes), so a pane
@@ -57,14 +57,16 @@ SKIP_QUIET_S = 1.0  # skipping, and nothing arrived this long: the window will n
 Connect = Callable[[], Awaitable[Any]]
 
 
-def detach_byte_from_env() -> int:
-    """``COTAL_DETACH_KEY`` as the CLI reads it; a bad value falls back to Ctrl-]."""
-    from attach.terminal.detach import DetachKeyError, parse_detach_key
+def console_detach_keys() -> DetachKeys:
+    """What detaches in the console's panes: ``COTAL_DETACH_KEY``, then ``[attach]
+    detach_keys`` (:func:`cotal_tui.config.detach_keys`, the CLI's reading). The console refused
+    a bad value at start (``cotal watch`` exits 2); one made bad since is Ctrl-] alone."""
+    from cotal_tui.config import detach_keys
 
     try:
-        return parse_detach_key(os.environ.get("COTAL_DETACH_KEY"))
+        return detach_keys()[0]
     except DetachKeyError:
-        return DEFAULT_DETACH
+        return DEFAULT_KEYS
 
 
 class SeatSessions:

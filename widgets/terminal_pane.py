@@ -27,8 +27,12 @@ input ownership share one mirror and one geometry.
 The pane never resizes the remote program on its own. The mirror has the remote size; a
 smaller pane crops around the cursor, a larger one centres the screen. When interactive and
 focused it owns every key (``check_consume_key``), so no binding — not even Textual's priority
-``ctrl+q`` — takes one from the remote program, except the escape hatch: the detach key
-(Ctrl-] by default) or Esc twice within 0.4 s. A single Esc goes to the program after that.
+``ctrl+q`` — takes one from the remote program, except the escape hatch: the detach keys
+(:class:`attach.terminal.detach.DetachKeys`; Ctrl-] alone by default, so Esc goes to the program
+at once). An opt-in sequence (``esc esc``, ``ctrl-b d``) holds its first presses until the next
+press or its window. The single detach key is also a prefix: ``[`` after it is copy mode, ``f``
+asks the screen to toggle fit-to-pane (:class:`TerminalPane.FitToggle`). A read-only pane (a
+peek, a tile pane) also posts :class:`TerminalPane.Detach` when a detach sequence is pressed.
 
 Input leaves through the pane's link (:meth:`TerminalPane.bind_link`), the one object between
 the pane and its session: keys, paste, mouse and focus reports go straight to it, in order, with
@@ -55,6 +59,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
+from attach.terminal.detach import DEFAULT_KEYS, DetachKeys
 from attach.terminal.keycodes import encode_key, encode_mouse, encode_paste
 from attach.terminal.mirror import Mirror
 from attach.terminal.scrollback import DEFAULT_BYTES, DEFAULT_LINES, Scrollback
@@ -65,7 +70,7 @@ FRAME_S = 1 / 60
 FULL_FRAME_S = 1 / 20  # after a frame that repainted (nearly) everything, e.g. a scrolling flood
 FLOOD_FRAME_S = 1 / 10  # ... when more lines scrolled by since the last frame than the screen holds
 SYNC_HOLD_MAX_S = 0.25
-ESC_DOUBLE_S = 0.4
+ESC_DOUBLE_S = 0.4  # how soon an Esc after leaving a pane is still part of the leaving (the App)
 DEFAULT_DETACH = 0x1D
 PREFIX_S = 0.4  # after the detach key: ``[`` within this opens copy mode, else it detaches
 WHEEL_LINES = 3  # lines (or arrow keys, on an alternate screen) per wheel notch
@@ -188,9 +193,20 @@ class TerminalPane(Widget, can_focus=True):
         def control(self) -> "TerminalPane":
             return self.pane
 
+    class FitToggle(Message):
+        """The detach key then ``f``: the screen toggles fit-to-pane."""
+
+        def __init__(self, pane: "TerminalPane") -> None:
+            super().__init__()
+            self.pane = pane
+
+        @property
+        def control(self) -> "TerminalPane":
+            return self.pane
+
     def __init__(
         self, cols: int = 80, rows: int = 24, *, interactive: bool = False,
-        detach_byte: int = DEFAULT_DETACH, show_cursor: bool = True, frame_hz: float = 60.0,
+        detach_byte: int | None = None, detach: DetachKeys | None = None, show_cursor: bool = True, frame_hz: float = 60.0,
         history_lines: int = DEFAULT_LINES, history_bytes: int = DEFAULT_BYTES,
         name: str | None = None, id: str | None = None, classes: str | None = None,
     ) -> None:
@@ -203,7 +219,11 @@ class TerminalPane(Widget, can_focus=True):
         self._prefix_timer: Timer | None = None
         self._search_task: asyncio.Task | None = None
         self.interactive = interactive
-        self.detach_byte = detach_byte
+        if detach is None:
+            detach = DEFAULT_KEYS if detach_byte in (None, DEFAULT_DETACH) else \
+                DetachKeys(((detach_byte,),), f"byte {detach_byte}")
+        self.detach = detach
+        self._matcher = detach.matcher()
         self.show_cursor = show_cursor
         self._rows_cache: dict[int, tuple[tuple, Strip]] = {}  # row → ((x, width, left, right), line)
         # (shape, *runs) → line, for a scrolled row's Strip again: this frame's and the last one's
@@ -227,7 +247,7 @@ class TerminalPane(Widget, can_focus=True):
         self._scrolled_at = 0  # the mirror's scroll count at the last frame
         self._styled_for: object = None
         self._sync_since: float | None = None
-        self._esc_timer: Timer | None = None
+        self._held_timer: Timer | None = None  # a partly typed detach sequence's window
         self._view = (0, 0)  # crop offset (x, y) into the remote screen when the pane is smaller
         self._mouse_buttons = 0
         self._pending: deque[bytes | None] = deque()  # queued output; None: a fresh mirror here
@@ -629,11 +649,19 @@ class TerminalPane(Widget, can_focus=True):
         if data and self._link is not None:
             self._link.send(data)
 
-    def _flush_esc(self) -> None:
-        if self._esc_timer is not None:
-            self._esc_timer.stop()
-            self._esc_timer = None
-            self._send(b"\x1b")
+    @property
+    def detach_byte(self) -> int | None:
+        """The single detach key (the prefix), when one is configured."""
+        return self.detach.key
+
+    def _flush_held(self) -> None:
+        """A partly typed detach sequence's window passed (or input moved on): its presses go
+        to the program after all."""
+        if self._held_timer is not None:
+            self._held_timer.stop()
+            self._held_timer = None
+        if self._matcher.holding:
+            self._send(self._matcher.flush())
 
     def on_key(self, event: events.Key) -> None:
         if self.copy is not None:
@@ -648,6 +676,12 @@ class TerminalPane(Widget, can_focus=True):
                 if self.enter_copy_mode() and self.copy is not None:
                     self.copy.page(-1)
                     self.refresh()
+                return
+            data = encode_key(event.key, event.character, app_cursor=self.mirror.app_cursor)
+            if data and self._matcher.feed(data)[1]:  # read-only: nothing is sent, ever
+                event.stop()
+                event.prevent_default()
+                self.post_message(self.Detach(self))
             return
         event.stop()
         event.prevent_default()
@@ -656,23 +690,27 @@ class TerminalPane(Widget, can_focus=True):
             self._prefix_timer = None
             if event.key == "left_square_bracket":
                 self.enter_copy_mode()
+            elif event.key == "f":
+                self.post_message(self.FitToggle(self))
             else:
                 self.post_message(self.Detach(self))
             return
-        if event.key == "escape":
-            if self._esc_timer is not None:
-                self._esc_timer.stop()
-                self._esc_timer = None
-                self.post_message(self.Detach(self))
-                return
-            self._esc_timer = self.set_timer(ESC_DOUBLE_S, self._flush_esc, name="terminal-esc")
-            return
-        self._flush_esc()
         data = encode_key(event.key, event.character, app_cursor=self.mirror.app_cursor)
-        if data == bytes([self.detach_byte]):
-            self._prefix_timer = self.set_timer(PREFIX_S, self._prefix_done, name="terminal-prefix")
+        if not data:
             return
-        self._send(data)
+        if self._held_timer is not None:
+            self._held_timer.stop()
+            self._held_timer = None
+        out, done = self._matcher.feed(data)
+        self._send(out)
+        if done:
+            if len(self._matcher.completed) > 1:  # the end of a sequence: out at once
+                self.post_message(self.Detach(self))
+            else:  # the single key: a prefix for a moment (``[`` copy mode, ``f`` fit)
+                self._prefix_timer = self.set_timer(PREFIX_S, self._prefix_done, name="terminal-prefix")
+        elif self._matcher.holding:
+            self._held_timer = self.set_timer(self._matcher.window, self._flush_held,
+                                              name="terminal-held")
 
     def _prefix_done(self) -> None:
         self._prefix_timer = None
@@ -683,7 +721,7 @@ class TerminalPane(Widget, can_focus=True):
             return
         event.stop()
         event.prevent_default()
-        self._flush_esc()
+        self._flush_held()
         self._send(encode_paste(event.text, self.mirror.bracketed_paste))
 
     def on_focus(self, event: events.Focus) -> None:
@@ -695,7 +733,7 @@ class TerminalPane(Widget, can_focus=True):
 
     def on_blur(self, event: events.Blur) -> None:
         self._base_at = -1.0
-        self._flush_esc()
+        self._flush_held()
         self.refresh()
         if self.interactive and self.mirror.focus_events:
             self._send(b"\x1b[O")
@@ -776,7 +814,7 @@ class TerminalPane(Widget, can_focus=True):
         history = [] if alt else list(self.history.lines)
         self.copy = CopyMode.open(history, m.text_lines(), h - 1, header=self.history.header(alt),
                                   alt=alt, cursor_row=m.cursor[1])
-        self._flush_esc()
+        self._flush_held()
         self.refresh()
         return True
 

@@ -20,7 +20,6 @@ from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 
-from attach.terminal.detach import key_label
 from meshview.wire.sanitize import inline
 from widgets.terminal_pane import TerminalPane
 
@@ -121,7 +120,7 @@ class TilePane(TerminalPane):
         self.update_mark()
 
     def set_status(self, text: str) -> None:
-        mode = f"attached · {key_label(self.detach_byte)} releases" if self.interactive else "read-only"
+        mode = f"attached · {self.detach.label} releases" if self.interactive else "read-only"
         self.border_subtitle = f"{text} · {mode}" if text else mode
         self.set_class(self.interactive, "-interactive")
 

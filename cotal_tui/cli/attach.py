@@ -24,6 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drop the seat's window-title changes (OSC 0/1/2); kept by default "
                         "(also [attach] titles = false in config.toml)")
     add_connection_arguments(p)
+    p.epilog = ("Ctrl-] alone detaches; Esc and every other key reach the seat at once. Other "
+                "detach keys are opt-in: COTAL_DETACH_KEY or [attach] detach_keys in config.toml "
+                "take ctrl-<c>, ^<c>, esc, or sequences such as \"esc esc\" or \"ctrl-b d\", "
+                "several separated by commas (\"ctrl-], esc esc\").")
 
 
 async def _preflight(target) -> str | None:
@@ -38,7 +42,7 @@ async def _preflight(target) -> str | None:
     return None
 
 
-async def _main(args: argparse.Namespace, detach_byte: int) -> int:
+async def _main(args: argparse.Namespace, detach) -> int:
     from attach.session.client import AttachSession
     from attach.control.connection import connect, session_target
     from attach.terminal.termfilter import TermFilter
@@ -58,7 +62,7 @@ async def _main(args: argparse.Namespace, detach_byte: int) -> int:
                              reconnect=not args.no_reconnect, instance_id=args.on, **kw)
 
     (clipboard, _), (titles, _) = attach_terminal(args)
-    _, code = await run_passthrough(factory, name=args.name, detach_byte=detach_byte,
+    _, code = await run_passthrough(factory, name=args.name, detach=detach,
                                     term_filter=TermFilter(clipboard=clipboard, titles=titles))
     return code
 
@@ -72,7 +76,8 @@ def seat_name(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from attach.terminal.detach import DetachKeyError, parse_detach_key
+    from attach.terminal.detach import DetachKeyError
+    from cotal_tui.config import detach_keys
 
     name = seat_name(args)
     if not name:
@@ -82,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.name = name
     try:
-        detach_byte = parse_detach_key(os.environ.get("COTAL_DETACH_KEY"))
+        detach, _ = detach_keys()  # COTAL_DETACH_KEY, then [attach] detach_keys
     except DetachKeyError as e:  # validated before the terminal is touched
         print(f"cotal attach: {e}.", file=sys.stderr)
         return 2
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_main(args, detach_byte))
+        return asyncio.run(_main(args, detach))
     except KeyboardInterrupt:
         return 130
 

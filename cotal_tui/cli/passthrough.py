@@ -18,7 +18,8 @@ import tty
 from typing import Callable
 
 from attach.session.client import AttachSession, Notice, drop_text, end_text
-from attach.terminal.detach import DEFAULT_DETACH, LEAVE_ALT, RESTORE, AltTracker, banner_text, detach_forms, detached_text
+from attach.terminal.detach import (DEFAULT_KEYS, LEAVE_ALT, RESTORE, AltTracker, DetachKeys, banner_text,
+                                    detached_text)
 from attach.terminal.termfilter import TermFilter
 from meshview.errors import swallowed
 from meshview.tasks import TaskOwner
@@ -74,7 +75,7 @@ async def run_passthrough(
     session_factory: Callable[..., AttachSession],
     *,
     name: str,
-    detach_byte: int = DEFAULT_DETACH,
+    detach: DetachKeys = DEFAULT_KEYS,
     in_fd: int | None = None,
     out_fd: int | None = None,
     err: Callable[[str], None] | None = None,
@@ -87,7 +88,8 @@ async def run_passthrough(
     is_tty = os.isatty(in_fd)
     term = RawTerminal(in_fd, out_fd)
     loop = asyncio.get_running_loop()
-    forms = detach_forms(detach_byte)
+    matcher = detach.matcher()
+    held: list[asyncio.TimerHandle] = []  # the window of a partly typed detach sequence
     pending_pipe: list[bytes] = []
     filt = term_filter if term_filter is not None else TermFilter()
 
@@ -139,14 +141,30 @@ async def run_passthrough(
             loop.remove_reader(in_fd)
             stdin_done.set()
             return
-        if is_tty and data in forms:
-            owned.spawn(session.close(), "close")
+        if is_tty:
+            for h in held:
+                h.cancel()
+            held.clear()
+            data, done = matcher.feed(data)
+            if data:
+                owned.spawn(session.send_keys(data), "keys")
+            if done:
+                owned.spawn(session.close(), "close")
+            elif matcher.holding:
+                held.append(loop.call_later(matcher.window, release))
             return
         if not is_tty:
             pending_pipe.append(data)  # piped stdin is buffered and delivered
             owned.spawn(flush_pipe(), "flush-pipe")
             return
         owned.spawn(session.send_keys(data), "keys")  # dropped while no session is open
+
+    def release() -> None:
+        """A partly typed sequence's window passed: its presses were keys after all."""
+        held.clear()
+        data = matcher.flush()
+        if data:
+            owned.spawn(session.send_keys(data), "keys")
 
     async def flush_pipe() -> None:
         while pending_pipe and session.is_open:
@@ -188,11 +206,13 @@ async def run_passthrough(
             else:
                 say(f"cotal attach: {e.message}.")
             return e.code, 1
-        say(banner_text(name, detach_byte))
+        say(banner_text(name, detach))
         if pending_pipe:
             await flush_pipe()
         reason = await session.run()
     finally:
+        for h in held:
+            h.cancel()
         try:
             loop.remove_reader(in_fd)
         except Exception:  # noqa: BLE001 - the terminal is restored whatever the loop's state [counted: COTAL_LOG]

@@ -129,6 +129,14 @@ async def _run(args: argparse.Namespace) -> int:
     from meshview.observe.spaces import list_spaces
 
     keymap, keymap_warning = console_start()
+    from attach.terminal.detach import DetachKeyError
+    from cotal_tui.config import detach_keys
+
+    try:  # before the terminal is touched: a detach key the panes could not honour is refused
+        detach_keys()
+    except DetachKeyError as e:
+        print(f"cotal: {e}.", file=sys.stderr)
+        return 2
     try:
         theme, _, theme_warning = console_theme(getattr(args, "theme", None))
     except UnknownTheme as e:  # cotal watch checked it already; other callers get it here

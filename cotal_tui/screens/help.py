@@ -42,8 +42,10 @@ PANEL_NAMES = {
 
 # the panes own every key while attached, so their keys are not bindings: listed here
 TERMINAL_ROWS = [
-    ("Ctrl-] / Esc Esc", "detach (COTAL_DETACH_KEY picks another key)"),
+    ("Ctrl-]", "detach; Esc goes to the program (COTAL_DETACH_KEY or [attach] detach_keys "
+     "opt in to others: \"ctrl-], esc esc\", \"ctrl-b d\")"),
     ("Ctrl-] [", "copy mode in an attached pane (tmux's prefix [)"),
+    ("Ctrl-] f", "fit the seat to the pane on attach, or not ([attach] fit; f in a peek)"),
     ("PgUp / wheel", "copy mode in a peek (the wheel on a shell when attached)"),
     ("copy mode", "j k PgUp PgDn g G move · / ? n N search · v ^v select · y yank to a file · "
                   "Y and the clipboard · q back"),

@@ -1,9 +1,9 @@
 """``:tile``: the live terminals of several seats at once, each read-only until promoted.
 
 Every pane has its own session (a peek: ``ready`` and nothing else). Enter or ``a`` promotes the
-focused pane to interactive in place; its escape hatch (Ctrl-] or ``COTAL_DETACH_KEY``, or Esc
-Esc) demotes it again.
-Esc on the grid closes the tile and hands every session back.
+focused pane to interactive in place; its detach keys (Ctrl-] alone unless ``COTAL_DETACH_KEY``
+or ``[attach] detach_keys`` say otherwise) demote it again. Esc on the grid, or the detach keys
+on a read-only pane, close the tile and hand every session back.
 
 A pane smaller than its seat's screen crops it and says so in its border. ``f`` fits the focused
 seat to its pane (its pty is resized through the attach ``resize`` frame, and follows the pane
@@ -26,7 +26,8 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from cotal_tui.screens.help import HelpScreen, describe_bindings
-from cotal_tui.seats import PaneLink, SeatSessions, detach_byte_from_env
+from attach.terminal.detach import DetachKeys
+from cotal_tui.seats import PaneLink, SeatSessions, console_detach_keys
 from meshview.model.labels import Labels
 from meshview.model.snapshot import Peer
 from widgets.notice import say_line
@@ -125,7 +126,7 @@ class TileScreen(Screen[None]):
     ]
 
     def __init__(self, sessions: SeatSessions, names: Iterable[str | TileTarget], *,
-                 detach_byte: int | None = None,
+                 detach: DetachKeys | None = None,
                  hold_escape: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.hold_escape = hold_escape  # runs as it closes (the console's ``hold_escape``)
@@ -133,12 +134,12 @@ class TileScreen(Screen[None]):
         self.targets = [t if isinstance(t, TileTarget) else TileTarget(t, t)
                         for t in list(names)[:MAX_PANES]]
         self.names = [t.name for t in self.targets]
-        self.detach_byte = detach_byte_from_env() if detach_byte is None else detach_byte
+        self.detach = console_detach_keys() if detach is None else detach
         self.panes: list[TilePane] = []
         self.links: dict[TilePane, PaneLink] = {}
         for i, (name, label, instance_id) in enumerate(self.targets):
             cols, rows = sessions.sizes.get(name) or sessions.default_size
-            pane = TilePane(name, cols, rows, detach_byte=self.detach_byte, id=f"tile-{i}",
+            pane = TilePane(name, cols, rows, detach=self.detach, id=f"tile-{i}",
                             label=label)
             pane.size_known = False  # no crop mark until the session opens at the seat's size
             self.panes.append(pane)
@@ -287,10 +288,15 @@ class TileScreen(Screen[None]):
         pane.set_status(self.links[pane].status)
 
     @on(TerminalPane.Detach)
-    def _on_pane_detach(self, event: TerminalPane.Detach) -> None:
+    async def _on_pane_detach(self, event: TerminalPane.Detach) -> None:
+        """An attached pane goes back to read-only; on a read-only one the detach keys leave
+        the tile, as they leave a peek."""
         event.stop()
         if isinstance(event.pane, TilePane):
-            self._demote(event.pane)
+            if event.pane.interactive:
+                self._demote(event.pane)
+            else:
+                await self.action_leave()
 
     async def action_leave(self) -> None:
         if self._leaving:

@@ -44,8 +44,10 @@ def test_every_key_is_a_default_in_an_empty_home(tmp_path):
     assert s["recordings.max_size"]["value"] == 100 * 1024 * 1024
     assert s["chat.history"]["value"] == str(tmp_path / "chat_history")
     for key in ("notify.enabled", "notify.command", "notify.escape", "notify.settle",
+                "attach.detach_keys", "attach.fit",
                 "COTAL_DETACH_KEY", "COTAL_READ_ONLY", "COTAL_LOG", "COTAL_DEBUG"):
         assert key in s
+    assert (s["attach.detach_keys"]["value"], s["attach.fit"]["value"]) == ("ctrl-]", True)
     keymap = {k["id"]: k for k in rep["keymap"]}
     assert keymap["console.dms"]["key"] == keymap["console.dms"]["default"]
     assert not any(k["remapped"] for k in rep["keymap"]) and rep["problems"] == []
@@ -150,3 +152,23 @@ def test_the_example_config_is_every_key_and_parses_clean(tmp_path):
     s = by_key(rep)
     assert all(s[f"{t}.{k}"]["source"] == "config.toml" for t in KEYS for k in KEYS[t]
                if f"{t}.{k}" in s), [(k, v["source"]) for k, v in s.items()]
+
+
+def test_detach_keys_and_fit_are_reported_with_their_source(tmp_path):
+    """``[attach] detach_keys`` and ``fit`` from the file (normalised, with the line);
+    ``COTAL_DETACH_KEY`` wins; a bad value is shown as refused, naming where it is."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[attach]\ndetach_keys = ["Ctrl-]", "ESC esc"]\nfit = false\n')
+    s = by_key(report(tmp_path))
+    assert (s["attach.detach_keys"]["value"], s["attach.detach_keys"]["origin"]) == (
+        "ctrl-], esc esc", f"{cfg}:2")
+    assert (s["attach.fit"]["value"], s["attach.fit"]["origin"]) == (False, f"{cfg}:3")
+    s = by_key(report(tmp_path, COTAL_DETACH_KEY="ctrl-b d"))
+    assert (s["attach.detach_keys"]["value"], s["attach.detach_keys"]["origin"]) == (
+        "ctrl-b d", "COTAL_DETACH_KEY")
+    cfg.write_text('[attach]\ndetach_keys = "d"\n')
+    rep = report(tmp_path)
+    value = by_key(rep)["attach.detach_keys"]["value"]
+    assert value.startswith("(refused: [attach] detach_keys") and "'d' is not a key" in value
+    assert any(p.startswith(f"config {cfg}:2: [attach] detach_keys must be detach keys")
+               for p in rep["problems"])

@@ -101,9 +101,8 @@ async def test_open_type_detach_reopen(seats):
                     what="re-open repaint")
         await pilot.press(*"again", "enter")
         await until(pilot, lambda: "echo: again" in screen_text(app), what="second echo")
-        # Esc Esc is the other way out
-        await pilot.press("escape", "escape")
-        await until(pilot, lambda: not isinstance(app.screen, AttachScreen), what="double-Esc detach")
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: not isinstance(app.screen, AttachScreen), what="second detach")
         await until(pilot, lambda: mgr.live_sessions == 0, what="second hand-back")
 
 
@@ -118,7 +117,7 @@ async def test_no_binding_swallows_keys_bytes_reach_the_pty(seats):
         want = b"\x11\x03\x04\x10\t\x1bOP\x1b[15~\x1b[24~\x1b[Ax"
         await pilot.press(*keys)
         await until(pilot, lambda: log.read_bytes() == want, what="keys at the pty")
-        await pilot.press("escape")  # Esc alone reaches the program once the double-tap window passes
+        await pilot.press("escape")  # Esc alone reaches the program (at once: tests/console/test_detach_keys.py)
         await until(pilot, lambda: log.read_bytes() == want + b"\x1b", what="lone Esc at the pty")
         assert app.is_running and isinstance(app.screen, AttachScreen)
         await until(pilot, lambda: "got 1b" in screen_text(app), what="program output of Esc")

@@ -147,14 +147,20 @@ async def test_roster_a_attaches_types_detaches_and_the_observer_lives_on(mesh):
         scr = app.screen
         assert scr.seat == a.name and not scr.peek
         await until(pilot, lambda: f"{a.name}>" in pane_text(app), what="the seat's output")
-        assert scr.pane.remote_size == (120, 32)  # the pty's size: nothing in a row sizes a pane
-        assert "120×32" in screen_text(app)
+        # the seat is fitted to the pane (it starts at 120×32: nothing in a row sizes a pane)
+        pty = mgr.seats[a.name].pty
+        await until(pilot, lambda: (pty.cols, pty.rows) == tuple(scr.pane.size) == scr.pane.remote_size,
+                    what="the seat fitted to the pane")
+        assert tuple(scr.pane.size) != (120, 32)
+        cols, rows = scr.pane.size
+        assert f"fitted {cols}×{rows}" in screen_text(app)
         assert mgr.live_sessions == 1
         await pilot.press(*"hello there", "enter")
         await until(pilot, lambda: "echo: hello there" in pane_text(app), what="echo")
         await pilot.press("ctrl+right_square_bracket")
         await until(pilot, lambda: is_console(app), what="the console back")
         await until(pilot, lambda: mgr.live_sessions == 0, what="session handed back")
+        assert (pty.cols, pty.rows) == (120, 32)  # its size back before the hand-back
         # the observer never stopped: new traffic still lands in the feed
         await team.post(team.members[3], "general", "after the detach")
         await until(pilot, lambda: "after the detach" in screen_text(app), what="live row")
@@ -219,7 +225,7 @@ async def test_palette_attach_peek_and_tile(mesh):
         await until(pilot, lambda: isinstance(app.screen, AttachScreen), what="attach screen")
         assert app.screen.seat == a.name and app.screen.pane.interactive
         await until(pilot, lambda: f"{a.name}>" in pane_text(app), what="snapshot")
-        await pilot.press("escape", "escape")
+        await pilot.press("ctrl+right_square_bracket")  # Esc Esc would go to the program
         await until(pilot, lambda: is_console(app), what="console")
         # :peek <name>
         await palette(pilot, f"peek {b.name}", f"watch {b.name}'s terminal, read-only")

@@ -254,24 +254,64 @@ async def test_interactive_pane_owns_every_key_including_priority_bindings():
         assert app.sent[-2:] == [b"\x1bOA", b"\x1bOD"]
 
 
-async def test_single_escape_is_sent_after_the_double_tap_window():
+async def test_escape_goes_to_the_program_at_once_and_only_ctrl_bracket_detaches():
+    """The default: nothing is held. Esc, and Esc Esc, reach the program as typed."""
     pane = TerminalPane(20, 4, interactive=True)
+    app = PaneApp(pane)
+    async with app.run_test(size=(20, 4)) as pilot:
+        await pilot.press("escape")
+        assert app.sent == [b"\x1b"]  # in the same key dispatch: no timer, no window
+        await pilot.press("escape", "escape", "x")
+        assert app.sent == [b"\x1b"] * 3 + [b"x"]
+        assert app.detached == 0
+        await pilot.press("ctrl+right_square_bracket")
+        await until(pilot, lambda: app.detached == 1)
+        assert app.sent == [b"\x1b"] * 3 + [b"x"]  # the detach key itself is never sent
+
+
+async def test_opted_in_esc_esc_holds_an_esc_for_its_window_and_detaches():
+    from attach.terminal.detach import parse_detach_keys
+
+    pane = TerminalPane(20, 4, interactive=True, detach=parse_detach_keys("ctrl-], esc esc"))
     app = PaneApp(pane)
     async with app.run_test(size=(20, 4)) as pilot:
         await pilot.press("escape")
         assert app.sent == []
         await until(pilot, lambda: app.sent == [b"\x1b"])
         await pilot.press("escape", "x")  # a key inside the window flushes the Esc first
-        await until(pilot, lambda: len(app.sent) == 3)
-        assert app.sent[1:] == [b"\x1b", b"x"]
+        await until(pilot, lambda: b"".join(app.sent) == b"\x1b\x1bx")
         assert app.detached == 0
         await pilot.press("escape", "escape")
         await until(pilot, lambda: app.detached == 1)
         await pilot.pause(0.5)
-        assert len(app.sent) == 3
+        assert b"".join(app.sent) == b"\x1b\x1bx"
         await pilot.press("ctrl+right_square_bracket")
         await until(pilot, lambda: app.detached == 2)
+        assert b"".join(app.sent) == b"\x1b\x1bx"
+
+
+async def test_a_tmux_style_sequence_detaches_and_a_broken_one_is_typed():
+    from attach.terminal.detach import parse_detach_keys
+
+    pane = TerminalPane(20, 4, interactive=True, detach=parse_detach_keys("ctrl-b d"))
+    app = PaneApp(pane)
+    async with app.run_test(size=(20, 4)) as pilot:
+        await pilot.press("ctrl+b", "x")  # not d: both go to the program, in order
+        assert app.sent == [b"\x02x"]
+        await pilot.press("escape", "ctrl+right_square_bracket")  # not detach keys here
+        assert app.sent[1:] == [b"\x1b", b"\x1d"]
+        await pilot.press("ctrl+b", "d")
+        await until(pilot, lambda: app.detached == 1)
         assert len(app.sent) == 3
+
+
+async def test_a_read_only_pane_leaves_on_the_detach_key_and_sends_nothing():
+    pane = TerminalPane(20, 4)
+    app = PaneApp(pane)
+    async with app.run_test(size=(20, 4)) as pilot:
+        await pilot.press("x", "ctrl+right_square_bracket")
+        await until(pilot, lambda: app.detached == 1)
+        assert app.sent == []
 
 
 async def test_read_only_pane_sends_nothing_and_leaves_bindings_alone():
