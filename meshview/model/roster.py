@@ -33,6 +33,7 @@ from meshview.wire import (
     is_heartbeat_only,
     is_stale,
 )
+from meshview.wire.bounds import LIVE_PEERS_MAX
 
 if TYPE_CHECKING:
     from meshview.model.snapshot import FeedEntry
@@ -113,6 +114,7 @@ class RosterHost(Protocol):
     def _emit(self, ev: ModelEvent) -> None: ...
     def _append(self, **kw: Any) -> FeedEntry: ...
     def _presence_view_to(self, view: str) -> None: ...
+    def apply_rejection(self, reason: str, subject: str) -> None: ...
 
 
 class Roster:
@@ -125,8 +127,10 @@ class Roster:
     sort, the live and offline rows and the labels are derived and start afresh on a restore.
     """
 
-    def __init__(self, host: RosterHost, ttl_ms: float, stall: StallTracker) -> None:
+    def __init__(self, host: RosterHost, ttl_ms: float, stall: StallTracker,
+                 live_cap: int = LIVE_PEERS_MAX) -> None:
         self.ttl_ms = ttl_ms
+        self.live_cap = live_cap  # live rows held: past it a new key is refused (bounds.py)
         self._host = host
         self._stall = stall
         # the host's own bound methods, held once: the reducers call them per record
@@ -163,10 +167,10 @@ class Roster:
 
     @classmethod
     def from_state(cls, st: RosterState, host: RosterHost, ttl_ms: float,
-                   stall: StallTracker) -> Roster:
+                   stall: StallTracker, live_cap: int = LIVE_PEERS_MAX) -> Roster:
         """A roster put back; what is derived from it (the kept sort, the live and offline
         rows, labels) starts afresh, as in a new model."""
-        r = cls(host, ttl_ms, stall)
+        r = cls(host, ttl_ms, stall, live_cap)
         r.peers, r.names = dict(st.peers), dict(st.names)
         r._changed = st.changed
         r.agent_ids, r.endpoint_ids = st.agent_ids, st.endpoint_ids
@@ -177,6 +181,13 @@ class Roster:
     def name_of(self, pid: str) -> str:
         """A peer's roster name, else its whole id (display code elides it, never this)."""
         return self.names.get(pid) or pid
+
+    def live_count(self) -> int:
+        """How many rows are live (not offline): what :attr:`live_cap` bounds."""
+        off = self._offline
+        if off is None:
+            off = self._offline = self._offline_order()
+        return len(self.peers) - len(off)
 
     def labels(self) -> Labels:
         """Principal -> display label from the rows (meshview/model/labels.py), rebuilt only
@@ -233,12 +244,18 @@ class Roster:
         Rules (wire.md §4): ``status: offline`` -> offline; ``ts`` older than ttl on arrival
         -> unknown peer recorded quietly offline, known peer kept as is (the sweep decides);
         changed ``lifecycleUid`` -> new-incarnation event; heartbeat-only rewrites update ts
-        but emit nothing.
+        but emit nothing. A live record of a key the roster does not hold, with
+        :attr:`live_cap` live rows held already, is refused (``presence:live-cap``): a flood
+        of keys never pushes out a peer already shown, and never grows the roster.
         """
         self.watch_delivered(now)
-        self.names[rec.id] = rec.name
         prev = self.peers.get(rec.id)
         stale = is_stale(rec.ts, now, self.ttl_ms)
+        if (prev is None and not stale and rec.status != "offline"
+                and self.live_count() >= self.live_cap):
+            self._host.apply_rejection("presence:live-cap", rec.id)
+            return
+        self.names[rec.id] = rec.name
         if rec.status == "offline":
             self._mark_offline(rec.id, "offline-record", now, rec=rec)
             return

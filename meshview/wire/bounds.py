@@ -39,6 +39,16 @@ CHANNEL_MODES_MAX = 32
 AGUI_EVENTS_MAX = 2000
 AGUI_FRAME_BYTES = 64 * 1024  # as much as a feed row keeps of a text (feedring.KEPT_TEXT)
 
+#: Live peers (presence keys heard live) the roster holds. In open mode any client may write
+#: any number of presence keys: past this a NEW key is refused and counted (rejection
+#: ``presence:live-cap``), never a peer already shown pushed out; room comes back as rows go
+#: offline. Twice the 10k-agent benchmark (bench/scale.py). With the offline rows' cap
+#: (meshview/model/roster.py OFFLINE_CAP) the roster never holds more than both together.
+#: 100k keys of ordinary cards held 179 MB uncapped, 35 MB at this cap; a card at every
+#: byte bound above is ~34 KB a row, so rows of that size can still reach ~680 MB (no byte
+#: budget yet).
+LIVE_PEERS_MAX = 20_000
+
 
 def clip(s: str, limit: int) -> str:
     """``s`` cut to at most ``limit`` UTF-8 bytes at a code-point boundary, marked ``…``;
