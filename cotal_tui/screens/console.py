@@ -588,12 +588,15 @@ class ConsoleScreen(ComposeKeys):
 
     def action_help(self) -> None:
         from cotal_tui.screens.help import HelpScreen, describe_bindings
-        from widgets.status_bar import internal_errors
+        from widgets.status_bar import bounds_detail, internal_errors
 
         panel, panel_rows, global_rows = describe_bindings(self)
-        st = self.session.model.status
+        model = self.session.model
+        st = model.status
+        said = [internal_errors(st.listener_errors, st.listener_error),
+                bounds_detail(model.snapshot())]
         self.app.push_screen(HelpScreen(panel, panel_rows, global_rows,
-                                        internal_errors(st.listener_errors, st.listener_error)))
+                                        "\n".join(s for s in said if s) or None))
 
     def action_palette(self) -> None:
         self.app.action_command_palette()

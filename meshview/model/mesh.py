@@ -938,6 +938,7 @@ class MeshModel:
             membership=self._membership.view(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
             names=ReadOnlyNames(roster.names), order=roster.peer_ids, labels=labels,
+            cuts=tuple(sorted(self._cuts.items())),
         )
         self._snap = snap
         self.dirty = False
