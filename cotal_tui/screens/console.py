@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Input
 
-from attach.control.managed import Binding as SeatBinding, ManagedFold
+from attach.control.managed import Binding as SeatBinding, ManagedFold, stranded
 from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
 from cotal_tui.session import ConsoleSession
@@ -320,9 +320,7 @@ class ConsoleScreen(ComposeKeys):
         ``⨯ name · seat running, no presence``: a stuck agent whose presence expired before this
         console started is never invisible. Keyed by the row's principal + lifecycle uid."""
         model = self.model
-        for s in fold.seats():
-            if s.process != "running" or s.mesh != "absent" or s.mesh_view != "current" or s.silent:
-                continue
+        for s in stranded(fold.seats()):  # the one rule ``cotal ps`` and the overview count by
             p = model.peer(s.principal)
             if p is None or (p.status == "offline" and (p.offline_reason != "seat-no-presence"
                                                         or p.lifecycle_uid != s.lifecycle_uid)):
