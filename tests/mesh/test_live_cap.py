@@ -172,3 +172,124 @@ async def test_a_lying_peer_floods_presence_keys_on_a_real_broker(broker, nc, sp
         await hb.stop()
         await obs.stop()
         await onc.close()
+
+
+def max_card(i: int, t: float) -> PresenceRecord:
+    """A card at every byte bound the wire keeps whole (~34 KB a row in full)."""
+    from meshview.model.snapshot import Condition
+    from meshview.wire import bounds as B
+
+    return PresenceRecord(
+        id=f"local.x{i:06d}", name="N" * (B.NAME_BYTES - 10) + str(i), role="R" * B.ROLE_BYTES,
+        status="working", ts=t, lifecycle_uid="u" * B.ID_BYTES,
+        activity="A" * B.ACTIVITY_BYTES, description="D" * B.DESCRIPTION_BYTES,
+        condition=Condition("c" * 64, "s" * 64, "M" * B.CONDITION_BYTES, t),
+        tags=tuple(f"{j:03d}" + "t" * (B.TAG_BYTES - 3) for j in range(B.TAGS_MAX)),
+        meta=tuple((f"{j:03d}" + "k" * (B.TAG_BYTES - 3), "v" * B.META_BYTES)
+                   for j in range(B.META_MAX)))
+
+
+def test_rows_at_every_byte_bound_are_kept_slim_past_the_byte_budget():
+    """Cards at every wire bound are ~34 KB a row: 20k of them would hold ~680 MB under the
+    count cap alone. Past the live rows' byte budget a row is kept slim (counted as the cut
+    ``presence:budget``): 8000 such keys grow the model by under 120 MB (99 MB measured;
+    ~280 MB in full),
+    every one shown with its status, and an agent already shown keeps updating."""
+    from meshview.model.roster import row_bytes
+    from meshview.wire.bounds import LIVE_PEERS_BYTES
+
+    t = [T0]
+    m = MeshModel("s", clock=lambda: t[0])
+    for i in range(10):
+        m.apply_presence(rec(f"real{i}", t[0]))
+    m.snapshot()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(8000):
+            m.apply_presence(max_card(i, t[0]))
+        m.snapshot()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert m.roster.live_count() == 8010  # nobody refused: slim rows still fit
+    assert m.cut_count("presence:budget") > 5000
+    full = [p for p in m.snapshot().peers if p.meta]
+    assert len(full) * row_bytes(full[0]) <= LIVE_PEERS_BYTES
+    slim_row = m.peer("local.x007999")
+    assert slim_row.status == "working" and slim_row.meta == () and slim_row.description is None
+    assert len(slim_row.activity.encode()) <= 256 and slim_row.condition.code == "c" * 64
+    assert grown < 120 * 2**20, grown
+    # an agent already shown still moves (kept slim while the budget is spent)
+    t[0] += 1000
+    m.apply_presence(rec("real3", t[0], status="waiting"))
+    assert m.peer("local.real3").status == "waiting"
+    assert m.roster.live_bytes() == sum(row_bytes(p) for p in m.snapshot().peers
+                                         if p.status != "offline")
+
+
+def test_the_live_byte_sum_follows_rows_going_offline_and_a_checkpoint():
+    from meshview.model.roster import row_bytes
+    from meshview.record.statecodec import checkpoint, restore
+
+    t = [T0]
+    m = MeshModel("s", clock=lambda: t[0])
+    for i in range(50):
+        m.apply_presence(max_card(i, t[0]))
+    for i in range(0, 50, 2):
+        m.apply_presence_delete(f"local.x{i:06d}")
+
+    def truth(mm: MeshModel) -> int:
+        return sum(row_bytes(p) for p in mm.snapshot().peers if p.status != "offline")
+
+    assert m.roster.live_bytes() == truth(m) > 0
+    m2 = MeshModel("s", clock=lambda: t[0])
+    restore(m2, checkpoint(m))
+    assert m2.roster.live_bytes() == truth(m2) == truth(m)
+    m2.apply_presence(max_card(0, t[0] + 1))
+    assert m2.roster.live_bytes() == truth(m2)
+
+
+async def test_clock_templates_are_bounded_in_bytes(nc):
+    """The observer keeps, per live key, its last record cut around the clocks (the fast
+    heartbeat path): at most LAST_PRESENCE_TOTAL bytes of them, so 4000 keys of 15 KB records
+    grow observer and model by under 110 MB (101 MB measured; 150 MB with no total bound, and
+    20k keys would hold ~500 MB of templates)."""
+    import msgspec
+
+    from meshview.observe.kvwatch import KvEntry
+    from meshview.observe.observer import LAST_PRESENCE_TOTAL
+
+    t = [T0]
+    m = MeshModel("s", clock=lambda: t[0])
+    obs = Observer(nc, "s", m)  # not started: entries are handed to it as the watch would
+
+    def card(i: int) -> bytes:
+        return msgspec.json.encode({
+            "card": {"id": f"local.k{i:05d}", "name": f"k{i:05d}", "kind": "agent",
+                     "meta": {f"m{j:02d}": f"{i:05d}" + "v" * 240 for j in range(30)},
+                     "description": "d" * 700},
+            "status": "working", "ts": int(t[0]), "lifecycleUid": "a" * 26,
+            "activity": "A" * 1900, "condition": {"code": "c", "message": "M" * 4000}})
+
+    assert 12_000 < len(card(0)) < 16 * 1024
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(4000):
+            obs.feed_presence(KvEntry(f"local.k{i:05d}", card(i), "PUT", 0))
+        m.snapshot()
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert m.roster.live_count() == 4000
+    assert grown < 110 * 2**20, (grown, LAST_PRESENCE_TOTAL)
+    # the fast path still serves a heartbeat of a key whose template is kept
+    t[0] += 2000
+    obs.feed_presence(KvEntry("local.k03999", card(3999).replace(
+        str(int(T0)).encode(), str(int(t[0])).encode()), "PUT", 0))
+    assert m.peer("local.k03999").ts == t[0]
