@@ -80,7 +80,7 @@ SUBJECT_MEMO_CAP = 200_000  # stored CHAT subjects whose channel the poll rememb
 LAST_PRESENCE_CAP = 200_000  # presence keys whose last applied record's template is kept
 LAST_PRESENCE_BYTES = 16 * 1024  # ... and only a record this small: a 900 KiB card kept per key
 # held ~130 MB for 150 keys (the fuzz-memory bound); a large record is simply applied in full
-LAST_PRESENCE_TOTAL = 48 * 1024 * 1024  # ... and this many bytes of templates in all: 20k live
+LAST_PRESENCE_TOTAL = 32 * 1024 * 1024  # ... and this many bytes of templates in all: 20k live
 # keys (the roster's cap) of 16 KiB records held ~640 MB; 10k honest ~0.6 KB records take ~12 MB
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch

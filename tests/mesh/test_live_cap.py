@@ -255,7 +255,7 @@ def test_the_live_byte_sum_follows_rows_going_offline_and_a_checkpoint():
 async def test_clock_templates_are_bounded_in_bytes(nc):
     """The observer keeps, per live key, its last record cut around the clocks (the fast
     heartbeat path): at most LAST_PRESENCE_TOTAL bytes of them, so 4000 keys of 15 KB records
-    grow observer and model by under 110 MB (101 MB measured; 150 MB with no total bound, and
+    grow observer and model by under 110 MB (85 MB measured; 150 MB with no total bound, and
     20k keys would hold ~500 MB of templates)."""
     import msgspec
 
