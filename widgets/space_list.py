@@ -1,4 +1,5 @@
-"""The space picker's list: ``space   N agents · N ch · N msgs``."""
+"""The space picker's list: ``space   N agents · N ch · N msgs`` and ``⨯ N stranded`` when
+seats run with no presence."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ class SpaceList(LineList):
             t.append(f"{s.channels} ch")
             t.append(" · ", style="dim")
             t.append(f"{s.messages} msgs", style="dim")
+            if s.stranded:  # seats running with no presence: stuck agents (``cotal ps`` says which)
+                t.append(" · ", style="dim")
+                t.append(f"⨯ {s.stranded} stranded", style=look.error)
             t.truncate(width, overflow="ellipsis")
             items.append((s.space, [t]))
         return items

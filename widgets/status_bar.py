@@ -1,6 +1,8 @@
 """The status bar: space, channel, agents, msg/s with a 60 s sparkline, connection state,
-``chat-only``, ``ev N`` (activity frames seen while the feed hides them), rejections, ``● rec <size>`` while recording, ``⚠ N internal errors`` once a
-listener raised (the last one is the bar's tooltip), then a notice or the context key hints."""
+``chat-only``, ``ev N`` (activity frames seen while the feed hides them), rejections, ``⚠ cut N``
+(wire fields cut to their byte bounds; per field in help), ``● rec <size>`` while recording,
+``⚠ N internal errors`` once a listener raised (the last one is the bar's tooltip), then a
+notice or the context key hints."""
 
 from __future__ import annotations
 
@@ -35,6 +37,23 @@ def internal_errors(count: int, last: str | None) -> str | None:
         return None
     return (f"⚠ {count} internal error{'s' if count != 1 else ''} (an observer listener raised);"
             f" last: {safe(last or 'unknown', 200)}")
+
+
+def bounds_detail(snap: Snapshot) -> str | None:
+    """What a lying or oversized peer cost, per kind, as one line (None: nothing): the wire
+    fields cut to their byte bounds and the records refused. Help says it in full; the bar
+    shows only the counts."""
+    parts = []
+    if snap.cuts:
+        n = sum(c for _, c in snap.cuts)
+        each = ", ".join(f"{safe(f, 40)} {c}" for f, c in sorted(snap.cuts, key=lambda x: -x[1]))
+        parts.append(f"{n} wire field{'s' if n != 1 else ''} cut to their bounds ({each})")
+    if snap.rejections:
+        n = sum(c for _, c in snap.rejections)
+        each = ", ".join(f"{safe(r, 60)} {c}"
+                         for r, c in sorted(snap.rejections, key=lambda x: -x[1]))
+        parts.append(f"{n} record{'s' if n != 1 else ''} refused ({each})")
+    return "⚠ " + "; ".join(parts) if parts else None
 
 
 def compact_count(n: int) -> str:
@@ -132,7 +151,8 @@ class StatusBar(Widget):
         st = snap.status
         return (st.space, st.connection, st.presence_view, st.dm_visible, st.error, st.warning,
                 len(snap.agents), round(snap.rates.msgs_per_sec, 1), snap.rates.buckets,
-                sum(n for _, n in snap.rejections), st.lagging, st.dropped,
+                sum(n for _, n in snap.rejections), sum(n for _, n in snap.cuts),
+                st.lagging, st.dropped,
                 st.listener_errors, st.listener_error)
 
     def set_hints(self, hints: str) -> None:
@@ -161,7 +181,7 @@ class StatusBar(Widget):
         self.refresh()
 
     # optional facts, in the order they give way when the row is short
-    DROP_ORDER = ("spark", "events", "channel", "agents", "rate", "rejected", "internal")
+    DROP_ORDER = ("spark", "events", "channel", "agents", "rate", "cut", "rejected", "internal")
 
     def _pieces(self, compact: bool) -> list[tuple[str | None, list[tuple[str, str]]]]:
         """The left as (drop key or None for kept, [(text, style)]) pieces, in order."""
@@ -198,6 +218,9 @@ class StatusBar(Widget):
         if rejected:
             out.append(("rejected", [(" · ", "dim"), (f"! {rejected} rej" if compact
                                                      else f"! {rejected} rejected", look.error)]))
+        cut = sum(n for _, n in snap.cuts)
+        if cut:  # a peer sent fields past the wire's byte bounds: kept cut (per field in help)
+            out.append(("cut", [(" · ", "dim"), ("⚠ cut " + compact_count(cut), look.waiting)]))
         if st.listener_errors:  # a bug of ours (stream, notifier, chat), counted, not swallowed
             n = st.listener_errors
             said = f"⚠ {n} internal" if compact else f"⚠ {n} internal error{'s' if n != 1 else ''}"

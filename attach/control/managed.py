@@ -11,9 +11,9 @@ overlap. No Textual or Rich here, and no wording: the roster and the detail card
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from meshview.wire.names import bucket_names
 
@@ -21,6 +21,8 @@ from attach.control.poller import RoundLoop
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
+
+    from attach.control.verbs import ManagedRow, PsResult
 
 PERIOD_S = 10.0
 DEADLINE_MS = 3000
@@ -86,6 +88,50 @@ def seat_from_row(row: dict, instance_id: str, now: float) -> ManagedSeat | None
         pid=opt_int("pid"), host=opt_str("host"), lifecycle_uid=opt_str("lifecycleUid"),
         agent=opt_str("agent"), cols=opt_int("cols"), rows=opt_int("rows"), answered_at=now,
     )
+
+
+def is_stranded(s: ManagedSeat) -> bool:
+    """A stuck agent: its manager (answering now) reports the seat's process running while the
+    agent has no presence record (``mesh: absent``, the manager's view current). The one rule
+    the roster's ``⨯ … seat running, no presence`` rows, ``cotal ps`` and the spaces overview
+    count by."""
+    return (s.process == "running" and s.mesh == "absent" and s.mesh_view == "current"
+            and not s.silent)
+
+
+def stranded(seats: Iterable[ManagedSeat]) -> list[ManagedSeat]:
+    """The stranded seats among ``seats``, one per roster key (principal), as the roster shows
+    them: the first seat reported under a key stands for it; by principal."""
+    out: dict[str, ManagedSeat] = {}
+    for s in seats:
+        if is_stranded(s):
+            out.setdefault(s.principal, s)
+    return [out[k] for k in sorted(out)]
+
+
+def ps_seats(result: PsResult, now: float | None = None) -> list[tuple[ManagedRow, ManagedSeat]]:
+    """A ``ps`` scatter's rows (the managers that answered, in order) each with its seat as the
+    console's poll reads it, for :func:`stranded`; the answering instance is the reply's, never
+    the row's word."""
+    now = time.time() if now is None else now
+    out = []
+    for m in result.managers:
+        if m.state != "answered":
+            continue
+        for r in m.rows:
+            seat = seat_from_row(r.raw, m.instance_id, now)
+            if seat is not None:
+                out.append((r, replace(seat, instance_id=m.instance_id)))
+    return out
+
+
+async def space_stranded(nc: NATS, space: str, deadline_ms: int = DEADLINE_MS
+                         ) -> list[ManagedSeat] | None:
+    """One round of the console's own ``ps`` poll over ``space`` and its stranded seats (the
+    spaces overview's count); None when this credential cannot read the manager registry."""
+    poller = PsPoller(nc, space, deadline_ms=deadline_ms)
+    await poller.poll_once()
+    return None if poller.unreadable else stranded(poller.fold.seats())
 
 
 @dataclass
@@ -186,8 +232,6 @@ def bind_among(seats: tuple[ManagedSeat, ...], lifecycle_uid: str | None) -> Bin
 def _silenced(s: ManagedSeat, since: float) -> ManagedSeat:
     if s.silent_since == since:
         return s
-    from dataclasses import replace
-
     return replace(s, silent_since=since)
 
 

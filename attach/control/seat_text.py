@@ -147,6 +147,14 @@ def render_ps(result: PsResult, deadline_s: float, out: TextIO) -> None:
         print(line, file=out)
 
 
+def stranded_line(seats: list[ManagedSeat]) -> str:
+    """``cotal ps``'s count of stuck agents (``attach.control.managed.stranded``): the roster shows
+    each as ``⨯ name · seat running, no presence`` and the spaces overview counts them."""
+    n = len(seats)
+    names = ", ".join(clean(s.name, 32) for s in seats[:8]) + (", …" if n > 8 else "")
+    return (f"{n} seat{'s' if n != 1 else ''} running with no presence (stranded): {names}")
+
+
 # --------------------------------------------------------------------------- manager status
 
 

@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def _main(args: argparse.Namespace) -> int:
     from attach.control import verbs as control
     from attach.control.connection import session_target
-    from attach.control.seat_text import manager_line, render_ps, stray_lines
+    from attach.control.managed import is_stranded, ps_seats, stranded
+    from attach.control.seat_text import manager_line, render_ps, stranded_line, stray_lines
     from cotal_tui.cli.connection import target_from_args
     from meshview.link.connect import ConnectError
     from meshview.observe.spaces import require_space
@@ -50,10 +51,12 @@ async def _main(args: argparse.Namespace) -> int:
         print(f"cotal ps: {e.message}", file=sys.stderr)
         return 2 if e.code == "bad-request" else 1
     deadline_s = control.PS_DEADLINE_MS / 1000
+    seats = ps_seats(result)  # the answered rows in order, as the console's poll reads them
+    stuck = stranded(s for _, s in seats)
     if args.json:
-        for m in result.managers:
-            for r in m.rows:
-                print(json.dumps({**r.raw, "manager": m.instance_id}, separators=(",", ":")))
+        for r, seat in seats:
+            print(json.dumps({**r.raw, "manager": r.instance_id, "stranded": is_stranded(seat)},
+                             separators=(",", ":")))
         for m in result.managers:
             if m.state != "answered":
                 print(f"cotal ps: {manager_line(m, deadline_s)}", file=sys.stderr)
@@ -61,6 +64,8 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"cotal ps: {line}", file=sys.stderr)
         return 0
     render_ps(result, deadline_s, sys.stdout)
+    if stuck:  # beside the table, as the pinned note: the rows say "running … not in roster"
+        print(f"cotal ps: {stranded_line(stuck)}", file=sys.stderr)
     if getattr(result, "pinned", None):
         print(f"cotal ps: manager {result.pinned}'s view only (a user-auth mesh pins one manager; "
               "no scatter)", file=sys.stderr)

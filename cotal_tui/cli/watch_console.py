@@ -58,6 +58,14 @@ class SpaceLister:
     async def __call__(self) -> list:
         return await self._lister(self.nc)
 
+    async def stranded(self, space: str) -> int | None:
+        """How many of ``space``'s seats are stuck (running, no presence), by the rule the
+        roster and ``cotal ps`` use (``attach.control.managed.stranded``); None: unreadable."""
+        from attach.control.managed import space_stranded
+
+        seats = await space_stranded(self.nc, space)
+        return None if seats is None else len(seats)
+
     def link(self) -> str:
         nc = self.nc
         if nc.is_closed:

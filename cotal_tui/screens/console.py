@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import ContentSwitcher, Input
 
-from attach.control.managed import Binding as SeatBinding, ManagedFold
+from attach.control.managed import Binding as SeatBinding, ManagedFold, stranded
 from cotal_tui.screens.compose import ComposeKeys
 from cotal_tui.screens.lenses import BY_NAME as LENS, LENSES
 from cotal_tui.session import ConsoleSession
@@ -322,9 +322,7 @@ class ConsoleScreen(ComposeKeys):
         ``⨯ name · seat running, no presence``: a stuck agent whose presence expired before this
         console started is never invisible. Keyed by the row's principal + lifecycle uid."""
         model = self.model
-        for s in fold.seats():
-            if s.process != "running" or s.mesh != "absent" or s.mesh_view != "current" or s.silent:
-                continue
+        for s in stranded(fold.seats()):  # the one rule ``cotal ps`` and the overview count by
             p = model.peer(s.principal)
             if p is None or (p.status == "offline" and (p.offline_reason != "seat-no-presence"
                                                         or p.lifecycle_uid != s.lifecycle_uid)):
@@ -591,12 +589,15 @@ class ConsoleScreen(ComposeKeys):
 
     def action_help(self) -> None:
         from cotal_tui.screens.help import HelpScreen, describe_bindings
-        from widgets.status_bar import internal_errors
+        from widgets.status_bar import bounds_detail, internal_errors
 
         panel, panel_rows, global_rows = describe_bindings(self)
-        st = self.session.model.status
+        model = self.session.model
+        st = model.status
+        said = [internal_errors(st.listener_errors, st.listener_error),
+                bounds_detail(model.snapshot())]
         self.app.push_screen(HelpScreen(panel, panel_rows, global_rows,
-                                        internal_errors(st.listener_errors, st.listener_error)))
+                                        "\n".join(s for s in said if s) or None))
 
     def action_palette(self) -> None:
         self.app.action_command_palette()

@@ -72,8 +72,8 @@ class HelpBody(LineList):
 
     def build(self, width: int) -> list[Item]:
         lines: list[Text] = [Text(f"context: {self.panel} panel", style="bold"), Text("")]
-        if self.problem:  # what the status bar's ⚠ marker counts, said in full
-            lines[:0] = [Text(self.problem, style="bold red"), Text("")]
+        if self.problem:  # what the status bar's ⚠ markers count, said in full (a line each)
+            lines[:0] = [*(Text(p, style="bold red") for p in self.problem.split("\n")), Text("")]
         keyw = max([len(k) for k, _ in self.panel_rows + self.global_rows] + [6]) + 2
         def section(title: str, rows) -> None:
             lines.append(Text(title, style="bold underline"))

@@ -3,6 +3,9 @@ quits; ``b``/Esc inside a space come back here."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -10,9 +13,14 @@ from textual.binding import Binding
 from textual.widgets import Static
 
 from cotal_tui.shell import LinkedLister, ShellScreen
+from meshview.errors import swallowed
+from meshview.observe.spaces import SpaceInfo
 from widgets.line_list import LineList
 from widgets.space_list import SpaceList
 from widgets.status_bar import StatusBar
+
+
+STRANDED_CONCURRENCY = 4  # spaces asked for their stuck seats at once
 
 
 class SpacePickerScreen(ShellScreen):
@@ -71,6 +79,27 @@ class SpacePickerScreen(ShellScreen):
         lst.border_title = f"spaces · {len(spaces)}"
         self._count = f"{len(spaces)} space{'s' if len(spaces) != 1 else ''}"
         self._show_link("connected")
+        if callable(getattr(lister, "stranded", None)):
+            self._load_stranded(spaces)
+
+    @work(exclusive=True, group="stranded", exit_on_error=False)
+    async def _load_stranded(self, spaces: list[SpaceInfo]) -> None:
+        """Each space's stuck seats (one ``ps`` round each, a few at a time), after the listing:
+        the list shows at once, the counts when the managers have answered."""
+        lister = self.shell.list_spaces
+        sem = asyncio.Semaphore(STRANDED_CONCURRENCY)
+
+        async def one(s: SpaceInfo) -> SpaceInfo:
+            async with sem:
+                try:
+                    n = await lister.stranded(s.space)  # type: ignore[union-attr]
+                except Exception:  # noqa: BLE001 - a count that cannot be read is not shown [counted: COTAL_LOG]
+                    swallowed("cotal_tui.screens.spaces:stranded")
+                    return s
+            return replace(s, stranded=n)
+
+        counted = await asyncio.gather(*(one(s) for s in spaces))
+        self.query_one(SpaceList).set_spaces(list(counted))
 
     def action_refresh_spaces(self) -> None:
         self.refresh_spaces()

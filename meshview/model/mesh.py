@@ -81,6 +81,7 @@ from meshview.wire import (
     ChannelConfig,
     ChannelDefaults,
 )
+from meshview.wire.bounds import LIVE_PEERS_MAX
 
 Clock = Callable[[], float]
 """Returns the observer's wall clock in epoch milliseconds."""
@@ -119,7 +120,8 @@ class MeshModel:
 
     ``feed_cap`` bounds the feed ring (and the dedupe set with it); ``ttl_ms`` is the
     presence liveness window; ``record_events`` keeps a queue for :meth:`take_events`
-    (the line stream); the console leaves it off.
+    (the line stream); the console leaves it off. ``live_cap`` bounds the live roster rows
+    (a new key past it is refused, ``presence:live-cap``).
     """
 
     def __init__(
@@ -134,6 +136,7 @@ class MeshModel:
         dm_log_cap: int = DM_LOG_CAP,
         server: str = "",
         stall_ms: float = DEFAULT_STALL_MINUTES * 60_000.0,
+        live_cap: int = LIVE_PEERS_MAX,
     ) -> None:
         self.space = space
         self.clock: Clock = clock or (lambda: time.time() * 1000.0)
@@ -162,7 +165,8 @@ class MeshModel:
 
         # the roster (meshview/model/roster.py): its rows, names and order; read it through the
         # model's reads (``peer``, ``labels``, ``snapshot``), never set it
-        self.roster = Roster(self, self.ttl_ms, self._stall)
+        self.live_cap = int(live_cap)  # live roster rows held (meshview/wire/bounds.py)
+        self.roster = Roster(self, self.ttl_ms, self._stall, self.live_cap)
 
         # the channel list (meshview/model/channels.py); a channel message counts through its
         # own method
@@ -286,7 +290,7 @@ class MeshModel:
         self.event_rows = sum(1 for e in self._ring.rows() if e.event)
         self._bursts = {(b.from_id, b.text): replace(b, to_ids=list(b.to_ids), ids=list(b.ids))
                         for b in st.bursts}
-        self.roster = Roster.from_state(st.roster, self, st.ttl_ms, self._stall)
+        self.roster = Roster.from_state(st.roster, self, st.ttl_ms, self._stall, self.live_cap)
         self.channels = Channels.from_state(st.channels)
         self._heard = self.channels.heard
         self._dms = DmRollup.from_state(st.dms)
@@ -934,6 +938,7 @@ class MeshModel:
             membership=self._membership.view(now),
             managers=tuple(self._managers[k] for k in sorted(self._managers)),
             names=ReadOnlyNames(roster.names), order=roster.peer_ids, labels=labels,
+            cuts=tuple(sorted(self._cuts.items())),
         )
         self._snap = snap
         self.dirty = False

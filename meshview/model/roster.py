@@ -10,7 +10,7 @@ receipt time; the roster never reads a clock.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence, TypeGuard
 
 from msgspec.structs import replace as restruct  # a Peer is a Struct: built in C, ~40x faster
 
@@ -33,6 +33,7 @@ from meshview.wire import (
     is_heartbeat_only,
     is_stale,
 )
+from meshview.wire.bounds import LIVE_PEERS_BYTES, LIVE_PEERS_MAX, SLIM_BYTES, clip_opt
 
 if TYPE_CHECKING:
     from meshview.model.snapshot import FeedEntry
@@ -59,6 +60,40 @@ def as_presence(p: Peer) -> Presence:
 #: (100k of them held 612 MB). 2000 covers every departure of a busy day on a large team,
 #: and at the wire's bounds an offline row is at most ~32 KB: under 64 MB for all of them.
 OFFLINE_CAP = 2000
+
+#: What a roster row holds beside its strings (the struct, its entries in the roster's dicts,
+#: sort and labels, the stalled verdict's facts), in bytes: :func:`row_bytes`'s constant.
+ROW_BASE_BYTES = 1200
+_STR_BYTES = 50  # a str object's own overhead
+
+
+def row_bytes(p: Peer | PresenceRecord) -> int:
+    """What a row of ``p`` holds, estimated from its strings (within a factor of ~1.5 of what
+    tracemalloc sees): the unit of the live rows' byte budget (bounds.LIVE_PEERS_BYTES)."""
+    n = ROW_BASE_BYTES + len(p.id) + len(p.name)
+    for v in (p.role, p.lifecycle_uid, p.activity, p.description, p.attention):
+        if v is not None:
+            n += _STR_BYTES + len(v)
+    c = p.condition
+    if c is not None:
+        n += 3 * _STR_BYTES + len(c.code) + len(c.source or "") + len(c.message or "")
+    if p.tags:
+        n += sum(map(len, p.tags)) + _STR_BYTES * len(p.tags)
+    for pairs in (p.meta, p.channel_modes):
+        if pairs:
+            n += sum(len(k) + len(v) for k, v in pairs) + 2 * _STR_BYTES * len(pairs)
+    return n
+
+
+def slim(p: Peer) -> Peer:
+    """``p`` as the byte budget keeps it: the card's decorations dropped, activity and the
+    condition's message cut to :data:`SLIM_BYTES`; what the roster and NEEDS-YOU show stays."""
+    c = p.condition
+    if c is not None and c.message is not None:
+        c = restruct(c, message=clip_opt(c.message, SLIM_BYTES))
+    return restruct(p, description=None, tags=(), meta=(), channel_modes=(),
+                    activity=clip_opt(p.activity, SLIM_BYTES), condition=c)
+
 
 ROSTER_SORTS = ("status", "name", "role", "activity")  # the console's ``s`` cycles these
 
@@ -113,6 +148,8 @@ class RosterHost(Protocol):
     def _emit(self, ev: ModelEvent) -> None: ...
     def _append(self, **kw: Any) -> FeedEntry: ...
     def _presence_view_to(self, view: str) -> None: ...
+    def apply_rejection(self, reason: str, subject: str) -> None: ...
+    def note_cuts(self, fields: Sequence[str]) -> None: ...
 
 
 class Roster:
@@ -125,8 +162,11 @@ class Roster:
     sort, the live and offline rows and the labels are derived and start afresh on a restore.
     """
 
-    def __init__(self, host: RosterHost, ttl_ms: float, stall: StallTracker) -> None:
+    def __init__(self, host: RosterHost, ttl_ms: float, stall: StallTracker,
+                 live_cap: int = LIVE_PEERS_MAX) -> None:
         self.ttl_ms = ttl_ms
+        self.live_cap = live_cap  # live rows held: past it a new key is refused (bounds.py)
+        self.live_budget = LIVE_PEERS_BYTES  # their row_bytes: past it rows are kept slim
         self._host = host
         self._stall = stall
         # the host's own bound methods, held once: the reducers call them per record
@@ -153,6 +193,9 @@ class Roster:
         self.live_floor = float("inf")
         # the offline rows, the first to go offline first (OFFLINE_CAP); None: derive it
         self._offline: dict[str, None] | None = None
+        # the live rows' row_bytes and their sum (the byte budget); None: derive from the rows
+        self._weights: dict[str, int] | None = None
+        self._live_bytes = 0
         self._labels: Labels | None = None  # built from the rows when asked (None: stale)
 
     def state(self) -> RosterState:
@@ -163,10 +206,10 @@ class Roster:
 
     @classmethod
     def from_state(cls, st: RosterState, host: RosterHost, ttl_ms: float,
-                   stall: StallTracker) -> Roster:
+                   stall: StallTracker, live_cap: int = LIVE_PEERS_MAX) -> Roster:
         """A roster put back; what is derived from it (the kept sort, the live and offline
         rows, labels) starts afresh, as in a new model."""
-        r = cls(host, ttl_ms, stall)
+        r = cls(host, ttl_ms, stall, live_cap)
         r.peers, r.names = dict(st.peers), dict(st.names)
         r._changed = st.changed
         r.agent_ids, r.endpoint_ids = st.agent_ids, st.endpoint_ids
@@ -177,6 +220,21 @@ class Roster:
     def name_of(self, pid: str) -> str:
         """A peer's roster name, else its whole id (display code elides it, never this)."""
         return self.names.get(pid) or pid
+
+    def live_count(self) -> int:
+        """How many rows are live (not offline): what :attr:`live_cap` bounds."""
+        off = self._offline
+        if off is None:
+            off = self._offline = self._offline_order()
+        return len(self.peers) - len(off)
+
+    def live_bytes(self) -> int:
+        """The live rows' :func:`row_bytes`, summed: what :attr:`live_budget` bounds."""
+        if self._weights is None:
+            self._weights = {pid: row_bytes(p) for pid, p in self.peers.items()
+                             if p.status != "offline"}
+            self._live_bytes = sum(self._weights.values())
+        return self._live_bytes
 
     def labels(self) -> Labels:
         """Principal -> display label from the rows (meshview/model/labels.py), rebuilt only
@@ -233,12 +291,18 @@ class Roster:
         Rules (wire.md §4): ``status: offline`` -> offline; ``ts`` older than ttl on arrival
         -> unknown peer recorded quietly offline, known peer kept as is (the sweep decides);
         changed ``lifecycleUid`` -> new-incarnation event; heartbeat-only rewrites update ts
-        but emit nothing.
+        but emit nothing. A live record of a key the roster does not hold, with
+        :attr:`live_cap` live rows held already, is refused (``presence:live-cap``): a flood
+        of keys never pushes out a peer already shown, and never grows the roster.
         """
         self.watch_delivered(now)
-        self.names[rec.id] = rec.name
         prev = self.peers.get(rec.id)
         stale = is_stale(rec.ts, now, self.ttl_ms)
+        if (prev is None and not stale and rec.status != "offline"
+                and self.live_count() >= self.live_cap):
+            self._host.apply_rejection("presence:live-cap", rec.id)
+            return
+        self.names[rec.id] = rec.name
         if rec.status == "offline":
             self._mark_offline(rec.id, "offline-record", now, rec=rec)
             return
@@ -249,13 +313,13 @@ class Roster:
             return  # known: keep last-known, the sweep decides (with the deaf guard)
         if prev is not None and rec.ts < prev.ts and prev.status != "offline":
             return  # an older record than the one we hold (rebind replay)
-        c = rec.condition  # the stalled verdict's presence fact: what a heartbeat never moves
-        self._stall.presence(rec.id, now, (rec.status, rec.activity, rec.activity_since,
+        status: Status = rec.status if _is_status(rec.status) else "idle"
+        new = self._fit(self._make_peer(rec, now, prev, status, None))
+        c = new.condition  # the stalled verdict's presence fact: what a heartbeat never moves
+        self._stall.presence(rec.id, now, (rec.status, new.activity, rec.activity_since,
                                            rec.status_since, c.code if c else None,
                                            c.message if c else None, c.since if c else None),
                              rec.active_at, rec.role)
-        status: Status = rec.status if _is_status(rec.status) else "idle"
-        new = self._make_peer(rec, now, prev, status, None)
         if prev is None or prev.status == "offline":
             incarnation = (
                 prev is not None and rec.lifecycle_uid is not None
@@ -399,12 +463,31 @@ class Roster:
             incarnations=prev.incarnations if prev else 1,
         )
 
+    def _fit(self, new: Peer) -> Peer:
+        """``new`` (a live row), slim when in full it would take the live rows past the byte
+        budget (counted: the cut ``presence:budget``). Never a refusal: a slim row is small
+        (names, ids, status, activity and condition cut), so slim rows are bounded by the count
+        cap, and a flood of large cards cannot keep a new agent out."""
+        total, wts = self.live_bytes(), self._weights  # (live_bytes derives the weights)
+        if total - (wts.get(new.id, 0) if wts else 0) + row_bytes(new) <= self.live_budget:
+            return new
+        self._host.note_cuts(("presence:budget",))
+        return slim(new)
+
     def _put_peer(self, p: Peer) -> None:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
         old = self.peers.get(p.id)
         if old is None or old.name != p.name or old.role != p.role:
             self._labels = None  # who is shown as whom changed (meshview/model/labels.py)
         self.peers[p.id] = p
+        wts = self._weights
+        if wts is not None:
+            if p.status != "offline":
+                w = row_bytes(p)
+                self._live_bytes += w - wts.get(p.id, 0)
+                wts[p.id] = w
+            elif p.id in wts:
+                self._live_bytes -= wts.pop(p.id)
         live = self.live_seen
         if live is not None:
             if p.status != "offline":

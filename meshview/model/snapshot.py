@@ -459,6 +459,8 @@ class Snapshot:
     # principal -> display label from the roster, disambiguated (meshview/model/labels.py); the same
     # object from one snapshot to the next until a roster name or role changes
     labels: Labels = field(repr=False, default=NO_LABELS)
+    # wire fields cut to their byte bounds (meshview/wire/bounds.py), field -> count, by field
+    cuts: tuple[tuple[str, int], ...] = ()
 
     @property
     def feed_len(self) -> int:

@@ -62,6 +62,11 @@ from meshview.wire.subjects import DELIVERY_KINDS
 
 Listener = Callable[[MeshModel], Awaitable[None] | None]
 
+
+def _template_bytes(t: Any) -> int:
+    """The bytes a clock template holds (its fixed segments and the tail after its ts)."""
+    return sum(map(len, t[0])) + len(t[3] or b"")
+
 log = logging.getLogger("cotal.observer")
 
 _DENIED_SUB = re.compile(r"permissions violation for subscription to \"?([^\"\s]+)\"?", re.I)
@@ -75,6 +80,8 @@ SUBJECT_MEMO_CAP = 200_000  # stored CHAT subjects whose channel the poll rememb
 LAST_PRESENCE_CAP = 200_000  # presence keys whose last applied record's template is kept
 LAST_PRESENCE_BYTES = 16 * 1024  # ... and only a record this small: a 900 KiB card kept per key
 # held ~130 MB for 150 keys (the fuzz-memory bound); a large record is simply applied in full
+LAST_PRESENCE_TOTAL = 32 * 1024 * 1024  # ... and this many bytes of templates in all: 20k live
+# keys (the roster's cap) of 16 KiB records held ~640 MB; 10k honest ~0.6 KB records take ~12 MB
 SLICE_MS = 8.0  # longest stretch the drain applies before yielding to the loop
 TAP_YIELD = 256  # the tap callback yields after this many frames in one stretch
 LAG_HIGH = 0.25  # backlog fraction of the cap that turns ``lagging`` on ...
@@ -145,6 +152,7 @@ class Observer:
         # (live peers only, wire.clock_template): a later record that is those bytes with
         # other clock digits just moves the peer's clocks, with no decode
         self._clock_templates: dict[str, Any] = {}
+        self._template_total = 0  # their bytes (LAST_PRESENCE_TOTAL)
         self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
         self.queue_dropped = 0  # dropped since the model was last told
@@ -533,7 +541,7 @@ class Observer:
             m.watch_delivered(now)
             m.apply_rejection(f"presence:{d.reason}", f"$KV.{self.buckets.presence}.{e.key}")
         elif d.action == "mark-offline":
-            lp.pop(e.key, None)
+            self._forget_template(e.key)
             m.apply_presence_delete(e.key, purge=op == "PURGE", received=now)
         elif d.presence is not None:
             p = d.presence
@@ -545,14 +553,21 @@ class Observer:
             if (held is not None and held.status != "offline" and held.ts == float(p.ts)
                     and len(e.value or b"") <= LAST_PRESENCE_BYTES):
                 t = clock_template(e.value, p)
-            if t is None:
-                lp.pop(e.key, None)
-            else:
-                if len(lp) >= LAST_PRESENCE_CAP and e.key not in lp:
+            self._forget_template(e.key)
+            if t is not None:
+                size = _template_bytes(t)
+                if len(lp) >= LAST_PRESENCE_CAP or self._template_total + size > LAST_PRESENCE_TOTAL:
                     lp.clear()  # bounded; the next record of each key is applied in full
+                    self._template_total = 0
                 lp[e.key] = t
+                self._template_total += size
         if self._said_stale:
             self._stale_over()
+
+    def _forget_template(self, key: str) -> None:
+        t = self._clock_templates.pop(key, None)
+        if t is not None:
+            self._template_total -= _template_bytes(t)
 
     def _stale_over(self) -> None:
         """A presence entry arrived after the watch was said stale: it answers again."""

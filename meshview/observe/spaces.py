@@ -29,6 +29,9 @@ class SpaceInfo:
     agents: int = 0
     channels: int = 0
     messages: int = 0
+    #: seats a manager reports running with no presence (``attach.control.managed.stranded``,
+    #: filled in by the console's lister after the listing); None: not asked or not readable
+    stranded: int | None = None
 
 
 async def _stream_names(jsm: Any) -> list[str]:

@@ -39,6 +39,22 @@ CHANNEL_MODES_MAX = 32
 AGUI_EVENTS_MAX = 2000
 AGUI_FRAME_BYTES = 64 * 1024  # as much as a feed row keeps of a text (feedring.KEPT_TEXT)
 
+#: Live peers (presence keys heard live) the roster holds. In open mode any client may write
+#: any number of presence keys: past this a NEW key is refused and counted (rejection
+#: ``presence:live-cap``), never a peer already shown pushed out; room comes back as rows go
+#: offline. Twice the 10k-agent benchmark (bench/scale.py). With the offline rows' cap
+#: (meshview/model/roster.py OFFLINE_CAP) the roster never holds more than both together.
+#: 100k keys of ordinary cards held 179 MB uncapped, 35 MB at this cap.
+LIVE_PEERS_MAX = 20_000
+#: ... and the bytes of their strings (estimated per row, meshview/model/roster.py
+#: ``row_bytes``): a card at every byte bound above is ~34 KB a row, so 20k of them would hold
+#: ~680 MB. Past this a row is kept slim (description, tags, meta and channel modes dropped,
+#: activity and condition cut to SLIM_BYTES; counted as the cut ``presence:budget``): a slim
+#: row is at most ~3 KB, so all live rows stay under this plus ~60 MB. Honest rows are
+#: ~1–2 KB: 20k of them fit whole.
+LIVE_PEERS_BYTES = 64 * 1024 * 1024
+SLIM_BYTES = 256
+
 
 def clip(s: str, limit: int) -> str:
     """``s`` cut to at most ``limit`` UTF-8 bytes at a code-point boundary, marked ``…``;
