@@ -9,6 +9,7 @@
     cotal status NAME [--on INSTANCE] [--json]       the seat's row, from the manager hosting it
     cotal status [--on INSTANCE] [--json]            the managers themselves: runtime, connectors,
                                                      classSpawn, static reconciliation failures
+    cotal status --line [--format FMT]               one line of presence counts (cli/status.py)
 
 ``spawn`` sends the reference's ``spawn`` fields: PERSONA is the persona ref the manager resolves
 under its own root (``name``), ``--name`` the seat-name override (``identity``); every other flag
@@ -108,6 +109,12 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", default=None,
                    help="seat name (see `cotal ps`); without one, the managers themselves")
     p.add_argument("--json", action="store_true", help="as the manager sent it")
+    p.add_argument("--line", action="store_true",
+                   help="one short line of presence counts for a status bar (space ● working ◐ waiting "
+                        "○ idle ⨯ offline); reads presence once, asks no manager")
+    p.add_argument("--format", default=None, metavar="FMT",
+                   help="with --line: the line's shape, from the fields {space} {working} {waiting} "
+                        "{idle} {offline}")
     _common(p)
 
 
@@ -235,6 +242,15 @@ def run_input(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    if args.line or args.format is not None:
+        if args.name is not None or args.json or args.on is not None or not args.line:
+            print("cotal status: --line takes no seat, --json or --on, and --format needs --line.",
+                  file=sys.stderr)
+            return 2
+        from cotal_tui.cli.status import run_line
+
+        return run_line(args)
+
     async def act(target, control, read_only) -> int:
         from meshview.wire.sanitize import inline as clean
 
