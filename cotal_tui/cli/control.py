@@ -51,7 +51,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     from cotal_tui.cli.connection import add_connection_arguments
 
     p.add_argument("--on", metavar="INSTANCE", default=None,
-                   help="the manager instance to address (the whole id, as `cotal ps` prints it)")
+                   help="the manager instance to address (its id as `cotal ps` prints it, or a unique prefix)")
     add_connection_arguments(p)
 
 
@@ -126,6 +126,7 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
     from attach.control import verbs as control
     from attach.control.connection import session_target
     from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.cli.prefix import PrefixError
 
     async def main() -> int:
         from meshview.link.connect import ConnectError
@@ -139,6 +140,7 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
             except ConnectError as e:
                 print(f"cotal {verb}: {e}", file=sys.stderr)
                 return 1
+            await _whole_instance(target, args)
             what = LOGGED_VERBS.get(verb)
             if what is None:
                 return await act(target)
@@ -162,6 +164,9 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
         except control.ControlError as e:
             print(f"cotal {verb}: {e.message}", file=sys.stderr)
             return 2 if e.code == "bad-request" else 1
+        except PrefixError as e:  # a sentence, then the candidates (ids, checked), one per line
+            print(f"cotal {verb}: {e}", file=sys.stderr)
+            return 2
 
     try:
         return asyncio.run(main())
@@ -169,8 +174,19 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
         return 130
 
 
+async def _whole_instance(target: Any, args: argparse.Namespace) -> None:
+    """``--on`` (and deregister's INSTANCE) given as a prefix: made the one whole id it starts."""
+    from cotal_tui.cli import prefix
+
+    for attr in ("on", "instance"):
+        v = getattr(args, attr, None)
+        if isinstance(v, str):
+            setattr(args, attr, await prefix.instance(target, v))
+
+
 def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | None], Awaitable[int]]) -> int:
     from attach.control import verbs as control
+    from cotal_tui.cli.prefix import check_instance_prefix
     from cotal_tui.operator import read_only_from_args
 
     read_only = read_only_from_args(args)
@@ -179,7 +195,7 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
         # usage and read-only first (no network), then the space every verb checks
         if verb != "status":
             control.refuse_read_only(read_only)
-        control.check_instance(args.on)
+        check_instance_prefix(args.on)
         if verb != "spawn" and not (verb == "status" and args.name is None):
             control.check_seat_name(args.name)
 
