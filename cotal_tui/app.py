@@ -37,6 +37,7 @@ from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
 from cotal_tui.screens.tile import TileScreen, tile_targets
+from meshview.errors import swallowed
 from meshview.model.labels import EMPTY as NO_LABELS
 from cotal_tui.screens.triage import TriageScreen
 from cotal_tui.seats import SeatSessions
@@ -267,6 +268,19 @@ class MeshCommands(Provider):
                 yield Hit(score, matcher.highlight(name), cb, help=help_)
 
 
+TITLE_PUSH = "\x1b[22;2t"  # XTWINOPS: save the terminal's title before the first of ours
+TITLE_POP = "\x1b[23;2t"  # ... and give it back on exit
+
+
+def window_title(space: str, waiting: int) -> str:
+    """``2 waiting · cotal main``; the space made terminal-safe (no escape, no control, no
+    bidi character reaches the title)."""
+    from meshview.wire.sanitize import inline
+
+    name = "".join(c for c in inline(space, 64) if c.isprintable())
+    return f"{waiting} waiting · cotal {name}" if waiting > 0 else f"cotal {name}"
+
+
 class CotalApp(App[int]):
     """The console App; it keeps :class:`~cotal_tui.shell.ConsoleShell` for its screens."""
 
@@ -315,6 +329,8 @@ class CotalApp(App[int]):
         self._errors_said = 0  # error notices so far (a refused palette command drops its type-ahead)
         self._release_armed = False
         self._first_screen_pushed = False  # on_mount ran: the stack holds the screen we start on
+        self._title_counts = True  # [ui] title_counts (read in on_mount)
+        self._title_written: str | None = None  # the terminal title we last set (OSC 2)
 
     @property
     def exiting(self) -> bool:
@@ -326,6 +342,9 @@ class CotalApp(App[int]):
         """Close the gate first (keys already queued must not act on screens being taken
         down), and stop the palette's search (it would query a list no longer there)."""
         self.keygate.close()
+        if self._title_written is not None:  # the title the terminal had before ours (XTWINOPS pop)
+            self._title_written = None
+            self.write_to_terminal(TITLE_POP)
         for screen in self.screen_stack:
             if isinstance(screen, CommandPalette):
                 self.workers.cancel_node(screen)
@@ -352,6 +371,12 @@ class CotalApp(App[int]):
         if self._user_keymap:
             self.set_keymap(self._user_keymap)
         self.set_interval(self.RUNS_TICK_S, self._runs_tick, name="runs")
+        try:
+            from cotal_tui.config import read_config, ui_title_counts
+
+            self._title_counts = ui_title_counts(read_config())[0]
+        except Exception:  # noqa: BLE001 - a config that cannot be read keeps the default [counted: COTAL_LOG]
+            swallowed("cotal_tui.app:on_mount.title_counts")
         if self.session is not None:
             self.runs.ensure(self.session)
             self.push_screen(ConsoleScreen(self.session, can_go_back=False))
@@ -618,6 +643,7 @@ class CotalApp(App[int]):
         if screen is None or not screen.is_mounted or self.exiting:
             return
         session = screen.session
+        self._set_title(session)
         view = session.model.runs_view()
         bars = screen.query(StatusBar)
         if bars:
@@ -635,6 +661,20 @@ class CotalApp(App[int]):
         if n.enabled:
             for a in alerts:
                 n.deliver(a)
+
+    def _set_title(self, session: Any) -> None:
+        """The terminal title: ``2 waiting · cotal main`` (``cotal main`` when nobody waits),
+        written (OSC 2) only when it changes; ``[ui] title_counts = false`` leaves it alone."""
+        if not self._title_counts:
+            return
+        counts = dict(session.model.snapshot().signals.counts)
+        title = window_title(session.space, counts.get("waiting", 0))
+        if title == self._title_written:
+            return
+        self.title = title
+        push = TITLE_PUSH if self._title_written is None else ""
+        self._title_written = title
+        self.write_to_terminal(f"{push}\x1b]2;{title}\x07")
 
     def on_roster_stop_seat(self, event: Roster.StopSeat) -> None:
         """Roster ``D``: the red stop overlay for a managed seat (screens/control.py)."""
