@@ -36,7 +36,7 @@ from cotal_tui.screens.control import (
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
-from cotal_tui.screens.tile import TileScreen, tile_targets
+from cotal_tui.screens.tile import MAX_PANES, TileScreen, every_seat, tile_targets
 from meshview.errors import swallowed
 from meshview.model.labels import EMPTY as NO_LABELS
 from cotal_tui.screens.triage import TriageScreen
@@ -138,7 +138,7 @@ class MeshCommands(Provider):
                  "[ui] show_events)", lambda: screen.set_events(True)),
                 ("events off", "hide the activity frames from the feed, counted as ev N in the "
                  "status bar (E)", lambda: screen.set_events(False)),
-                ("tile", "live terminals of the working agents, read-only until promoted",
+                ("tile", f"live terminals of every managed seat (up to {MAX_PANES}), read-only until promoted",
                  lambda: self._tile(None)),
             ]
             names, _ = self._seat_names(screen)
@@ -188,7 +188,7 @@ class MeshCommands(Provider):
         if verb == "tile":
             return Hit(1.0, q, lambda: self._tile(args or None),
                        help=f"tile {len(args)} seat{'s' if len(args) != 1 else ''}"
-                       if args else "tile the working agents")
+                       if args else "tile every managed seat")
         name = " ".join(args)
         known, managed = self._seat_names(screen)
         if any(n.startswith(name) for n in known):
@@ -707,9 +707,10 @@ class CotalApp(App[int]):
 
     def open_tile(self, names: list[str] | None = None,
                   managed_names: Iterable[str] | None = None) -> bool:
-        """Push a tile of ``names`` (seat names or ids), or of every working agent of the
-        console's roster, each bound to its seat by id once a manager's ``ps`` answered (every
-        managed seat when none is working). A name two seats share is refused with their ids.
+        """Push a tile of ``names`` (seat names or ids), or of every managed seat once a manager's
+        ``ps`` answered (before that, every working agent), up to the cap, saying how many were
+        left out past it; seats are bound to roster peers by id. A name two seats share is
+        refused with their ids.
         ``managed_names`` is not read: the ``ps`` fold is the source of truth."""
         sessions = self.reach_seats()
         if sessions is None:
@@ -718,13 +719,21 @@ class CotalApp(App[int]):
         screen = self.console_screen()
         snap = screen.snap if screen is not None else None
         fold = self.managed_fold()
-        targets, why = tile_targets(snap.agents if snap is not None else (), fold,
-                                    snap.labels if snap is not None else NO_LABELS, names)
+        peers, labels = (snap.agents, snap.labels) if snap is not None else ((), NO_LABELS)
+        left = 0
+        if names:
+            targets, why = tile_targets(peers, fold, labels, names)
+        else:
+            (targets, left), why = every_seat(peers, fold, labels), None
         if why is not None:
             self.notify_line(why, True)
             return False
         if not targets:
-            self.notify_line("tile: no working agents to show")
+            self.notify_line("tile: no managed seats to show" if fold is not None and fold.rounds
+                             else "tile: no working agents to show")
             return False
         self.push_screen(TileScreen(sessions, targets, hold_escape=self.hold_escape))
+        if left:
+            self.notify_line(f"tile: {len(targets)} seats shown, {left} left out past the cap of "
+                             f"{MAX_PANES} (name them: :tile a b …)")
         return True
