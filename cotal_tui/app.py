@@ -98,10 +98,10 @@ class MeshCommands(Provider):
         snap = screen.snap
         return {p.id for p in (snap.agents if snap is not None else ())}
 
-    def _open_log(self) -> None:
+    def _open_log(self, mesh: str | None = None) -> None:
         from cotal_tui.screens.actionlog import ActionLogScreen
 
-        self.app.push_screen(ActionLogScreen())
+        self.app.push_screen(ActionLogScreen(mesh=mesh))
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
         app = self.shell
@@ -120,7 +120,7 @@ class MeshCommands(Provider):
                  "(their output, never your keys)", lambda: toggle_recording(app, seats=True)),
                 ("notify", "bell + desktop notification when an agent starts waiting (on/off)",
                  lambda: toggle_notify(app)),
-                ("log", "the action log: what this console did, newest first, outcomes as they settle",
+                ("log", "the action log: what was done, on which mesh, newest first (log NAME: one mesh)",
                  self._open_log),
             ]
             cmds[:0] = [
@@ -251,6 +251,11 @@ class MeshCommands(Provider):
             if hit is not None:
                 yield hit
                 return
+        if raw.partition(" ")[0] == "log" and raw.partition(" ")[2].strip():
+            mesh = raw.partition(" ")[2].strip()
+            yield Hit(1.0, f"log {mesh}", lambda: self._open_log(mesh),
+                      help="the action log of that mesh only (m in the log changes it)")
+            return
         if raw.partition(" ")[0] == "theme" and " " in raw:
             for hit in theme_hits(self.app, raw.partition(" ")[2], self.matcher):
                 yield hit

@@ -147,7 +147,7 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
             from cotal_tui.actionlog import action_log
 
             log = action_log("cli")
-            aid = log.record(what, _log_target(verb, args), "requested")
+            aid = log.record(what, _log_target(verb, args), "requested", mesh=target.space)
             try:
                 rc = await act(target)
             except control.ControlError as e:

@@ -254,7 +254,8 @@ class TileScreen(Screen[None]):
         from cotal_tui.actionlog import action_log
 
         cols, rows = pane.size
-        aid = action_log().record("fit", pane.seat, "requested", detail=f"{cols}x{rows}")
+        aid = action_log().record("fit", pane.seat, "requested", detail=f"{cols}x{rows}",
+                                  mesh=getattr(self.sessions, "space", None))
         if not await self.links[pane].fit(*pane.size):
             pane.fitted_from = None  # the session went away meanwhile
             action_log().settle(aid, "failed", detail="the session went away")
@@ -265,7 +266,7 @@ class TileScreen(Screen[None]):
     async def _unfit(self, pane: TilePane) -> None:
         from cotal_tui.actionlog import action_log
 
-        aid = action_log().record("unfit", pane.seat, "requested")
+        aid = action_log().record("unfit", pane.seat, "requested", mesh=getattr(self.sessions, "space", None))
         await self.links[pane].unfit()
         action_log().settle(aid, "done")
         pane.update_mark()
