@@ -89,7 +89,8 @@ def _static_choices(key: str) -> str | None:
             from cotal_tui.themes import theme_names
         except ImportError:  # a build without the console: nothing to offer
             return None
-        return "choice:" + " ".join(n for n in theme_names() if re.fullmatch(r"[A-Za-z0-9._-]+", n))
+        return "choice:" + " ".join(n for n in theme_names()
+                                    if n and n.isascii() and all(c.isalnum() or c in "._-" for c in n))
     return None
 
 

@@ -9,14 +9,11 @@ ids come from the wire: each is checked against its grammar before it is printed
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
 from cotal_tui.errors import CotalError
 
 MAX_LISTED = 20  # candidates an ambiguous prefix lists (the rest are counted)
-_INSTANCE_PREFIX = re.compile(r"^[a-z0-9]{1,32}$")
-_RUN_PREFIX = re.compile(r"^run-[0-9a-f]{0,32}$")
 
 
 class PrefixError(CotalError):
@@ -50,14 +47,18 @@ def check_instance_prefix(on: str | None) -> None:
     """Usage, before the network: ``--on`` is a manager instance id or a prefix of one."""
     from attach.control.verbs import ControlError
 
-    if on is not None and not (isinstance(on, str) and _INSTANCE_PREFIX.fullmatch(on)):
+    from meshview.wire.endpoint import is_lifecycle_prefix
+
+    if on is not None and not is_lifecycle_prefix(on):
         raise ControlError("bad-request", f"{on[:80]!r} is not a manager instance id or a prefix of one "
                            "(lowercase letters and digits, as cotal ps prints it)")
 
 
 def check_run_prefix(run: str) -> None:
     """Usage, before the network: a run id (``run-`` and 32 lowercase hex) or a prefix of one."""
-    if not _RUN_PREFIX.fullmatch(run):
+    from meshview.wire.runs import is_run_id_prefix
+
+    if not is_run_id_prefix(run):
         raise PrefixError(f"{run[:80]!r} is not a run id or a prefix of one (run- and lowercase hex, "
                           "as cotal runs ps prints it)")
 
