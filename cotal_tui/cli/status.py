@@ -53,13 +53,15 @@ def status_line(fmt: str, space: str, counts: dict[str, int]) -> str:
 
 
 def count_statuses(values: dict[str, bytes], now_ms: int) -> dict[str, int]:
-    """Each presence key's one state, as the roster would derive it; bad records are not counted."""
+    """Each agent's one state, as the roster would derive it (endpoints such as a manager are not
+    agents, as the console's counts leave them out); bad records are not counted."""
     from meshview.wire.presence import decode_presence
 
     counts = dict.fromkeys(FIELDS[1:], 0)
     for key, value in values.items():
         d = decode_presence(key, "PUT", value, now_ms)
-        if d.action == "apply" and d.derived_status in counts:
+        if (d.action == "apply" and d.presence is not None and d.presence.card.kind == "agent"
+                and d.derived_status in counts):
             counts[d.derived_status] += 1
     return counts
 

@@ -34,6 +34,7 @@ async def team(nc, space: str) -> None:
     await put_presence(nc, space, presence("idle1", "idle"))
     await put_presence(nc, space, presence("gone", "offline"))
     await put_presence(nc, space, presence("stale", "working", ts=now_ms() - 60_000))
+    await put_presence(nc, space, presence("manager", "idle", kind="endpoint"))  # not an agent
 
 
 async def test_the_line_counts_each_state(broker, nc, space, tmp_path):
