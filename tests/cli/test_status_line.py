@@ -93,3 +93,14 @@ async def test_it_is_fast_and_imports_no_console(broker, nc, space, tmp_path):
     assert lines[0] == f"{space} ● 3 ◐ 2 ○ 1 ⨯ 2"
     assert "HEAVY []" in lines, lines
     assert wall < 5.0, f"cotal status --line took {wall:.2f} s"
+
+
+async def test_no_broker_or_no_space_is_one_sentence(broker, tmp_path):
+    for server, space, said in (("nats://127.0.0.1:1", "main", "cotal status: "),
+                                (broker.url, "nosuchspace", "not provisioned")):
+        p = subprocess.run([sys.executable, "-m", "cotal_tui.cli", "status", "--line", "--server", server,
+                            "--space", space, "--connect-timeout", "2"], capture_output=True, text=True,
+                           cwd=ROOT, env=dict(os.environ, COTAL_HOME=str(tmp_path)), timeout=30)
+        assert p.returncode == 1 and p.stdout == "", (server, p.stdout, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0] and "Traceback" not in p.stderr, p.stderr
