@@ -32,6 +32,7 @@ SETTLED = frozenset({"acknowledged", "joined", "failed", "uncertain", "refused",
                      "succeeded", "stopped"})
 DETAIL_CAP = 200
 TARGET_CAP = 200
+MESH_CAP = 64
 READ_CAP = 5000  # lines folded by a reader (the newest)
 
 def scrub(s: str) -> str:
@@ -78,6 +79,7 @@ class Action:
     detail: str | None = None
     settled_at: float | None = None
     history: list[str] = field(default_factory=list)  # every outcome, oldest first
+    mesh: str | None = None  # the space it was done on (None: a line from before meshes were logged)
 
 
 class ActionLog:
@@ -112,12 +114,15 @@ class ActionLog:
             self.last_error = f"the action log {path} cannot be written ({e.strerror or 'error'})"
 
     def record(self, what: str, target: str, outcome: str, *, message_id: str | None = None,
-               goal_id: str | None = None, detail: str | None = None) -> str:
-        """Append one action; returns its id (for :meth:`settle`)."""
+               goal_id: str | None = None, detail: str | None = None, mesh: str | None = None) -> str:
+        """Append one action; returns its id (for :meth:`settle`). ``mesh``: the space it was
+        done on, so ``:log`` can tell the meshes of one home apart."""
         aid = secrets.token_hex(8)
         row: dict[str, Any] = {"v": 1, "id": aid, "at": int(time.time() * 1000), "what": what,
                                "target": scrub(str(target))[:TARGET_CAP], "outcome": outcome,
                                "source": self.source}
+        if mesh:
+            row["mesh"] = scrub(str(mesh))[:MESH_CAP]
         self._ids(row, message_id, goal_id, detail)
         self._write(row)
         for fn in list(LISTENERS):  # a recording's markers (cotal_tui/recording.py)
@@ -170,7 +175,8 @@ def read_actions(path: Path | None = None, limit: int = READ_CAP) -> list[Action
                 id=row["id"], at=float(row.get("at") or 0), what=row["what"],
                 target=str(row.get("target", "")), outcome=str(row.get("outcome", "")),
                 message_id=row.get("messageId"), goal_id=row.get("goalId"),
-                detail=row.get("detail"), history=[str(row.get("outcome", ""))])
+                detail=row.get("detail"), history=[str(row.get("outcome", ""))],
+                mesh=row["mesh"] if isinstance(row.get("mesh"), str) else None)
             continue
         a.outcome = str(row.get("outcome", a.outcome))
         a.history.append(a.outcome)

@@ -38,7 +38,8 @@ from cotal_tui.screens.control import (
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
-from cotal_tui.screens.tile import TileScreen, tile_targets
+from cotal_tui.screens.tile import MAX_PANES, TileScreen, every_seat, tile_targets
+from meshview.errors import swallowed
 from meshview.model.labels import EMPTY as NO_LABELS
 from cotal_tui.screens.triage import TriageScreen
 from cotal_tui.seats import SeatSessions
@@ -99,10 +100,10 @@ class MeshCommands(Provider):
         snap = screen.snap
         return {p.id for p in (snap.agents if snap is not None else ())}
 
-    def _open_log(self) -> None:
+    def _open_log(self, mesh: str | None = None) -> None:
         from cotal_tui.screens.actionlog import ActionLogScreen
 
-        self.app.push_screen(ActionLogScreen())
+        self.app.push_screen(ActionLogScreen(mesh=mesh))
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
         app = self.shell
@@ -121,7 +122,7 @@ class MeshCommands(Provider):
                  "(their output, never your keys)", lambda: toggle_recording(app, seats=True)),
                 ("notify", "bell + desktop notification when an agent starts waiting (on/off)",
                  lambda: toggle_notify(app)),
-                ("log", "the action log: what this console did, newest first, outcomes as they settle",
+                ("log", "the action log: what was done, on which mesh, newest first (log NAME: one mesh)",
                  self._open_log),
             ]
             cmds[:0] = [
@@ -139,7 +140,7 @@ class MeshCommands(Provider):
                  "[ui] show_events)", lambda: screen.set_events(True)),
                 ("events off", "hide the activity frames from the feed, counted as ev N in the "
                  "status bar (E)", lambda: screen.set_events(False)),
-                ("tile", "live terminals of the working agents, read-only until promoted",
+                ("tile", f"live terminals of every managed seat (up to {MAX_PANES}), read-only until promoted",
                  lambda: self._tile(None)),
                 ("activity", "what every agent is doing, from its event frames (activity @agent: "
                  "one agent's runs)", lambda: screen.open_activity(None)),
@@ -191,7 +192,7 @@ class MeshCommands(Provider):
         if verb == "tile":
             return Hit(1.0, q, lambda: self._tile(args or None),
                        help=f"tile {len(args)} seat{'s' if len(args) != 1 else ''}"
-                       if args else "tile the working agents")
+                       if args else "tile every managed seat")
         name = " ".join(args)
         known, managed = self._seat_names(screen)
         if any(n.startswith(name) for n in known):
@@ -257,6 +258,11 @@ class MeshCommands(Provider):
         if raw.partition(" ")[0] == "activity" and raw.partition(" ")[2].strip():
             yield activity_hit(self._console(), raw, self.shell.notify_line)
             return
+        if raw.partition(" ")[0] == "log" and raw.partition(" ")[2].strip():
+            mesh = raw.partition(" ")[2].strip()
+            yield Hit(1.0, f"log {mesh}", lambda: self._open_log(mesh),
+                      help="the action log of that mesh only (m in the log changes it)")
+            return
         if raw.partition(" ")[0] == "theme" and " " in raw:
             for hit in theme_hits(self.app, raw.partition(" ")[2], self.matcher):
                 yield hit
@@ -272,6 +278,19 @@ class MeshCommands(Provider):
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), cb, help=help_)
+
+
+TITLE_PUSH = "\x1b[22;2t"  # XTWINOPS: save the terminal's title before the first of ours
+TITLE_POP = "\x1b[23;2t"  # ... and give it back on exit
+
+
+def window_title(space: str, waiting: int) -> str:
+    """``2 waiting · cotal main``; the space made terminal-safe (no escape, no control, no
+    bidi character reaches the title)."""
+    from meshview.wire.sanitize import inline
+
+    name = "".join(c for c in inline(space, 64) if c.isprintable())
+    return f"{waiting} waiting · cotal {name}" if waiting > 0 else f"cotal {name}"
 
 
 class CotalApp(App[int]):
@@ -322,6 +341,8 @@ class CotalApp(App[int]):
         self._errors_said = 0  # error notices so far (a refused palette command drops its type-ahead)
         self._release_armed = False
         self._first_screen_pushed = False  # on_mount ran: the stack holds the screen we start on
+        self._title_counts = True  # [ui] title_counts (read in on_mount)
+        self._title_written: str | None = None  # the terminal title we last set (OSC 2)
 
     @property
     def exiting(self) -> bool:
@@ -333,6 +354,9 @@ class CotalApp(App[int]):
         """Close the gate first (keys already queued must not act on screens being taken
         down), and stop the palette's search (it would query a list no longer there)."""
         self.keygate.close()
+        if self._title_written is not None:  # the title the terminal had before ours (XTWINOPS pop)
+            self._title_written = None
+            self.write_to_terminal(TITLE_POP)
         for screen in self.screen_stack:
             if isinstance(screen, CommandPalette):
                 self.workers.cancel_node(screen)
@@ -359,6 +383,12 @@ class CotalApp(App[int]):
         if self._user_keymap:
             self.set_keymap(self._user_keymap)
         self.set_interval(self.RUNS_TICK_S, self._runs_tick, name="runs")
+        try:
+            from cotal_tui.config import read_config, ui_title_counts
+
+            self._title_counts = ui_title_counts(read_config())[0]
+        except Exception:  # noqa: BLE001 - a config that cannot be read keeps the default [counted: COTAL_LOG]
+            swallowed("cotal_tui.app:on_mount.title_counts")
         if self.session is not None:
             self.runs.ensure(self.session)
             self.push_screen(ConsoleScreen(self.session, can_go_back=False))
@@ -625,6 +655,7 @@ class CotalApp(App[int]):
         if screen is None or not screen.is_mounted or self.exiting:
             return
         session = screen.session
+        self._set_title(session)
         view = session.model.runs_view()
         bars = screen.query(StatusBar)
         if bars:
@@ -642,6 +673,20 @@ class CotalApp(App[int]):
         if n.enabled:
             for a in alerts:
                 n.deliver(a)
+
+    def _set_title(self, session: Any) -> None:
+        """The terminal title: ``2 waiting · cotal main`` (``cotal main`` when nobody waits),
+        written (OSC 2) only when it changes; ``[ui] title_counts = false`` leaves it alone."""
+        if not self._title_counts:
+            return
+        counts = dict(session.model.snapshot().signals.counts)
+        title = window_title(session.space, counts.get("waiting", 0))
+        if title == self._title_written:
+            return
+        self.title = title
+        push = TITLE_PUSH if self._title_written is None else ""
+        self._title_written = title
+        self.write_to_terminal(f"{push}\x1b]2;{title}\x07")
 
     def on_roster_stop_seat(self, event: Roster.StopSeat) -> None:
         """Roster ``D``: the red stop overlay for a managed seat (screens/control.py)."""
@@ -674,9 +719,10 @@ class CotalApp(App[int]):
 
     def open_tile(self, names: list[str] | None = None,
                   managed_names: Iterable[str] | None = None) -> bool:
-        """Push a tile of ``names`` (seat names or ids), or of every working agent of the
-        console's roster, each bound to its seat by id once a manager's ``ps`` answered (every
-        managed seat when none is working). A name two seats share is refused with their ids.
+        """Push a tile of ``names`` (seat names or ids), or of every managed seat once a manager's
+        ``ps`` answered (before that, every working agent), up to the cap, saying how many were
+        left out past it; seats are bound to roster peers by id. A name two seats share is
+        refused with their ids.
         ``managed_names`` is not read: the ``ps`` fold is the source of truth."""
         sessions = self.reach_seats()
         if sessions is None:
@@ -685,13 +731,21 @@ class CotalApp(App[int]):
         screen = self.console_screen()
         snap = screen.snap if screen is not None else None
         fold = self.managed_fold()
-        targets, why = tile_targets(snap.agents if snap is not None else (), fold,
-                                    snap.labels if snap is not None else NO_LABELS, names)
+        peers, labels = (snap.agents, snap.labels) if snap is not None else ((), NO_LABELS)
+        left = 0
+        if names:
+            targets, why = tile_targets(peers, fold, labels, names)
+        else:
+            (targets, left), why = every_seat(peers, fold, labels), None
         if why is not None:
             self.notify_line(why, True)
             return False
         if not targets:
-            self.notify_line("tile: no working agents to show")
+            self.notify_line("tile: no managed seats to show" if fold is not None and fold.rounds
+                             else "tile: no working agents to show")
             return False
         self.push_screen(TileScreen(sessions, targets, hold_escape=self.hold_escape))
+        if left:
+            self.notify_line(f"tile: {len(targets)} seats shown, {left} left out past the cap of "
+                             f"{MAX_PANES} (name them: :tile a b …)")
         return True

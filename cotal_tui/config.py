@@ -99,6 +99,8 @@ KEYS: dict[str, dict[str, Key]] = {
         "show_events": Key("true or false", lambda v: isinstance(v, bool),
                            "the console's feed shows the agents' activity frames (the E key "
                            "toggles and saves it)"),
+        "title_counts": Key("true or false", lambda v: isinstance(v, bool),
+                            "the terminal title carries the waiting count (2 waiting · cotal main)"),
     },
     "attach": {
         "clipboard": Key("true or false", lambda v: isinstance(v, bool),
@@ -364,6 +366,11 @@ def load_config(home: Path | None = None) -> ConsoleConfig:
     return ConsoleConfig(roster_sort=sort, show_events=events, warning=bad[0] if bad else None)
 
 
+def ui_title_counts(cfg: ConfigFile) -> tuple[bool, str]:
+    """``[ui] title_counts`` when it is a boolean, else on; and its source."""
+    return pick(True, ("config.toml", _good_bool(cfg, "ui", "title_counts")))
+
+
 def ui_show_events(cfg: ConfigFile) -> tuple[bool, str]:
     """``[ui] show_events`` when it is a boolean, else off; and its source."""
     return pick(False, ("config.toml", _good_bool(cfg, "ui", "show_events")))
@@ -561,6 +568,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     show, src = ui_show_events(cfg)
     rows.append(Setting("ui.show_events", show, src, file_origin("ui", "show_events", src),
                         KEYS["ui"]["show_events"].doc))
+    counts, src = ui_title_counts(cfg)
+    rows.append(Setting("ui.title_counts", counts, src, file_origin("ui", "title_counts", src),
+                        KEYS["ui"]["title_counts"].doc))
     rdir, src = recordings_setting(home)
     rows.append(Setting("recordings.dir", str(rdir), src, file_origin("recordings", "dir", src),
                         KEYS["recordings"]["dir"].doc))

@@ -151,7 +151,7 @@ class Operator:
                 pend.message = msg
                 pend.texts.add(send.text)
                 pend.in_flight = True
-            aid = self.log.record("send", send_target(send.kind, send.target), "sent",
+            aid = self.log.record("send", send_target(send.kind, send.target), "sent", mesh=self.target.space,
                                   message_id=msg.id)
             try:
                 sent = await p.send_message(msg)

@@ -81,7 +81,22 @@ class Verb:
     positionals: list[tuple[str, str, str]] = field(default_factory=list)  # (dest, kind, nargs)
 
 
+def _static_choices(key: str) -> str | None:
+    """Values a flag takes from a list the program knows when the script is made (``--theme``:
+    the console's themes, which the parser leaves open for names a later version adds)."""
+    if key == "--theme":
+        try:
+            from cotal_tui.themes import theme_names
+        except ImportError:  # a build without the console: nothing to offer
+            return None
+        return "choice:" + " ".join(n for n in theme_names()
+                                    if n and n.isascii() and all(c.isalnum() or c in "._-" for c in n))
+    return None
+
+
 def _kind(verb: str, key: str, action: argparse.Action) -> str:
+    if (static := _static_choices(key)) is not None:
+        return static
     if (verb, key) in DYNAMIC:
         return DYNAMIC[(verb, key)]
     if ("*", key) in DYNAMIC:
@@ -158,21 +173,42 @@ def bash_script(prog: str, vs: list[Verb]) -> str:
     return f"""# {prog} completion for bash and zsh's bashcompinit: source <({prog} completion bash)
 # Verbs and flags are in this script; agent names, personas and spaces come from the mesh through
 # a bounded `{prog} __complete` query that prints nothing when the mesh does not answer.
+{fn}_rejoin() {{
+    # words/cword: COMP_WORDS with the pieces bash split at ':' (COMP_WORDBREAKS) joined back,
+    # so `--server nats://host:4222` is one word, as the program will see it; '=' stays split
+    local line="$COMP_LINE" i w rest gap
+    words=(); cword=$COMP_CWORD
+    if [[ -z "$line" ]]; then words=("${{COMP_WORDS[@]}}"); return; fi
+    for ((i=0; i<${{#COMP_WORDS[@]}}; i++)); do
+        w="${{COMP_WORDS[i]}}"
+        rest="${{line#"${{line%%[![:blank:]]*}}"}}"
+        gap=$(( ${{#rest}} != ${{#line}} ))
+        line="${{rest#"$w"}}"
+        if (( i > 0 && !gap )) && [[ "$w" == :* || "${{words[${{#words[@]}}-1]}}" == *: ]]; then
+            words[${{#words[@]}}-1]+="$w"
+            (( i <= COMP_CWORD )) && cword=$((cword-1))
+        else
+            words+=("$w")
+        fi
+    done
+    (( cword < 0 )) && cword=0
+    return 0
+}}
 {fn}_query() {{
     # $1: agents|personas|spaces; the connection flags already on the line go along
     local -a conn=()
     local i j w
-    for ((i=1; i<COMP_CWORD; i++)); do
-        w="${{COMP_WORDS[i]}}"
+    for ((i=1; i<cword; i++)); do
+        w="${{words[i]}}"
         case "$w" in
             {conn})
-                j=$((i+1)); [[ "${{COMP_WORDS[j]}}" == "=" ]] && j=$((j+1))
-                (( j < COMP_CWORD )) && conn+=("$w" "${{COMP_WORDS[j]}}") ;;
+                j=$((i+1)); [[ "${{words[j]}}" == "=" ]] && j=$((j+1))
+                (( j < cword )) && conn+=("$w" "${{words[j]}}") ;;
             --*=*)
                 case "${{w%%=*}}" in {conn}) conn+=("${{w%%=*}}" "${{w#*=}}") ;; esac ;;
         esac
     done
-    "${{COMP_WORDS[0]}}" __complete "$1" "${{conn[@]}}" 2>/dev/null
+    "${{words[0]}}" __complete "$1" "${{conn[@]}}" 2>/dev/null
 }}
 {fn}_words() {{
     # the words of $1 that start with $cur, taken literally (compgen -W would expand them)
@@ -194,15 +230,28 @@ def bash_script(prog: str, vs: list[Verb]) -> str:
 }}
 {fn}() {{
     COMPREPLY=()
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" pi=$((COMP_CWORD-1)) verb="" vi=0 i w n=0 skip=0
+    local -a words=() pos=()
+    local cword=0
+    {fn}_rejoin
+    {fn}_main
+    # bash replaces only the piece after the last ':' of the word: offer that piece
+    # (bash-completion's __ltrim_colon_completions)
+    local word="${{words[cword]}}"
+    if [[ "$word" == *:* && "$COMP_WORDBREAKS" == *:* ]]; then
+        local colon="${{word%"${{word##*:}}"}}" k
+        for k in "${{!COMPREPLY[@]}}"; do COMPREPLY[k]="${{COMPREPLY[k]#"$colon"}}"; done
+    fi
+    return 0
+}}
+{fn}_main() {{
+    local cur="${{words[cword]}}" prev="" pi=$((cword-1)) verb="" vi=0 i w n=0 skip=0
     local flags="" valued="" rest="" kind=""
-    local -a pos=()
     # `--space=ma`: bash splits at = (COMP_WORDBREAKS), the flag is the word before the =
     [[ "$cur" == "=" ]] && cur=""
-    [[ "${{COMP_WORDS[pi]}}" == "=" ]] && pi=$((pi-1))
-    (( pi > 0 )) && prev="${{COMP_WORDS[pi]}}"
-    for ((i=1; i<COMP_CWORD; i++)); do
-        w="${{COMP_WORDS[i]}}"
+    [[ "${{words[pi]}}" == "=" ]] && pi=$((pi-1))
+    (( pi > 0 )) && prev="${{words[pi]}}"
+    for ((i=1; i<cword; i++)); do
+        w="${{words[i]}}"
         if [[ "$w" != -* ]]; then verb="$w"; vi=$i; break; fi
     done
     if [[ -z "$verb" ]]; then
@@ -217,8 +266,8 @@ def bash_script(prog: str, vs: list[Verb]) -> str:
         {fn}_kind "$kind"
         return 0
     fi
-    for ((i=vi+1; i<COMP_CWORD; i++)); do
-        w="${{COMP_WORDS[i]}}"
+    for ((i=vi+1; i<cword; i++)); do
+        w="${{words[i]}}"
         if [[ "$w" == "=" ]]; then skip=1; continue; fi
         if (( skip )); then skip=0; continue; fi
         if [[ "$w" == -* ]]; then [[ "$w" != *=* && "$valued" == *" $w "* ]] && skip=1; continue; fi

@@ -9,6 +9,7 @@
     cotal status NAME [--on INSTANCE] [--json]       the seat's row, from the manager hosting it
     cotal status [--on INSTANCE] [--json]            the managers themselves: runtime, connectors,
                                                      classSpawn, static reconciliation failures
+    cotal status --line [--format FMT]               one line of presence counts (cli/status.py)
 
 ``spawn`` sends the reference's ``spawn`` fields: PERSONA is the persona ref the manager resolves
 under its own root (``name``), ``--name`` the seat-name override (``identity``); every other flag
@@ -50,7 +51,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     from cotal_tui.cli.connection import add_connection_arguments
 
     p.add_argument("--on", metavar="INSTANCE", default=None,
-                   help="the manager instance to address (the whole id, as `cotal ps` prints it)")
+                   help="the manager instance to address (its id as `cotal ps` prints it, or a unique prefix)")
     add_connection_arguments(p)
 
 
@@ -108,6 +109,12 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", default=None,
                    help="seat name (see `cotal ps`); without one, the managers themselves")
     p.add_argument("--json", action="store_true", help="as the manager sent it")
+    p.add_argument("--line", action="store_true",
+                   help="one short line of presence counts for a status bar (space ● working ◐ waiting "
+                        "○ idle ⨯ offline); reads presence once, asks no manager")
+    p.add_argument("--format", default=None, metavar="FMT",
+                   help="with --line: the line's shape, from the fields {space} {working} {waiting} "
+                        "{idle} {offline}")
     _common(p)
 
 
@@ -119,6 +126,7 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
     from attach.control import verbs as control
     from attach.control.connection import session_target
     from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.cli.prefix import PrefixError
 
     async def main() -> int:
         from meshview.link.connect import ConnectError
@@ -132,13 +140,14 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
             except ConnectError as e:
                 print(f"cotal {verb}: {e}", file=sys.stderr)
                 return 1
+            await _whole_instance(target, args)
             what = LOGGED_VERBS.get(verb)
             if what is None:
                 return await act(target)
             from cotal_tui.actionlog import action_log
 
             log = action_log("cli")
-            aid = log.record(what, _log_target(verb, args), "requested")
+            aid = log.record(what, _log_target(verb, args), "requested", mesh=target.space)
             try:
                 rc = await act(target)
             except control.ControlError as e:
@@ -155,6 +164,9 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
         except control.ControlError as e:
             print(f"cotal {verb}: {e.message}", file=sys.stderr)
             return 2 if e.code == "bad-request" else 1
+        except PrefixError as e:  # a sentence, then the candidates (ids, checked), one per line
+            print(f"cotal {verb}: {e}", file=sys.stderr)
+            return 2
 
     try:
         return asyncio.run(main())
@@ -162,8 +174,19 @@ def run_verb(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable
         return 130
 
 
+async def _whole_instance(target: Any, args: argparse.Namespace) -> None:
+    """``--on`` (and deregister's INSTANCE) given as a prefix: made the one whole id it starts."""
+    from cotal_tui.cli import prefix
+
+    for attr in ("on", "instance"):
+        v = getattr(args, attr, None)
+        if isinstance(v, str):
+            setattr(args, attr, await prefix.instance(target, v))
+
+
 def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | None], Awaitable[int]]) -> int:
     from attach.control import verbs as control
+    from cotal_tui.cli.prefix import check_instance_prefix
     from cotal_tui.operator import read_only_from_args
 
     read_only = read_only_from_args(args)
@@ -172,7 +195,7 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any, Any, str | No
         # usage and read-only first (no network), then the space every verb checks
         if verb != "status":
             control.refuse_read_only(read_only)
-        control.check_instance(args.on)
+        check_instance_prefix(args.on)
         if verb != "spawn" and not (verb == "status" and args.name is None):
             control.check_seat_name(args.name)
 
@@ -235,6 +258,15 @@ def run_input(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    if args.line or args.format is not None:
+        if args.name is not None or args.json or args.on is not None or not args.line:
+            print("cotal status: --line takes no seat, --json or --on, and --format needs --line.",
+                  file=sys.stderr)
+            return 2
+        from cotal_tui.cli.status import run_line
+
+        return run_line(args)
+
     async def act(target, control, read_only) -> int:
         from meshview.wire.sanitize import inline as clean
 

@@ -30,13 +30,13 @@ def _common(p: argparse.ArgumentParser, *, on: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="the manager's answer, exact, as JSON")
     if on:
         p.add_argument("--on", metavar="INSTANCE", default=None,
-                       help="ask this manager instance (the whole id, as `cotal ps` prints it)")
+                       help="ask this manager instance (its id as `cotal ps` prints it, or a unique prefix)")
     add_connection_arguments(p)
 
 
 def deregister_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("instance", nargs="?", default=None,
-                   help="the manager instance id, whole (as `cotal ps` prints it)")
+                   help="the manager instance id (as `cotal ps` prints it, or a unique prefix)")
     p.add_argument("--instance", dest="instance_flag", metavar="INSTANCE", default=None,
                    help="the same, as the reference CLI spells it")
     _common(p, on=False)
@@ -61,12 +61,13 @@ def _call(verb: str, args: argparse.Namespace, act: Callable[[Any], Awaitable[in
           mutates: bool = False) -> int:
     from attach.control import verbs as control
     from cotal_tui.cli.control import run_verb
+    from cotal_tui.cli.prefix import check_instance_prefix
     from cotal_tui.operator import read_only_from_args
 
     def check() -> None:
         if mutates:
             control.refuse_read_only(read_only_from_args(args))
-        control.check_instance(getattr(args, "on", None) or getattr(args, "instance", None))
+        check_instance_prefix(getattr(args, "on", None) or getattr(args, "instance", None))
 
     return run_verb(verb, args, act, check)
 
@@ -80,7 +81,7 @@ def run_deregister(args: argparse.Namespace) -> int:
         return 2
     args.instance = args.instance or args.instance_flag
     if not args.instance:
-        print("cotal deregister-instance: name the manager instance (the whole id, as cotal ps prints it).",
+        print("cotal deregister-instance: name the manager instance (its id as cotal ps prints it).",
               file=sys.stderr)
         return 2
 

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--json", action="store_true", help="one JSON object per row (with its manager)")
     p.add_argument("--on", metavar="INSTANCE", default=None,
-                   help="ask one manager instance only (the whole id, as ps prints it)")
+                   help="ask one manager instance only (its id as ps prints it, or a unique prefix)")
     add_connection_arguments(p)
 
 
@@ -33,17 +33,23 @@ async def _main(args: argparse.Namespace) -> int:
     from attach.control.managed import is_stranded, ps_seats, stranded
     from attach.control.seat_text import manager_line, render_ps, stranded_line, stray_lines
     from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.cli.prefix import PrefixError, check_instance_prefix
+    from cotal_tui.cli.prefix import instance as prefix_instance
     from meshview.link.connect import ConnectError
     from meshview.observe.spaces import require_space
 
     target = session_target(target_from_args(args))
     try:
-        control.check_instance(args.on)  # usage before the network
+        check_instance_prefix(args.on)  # usage before the network
         await require_space(target)
+        args.on = await prefix_instance(target, args.on)
         result = await control.ps(target, on=args.on)
     except ConnectError as e:
         print(f"cotal ps: {e}", file=sys.stderr)
         return 1
+    except PrefixError as e:
+        print(f"cotal ps: {e}", file=sys.stderr)
+        return 2
     except control.ControlError as e:
         if e.code == "failed-precondition" and e.message.startswith("no "):  # the frozen set is empty
             print(f"cotal ps: {e.message.rstrip('.')} on {target.display}.", file=sys.stderr)

@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from cotal_tui.cli.connection import add_connection_arguments
 
     p.add_argument("verb", nargs="?", default="ps", choices=VERBS, help="what to do (default: ps)")
-    p.add_argument("operands", nargs="*", metavar="ARG", help="RUN, RUN STEPKEY or FILE, per verb")
+    p.add_argument("operands", nargs="*", metavar="ARG",
+                   help="RUN, RUN STEPKEY or FILE, per verb (RUN: the id or a unique prefix, e.g. run-d34b)")
     p.add_argument("--json", action="store_true", help="ps/journal: as the manager sent it")
     p.add_argument("--value", default=None, metavar="JSON",
                    help="answer: the value, as JSON (a bare string needs its own quotes: '\"yes\"')")
@@ -42,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", default=None, metavar="DUR",
                    help="start/resume: the default checkpoint timeout (e.g. 30m; the manager's default 1h)")
     p.add_argument("--on", metavar="INSTANCE", default=None,
-                   help="the manager instance to ask (the whole id, as cotal ps prints it)")
+                   help="the manager instance to ask (its id as cotal ps prints it, or a unique prefix)")
     add_connection_arguments(p)
 
 
@@ -156,11 +157,15 @@ async def _released(target, run_id: str, on: str | None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from cotal_tui.cli.control import run_verb
+    from cotal_tui.cli.prefix import PrefixError, check_instance_prefix, check_run_prefix
+    from cotal_tui.cli.prefix import run as whole_run
 
     try:
         ops = _operands(args)
         value = answer_value(args.value, args.text) if args.verb == "answer" else None
-    except _Usage as e:
+        if args.verb in ("journal", "answer", "resume"):
+            check_run_prefix(ops[0])
+    except (_Usage, PrefixError) as e:
         print(f"cotal runs: {e}", file=sys.stderr)
         return 2
     source = None
@@ -178,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         from meshview.wire.sanitize import inline as clean
 
         try:
+            if args.verb in ("journal", "answer", "resume"):
+                ops[0] = await whole_run(target, ops[0], args.on)
             if args.verb == "ps":
                 rows = await runs.run_ps(target, on=args.on)
                 if args.json:
@@ -207,11 +214,12 @@ def run(args: argparse.Namespace) -> int:
             return await _released(target, run_id, args.on)
         except runs.RunsError as e:
             return _refusal(args.verb, e)
+        except PrefixError as e:  # the candidates are run ids, checked against their grammar
+            print(f"cotal runs {args.verb}: {e}", file=sys.stderr)
+            return 2
 
     def check() -> None:
-        from attach.control import verbs as control
-
-        control.check_instance(args.on)
+        check_instance_prefix(args.on)
 
     return run_verb("runs", args, act, check)
 

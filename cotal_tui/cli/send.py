@@ -172,7 +172,7 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
         sent = await _deliver(part, args, p, reader)
     except ParticipantError as e:
         action_log("send").record("send", send_target(p.kind, p.target), "failed",
-                                  detail=_one_line(str(e)))
+                                  detail=_one_line(str(e)), mesh=target.space)
         print(f"cotal send: {_one_line(str(e))}", file=sys.stderr)
         return 1
     finally:
@@ -181,7 +181,7 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
         except Exception:  # noqa: BLE001 - the send is done; a slow close changes nothing [counted: COTAL_LOG]
             swallowed("cotal_tui.cli.send:_send")
     action_log("send").record("send", send_target(p.kind, p.target), "acknowledged",
-                              message_id=sent.message.id)
+                              message_id=sent.message.id, mesh=target.space)
     if args.json:
         sys.stdout.write(sent.payload.decode("utf-8") + "\n")
     else:

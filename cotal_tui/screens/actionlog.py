@@ -1,9 +1,10 @@
 """``:log``: the action log lens (cotal_tui/actionlog.py), newest first.
 
-One row per action - when, what, target, outcome (the last one its lines say: ``sent`` becomes
+One row per action - when, the mesh (space) it was done on, what, target, outcome (the last one its lines say: ``sent`` becomes
 ``acknowledged``, a spawn's ``requested`` becomes ``joined`` / ``failed`` / ``uncertain``), the
 message or goal id, the detail. The file is re-read once a second in a thread (never on the
-event loop), so an outcome another process settled shows up too. Esc or q closes it.
+event loop), so an outcome another process settled shows up too. ``m`` filters by mesh (every
+mesh the log names in turn, then all again); ``:log NAME`` opens it filtered. Esc or q closes it.
 """
 
 from __future__ import annotations
@@ -23,14 +24,26 @@ from widgets.line_list import Item, LineList
 
 REFRESH_S = 1.0
 SHOWN = 500  # rows shown (the newest)
+MESH_CELLS = 12  # the mesh column's width
+NO_MESH = "-"  # a line written before actions named their mesh
 OUTCOME_STYLE = {"acknowledged": "green", "joined": "green", "done": "green",
                  "failed": "bold red", "refused": "red", "uncertain": "yellow",
                  "sent": "cyan", "requested": "cyan"}
 
 
+def mesh_of(a: Action) -> str:
+    """The mesh column's text: the space, terminal-safe, or ``-``."""
+    return sanitize.inline(a.mesh, 64) if a.mesh else NO_MESH
+
+
 def action_line(a: Action) -> Text:
-    """``12:03:44 spawn   logged1  joined  (goal …)`` - wire- and user-given text neutralised."""
+    """``12:03:44 main         spawn      logged1  joined  (goal …)`` - wire- and user-given text
+    neutralised."""
     t = Text(time.strftime("%H:%M:%S", time.localtime(a.at / 1000.0)), style="dim")
+    mesh = mesh_of(a)
+    if len(mesh) > MESH_CELLS:
+        mesh = mesh[:MESH_CELLS - 1] + "…"
+    t.append(f" {mesh:<{MESH_CELLS}}", style="cyan")
     t.append(f" {a.what:<10} ", style="bold")
     t.append(sanitize.inline(a.target, 60))
     t.append("  ")
@@ -49,12 +62,25 @@ class ActionLogBody(LineList):
         super().__init__(id="actionlog-body")
         self.actions: list[Action] = []
         self.path: Path | None = None
+        self.mesh: str | None = None  # show only this mesh's actions (None: every mesh)
+
+    def shown(self) -> list[Action]:
+        """The actions the filter lets through, newest first."""
+        if self.mesh is None:
+            return self.actions
+        return [a for a in self.actions if mesh_of(a) == self.mesh]
+
+    def meshes(self) -> list[str]:
+        """Every mesh the log names, in order of first appearance (newest first)."""
+        return list(dict.fromkeys(mesh_of(a) for a in self.actions))
 
     def build(self, width: int) -> list[Item]:
-        if not self.actions:
+        acts = self.shown()
+        if not acts:
             where = str(self.path) if self.path is not None else "$COTAL_HOME/log/actions.jsonl"
-            return [("empty", [Text(f"no actions yet ({where})", style="dim")])]
-        return [(a.id, [action_line(a)]) for a in self.actions[:SHOWN]]
+            said = f"no actions on mesh {sanitize.inline(self.mesh, 64)} " if self.mesh else "no actions yet "
+            return [("empty", [Text(f"{said}({where})", style="dim")])]
+        return [(a.id, [action_line(a)]) for a in acts[:SHOWN]]
 
 
 class ActionLogScreen(ModalScreen[None]):
@@ -68,18 +94,38 @@ class ActionLogScreen(ModalScreen[None]):
         border-subtitle-color: $text-muted; padding: 0 1;
     }
     """
-    BINDINGS = [Binding("escape,q", "dismiss", "close the action log", id="actionlog.close")]
+    BINDINGS = [Binding("escape,q", "dismiss", "close the action log", id="actionlog.close"),
+                Binding("m", "next_mesh", "filter by mesh: each mesh in turn, then all", id="actionlog.mesh")]
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, mesh: str | None = None) -> None:
         super().__init__()
         self.path = path
+        self.mesh = mesh
 
     def compose(self) -> ComposeResult:
         body = ActionLogBody()
         body.path = self.path or actions_path()
-        body.border_title = "action log · newest first"
-        body.border_subtitle = "j/k move · esc close"
+        body.mesh = self.mesh
+        self._titles(body)
         yield body
+
+    def _titles(self, body: ActionLogBody) -> None:
+        which = "every mesh" if body.mesh is None else f"mesh {sanitize.inline(body.mesh, 64)}"
+        body.border_title = f"action log · {which} · newest first"
+        body.border_subtitle = "j/k move · m mesh filter · esc close"
+
+    def action_next_mesh(self) -> None:
+        """``m``: the next mesh the log names, after the last one every mesh again."""
+        body = self.query_one(ActionLogBody)
+        meshes = body.meshes()
+        if body.mesh is None:
+            body.mesh = meshes[0] if meshes else None
+        else:
+            i = meshes.index(body.mesh) + 1 if body.mesh in meshes else len(meshes)
+            body.mesh = meshes[i] if i < len(meshes) else None
+        self.mesh = body.mesh
+        self._titles(body)
+        body.rebuild()
 
     def on_mount(self) -> None:
         self.reload()

@@ -67,30 +67,43 @@ def _seat_target(s: ManagedSeat, labels: Labels) -> TileTarget:
     return TileTarget(s.name, labels.label(s.principal) or s.name, s.instance_id)
 
 
+_STATUS_ORDER = {"waiting": 0, "working": 1, "idle": 2}
+
+
+def every_seat(peers: Iterable[Peer], fold: ManagedFold | None, labels: Labels,
+               cap: int = MAX_PANES) -> tuple[list[TileTarget], int]:
+    """``:tile`` without words: every managed seat once a manager's ``ps`` answered (before
+    that, every working agent), up to ``cap``; and how many were left out past it. A seat is
+    labelled by the roster peer bound to it by principal and lifecycle uid (never by name);
+    waiting seats come first, then working, idle, and seats no peer is bound to."""
+    known = fold is not None and fold.rounds > 0
+    if fold is None or not known:
+        out = list(dict.fromkeys(TileTarget(p.name, labels.label(p.id) or p.name) for p in peers
+                                 if p.kind == "agent" and p.status == "working"))
+        return out[:cap], max(0, len(out) - cap)
+    index = fold.index()
+    rank: dict[tuple[str, str], int] = {}
+    for p in peers:
+        if p.kind == "agent" and (b := fold.bind(p.id, p.lifecycle_uid, index)).seat is not None:
+            key = (b.seat.instance_id, b.seat.id)
+            rank[key] = min(rank.get(key, 9), _STATUS_ORDER.get(p.status, 3))
+    seats = sorted(fold.seats(), key=lambda s: (rank.get((s.instance_id, s.id), 4), s.name, s.id))
+    out = list(dict.fromkeys(_seat_target(s, labels) for s in seats))
+    return out[:cap], max(0, len(out) - cap)
+
+
 def tile_targets(peers: Iterable[Peer], fold: ManagedFold | None, labels: Labels,
                  chosen: Iterable[str] | None = None) -> tuple[list[TileTarget], str | None]:
     """The panes to tile and, when one cannot be chosen, the sentence that says why.
 
-    Without words: every working agent, bound to its seat by principal and lifecycle uid (never
-    by name) once a manager's ``ps`` answered; none working: every managed seat. With words:
+    Without words: :func:`every_seat` (every managed seat, up to :data:`MAX_PANES`). With words:
     each is a seat name or a principal; a name two seats share is refused with their ids, the
     way ``attach`` refuses it (an id always works)."""
     known = fold is not None and fold.rounds > 0
     seats = fold.seats() if fold is not None and known else []
     if not chosen:
-        out: list[TileTarget] = []
-        index = fold.index() if fold is not None and known else {}
-        for p in peers:
-            if p.kind != "agent" or p.status != "working":
-                continue
-            if not known:
-                out.append(TileTarget(p.name, labels.label(p.id) or p.name))
-            elif fold is not None and (b := fold.bind(p.id, p.lifecycle_uid, index)).seat is not None:
-                out.append(TileTarget(b.seat.name, labels.label(p.id) or p.name, b.seat.instance_id))
-        if not out:
-            out = [_seat_target(s, labels) for s in seats]
-        return list(dict.fromkeys(out))[:MAX_PANES], None
-    out = []
+        return every_seat(peers, fold, labels)[0], None
+    out: list[TileTarget] = []
     for word in dict.fromkeys(chosen):
         if not known:
             agents = [p for p in peers if p.kind == "agent" and word in (p.name, p.id)]
@@ -242,7 +255,8 @@ class TileScreen(Screen[None]):
         from cotal_tui.actionlog import action_log
 
         cols, rows = pane.size
-        aid = action_log().record("fit", pane.seat, "requested", detail=f"{cols}x{rows}")
+        aid = action_log().record("fit", pane.seat, "requested", detail=f"{cols}x{rows}",
+                                  mesh=getattr(self.sessions, "space", None))
         if not await self.links[pane].fit(*pane.size):
             pane.fitted_from = None  # the session went away meanwhile
             action_log().settle(aid, "failed", detail="the session went away")
@@ -253,7 +267,7 @@ class TileScreen(Screen[None]):
     async def _unfit(self, pane: TilePane) -> None:
         from cotal_tui.actionlog import action_log
 
-        aid = action_log().record("unfit", pane.seat, "requested")
+        aid = action_log().record("unfit", pane.seat, "requested", mesh=getattr(self.sessions, "space", None))
         await self.links[pane].unfit()
         action_log().settle(aid, "done")
         pane.update_mark()

@@ -369,7 +369,8 @@ def none_current(reg: list[dict[str, Any]]) -> tuple[None, str]:
     """Several meshes, none current, nobody to ask: the sentence that says how to choose."""
     names = sorted(str(e["space"]) for e in reg)
     return None, (f"{len(names)} meshes are registered ({', '.join(names)}) and none is current; "
-                  "name one with --space or set one with `cotal use <space>`.")
+                  "name one with --space, or make one current by writing its space to "
+                  "$COTAL_HOME/current-mesh.")
 
 
 def resolve_target(req: ConnectRequest | None = None, *, home: Path | None = None,

@@ -297,6 +297,13 @@ class Roster:
         """
         self.watch_delivered(now)
         prev = self.peers.get(rec.id)
+        if prev is not None and (not rec.name.strip() or (rec.status == "offline" and rec.role is None)):
+            # a record with no name (a harness's bare offline record) keeps the name this
+            # principal's own presence gave it, and an offline one its role: an agent that
+            # left is shown as who it was, not by its id
+            rec = restruct(rec, name=rec.name if rec.name.strip() else prev.name,
+                           role=prev.role if rec.status == "offline" and rec.role is None else rec.role)
+        self.names[rec.id] = rec.name
         stale = is_stale(rec.ts, now, self.ttl_ms)
         if (prev is None and not stale and rec.status != "offline"
                 and self.live_count() >= self.live_cap):

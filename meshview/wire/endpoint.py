@@ -39,6 +39,7 @@ _COMMAND = re.compile(r"^[a-z0-9-]{1,32}$")
 _NONCE = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _LIFECYCLE = re.compile(r"^[a-z0-9]{26,32}$")
+_LIFECYCLE_PREFIX = re.compile(r"^[a-z0-9]{1,32}$")
 _OWNER = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _EPOCH = re.compile(r"^(0|[1-9][0-9]*)$")
@@ -96,6 +97,11 @@ def check_owner(v: str, what: str = "owner") -> str:
 
 def is_lifecycle_token(v: object) -> TypeGuard[str]:
     return isinstance(v, str) and bool(_LIFECYCLE.fullmatch(v))
+
+
+def is_lifecycle_prefix(v: object) -> TypeGuard[str]:
+    """A lifecycle token (a manager instance id) or the start of one, as an operator types it."""
+    return isinstance(v, str) and bool(_LIFECYCLE_PREFIX.fullmatch(v))
 
 
 def is_id_token(v: object) -> TypeGuard[str]:

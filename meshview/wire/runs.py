@@ -32,6 +32,7 @@ STEP_STATES = ("pending", "settled")
 PAUSE_KINDS = ("checkpoint", "ask")
 
 RUN_ID_RE = re.compile(r"^run-[0-9a-f]{32}$")
+RUN_ID_PREFIX_RE = re.compile(r"^run-[0-9a-f]{0,32}$")  # a run id as an operator may shorten it
 # one segment of a step key: ``/<kind>:<name>`` with an optional ``#<occurrence>``
 _KEY_SEGMENT = re.compile(r"/([A-Za-z][A-Za-z0-9_-]*):([^/]*)")
 _DERIVED_ID = re.compile(r"^[A-Za-z0-9_-]{43}$")
@@ -50,6 +51,11 @@ def mint_run_id() -> str:
 
 def is_run_id(v: object) -> bool:
     return isinstance(v, str) and bool(RUN_ID_RE.fullmatch(v))
+
+
+def is_run_id_prefix(v: object) -> bool:
+    """A run id or the start of one that keeps its ``run-`` (``run-d34b``)."""
+    return isinstance(v, str) and bool(RUN_ID_PREFIX_RE.fullmatch(v))
 
 
 def derived_id(obj: object) -> str:

@@ -122,8 +122,8 @@ def test_several_meshes_none_current_without_a_terminal(tmp_path, monkeypatch):
     for s, port in (("beta", 2), ("alpha", 1)):
         register(tmp_path, s, server=f"nats://127.0.0.1:{port}", root="/x", mode="open")
     t = target_from_args(parse())
-    assert t.problem == ("2 meshes are registered (alpha, beta) and none is current; name one with --space "
-                         "or set one with `cotal use <space>`.")
+    assert t.problem == ("2 meshes are registered (alpha, beta) and none is current; name one with --space, "
+                         "or make one current by writing its space to $COTAL_HOME/current-mesh.")
 
 
 def test_the_numbered_prompt_on_a_terminal(tmp_path, monkeypatch, capsys):

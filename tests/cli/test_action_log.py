@@ -70,6 +70,7 @@ async def test_the_log_holds_exactly_the_actions_done_with_outcomes(broker, spac
         ("send", "#general", "acknowledged"),
     ]
     assert acts[-1].message_id == sent_id
+    assert [a.mesh for a in acts] == [space] * 5  # the :log lens's mesh column
     spawn = acts[3]
     assert spawn.history == ["requested", "joined"] and m.instance_id in (spawn.detail or "")
     assert spawn.goal_id and len(spawn.goal_id) >= 16  # the goal the spawn was followed by

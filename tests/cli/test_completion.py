@@ -224,3 +224,68 @@ def test_fish_script_registers(env):
 def test_a_bad_shell_is_a_usage_error(env):
     out = subprocess.run(["cotal", "completion", "tcsh"], env=env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "invalid choice: 'tcsh'" in out.stderr and "Traceback" not in out.stderr
+
+
+# ---- words bash splits at ':' (COMP_WORDBREAKS) -------------------------------------------------
+
+LINE_DRIVE = r'''
+source <("$PROG" completion bash) || exit 3
+COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
+fn=$(complete -p "$PROG" | sed -E 's/.*-F ([^ ]+) .*/\1/')
+"$fn"
+printf '%s\n' "${COMPREPLY[@]}"
+'''
+
+
+def bash_words(line: str, breaks: str = ":=") -> list[str]:
+    """COMP_WORDS as readline splits ``line``: at blanks, and each run of COMP_WORDBREAKS
+    characters (default ``"'><=;|&(:``, here the two a command line uses) a word of its own."""
+    import re
+
+    words: list[str] = []
+    for token in line.split():
+        words.extend(w for w in re.split(f"([{re.escape(breaks)}]+)", token) if w)
+    if line.endswith(" "):
+        words.append("")
+    return words
+
+
+def complete_line(env: dict, line: str, budget: str | None = None) -> list[str]:
+    """COMPREPLY for ``line`` typed into an interactive bash, the cursor at its end."""
+    extra = {"COTAL_COMPLETE_BUDGET": budget} if budget else {}
+    out = subprocess.run(["bash", "-c", LINE_DRIVE, "_", line, *bash_words(line)],
+                         env={**env, **extra, "PROG": "cotal"}, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return [w for w in out.stdout.splitlines() if w]
+
+
+def test_the_helper_splits_as_bash_does():
+    assert bash_words("cotal runs --server nats://h:4222 ") == [
+        "cotal", "runs", "--server", "nats", ":", "//h", ":", "4222", ""]
+    assert bash_words("cotal watch --space=ma") == ["cotal", "watch", "--space", "=", "ma"]
+
+
+def test_a_url_with_colons_is_one_word(env):
+    # split at ':', the URL counted as four positionals and `runs` offered no verb
+    assert complete_line(env, "cotal runs --server nats://127.0.0.1:4222 j") == ["journal"]
+    assert complete_line(env, "cotal runs --server=nats://127.0.0.1:4222 --space m ") == [
+        "ps", "journal", "answer", "start", "resume"]
+    assert complete_line(env, "cotal watch --server nats://h:1 --no-d") == ["--no-dms"]
+    # the word under the cursor holds a ':': bash replaces only what follows the last one
+    assert complete_line(env, "cotal watch --server nats://h:1 --events=su") == ["summary"]
+
+
+def test_themes_complete(env):
+    from cotal_tui.themes import theme_names
+
+    got = complete_line(env, "cotal watch --server nats://h:4222 --theme cotal-")
+    assert got == ["cotal-dark", "cotal-light"]
+    assert set(complete_line(env, "cotal watch --theme ")) == set(theme_names())
+
+
+async def test_names_from_a_live_mesh_through_a_url_with_colons(demo, broker, space, env):
+    # the query gets the whole URL (split at ':' it got `nats`, reached nothing and offered nothing)
+    line = f"cotal stop --server {broker.url} --space {space} al"
+    got = await asyncio.to_thread(complete_line, env, line, LIVE["COTAL_COMPLETE_BUDGET"])
+    assert sorted(got) == ["alfred", "alice"]

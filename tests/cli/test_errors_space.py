@@ -109,7 +109,7 @@ async def test_every_verb_says_the_same_sentence_for_a_space_that_is_not_there(m
     assert {si.config.name: si.state.messages for si in await nc.jsm().streams_info()} == streams
     # usage still comes first: a malformed instance id or seat name is exit 2, no word of space
     base = ("--server", broker.url, "--space", "nosuch", "--connect-timeout", "3")
-    code, out, err = await cotal("ps", *base, "--on", "nope", env=env)
+    code, out, err = await cotal("ps", *base, "--on", "no-pe", env=env)
     assert code == 2 and "is not a manager instance id" in one_sentence(err, "ps"), err
     code, out, err = await cotal("stop", *base, "bad name", env=env)
     assert code == 2 and "is not a seat name" in one_sentence(err, "stop"), err

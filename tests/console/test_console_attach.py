@@ -253,8 +253,8 @@ async def test_palette_attach_peek_and_tile(mesh):
         await pilot.press("escape")
         await until(pilot, lambda: is_console(app), what="console")
         await until(pilot, lambda: mgr.live_sessions == 0, what="every session handed back")
-        # :tile — the managed seats (working ones, else all of them)
-        await palette(pilot, "tile", "tile the working agents")
+        # :tile — every managed seat
+        await palette(pilot, "tile", "tile every managed seat")
         await until(pilot, lambda: isinstance(app.screen, TileScreen), what="tile of the roster")
         assert set(app.screen.names) <= {a.name, b.name} and app.screen.names
         await pilot.press("escape")
