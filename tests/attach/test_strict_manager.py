@@ -69,7 +69,10 @@ async def test_ps_status_spawn_input_stop_pass_against_the_strict_manager(broker
     assert [r.split()[0] for r in rows] == ["alpha"] and rows[0].split()[-1] == iid
     [line] = ok(await cotal(broker, space, "ps", "--json")).splitlines()
     row = json.loads(line)
-    assert set(row) - {"manager"} <= ROW_KEYS and row["name"] == "alpha" and row["manager"] == iid
+    # ours beside the contract's row: the manager that answered, and the stranded verdict
+    assert set(row) - {"manager", "stranded"} <= ROW_KEYS and row["name"] == "alpha" and row["manager"] == iid
+    # the strict manager's seat runs with no presence record: the one stranded rule says so
+    assert row["stranded"] is (row["status"] == "running" and row["mesh"] == "absent")
 
     assert ok(await cotal(broker, space, "status", "alpha")).startswith(f"alpha · {CONNECTOR} · pty · running")
     # the manager itself (no seat name): its connectors and reconciliation

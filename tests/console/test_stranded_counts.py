@@ -95,9 +95,9 @@ async def test_roster_ps_and_the_spaces_overview_count_the_same_stranded_seats(
                 lst = overview.screen.query(SpaceList)
                 got = [s for s in lst.first().spaces if s.space == space] if lst else []
                 return got[0].stranded if got else None
-            await until(pilot, lambda: counted() is not None, 20, "the overview's count")
-            await until(pilot, lambda: "⨯ 1 stranded" in screen_text(overview), 5,
-                        screen_text(overview))
+            await until(pilot, lambda: counted() is not None, 30, "the overview's count")
+            await until(pilot, lambda: "⨯ 1 stranded" in screen_text(overview), 20,
+                        lambda: f"count {counted()}: {screen_text(overview)}")
             overview_count = counted()
             await pilot.press("q")
 
