@@ -16,7 +16,6 @@ from cotal_tui.app import CotalApp
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.cli.watch_console import SpaceLister, session_options
 from cotal_tui.session import LiveSession
-from support.console import screen_text
 from support.managers import Managers
 from support.observer import Heartbeat
 
@@ -96,8 +95,13 @@ async def test_roster_ps_and_the_spaces_overview_count_the_same_stranded_seats(
                 got = [s for s in lst.first().spaces if s.space == space] if lst else []
                 return got[0].stranded if got else None
             await until(pilot, lambda: counted() is not None, 30, "the overview's count")
-            await until(pilot, lambda: "⨯ 1 stranded" in screen_text(overview), 20,
-                        lambda: f"count {counted()}: {screen_text(overview)}")
+
+            def row_text() -> str:  # the space's own row, drawn or scrolled out of view
+                lst = overview.screen.query(SpaceList).first()
+                return next((" ".join(t.plain for t in lines) for key, lines in lst.build(120)
+                             if key == space), "")
+            await until(pilot, lambda: "⨯ 1 stranded" in row_text(), 20,
+                        lambda: f"count {counted()}: {row_text()!r}")
             overview_count = counted()
             await pilot.press("q")
 
