@@ -552,7 +552,45 @@ def role_ledger(agents_list: list[int], turns_list: list[int], turn_s: float) ->
     rows = [measure(agents_list[0], t) for t in turns_list]
     rows += [measure(a, at) for a in agents_list[1:]]
     rows += [measure(1, t, keep=300) for t in turns_list]
+    rows.append(timing(agents_list[-1]))
     print(json.dumps(rows), flush=True)
+
+
+def timing(agents: int, turns: int = 4) -> dict:
+    """The hot path's cost per frame, no tracemalloc: the wire decode (``decode_delivery`` +
+    ``applied`` + ``FrameIn.of``) and the ledger's ``admit``, best of 3."""
+    from meshview.model.frames import FrameIn, FrameLedger
+    from meshview.wire.decode import Delivery, decode_delivery
+    from meshview.wire.subjects import chat_subject
+
+    seats = [_Seat(i, 38) for i in range(agents)]
+    raw = []
+    for turn in range(turns):
+        for s in seats:
+            run_id = _hex(s.rng)
+            for at, events, _ in turn_frames(s.rng, s.thread_id, run_id, 27.0, _now_ms):
+                s.seq += 1
+                ch = f"events.{agent_id(s.i)}"
+                raw.append((chat_subject("bench", agent_id(s.i), ch), envelope(
+                    "bench", s.i, ch, [frame_part(s.thread_id, run_id, s.epoch, s.seq, events)],
+                    f"{s.thread_id[:16]}-{s.seq:012d}", _now_ms()), 1000.0 + turn * 30 + at))
+    best_d = best_a = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        frames = []
+        for subj, data, at in raw:
+            d = decode_delivery(subj, data)
+            assert type(d) is Delivery
+            frames.append(FrameIn.of(d.applied(received=at)))
+        best_d = min(best_d, time.perf_counter() - t)
+        led = FrameLedger()
+        t = time.perf_counter()
+        for f in frames:
+            led.admit(f)  # type: ignore[arg-type]
+        best_a = min(best_a, time.perf_counter() - t)
+    return {"timing": True, "agents": agents, "frames": len(raw),
+            "decode_us": 1e6 * best_d / len(raw), "admit_us": 1e6 * best_a / len(raw),
+            "bytes_avg": sum(len(d) for _, d, _ in raw) / len(raw)}
 
 
 # ------------------------------------------------------------------ driver
@@ -760,6 +798,8 @@ def report(results: list[dict], ledger: list[dict] | None, a: argparse.Namespace
     if ledger:
         print("frame ledger memory (tracemalloc, frames through the real decoder; model ledger "
               "keep_frames=0, lens ledger keep_frames=300 for one agent)")
+        timing_rows = [x for x in ledger if x.get("timing")]
+        ledger = [x for x in ledger if not x.get("timing")]
         for x in ledger:
             what = "lens ledger, 1 agent" if x["keep"] else f"{x['agents']} agents"
             print(f"  {what:<22} {x['turns']:>4} turns/agent ({x['frames']:>7,} frames): "
@@ -776,6 +816,10 @@ def report(results: list[dict], ledger: list[dict] | None, a: argparse.Namespace
             print(f"  {what}: {lo['turns']} -> {hi['turns']} turns per agent: bytes per agent "
                   f"x{growth:.2f} (flat once the caps are reached: goal < x1.1, "
                   f"{ok(growth < 1.1)})")
+        for x in timing_rows:
+            print(f"  hot path per frame ({x['agents']} agents, {x['frames']:,} frames of "
+                  f"{x['bytes_avg']:.0f} B): decode {x['decode_us']:.1f} us + ledger admit "
+                  f"{x['admit_us']:.1f} us (best of 3, no tracemalloc)")
 
 
 def main() -> None:
