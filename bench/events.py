@@ -334,9 +334,10 @@ def _cursor(app: Any) -> tuple[str, object] | None:
 
 async def _presses(app: Any, shown: list[tuple[float, object]], keys: tuple[str, str],
                    presses: int, timeout: float) -> dict:
-    """``presses`` keys (20 one way, 20 back), each timed from its send to the first frame
-    painted with the focused widget's cursor moved. A key that moved nothing within
-    ``timeout`` (the end of a short list) is counted as ``still`` and turns the direction."""
+    """``presses`` keys (20 one way, 20 back, turning at a list's ends), each timed from its
+    send to the first frame painted with the focused widget's cursor moved. A key that moved
+    nothing within ``timeout`` (a list whose ends we cannot see) is counted as ``still`` and
+    turns the direction."""
     from textual import events
 
     lat: list[float] = []
@@ -347,6 +348,15 @@ async def _presses(app: Any, shown: list[tuple[float, object]], keys: tuple[str,
     for _ in range(presses):
         if run >= 20:
             d, run = 1 - d, 0
+        w = app.focused
+        try:  # a list that says where its cursor is: turn at its ends, not on a timeout
+            at, size = w.cursor_index, len(w.items)  # type: ignore[union-attr]
+            if size > 1 and at >= size - 1:
+                d, run = 1, 0
+            elif size > 1 and at <= 0:
+                d, run = 0, 0
+        except Exception:  # noqa: BLE001 - no such API: the timeout turns it
+            pass
         key = keys[d]
         was = _cursor(app)
         mark = len(shown)
@@ -467,6 +477,7 @@ async def role_console(url: str, space: str, agents: int, presses: int, tmp: str
             s = app.screen
             lens["screen"] = type(s).__name__
             lens["cursor"] = (_cursor(app) or ("none",))[0]
+            lens["items"] = len(getattr(app.focused, "items", ()) or ())
         mark("lens-ready", lens)
         await wait_mark("keys")
         if lens["open"]:
@@ -786,7 +797,8 @@ def report(results: list[dict], ledger: list[dict] | None, a: argparse.Namespace
                       + "; ".join(lens["hits"]))
             if lens["open"]:
                 print(f"  lens at {r['agents']}: palette `{lens['cmd']}` opened "
-                      f"{lens.get('screen')} (cursor {lens.get('cursor')})")
+                      f"{lens.get('screen')} (cursor {lens.get('cursor')}, "
+                      f"{lens.get('items', 0)} items)")
             else:
                 print(f"  lens at {r['agents']}: lens not available ({lens['why']}): the console "
                       "figure above is the roster without it")
