@@ -302,7 +302,10 @@ async def role_observer(url: str, space: str, tmp: str) -> None:
     nc, _ = await connect(ConnectTarget((url,), space))
     model = MeshModel(space)
     obs = Observer(nc, space, model, options=ObserverOptions(backfill=0))
-    obs.add_listener(lambda m: m.snapshot())
+    def listener(m: MeshModel) -> None:
+        m.snapshot()  # a UI takes a snapshot per batch
+
+    obs.add_listener(listener)
     await obs.start()
     open(os.path.join(tmp, "obs-ready"), "w").close()
     await _count_file(tmp, "obs-count", lambda: model.total)
@@ -350,7 +353,7 @@ async def _presses(app: Any, shown: list[tuple[float, object]], keys: tuple[str,
             d, run = 1 - d, 0
         w = app.focused
         try:  # a list that says where its cursor is: turn at its ends, not on a timeout
-            at, size = w.cursor_index, len(w.items)  # type: ignore[union-attr]
+            at, size = w.cursor_index, len(w.items)
             if size > 1 and at >= size - 1:
                 d, run = 1, 0
             elif size > 1 and at <= 0:
@@ -362,7 +365,7 @@ async def _presses(app: Any, shown: list[tuple[float, object]], keys: tuple[str,
         mark = len(shown)
         t0 = time.perf_counter()
         ev = events.Key(key, key if len(key) == 1 else None)
-        ev.set_sender(app)  # type: ignore[attr-defined]
+        ev.set_sender(app)
         driver.send_message(ev)
         end = t0 + timeout
         while True:
