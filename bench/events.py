@@ -778,6 +778,9 @@ def report(results: list[dict], ledger: list[dict] | None, a: argparse.Namespace
     ratios = [r["cpu"]["observer"] / max(r["cpu"]["bare"], 1e-9) for r in results]
     row(f"ratio observer/bare (goal <= {GOAL_RATIO:g}x)",
         [f"{x:.2f}x {ok(x <= GOAL_RATIO)}" for x in ratios])
+    row("CPU us per message: bare / observer",
+        [f"{1e4 * r['cpu']['bare'] / max(r['rate_bare'], 1e-9):.0f} / "
+         f"{1e4 * r['cpu']['observer'] / max(r['rate_bare'], 1e-9):.0f}" for r in results])
     row("observer RSS MB", [f"{r['rss_obs']:.0f}" for r in results])
     row("observer: agents / in ledger / dropped",
         [f"{r['obs']['agents']} / {r['obs']['ledger_agents']} / {r['obs']['dropped']}"
