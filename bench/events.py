@@ -38,6 +38,7 @@ import heapq
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -682,7 +683,6 @@ def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
     procs: list[subprocess.Popen] = []
     res: dict[str, Any] = {"agents": n, "load0": os.getloadavg()[0]}
     try:
-        pubs = []
         step = -(-n // a.publishers)
         for lo in range(0, n, step):
             hi = min(n, lo + step)
@@ -690,7 +690,6 @@ def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
                       "--turn-seconds", str(a.turn_seconds),
                       "--chat-rate", str(a.chat_rate * (hi - lo) / n), "--tmp", tmp)
             procs.append(p)
-            pubs.append(p)
             wait_file(os.path.join(tmp, f"pub-ready-{lo}"), 30, "publisher", p)
         say(f"{n} agents: observer and bare subscriber")
         common = ["--url", url, "--space", space, "--tmp", tmp]
@@ -741,6 +740,7 @@ def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
     return res
 
 
