@@ -385,7 +385,7 @@ async def _presses(app: Any, shown: list[tuple[float, object]], keys: tuple[str,
 
 
 async def role_console(url: str, space: str, agents: int, presses: int, tmp: str,
-                       lens_cmd: str) -> None:
+                       lens_cmd: str, profile: bool = False) -> None:
     from meshview.link.connect import ConnectTarget, connect
     from textual.command import CommandInput, CommandList, CommandPalette
 
@@ -435,7 +435,19 @@ async def role_console(url: str, space: str, agents: int, presses: int, tmp: str
         roster.focus()
         await pilot.pause()
         mark("console-ready")
+        prof = None
+        if profile:  # what the roster window is spent on (stderr)
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         await wait_mark("lens")
+        if prof is not None:
+            import pstats
+
+            prof.disable()
+            print(f"--- console profile, roster window, {agents} agents", file=sys.stderr)
+            pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(14)
         # the lens on one agent, through the palette as a person opens it
         name = agent_key(agents // 2)
         text = lens_cmd.format(name=name)
@@ -712,7 +724,7 @@ def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
         if not a.no_console:
             say(f"{n} agents: console (roster fill)")
             cons = child("console", *common, "--agents", str(n), "--presses", str(a.presses),
-                         "--lens-cmd", a.lens_cmd)
+                         "--lens-cmd", a.lens_cmd, *(["--profile"] if a.profile else []))
             procs.append(cons)
             wait_file(os.path.join(tmp, "console-ready"), 180, "console", cons)
             time.sleep(a.warmup)
@@ -863,6 +875,8 @@ def main() -> None:
                     help="palette text that opens the lens ({name}: an agent's name)")
     ap.add_argument("--quick", action="store_true", help="a few seconds per phase (a smoke run)")
     ap.add_argument("--no-console", action="store_true", help="observer and ledger only")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the console's roster window (stderr; inflates its CPU figure)")
     ap.add_argument("--no-ledger", action="store_true", help="skip the ledger memory phase")
     a = ap.parse_args()
     if a.role == "pub":
@@ -874,7 +888,7 @@ def main() -> None:
         return asyncio.run(role_observer(a.url, a.space, a.tmp))
     if a.role == "console":
         return asyncio.run(role_console(a.url, a.space, int(a.agents), a.presses, a.tmp,
-                                        a.lens_cmd))
+                                        a.lens_cmd, a.profile))
     agents = [int(x) for x in a.agents.split(",") if x.strip()]
     turns = [int(x) for x in a.ledger_turns.split(",") if x.strip()]
     if a.quick:
