@@ -435,6 +435,7 @@ async def role_console(url: str, space: str, agents: int, presses: int, tmp: str
         roster.focus()
         await pilot.pause()
         mark("console-ready")
+        paints = [(time.perf_counter(), len(shown))]  # frames painted per window
         prof = None
         if profile:  # what the roster window is spent on (stderr)
             import cProfile
@@ -442,6 +443,7 @@ async def role_console(url: str, space: str, agents: int, presses: int, tmp: str
             prof = cProfile.Profile()
             prof.enable()
         await wait_mark("lens")
+        paints.append((time.perf_counter(), len(shown)))
         if prof is not None:
             import pstats
 
@@ -495,7 +497,10 @@ async def role_console(url: str, space: str, agents: int, presses: int, tmp: str
             lens["cursor"] = (_cursor(app) or ("none",))[0]
             lens["items"] = len(getattr(app.focused, "items", ()) or ())
         mark("lens-ready", lens)
+        t_lens = (time.perf_counter(), len(shown))
         await wait_mark("keys")
+        out["paints_roster"] = (paints[1][1] - paints[0][1]) / (paints[1][0] - paints[0][0])
+        out["paints_lens"] = (len(shown) - t_lens[1]) / (time.perf_counter() - t_lens[0])
         if lens["open"]:
             out["lens_keys"] = await _presses(app, shown, ("down", "up"), presses, 1.0)
             await pilot.press("escape")
@@ -805,6 +810,11 @@ def report(results: list[dict], ledger: list[dict] | None, a: argparse.Namespace
         row(f"console CPU %, lens open (goal <= {GOAL_CONSOLE_PCT:g})",
             [f"{r['cpu_lens']:.1f} {ok(r['cpu_lens'] <= GOAL_CONSOLE_PCT)}"
              if "cpu_lens" in r else "lens not available" for r in results])
+        row("console frames painted/s: roster",
+            [f"{r['console']['paints_roster']:.1f}" for r in results])
+        row("console frames painted/s: lens",
+            [f"{r['console']['paints_lens']:.1f}" if r["lens"]["open"] else "-"
+             for r in results])
         row("console RSS MB", [f"{r['rss_console']:.0f}" for r in results])
         row("console: roster rows / ledger agents",
             [f"{r['console']['roster_rows']} / {r['console']['ledger_agents']}" for r in results])
