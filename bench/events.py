@@ -18,13 +18,18 @@ Measured, per agent count:
 2. the console (the real Textual app, headless, its own process): % of a core with the roster
    only, then with the activity lens open on one agent (palette ``activity @<name>``), goal
    <= 30 % at 500 agents. When the palette opens no lens (the command does not exist in this
-   tree) the line says "lens not available" and only the roster figure is measured;
+   tree) the line says "lens not available" and only the roster figure is measured. Frames
+   painted per second are printed beside each (``--profile``: where the roster window goes);
 3. key -> repaint: the time from a key sent to the first frame painted that shows the cursor
    moved, on the roster (``j``/``k``) and in the lens (``down``/``up``): p95 < 25 ms, worst
    < 50 ms;
 4. (in a child process, no broker) the frame ledger's memory by tracemalloc after N turns per
    agent, frames decoded by the real wire decoder: bytes/agent, and that it stays flat as the
    turns grow (bounded); also one agent's lens ledger (``keep_frames=300``).
+
+At these rates (a few hundred msgs/s) both processes of item 1 spend much of their CPU on fixed
+costs (the event loop, timers), so the per-message figure is printed too, and item 4 times the
+hot path alone: the wire decode and the ledger's ``admit`` per frame.
 
 Usage: .venv/bin/python bench/events.py [--agents 50,500] [--turn-seconds 30] [--seconds 30]
        .venv/bin/python bench/events.py --quick        # a few seconds per phase, a smoke run
