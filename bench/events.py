@@ -19,7 +19,9 @@ Measured, per agent count:
    only, then with the activity lens open on one agent (palette ``activity @<name>``), goal
    <= 30 % at 500 agents. When the palette opens no lens (the command does not exist in this
    tree) the line says "lens not available" and only the roster figure is measured. Frames
-   painted per second are printed beside each (``--profile``: where the roster window goes);
+   painted per second are printed beside each (``--profile``: where the roster window goes).
+   On 2+ CPUs the load (broker, publishers) is pinned to the last CPU and the console to the
+   first for this phase (``--no-pin``: not);
 3. key -> repaint: the time from a key sent to the first frame painted that shows the cursor
    moved, on the roster (``j``/``k``) and in the lens (``down``/``up``): p95 < 25 ms, worst
    < 50 ms;
@@ -687,7 +689,17 @@ def window(pids: dict[str, int], seconds: float) -> dict[str, float]:
     return {k: 100 * (cpu_s(p) - c0[k]) / wall for k, p in pids.items()}
 
 
-def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
+def pin(pids: list[int], cpus: set[int]) -> bool:
+    """Every thread of each process onto ``cpus`` (taskset -a; nats-server's and the
+    console's threads included)."""
+    if not shutil.which("taskset"):
+        return False
+    arg = ",".join(map(str, sorted(cpus)))
+    return all(subprocess.run(["taskset", "-a", "-p", "-c", arg, str(p)],
+                              capture_output=True).returncode == 0 for p in pids)
+
+
+def run_load(url: str, n: int, a: argparse.Namespace, broker_pid: int | None = None) -> dict:
     """One agent count: the load, the observer against the bare subscriber, then the console."""
     import nats
 
@@ -736,6 +748,14 @@ def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
             cons = child("console", *common, "--agents", str(n), "--presses", str(a.presses),
                          "--lens-cmd", a.lens_cmd, *(["--profile"] if a.profile else []))
             procs.append(cons)
+            cpus = sorted(os.sched_getaffinity(0))
+            res["pinned"] = False
+            if a.pin and len(cpus) >= 2 and broker_pid is not None:
+                # the load (broker, publishers) on the last CPU, the console on the first:
+                # key -> repaint then measures the console, not our own load beside it
+                pubs = [p.pid for p in procs if p not in (bare, obs, cons)]
+                res["pinned"] = pin([broker_pid, *pubs], {cpus[-1]}) and pin([cons.pid],
+                                                                           {cpus[0]})
             wait_file(os.path.join(tmp, "console-ready"), 180, "console", cons)
             time.sleep(a.warmup)
             say(f"{n} agents: console CPU, roster")
@@ -763,6 +783,8 @@ def run_load(url: str, n: int, a: argparse.Namespace) -> dict:
                 p.kill()
                 p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+        if res.get("pinned") and broker_pid is not None:
+            pin([broker_pid], set(os.sched_getaffinity(0)))  # the next load starts unpinned
     return res
 
 
@@ -811,6 +833,8 @@ def report(results: list[dict], ledger: list[dict] | None, a: argparse.Namespace
         [", ".join(f"{n} {t}" for t, n in sorted(Counter(r["obs"]["notes"]).items())) or "none"
          for r in results])
     if not a.no_console:
+        row("console phase: load / console CPUs",
+            ["pinned apart" if r.get("pinned") else "unpinned" for r in results])
         row("console CPU %, roster only", [f"{r['cpu_roster']:.1f}" for r in results])
         row(f"console CPU %, lens open (goal <= {GOAL_CONSOLE_PCT:g})",
             [f"{r['cpu_lens']:.1f} {ok(r['cpu_lens'] <= GOAL_CONSOLE_PCT)}"
@@ -890,6 +914,9 @@ def main() -> None:
                     help="palette text that opens the lens ({name}: an agent's name)")
     ap.add_argument("--quick", action="store_true", help="a few seconds per phase (a smoke run)")
     ap.add_argument("--no-console", action="store_true", help="observer and ledger only")
+    ap.add_argument("--no-pin", dest="pin", action="store_false",
+                    help="do not pin the load (broker, publishers) and the console to separate "
+                         "CPUs in the console phase")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile the console's roster window (stderr; inflates its CPU figure)")
     ap.add_argument("--no-ledger", action="store_true", help="skip the ledger memory phase")
@@ -923,7 +950,7 @@ def main() -> None:
     results = []
     try:
         for n in agents:
-            results.append(run_load(b.url, n, a))
+            results.append(run_load(b.url, n, a, b.proc.pid if b.proc is not None else None))
     finally:
         b.stop()
     ledger = None
