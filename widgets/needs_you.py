@@ -10,16 +10,15 @@ the run is revoked (meshview/model/runs_state.py decides; this only shows it).
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 
-from meshview.model.mesh import MeshModel
 from meshview.model.runs_state import RunNeed, RunsSnapshot
 from meshview.model.snapshot import NeedsYou, Snapshot
-from widgets.doing import Doing, doing_of, doing_text, ledger_of
+from widgets.doing import Doing, HoldsModel, OverConsole, doing_of, doing_text, ledger_of
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
 from widgets.roster import Roster
@@ -31,21 +30,6 @@ def _shown(n: NeedsYou) -> tuple:
     """A card's fields but its ages (which read in whole seconds, with the clock)."""
     return (n.id, n.name, n.label, n.role, n.condition_code, n.condition_message, n.activity,
             n.condition_age_ms is None, n.status_age_ms is None)
-
-
-@runtime_checkable
-class HoldsModel(Protocol):
-    """The screen a rail sits on, when it holds the model (the console screen)."""
-
-    @property
-    def model(self) -> MeshModel: ...
-
-
-@runtime_checkable
-class OverConsole(Protocol):
-    """An overlay over the console screen (the narrow terminal's NEEDS-YOU overlay)."""
-
-    console: Any
 
 
 class NeedsYouRail(LazyLineList):

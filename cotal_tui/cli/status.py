@@ -71,23 +71,7 @@ async def read_presence(nc: Any, space: str, timeout: float = READ_TIMEOUT_S) ->
     from meshview.observe import kvwatch
     from meshview.wire.names import bucket_names
 
-    values: dict[str, bytes] = {}
-
-    async def run() -> None:
-        agen = kvwatch.watch(nc, bucket_names(space).presence)
-        try:
-            async for e in agen:
-                if e is None:
-                    return
-                if e.operation == "PUT":
-                    values[e.key] = e.value
-                else:
-                    values.pop(e.key, None)
-        finally:
-            await agen.aclose()
-
-    await asyncio.wait_for(run(), timeout)
-    return values
+    return await asyncio.wait_for(kvwatch.current_values(nc, bucket_names(space).presence), timeout)
 
 
 def run_line(args: argparse.Namespace) -> int:

@@ -922,23 +922,9 @@ class Participant:
 
         if self.nc is None:
             raise Closed("the participant is not connected.")
-        values: dict[str, bytes] = {}
-
-        async def run() -> None:
-            agen = kvwatch.watch(self.nc, bucket_names(self.space).presence)
-            try:
-                async for e in agen:
-                    if e is None:
-                        return
-                    if e.operation == "PUT":
-                        values[e.key] = e.value
-                    else:
-                        values.pop(e.key, None)
-            finally:
-                await agen.aclose()
-
         try:
-            await asyncio.wait_for(run(), timeout)
+            values = await asyncio.wait_for(
+                kvwatch.current_values(self.nc, bucket_names(self.space).presence), timeout)
         except TimeoutError:
             raise ParticipantError(f"the roster could not be read within {timeout:g}s.") from None
         except ParticipantError:

@@ -291,3 +291,21 @@ class KvWatch:
                 self.ready.set()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+
+async def current_values(nc: Any, bucket: str) -> dict[str, bytes]:
+    """A bucket's current values by key: one watch of its initial state, then stop (the caller
+    bounds it in time: an empty or absent bucket answers at once, a dead link never)."""
+    values: dict[str, bytes] = {}
+    agen = watch(nc, bucket)
+    try:
+        async for e in agen:
+            if e is None:
+                break
+            if e.operation == "PUT":
+                values[e.key] = e.value
+            else:
+                values.pop(e.key, None)
+    finally:
+        await agen.aclose()
+    return values
