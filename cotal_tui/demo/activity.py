@@ -107,7 +107,7 @@ class ActivityPlane:
                  stopping: Callable[[], bool] = lambda: False) -> None:
         self.space = space
         self.pace = pace  # seconds scale: 1.0 = a Claude-like 20-40 s between turns
-        self.skip_after = skip_after  # the first tool frame after this many frames is skipped
+        self.skip_after = skip_after  # the first tool frame past this seq, in any agent's chain, is skipped
         self.error_rate = error_rate
         self.stats = ActivityStats()
         self._envelope, self._js, self._set_status = envelope, js, set_status
@@ -228,7 +228,8 @@ class ActivityPlane:
         events, gap, tool = step
         seat.seq += 1
         skip = (tool is not None and self.skip_after is not None and not self.stats.skipped
-                and self.stats.frames >= self.skip_after)
+                and seat.seq > self.skip_after)  # past one agent's first turn: a console
+        # started with the demo is listening by then (a skip in the first second went unseen)
         if tool is not None:
             seat.last_tool = tool
             if a.status == "working":  # presence names the tool the frame names

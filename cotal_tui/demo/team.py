@@ -162,7 +162,7 @@ class TeamSchedule:
     # the event plane (cotal_tui/demo/activity.py): frames on every agent's events channel
     activity: bool = True
     activity_pace: float | None = None  # 1.0 = a turn every 20-40 s; None: chat_interval / 1.5
-    skip_frame_after: int | None = 12  # once per demo, the first tool frame after N frames is skipped
+    skip_frame_after: int | None = 12  # once per demo, the first tool frame past seq N of an agent is skipped
     run_error_rate: float = 0.12  # runs that close with RUN_ERROR "run failed"
 
 
