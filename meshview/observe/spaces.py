@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshview.errors import swallowed
-from meshview.wire import parse_subject
+from meshview.wire import is_event_channel, parse_subject
 from meshview.wire.names import bucket_names, chat_stream, space_token
 
 _CHAT = re.compile(r"^CHAT_(.+)$")
@@ -63,11 +63,15 @@ async def list_spaces(nc: Any) -> list[SpaceInfo]:
                 swallowed("meshview.observe.spaces:list_spaces.chat_info")
                 return 0, 0
         channels = set()
-        for subj in (si.state.subjects or {}):
+        frames = 0  # agents' activity frames: not conversation, not counted (upstream's chatOnly)
+        for subj, n in (si.state.subjects or {}).items():
             ps = parse_subject(subj)
             if ps.kind == "chat" and ps.channel:
-                channels.add(ps.channel)
-        return int(si.state.messages or 0), len(channels)
+                if is_event_channel(ps.channel):
+                    frames += int(n or 0)
+                else:
+                    channels.add(ps.channel)
+        return max(0, int(si.state.messages or 0) - frames), len(channels)
 
     async def agents(stream: str) -> int:
         async with sem:

@@ -26,6 +26,8 @@ async def team(nc, space):
 async def test_list_spaces_reads_streams_and_presence(nc, space, team):
     await team.post(team.members[0], "general", "hello")
     await team.post(team.members[1], "releases", "v2")
+    # an agent's activity frame is neither a channel nor a message of the overview
+    await team.post(team.members[2], "events." + team.members[2].id, "a frame")
     rows = {s.space: s for s in await list_spaces(nc)}
     assert space in rows
     row = rows[space]
