@@ -303,7 +303,6 @@ class Roster:
             # left is shown as who it was, not by its id
             rec = restruct(rec, name=rec.name if rec.name.strip() else prev.name,
                            role=prev.role if rec.status == "offline" and rec.role is None else rec.role)
-        self.names[rec.id] = rec.name
         stale = is_stale(rec.ts, now, self.ttl_ms)
         if (prev is None and not stale and rec.status != "offline"
                 and self.live_count() >= self.live_cap):

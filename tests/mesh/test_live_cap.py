@@ -48,6 +48,7 @@ def test_at_the_cap_every_agent_shows_and_one_more_key_is_refused():
     assert m.rejection_count(REFUSED) == 0
     m.apply_presence(rec("late", t[0]))
     assert m.peer("local.late") is None
+    assert m.name_of("local.late") == "local.late"  # a refused key keeps nothing, not even a name
     assert len(live(m)) == cap
     assert m.rejection_count(REFUSED) == 1
 
