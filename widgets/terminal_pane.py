@@ -182,27 +182,22 @@ class TerminalPane(Widget, can_focus=True):
         def control(self) -> "TerminalPane":
             return self.pane
 
-    class Detach(Message):
+    class PaneSaid(Message):
+        """A message that says only which pane it came from (the ones below)."""
+
+        def __init__(self, pane: "TerminalPane") -> None:
+            super().__init__()
+            self.pane = pane
+
+        @property
+        def control(self) -> "TerminalPane":
+            return self.pane
+
+    class Detach(PaneSaid):
         """The escape hatch was pressed."""
 
-        def __init__(self, pane: "TerminalPane") -> None:
-            super().__init__()
-            self.pane = pane
-
-        @property
-        def control(self) -> "TerminalPane":
-            return self.pane
-
-    class FitToggle(Message):
+    class FitToggle(PaneSaid):
         """The detach key then ``f``: the screen toggles fit-to-pane."""
-
-        def __init__(self, pane: "TerminalPane") -> None:
-            super().__init__()
-            self.pane = pane
-
-        @property
-        def control(self) -> "TerminalPane":
-            return self.pane
 
     def __init__(
         self, cols: int = 80, rows: int = 24, *, interactive: bool = False,
