@@ -15,7 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", nargs="?", default=None, help="seat name (see `cotal ps`)")
     p.add_argument("--name", dest="name_flag", metavar="NAME", default=None,
                    help="the seat name, as a flag (same as the positional)")
-    p.add_argument("--on", metavar="INSTANCE", default=None, help="pin one manager instance")
+    p.add_argument("--on", metavar="INSTANCE", default=None,
+                   help="pin one manager instance (its id or a unique prefix, as cotal managers lists it)")
     p.add_argument("--no-reconnect", action="store_true", help="exit instead of re-attaching on a link fault")
     p.add_argument("--clipboard", action="store_true", default=None,
                    help="let the seat write your clipboard (OSC 52), as tmux's set-clipboard; "
@@ -43,8 +44,10 @@ async def _preflight(target) -> str | None:
 
 
 async def _main(args: argparse.Namespace, detach) -> int:
+    from attach.control.verbs import ControlError
     from attach.session.client import AttachSession
     from attach.control.connection import connect, session_target
+    from cotal_tui.cli import prefix
     from attach.terminal.termfilter import TermFilter
     from cotal_tui.cli.connection import target_from_args
     from cotal_tui.config import attach_terminal
@@ -56,6 +59,15 @@ async def _main(args: argparse.Namespace, detach) -> int:
     if problem:
         print(problem, file=sys.stderr)
         return 1
+    try:  # a prefix of --on made the one whole instance id it starts, before a grant is asked for
+        args.on = await prefix.instance(target, args.on)
+    except prefix.PrefixError as e:  # none or several: named, with the candidates
+        print(f"cotal attach: {e}", file=sys.stderr)
+        return 2
+    except ControlError as e:
+        print(f"cotal attach: {e}", file=sys.stderr)
+        return 1
+    target = dataclasses.replace(target, manager_instance=args.on)
 
     def factory(**kw):
         return AttachSession(target.space, args.name, connect=lambda: connect(target),
@@ -76,7 +88,9 @@ def seat_name(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from attach.control.verbs import ControlError
     from attach.terminal.detach import DetachKeyError
+    from cotal_tui.cli.prefix import check_instance_prefix
     from cotal_tui.config import detach_keys
 
     name = seat_name(args)
@@ -86,6 +100,11 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     args.name = name
+    try:  # usage, before the network and the terminal
+        check_instance_prefix(args.on)
+    except ControlError as e:
+        print(f"cotal attach: {e}", file=sys.stderr)
+        return 2
     try:
         detach, _ = detach_keys()  # COTAL_DETACH_KEY, then [attach] detach_keys
     except DetachKeyError as e:  # validated before the terminal is touched

@@ -277,14 +277,27 @@ async def test_two_managers_serving_one_name_is_refused_listing_both(demo, impos
     assert demo.instance_id in out and fake.instance_id in out, out
     assert "alice" in out and "mallory" in out and "--on" in out, out
     assert "password" not in out and not caught.exists()
-    # --on picks one: the real alice
-    r = PtyRun(attach_argv(broker, space, "alice", "--on", demo.instance_id))
-    try:
-        await r.wait(b"alice>")
-        r.type(b"\x1d")
-        assert await r.exit_code() == 0
-    finally:
-        r.close()
+    # --on picks one: the real alice, by its whole id or by the shortest prefix only it starts
+    n = next(i for i in range(1, len(demo.instance_id)) if not fake.instance_id.startswith(demo.instance_id[:i]))
+    for on in (demo.instance_id, demo.instance_id[:n]):
+        r = PtyRun(attach_argv(broker, space, "alice", "--on", on))
+        try:
+            await r.wait(b"alice>")
+            r.type(b"\x1d")
+            assert await r.exit_code() == 0
+        finally:
+            r.close()
+    # a prefix both managers' ids start (or none does) is refused, naming the candidates
+    common = next((demo.instance_id[:i] for i in range(len(demo.instance_id), 0, -1)
+                   if fake.instance_id.startswith(demo.instance_id[:i])), None)
+    if common:
+        r = PtyRun(attach_argv(broker, space, "alice", "--on", common))
+        try:
+            rc = await r.exit_code()
+        finally:
+            r.close()
+        err = r.buf.decode("utf-8", "replace")
+        assert rc == 2 and demo.instance_id in err and fake.instance_id in err, err
     assert not caught.exists()
 
 
