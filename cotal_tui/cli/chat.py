@@ -543,7 +543,7 @@ class Chat:
                 raise ParticipantError("nothing to reply to yet: no DM or @mention for you "
                                        "has arrived in this session.")
             sent = await p.send(s, Original.of_entry(entry))
-            _log_send(s, sent.message)
+            _log_send(s, sent.message, self.model.space)
             if sent.message.channel is not None:
                 return
         else:
@@ -557,9 +557,9 @@ class Chat:
                 from cotal_tui.actionlog import action_log, send_target
 
                 action_log("chat").record("send", send_target(s.kind, s.target), "failed",
-                                          message_id=msg.id, detail=str(e))
+                                          message_id=msg.id, detail=str(e), mesh=self.model.space)
                 raise
-            _log_send(s, sent.message)
+            _log_send(s, sent.message, self.model.space)
             if s.kind == "channel":
                 return
         if not self.obs.dm_visible:  # the stream will not show it: say it went
@@ -586,10 +586,10 @@ def history_path() -> Path | None:
     return path
 
 
-def _log_send(s: Send, m) -> None:
+def _log_send(s: Send, m, mesh: str | None) -> None:
     """One acknowledged send in the action log (cotal_tui/actionlog.py): its id, never its text."""
     from cotal_tui.actionlog import action_log, send_target
 
     where = (f"#{m.channel}" if m.channel else f"@{m.to}" if m.to else
              send_target(s.kind, s.target))
-    action_log("chat").record("send", where, "acknowledged", message_id=m.id)
+    action_log("chat").record("send", where, "acknowledged", message_id=m.id, mesh=mesh)

@@ -292,7 +292,9 @@ class Controls:
 
         log = action_log("console")
         what = {"deregister-instance": "deregister"}.get(verb, verb)
-        aid = log.record(what, logged, "requested") if logged is not None else None
+        session = _session(self.shell)
+        mesh = session.space if session is not None else None
+        aid = log.record(what, logged, "requested", mesh=mesh) if logged is not None else None
 
         def settle(outcome: str, detail: str | None = None) -> None:
             if aid is not None:

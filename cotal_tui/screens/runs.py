@@ -107,7 +107,8 @@ class RunsDesk:
 
         target = call_target(session.target, session.space, run.instance_id)
         log = action_log()  # the step answered, never the value (it may be anything)
-        aid = log.record("run-amend" if amend else "run-answer", f"{run.run_id} {step_key}", "requested")
+        aid = log.record("run-amend" if amend else "run-answer", f"{run.run_id} {step_key}", "requested",
+                         mesh=session.space)
         try:
             data = await fn(target, run.run_id, step_key, value, amend=amend, on=run.instance_id)
         except Exception as e:

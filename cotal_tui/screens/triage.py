@@ -485,7 +485,8 @@ class TriageScreen(ShellScreen):
             from cotal_tui.actionlog import action_log
 
             log = action_log()  # what was answered, never the bytes typed (they may be secret)
-            aid = log.record("answer", p.name, "requested", detail=f"{len(p.data)} bytes from triage")
+            aid = log.record("answer", p.name, "requested", detail=f"{len(p.data)} bytes from triage",
+                             mesh=target.space)
             try:
                 r = await control.input_text(target, seat.name, p.text, enter=p.enter,
                                              on=seat.instance_id, expect=(seat.id, seat.lifecycle_uid),

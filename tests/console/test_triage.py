@@ -122,6 +122,7 @@ async def test_triage_answers_a_seat_in_place(asking, nc, tmp_path, monkeypatch)
             # the action log holds the answer and its outcome, never the bytes typed
             await until(lambda: [(a.what, a.target, a.outcome) for a in read_actions(log)]
                         == [("answer", NAME, "done")], 10, "the logged answer")
+            assert [a.mesh for a in read_actions(log)] == [space]  # :log's mesh column
             assert '"y' not in log.read_text()
             # the agent leaves waiting, and its card leaves
             await until(pilot, lambda: waiting(session) == [], what="left waiting", timeout=10)
