@@ -161,3 +161,20 @@ async def test_a_lying_peer_overwriting_the_schema_artifact_costs_only_the_local
                             options=LaunchOptions(share_tools=("tavily",)))
     assert e.value.code == "bad-request" and f"manager {m.instance_id} refused spawn" in e.value.message
     assert "forged" not in m.seats and m.bad_requests == 1
+
+
+def test_the_share_tools_flag_parses_once_into_the_list():
+    import argparse
+
+    from cotal_tui.cli.control import launch_options, spawn_arguments
+
+    p = argparse.ArgumentParser()
+    spawn_arguments(p)
+    pick = lambda *a: launch_options(p.parse_args(["echo", *a])).share_tools  # noqa: E731
+    assert pick() is None  # absent: the manager shares every declared server
+    assert pick("--share-tools", "tavily,figma") == ("tavily", "figma")
+    assert pick("--share-tools", " tavily , figma ") == ("tavily", "figma")
+    assert pick("--share-tools", "none") == ()
+    for bad in ("a,,b", ",", ""):
+        with pytest.raises(SystemExit):
+            p.parse_args(["echo", "--share-tools", bad])
