@@ -730,7 +730,7 @@ class LaunchOptions:
 
 def spawn_request(persona: str, name: str | None = None, options: LaunchOptions | None = None) -> dict:
     """The ``spawn`` args, in the reference's vocabulary (manager.ts ``StartAgentOpts``, which the
-    rev-21 ``SPAWN_INPUT_SCHEMA`` transcribes): ``name`` is the persona ref the manager resolves
+    rev-22 ``SPAWN_INPUT_SCHEMA`` transcribes): ``name`` is the persona ref the manager resolves
     under its root, ``identity`` the seat-name override of the file's own ``name:``; every other
     key only when the user gave it."""
     o = options or LaunchOptions()
