@@ -154,7 +154,8 @@ def pytest_configure(config):
 
 @pytest.fixture
 async def contract_tap(broker, space):
-    """Every §13 manager request and reply on this test's space, held to the rev-21 contract;
+    """Every §13 manager request and reply on this test's space, held to the rev-22 contract (rev 21
+    for a request that pins rev 21's digests);
     the test fails at teardown with the list of violations."""
     from support.contract import ContractTap
 

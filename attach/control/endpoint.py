@@ -73,6 +73,9 @@ UNBOUND_CALLER = "ai.cotal.ep.unbound-caller-authority"  # §13.15 refusal detai
 # §13.15: run-start binds a run to the caller's issued authority on every mesh; on a participant
 # (user-auth) manager a caller-requested resume and every principal answer need it too
 BINDING_COMMANDS = frozenset({"run-start"})
+# a key the responder's input schema does not declare is refused here, never sent: the reference
+# CLI checks each request against the contract the manager serves (UPGRADING 0.69.0)
+UNDECLARED_ARG = "undeclared-arg"
 USER_BINDING_COMMANDS = frozenset({"run-start", "run-resume", "run-answer"})
 
 
@@ -203,6 +206,12 @@ async def fetch_artifact(nc: NATS, space: str, ref: str) -> Any:
 
 
 async def fetch_cluster(nc: NATS, space: str, closure: str) -> dict[str, Command]:
+    return (await fetch_cluster_revision(nc, space, closure))[0]
+
+
+async def fetch_cluster_revision(nc: NATS, space: str, closure: str) -> tuple[dict[str, Command], int | None]:
+    """The cluster document at ``closure``: its commands and its declared ``revision`` (``None``
+    when it declares none a client can read)."""
     manifest = await fetch_artifact(nc, space, closure)
     if (
         not isinstance(manifest, dict)
@@ -213,7 +222,10 @@ async def fetch_cluster(nc: NATS, space: str, closure: str) -> dict[str, Command
         or manifest["members"] != []
     ):
         raise EndpointError("contract-invalid", f"cluster manifest {closure} is not a single-document closure")
-    return parse_cluster_document(await fetch_artifact(nc, space, manifest["root"]))
+    doc = await fetch_artifact(nc, space, manifest["root"])
+    commands = parse_cluster_document(doc)
+    rev = doc.get("revision")
+    return commands, (rev if isinstance(rev, int) and not isinstance(rev, bool) and 0 <= rev < 2**31 else None)
 
 
 # ---- caller ---------------------------------------------------------------------------------
@@ -238,6 +250,9 @@ class EndpointClient:
         self.caller = caller or (Caller(*bound) if bound else Caller.fresh())
         self.name = name
         self._cluster_cache: dict[str, dict[str, Command]] = {}
+        self._schema_cache: dict[str, dict | None] = {}  # input closure digest -> its schema root
+        self._revisions: dict[str, int | None] = {}  # cluster digest -> its revision (the last resolve's)
+        self._cluster_revs: dict[str, int | None] = {}
         self._resolved: Resolved | None = None
         self._binding: Binding | None = None
 
@@ -443,12 +458,14 @@ class EndpointClient:
                                 f"{inline(protocol.get('v'), 16)}; this client implements protocol 1",
                                 outcome="not-executed")
         commands: dict[str, Command] = {}
+        self._revisions = {}
         for c in clusters:
             d = c.get("digest") if isinstance(c, dict) else None
             if not isinstance(d, str) or not DIGEST_RE.fullmatch(d):
                 raise EndpointError("contract-invalid", "describe names a cluster without a digest")
             if d not in self._cluster_cache:
-                self._cluster_cache[d] = await fetch_cluster(self.nc, self.space, d)
+                self._cluster_cache[d], self._cluster_revs[d] = await fetch_cluster_revision(self.nc, self.space, d)
+            self._revisions[d] = self._cluster_revs.get(d)
             visible = set(c.get("commands") or [])
             for name, cmd in self._cluster_cache[d].items():
                 if not visible or name in visible:
@@ -464,6 +481,56 @@ class EndpointClient:
         if cmd is None:
             raise EndpointError("unimplemented", f"{self.endpoint} does not describe a {name!r} command")
         return cmd
+
+    async def input_schema(self, command: str, instance_id: str | None = None) -> dict | None:
+        """The responder's declared input schema for ``command`` (its closure, read from
+        ``EPC_<space>`` at the pinned digest and verified), or ``None`` when it cannot be read:
+        the responder's own validation then decides."""
+        cmd = await self._command(command, instance_id)
+        ref = cmd.input_digest
+        if ref not in self._schema_cache:
+            schema: dict | None = None
+            try:
+                manifest = await fetch_artifact(self.nc, self.space, ref)
+                if isinstance(manifest, dict) and manifest.get("members") == [] and isinstance(manifest.get("root"), str):
+                    root = await fetch_artifact(self.nc, self.space, manifest["root"])
+                    schema = root if isinstance(root, dict) else None
+            except EndpointError:
+                schema = None
+            self._schema_cache[ref] = schema
+        return self._schema_cache[ref]
+
+    async def _check_declared(self, command: str, args: Any, instance_id: str | None) -> None:
+        """Refuse (``bad-request``, detail ``undeclared-arg``, not sent) an ``args`` key the
+        responder's closed input schema does not declare: a manager one revision behind refuses
+        the whole request, so the caller learns which key, before anything runs."""
+        if not isinstance(args, dict) or not args:
+            return
+        schema = await self.input_schema(command, instance_id)
+        if schema is None or schema.get("additionalProperties") is not False:
+            return
+        props = schema.get("properties")
+        declared = set(props) if isinstance(props, dict) else set()
+        extra = sorted(k for k in args if k not in declared)
+        if extra:
+            rev = self._resolved_revision()
+            shown = ", ".join(inline(k, 40) for k in extra[:8])
+            raise EndpointError(
+                "bad-request",
+                f"{UNDECLARED_ARG}: {self.endpoint} {command}{rev} declares no {shown}; nothing was sent",
+                details=[{"kind": UNDECLARED_ARG, "command": command, "keys": extra[:8]}],
+                outcome="not-executed")
+
+    def _resolved_revision(self) -> str:
+        rev = self.revision
+        return f" (contract revision {rev})" if rev is not None else ""
+
+    @property
+    def revision(self) -> int | None:
+        """The cluster revision the last :meth:`resolve` read (``None`` before one, or when it
+        named several clusters)."""
+        docs = list(self._revisions.values())
+        return docs[0] if len(docs) == 1 else None
 
     async def call(
         self,
@@ -483,6 +550,7 @@ class EndpointClient:
         connection has none (§13.15)."""
         generation = await self._bound_for(command)
         cmd = await self._command(command, instance_id)
+        await self._check_declared(command, args, instance_id)
         nonce = new_nonce()
         subj_target = AuthzTarget(mode, target["owner"]) if target is not None else None
         subject = request_subject(self.space, self.endpoint, command, self.caller, nonce,

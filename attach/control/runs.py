@@ -1,4 +1,4 @@
-"""Workflow-run calls on a space's manager (SPEC §14, contract revision 21): ``run-ps``,
+"""Workflow-run calls on a space's manager (SPEC §14, contract revision 22; unchanged since 21): ``run-ps``,
 ``run-status``, ``run-answer`` (and its amendment), ``run-start``, ``run-resume``.
 
 Each call opens one connection on the target (the credential its mesh mode mints), resolves the

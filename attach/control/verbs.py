@@ -725,11 +725,12 @@ class LaunchOptions:
     allow_subscribe: tuple[str, ...] | None = None
     allow_publish: tuple[str, ...] | None = None
     events: bool | None = None
+    share_tools: tuple[str, ...] | None = None  # the MCP servers shared with the seat; (): none
 
 
 def spawn_request(persona: str, name: str | None = None, options: LaunchOptions | None = None) -> dict:
     """The ``spawn`` args, in the reference's vocabulary (manager.ts ``StartAgentOpts``, which the
-    rev-21 ``SPAWN_INPUT_SCHEMA`` transcribes): ``name`` is the persona ref the manager resolves
+    rev-22 ``SPAWN_INPUT_SCHEMA`` transcribes): ``name`` is the persona ref the manager resolves
     under its root, ``identity`` the seat-name override of the file's own ``name:``; every other
     key only when the user gave it."""
     o = options or LaunchOptions()
@@ -746,7 +747,31 @@ def spawn_request(persona: str, name: str | None = None, options: LaunchOptions 
             args[key] = list(vs)
     if o.events is not None:
         args["events"] = o.events
+    if o.share_tools is not None:
+        args["shareTools"] = list(o.share_tools)
     return args
+
+
+SHARE_TOOLS_NONE = "none"  # the rev-21 flag text for "share no server"
+
+
+def fit_share_tools(args: dict, schema: dict | None) -> dict:
+    """``args`` in the shape the responder's spawn schema declares for ``shareTools``: the list
+    (rev 22) as is; to a manager whose contract still types it as the ``--share-tools`` flag text
+    (rev 21), that text (``a,b``; ``none`` for no server), when every name can be said in it.
+    A name that cannot (a comma, surrounding spaces, or ``none`` itself) is refused, never
+    reshaped into a different selection; an undeclared key is left for the call's own refusal."""
+    tools = args.get("shareTools")
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    decl = props.get("shareTools") if isinstance(props, dict) else None
+    if not isinstance(tools, list) or not isinstance(decl, dict) or decl.get("type") != "string":
+        return args
+    bad = [t for t in tools if not t or "," in t or t != t.strip() or t == SHARE_TOOLS_NONE]
+    if bad:
+        raise ControlError("bad-request", f"the manager's contract carries --share-tools as one comma-separated "
+                           f"string, which cannot say the server name {_show(bad[0])}; upgrade that manager "
+                           "(contract revision 22 takes a list); nothing was spawned")
+    return {**args, "shareTools": ",".join(tools) if tools else SHARE_TOOLS_NONE}
 
 
 _OUTCOMES = {"succeeded": "joined", "failed": "exited", "uncertain": "deadline", "expired": "deadline",
@@ -803,6 +828,8 @@ async def spawn(target: ConnectTarget, persona: str, *, name: str | None = None,
             t0 = loop.time()
             args = spawn_request(persona, name, options)
             try:
+                if "shareTools" in args:
+                    args = fit_share_tools(args, await ep.input_schema("spawn", pin))
                 r = await ep.call("spawn", args, instance_id=pin, request_id=goal_id, deadline_ms=CALL_DEADLINE_MS)
             except EndpointError as e:
                 if e.code == "deadline-exceeded":

@@ -59,6 +59,16 @@ def _channels(v: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in v.split(",") if x.strip())
 
 
+def _share_tools(v: str) -> tuple[str, ...]:
+    """``--share-tools``: ``a,b`` names the declared MCP servers the seat gets, ``none`` none."""
+    if v.strip() == "none":
+        return ()
+    names = tuple(x.strip() for x in v.split(","))
+    if not names or any(not n for n in names):
+        raise argparse.ArgumentTypeError(f"{v!r} is not a list of server names (A,B) or none")
+    return names
+
+
 def spawn_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("persona", help="the persona to start, by name (see `cotal personas`)")
     p.add_argument("--name", default=None, help="the seat's name (default: the persona file's own, numbered if taken)")
@@ -78,6 +88,8 @@ def spawn_arguments(p: argparse.ArgumentParser) -> None:
                    help="channels it may post to")
     g.add_argument("--events", action=argparse.BooleanOptionalAction, default=None,
                    help="arm (or, with --no-events, disarm) the event plane; absent: the manager's default")
+    g.add_argument("--share-tools", type=_share_tools, default=None, metavar="A,B", dest="share_tools",
+                   help="the manager's declared MCP servers this seat gets (none: no server); absent: all")
     _common(p)
 
 
@@ -87,7 +99,7 @@ def launch_options(args: argparse.Namespace) -> Any:
     return LaunchOptions(agent=args.agent, role=args.role, model=args.model, variant=args.variant,
                          config=args.config, prompt=args.prompt, cwd=args.cwd, subscribe=args.subscribe,
                          allow_subscribe=args.allow_subscribe, allow_publish=args.allow_publish,
-                         events=args.events)
+                         events=args.events, share_tools=args.share_tools)
 
 
 def stop_arguments(p: argparse.ArgumentParser) -> None:

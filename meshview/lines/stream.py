@@ -1,7 +1,7 @@
 """``cotal watch --plain`` / ``--json``: the observer model printed as lines.
 
 Text mode: one line per event (receipt time, label, ``name/role``, status badge with shape,
-target, text), colour only on a TTY with ``NO_COLOR`` unset or empty, every wire string
+target, text), colour as :func:`use_colour` decides (``FORCE_COLOR``, ``NO_COLOR``, a TTY), every wire string
 neutralized by :mod:`meshview.wire.sanitize` and multi-line text indented under its event.
 JSON mode: JSON Lines with the exact wire text (JSON escaping makes controls inert), plus the
 frame ledger's ``run`` lines (a run of an agent started, finished or failed) and ``frame-order``
@@ -21,7 +21,7 @@ import os
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Protocol
 
 import msgspec
 from nats.aio.client import Client as NATS
@@ -75,13 +75,21 @@ class TextOut(Protocol):
     def isatty(self) -> bool: ...
 
 
-def use_colour(stream: TextOut | LineSink) -> bool:
-    """ANSI only on a TTY and when ``NO_COLOR`` is unset or empty."""
-    if os.environ.get("NO_COLOR"):
+def use_colour(stream: TextOut | LineSink, env: Mapping[str, str] | None = None) -> bool:
+    """Whether our output on ``stream`` carries ANSI colour: the one rule every command prints by,
+    the reference CLI's (``colorEnabled``, CLI 0.59). A set ``FORCE_COLOR`` decides first, as Node
+    reads it: ``0`` or ``false`` is off, any other value (empty included) on, even into a pipe.
+    Otherwise a non-empty ``NO_COLOR`` is off (no-color.org), and else colour follows whether
+    ``stream`` is a terminal, so piped or redirected output is plain."""
+    e = os.environ if env is None else env
+    force = e.get("FORCE_COLOR")
+    if force is not None:
+        return force not in ("0", "false")
+    if e.get("NO_COLOR"):
         return False
     try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
         return False
 
 

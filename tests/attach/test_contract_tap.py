@@ -1,4 +1,4 @@
-"""The contract tap (support/contract.py) itself: it names each kind of departure from the rev-21
+"""The contract tap (support/contract.py) itself: it names each kind of departure from the rev-22
 contract it is there to catch, stays quiet on a contract-true exchange, and does not change
 what the broker answers a liveness probe (it must not look like a live manager)."""
 
@@ -31,7 +31,7 @@ def test_contract_checks_read_as_sentences():
     [f] = c.validate_args("spawn", {"name": "s1", "persona": "echo"})
     assert "spawn args $" in f and "'persona' was unexpected" in f
     assert c.validate_args("ps", None) == [] and c.validate_args("ps", {}) != []
-    assert c.validate_args("nope", None) == ["'nope' is not a command of contract revision 21"]
+    assert c.validate_args("nope", None) == ["'nope' is not a command of contract revision 22"]
     [f] = c.validate_result("inspect", {"name": "a", "id": "b", "agent": "c", "space": "d", "mode": "pty",
                                         "status": "running", "uptimeMs": 1, "mesh": "idle", "lifecycleUid": "u",
                                         "cols": 80})
@@ -78,7 +78,7 @@ async def test_the_tap_names_each_departure_and_passes_a_true_exchange(broker, n
         await c.close()
     text = "\n".join(tap.violations)
     assert "spawn args $: Additional properties are not allowed ('persona' was unexpected)" in text
-    assert "ps op.outputDigest is " in text and "but contract rev 21 says" in text
+    assert "ps op.outputDigest is " in text and "but contract rev 22 says" in text
     assert "goal-result result $.goalId: 7 is not of type 'string'" in text
     assert 'error.code "made-up" is neither in the catalog' in text
     assert "nonce reused" in text

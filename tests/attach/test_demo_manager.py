@@ -1,4 +1,4 @@
-"""The demo manager as a stand-in of the reference manager (service contract revision 21), on the
+"""The demo manager as a stand-in of the reference manager (service contract revision 22), on the
 real session broker: describe and the EPC artifacts are the contract's bytes, every reply it sends
 validates against the command's closed output schema, every bad request is refused bad-request
 before any effect, the registry goes ready -> exited -> deregistered, personas are files under its
@@ -16,7 +16,7 @@ from nats.js.errors import KeyNotFoundError
 
 from attach.control.endpoint import EndpointClient, fetch_artifact
 from conftest import until
-from cotal_tui.demo.contract import CONTRACT_FILE, VIOLATIONS, load_contract
+from cotal_tui.demo.contract import CONTRACT_FILE, CONTRACT_FILES, VIOLATIONS, load_contract
 from cotal_tui.demo.manager import DemoManager, SeatSpec
 from cotal_tui.demo.personas import ConnectorState
 from meshview.wire.canonical import closure_digest, digest
@@ -32,7 +32,8 @@ from meshview.wire.endpoint import (
 )
 from meshview.wire.envelope import build_request, parse_reply_body
 
-VECTOR = Path(__file__).resolve().parents[1] / "vectors" / "manager-contract.json"
+VECTOR = Path(__file__).resolve().parents[1] / "vectors" / "manager-contract-rev22.json"
+VECTOR21 = Path(__file__).resolve().parents[1] / "vectors" / "manager-contract.json"
 RAW = json.loads(VECTOR.read_text())
 CMDS = {c["name"]: c for c in RAW["commands"]}
 SERVED = ("status", "ps", "inspect", "slots", "models", "spawn", "despawn", "attach", "input",
@@ -148,8 +149,10 @@ def target_for(command: str, m: DemoManager) -> dict:
 
 def test_the_packaged_contract_is_the_vector_byte_for_byte():
     assert CONTRACT_FILE.read_bytes() == VECTOR.read_bytes()
+    assert CONTRACT_FILES[21].read_bytes() == VECTOR21.read_bytes()  # the revision a forced demo serves
+    assert load_contract(21).revision == 21
     c = load_contract()
-    assert c.revision == 21 and c.cluster_digest == RAW["clusterDocument"]["closureDigest"]
+    assert c.revision == 22 and c.cluster_digest == RAW["clusterDocument"]["closureDigest"]
     for name, cmd in c.commands.items():
         assert (cmd.input_digest, cmd.output_digest) == (closure_digest(CMDS[name]["inputSchema"]),
                                                          closure_digest(CMDS[name]["outputSchema"]))
@@ -173,7 +176,7 @@ async def test_describe_advertises_the_contract_and_publishes_its_exact_artifact
     manifest = await fetch_artifact(nc, space, cluster["digest"])
     assert manifest == RAW["clusterDocument"]["manifest"]
     doc = await fetch_artifact(nc, space, manifest["root"])
-    assert doc == RAW["clusterDocument"]["document"] and doc["revision"] == 21
+    assert doc == RAW["clusterDocument"]["document"] and doc["revision"] == 22
     for row in doc["commands"]:
         c = CMDS[row["name"]]
         assert (row["class"], row["targeted"], row["capability"], row.get("modes")) == (

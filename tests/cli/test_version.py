@@ -13,7 +13,7 @@ from pathlib import Path
 from meshview.wire.outbound import PROTOCOL_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
-VECTORS_CONTRACT = ROOT / "tests" / "vectors" / "manager-contract.json"
+VECTORS_CONTRACT = ROOT / "tests" / "vectors" / "manager-contract-rev22.json"
 
 
 def cotal(*argv: str, prog: str = "cotal", env: dict | None = None) -> subprocess.CompletedProcess:
@@ -31,7 +31,7 @@ def expected_line() -> str:
 def test_version_says_which_cotal_this_is():
     out = cotal("--version")
     assert (out.returncode, out.stdout.strip(), out.stderr) == (0, expected_line(), "")
-    assert "manager contract rev 21" in out.stdout
+    assert "manager contract rev 22" in out.stdout
 
 
 def test_every_command_says_the_same():

@@ -22,6 +22,7 @@ TIME = r"\d\d:\d\d:\d\d"
 async def spawn(*args: str, env: dict | None = None) -> asyncio.subprocess.Process:
     e = dict(os.environ)
     e.pop("NO_COLOR", None)
+    e.pop("FORCE_COLOR", None)  # plain into a pipe unless forced (use_colour)
     e.update(env or {})
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cotal_tui.cli", "watch", *args,

@@ -162,6 +162,7 @@ class Watch:
         self.err_path = tmp / f"stderr-{os.getpid()}-{time.monotonic_ns()}"
         env = dict(os.environ)
         env.pop("NO_COLOR", None)
+        env.pop("FORCE_COLOR", None)
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "cotal_tui.cli", "watch", mode, "--server", broker_url,

@@ -1,4 +1,5 @@
-"""The manager contract (rev 21, ``tests/vectors/manager-contract.json``) as test checks, and a
+"""The manager contract (rev 22, ``tests/vectors/manager-contract-rev22.json``; rev 21,
+``tests/vectors/manager-contract.json``, for a manager one release behind) as test checks, and a
 tap that holds every §13 manager call seen on a test broker to it.
 
 :class:`Contract` answers "is this ``args`` one the command's closed input schema admits?" and
@@ -7,7 +8,8 @@ wrong), never an exception. :class:`ContractTap` subscribes on its own connectio
 whole endpoint plane, pairs each request with its replies by (caller, nonce), and records every
 departure from the contract: a request envelope the SPEC refuses, args outside the input
 schema, digests that are not the contract's, a reused nonce, a success outside the output
-schema, an error outside the catalog. A test (or the autouse fixture in ``tests/conftest.py``)
+schema, an error outside the catalog. A call that pins rev 21's digests is judged by rev 21 (a
+demo manager forced to that revision serves them); any other call by rev 22. A test (or the autouse fixture in ``tests/conftest.py``)
 calls :meth:`ContractTap.assert_clean` when it ends.
 """
 
@@ -36,7 +38,8 @@ from meshview.wire.subjects import ROOT
 
 HERE = Path(__file__).resolve().parent
 _SHARED = HERE.parents[2] / "shared" / "vectors" / "manager-contract.json"
-CONTRACT_PATH = _SHARED if _SHARED.exists() else HERE.parent / "vectors" / "manager-contract.json"
+REV21_PATH = _SHARED if _SHARED.exists() else HERE.parent / "vectors" / "manager-contract.json"
+CONTRACT_PATH = HERE.parent / "vectors" / "manager-contract-rev22.json"
 INST_UNTAPPED = ("describe",)  # see ContractTap.planes
 MAX_FAILURES = 5  # per document: the first few say what is wrong; a flood says nothing more
 
@@ -170,15 +173,20 @@ class Contract:
         return out
 
 
-_CONTRACT: Contract | None = None
+_CONTRACTS: dict[Path, Contract] = {}
 
 
-def contract() -> Contract:
-    """The contract, loaded once per process."""
-    global _CONTRACT
-    if _CONTRACT is None:
-        _CONTRACT = Contract()
-    return _CONTRACT
+def contract(path: Path = CONTRACT_PATH) -> Contract:
+    """The contract (rev 22 unless ``path`` names another), loaded once per process."""
+    c = _CONTRACTS.get(path)
+    if c is None:
+        c = _CONTRACTS[path] = Contract(path)
+    return c
+
+
+def contract21() -> Contract:
+    """Revision 21: what a manager one release behind serves."""
+    return contract(REV21_PATH)
 
 
 # ---- the tap -------------------------------------------------------------------------------
@@ -190,6 +198,7 @@ class _Call:
     request_id: str | None
     subject: str
     replies: int = 0
+    contract: Contract | None = None  # the revision whose digests the request pinned
 
 
 @dataclass
@@ -208,12 +217,14 @@ class ContractTap:
     lost); :meth:`assert_clean` raises them as one AssertionError listing each."""
 
     def __init__(self, nc, space: str, *, endpoint: str = MANAGER, check_digests: bool = True,
-                 the_contract: Contract | None = None) -> None:
+                 the_contract: Contract | None = None, older: list[Contract] | None = None) -> None:
         self.nc = nc
         self.space = space_token(space)
         self.endpoint = endpoint
         self.check_digests = check_digests
         self.contract = the_contract or contract()
+        # revisions a request may pin instead (its digests say which): rev 21 beside rev 22
+        self.older = [contract21()] if older is None and the_contract is None else list(older or [])
         self.violations: list[str] = []  # one line per departure, in the order seen
         self._counts: dict[str, int] = {}
         self.seen = Seen()
@@ -293,12 +304,22 @@ class ContractTap:
             self._bad(subject, f"request envelope refused {e.code}: {e.message}")
             self._calls[key] = _Call(parsed.command, None, subject)
             return
-        self._calls[key] = _Call(parsed.command, env["id"], subject)
-        for f in self._request_failures(parsed, env):
+        c = self._pinned(parsed.command, env.get("op"))
+        self._calls[key] = _Call(parsed.command, env["id"], subject, contract=c)
+        for f in self._request_failures(parsed, env, c):
             self._bad(subject, f)
 
-    def _request_failures(self, parsed: ParsedRequest, env: dict) -> list[str]:
-        c = self.contract
+    def _pinned(self, command: str, op: Any) -> Contract:
+        """The revision a request's op digests name: an older one only when they match it and
+        not the current one (a request pinning neither is judged, and refused, by the current)."""
+        if isinstance(op, dict) and self.contract.validate_op(command, op):
+            for older in self.older:
+                if older.command(command) is not None and not older.validate_op(command, op):
+                    return older
+        return self.contract
+
+    def _request_failures(self, parsed: ParsedRequest, env: dict, c: Contract | None = None) -> list[str]:
+        c = c or self.contract
         cmd = parsed.command
         out = c.validate_args(cmd, env.get("args"))
         spec = c.command(cmd)
@@ -343,7 +364,7 @@ class ContractTap:
         call.replies += 1
         if call.request_id is not None and isinstance(body, dict) and body.get("id") != call.request_id:
             self._bad(subject, f"reply id {_short(body.get('id'))} does not echo the request id")
-        for f in self.contract.validate_reply(call.command, body):
+        for f in (call.contract or self.contract).validate_reply(call.command, body):
             self._bad(subject, f)
 
     def assert_clean(self) -> None:
@@ -356,4 +377,5 @@ class ContractTap:
                                  f"{self.seen.replies} replies seen):\n  {lines}")
 
 
-__all__ = ["CONTRACT_PATH", "ERROR_CODES", "CommandContract", "Contract", "ContractTap", "contract"]
+__all__ = ["CONTRACT_PATH", "ERROR_CODES", "REV21_PATH", "CommandContract", "Contract", "ContractTap", "contract",
+           "contract21"]

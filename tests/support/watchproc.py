@@ -45,6 +45,7 @@ class WatchProc:
         w = cls(list(args), env)
         e = dict(os.environ)
         e.pop("NO_COLOR", None)
+        e.pop("FORCE_COLOR", None)
         e["PYTHONUNBUFFERED"] = "1"
         e.update(env or {})
         w.proc = subprocess.Popen(

@@ -1,7 +1,9 @@
-"""The reference manager's service contract (cluster ``ai.cotal.manager``, revision 21) as the
+"""The reference manager's service contract (cluster ``ai.cotal.manager``, revision 22) as the
 demo manager serves it: loaded from the JSON transcription shipped beside this module (the same
-bytes as ``tests/vectors/manager-contract.json``), digests recomputed here the way §13.7 computes
-them, and every command's closed input and output schema compiled once.
+bytes as ``tests/vectors/manager-contract-rev22.json``), digests recomputed here the way §13.7
+computes them, and every command's closed input and output schema compiled once. Revision 21
+(``manager-contract-rev21.json``, the bytes of ``tests/vectors/manager-contract.json``) ships too,
+so a demo manager can stand in for a manager one release behind (``DemoManager(contract_revision=21)``).
 
 The demo validates every request's ``args`` against the input schema (a miss is ``bad-request``,
 worded as the reference words it) and every reply it is about to send against the output schema
@@ -20,6 +22,9 @@ from cotal_tui.errors import CotalError
 from meshview.wire.canonical import closure_digest, digest
 
 CONTRACT_FILE = Path(__file__).with_name("manager-contract.json")
+CURRENT_REVISION = 22  # the revision the client follows and the demo serves by default
+# every revision the demo can serve, by its shipped transcription
+CONTRACT_FILES = {22: CONTRACT_FILE, 21: Path(__file__).with_name("manager-contract-rev21.json")}
 
 # Every reply the demo refused to send because it failed its own output schema, in this process
 # (command, message). A demo bug, never a caller's: tests assert this stays empty.
@@ -161,6 +166,13 @@ class ManagerContract:
                 f"responder bug, never success (SPEC 13.7): {detail}")
 
 
-@lru_cache(maxsize=1)
-def load_contract() -> ManagerContract:
-    return ManagerContract(json.loads(CONTRACT_FILE.read_text(encoding="utf-8")))
+@lru_cache(maxsize=len(CONTRACT_FILES))
+def load_contract(revision: int = CURRENT_REVISION) -> ManagerContract:
+    """The contract at ``revision`` (one the demo ships: :data:`CONTRACT_FILES`)."""
+    path = CONTRACT_FILES.get(revision)
+    if path is None:
+        raise ContractInvalid(f"the demo ships manager contract revisions {sorted(CONTRACT_FILES)}, not {revision!r}")
+    c = ManagerContract(json.loads(path.read_text(encoding="utf-8")))
+    if c.revision != revision:
+        raise ContractInvalid(f"{path.name} holds revision {c.revision}, not {revision}")
+    return c

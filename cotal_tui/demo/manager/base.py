@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from cotal_tui.demo.runs import RunHost
 
 CONTRACT = load_contract()
-CONTRACT_REVISION = CONTRACT.revision  # 21: the reference's cluster document, not ours
+CONTRACT_REVISION = CONTRACT.revision  # 22: the reference's cluster document, not ours
 # A live caller says something every second (data, credit or the idle re-advertisement); one
 # silent this long vanished without a close (kill -9, a cut link) and its slot is reaped. As
 # long as the stall bound: a false reap costs a user their session, so err on the slow side.
@@ -77,7 +77,8 @@ class ManagerBase:
                  session_connect: SessionConnect | None = None,
                  connectors: dict[str, ConnectorState] | None = None,
                  personas_dir: str | None = None, boot_run: str | None = None,
-                 run_mesh: str | None = None, user_mesh: bool = False):
+                 run_mesh: str | None = None, user_mesh: bool = False,
+                 contract_revision: int | None = None):
         self.nc = nc
         # a user-auth mesh (A's registration region): the co-located manager of the signer host,
         # svc owner ``local`` like the reference's; u_ callers are authorized by the ledger (B)
@@ -105,8 +106,10 @@ class ManagerBase:
         self._handlers: set[asyncio.Task[None]] = set()
         self._signing_key = secrets.token_bytes(32)
         self._started = 0.0
-        self.contract = CONTRACT
-        self._cluster_digest = CONTRACT.cluster_digest
+        # ``contract_revision=21``: serve the cluster document one release behind (what an
+        # un-upgraded manager describes), so a client's handling of an older responder is testable
+        self.contract = CONTRACT if contract_revision is None else load_contract(contract_revision)
+        self._cluster_digest = self.contract.cluster_digest
         self._kv: dict[str, KeyValue] = {}  # presence, manager, records, sessions
         self._stopping = False
         self.personas = dict(PERSONAS if personas is None else personas)
