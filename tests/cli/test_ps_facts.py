@@ -11,18 +11,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 import nats
 import pytest
 from support.contract import contract
 from support.hostile import raw_control_bytes
-from support.strict_manager import HOSTILE, Refusal, StrictManager
+from support.facts_manager import SHA, FactsManager
+from support.strict_manager import StrictManager
 
 COTAL = [sys.executable, "-m", "cotal_tui.cli"]
-MIN = 60_000
-SHA = "ab12cd34ef56" + "0" * 52
 
 
 async def cotal(broker, space: str, *argv: str) -> subprocess.CompletedProcess:
@@ -30,39 +28,6 @@ async def cotal(broker, space: str, *argv: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("COTAL_READ_ONLY", None)
     return await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=90, env=env)
-
-
-class FactsManager(StrictManager):
-    """The strict stand-in whose rows carry every optional fact rev 21 declares (its own output
-    validator still checks each row), and a ``slots`` answer of one static slot."""
-
-    async def _row(self, seat) -> dict:
-        row = await super()._row(seat)
-        now = int(time.time() * 1000)
-        if seat.name == "waiter":
-            row.update(mesh="waiting", condition={"code": "rate_limit", "source": "harness",
-                                                  "message": "429 from the provider", "since": now - 40 * MIN - 5000},
-                       activeAt=now - 40 * MIN - 5000, model="opus", variant="high", provider="anthropic",
-                       pid=4242, spawner="local.operator", host="h1",
-                       resume={"source": "sess-1", "title": "fix login", "transcriptSha256": SHA,
-                               "host": "laptop", "transferredAt": "2026-12-01T10:00:00Z"})
-        elif seat.name == "gone":
-            row.update(mesh="offline", offlineSince=now - int(3.5 * 3600_000))
-        elif seat.name == "blind":
-            row.update(mesh="working", meshView="stale")
-        elif seat.name == "huge":
-            row.update(cwd="/w/" + "x" * 100_000 + HOSTILE, provider="p" + HOSTILE, model="m" * 50_000)
-        return row
-
-    async def _serve(self, parsed, env) -> Any:
-        if parsed.command == "slots":
-            if env.get("args") is not None:
-                raise Refusal("bad-request", "slots takes no args")
-            return [{"name": "static-a", "owner": "local", "actor": "static-a", "slotLifecycleUid": "u" * 26,
-                     "slotPhase": "active", "slotRevision": 3, "readOrder": ["slot", "head"],
-                     "consistency": "ordered-not-atomic", "live": True, "managerInstanceId": self.instance_id,
-                     "headState": "active", "headRevision": 4}]
-        return await super()._serve(parsed, env)
 
 
 class _Lenient:
