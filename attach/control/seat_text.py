@@ -74,10 +74,16 @@ KIND_W, NAME_W, PROC_W, MESH_W = 11, 16, 18, 16
 MESH_MAX = 64  # the MESH column grows to its longest cell (a condition), up to this
 
 
+AGE_MAX_MS = 100 * 365 * 86400_000.0  # a century: past it an age is a lie, not a duration
+
+
 def ref_age(ms: float) -> str:
     """The reference's compact age (presence-ages.ts ``formatAge``): ``12s``, ``47m``, ``3h``,
-    ``2d``, floored to the largest whole unit; a stamp ahead of this clock is 0."""
-    s = int(max(0.0, ms) // 1000)
+    ``2d``, floored to the largest whole unit; a stamp ahead of this clock is 0, and one from
+    before the epoch (a peer's ``-1e300``) says ``?`` rather than a 300-digit count."""
+    if not 0 <= ms < AGE_MAX_MS:
+        return "0s" if ms < 0 else "?"
+    s = int(ms // 1000)
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -103,7 +109,8 @@ def mesh_words(mesh: object, f: RowFacts, now_ms: float) -> str:
         return "not in roster"
     if m == "offline":
         if f.offline_since is not None:
-            return f"mesh offline for {uptime(int(max(0.0, now_ms - f.offline_since)))}"
+            gone = now_ms - f.offline_since
+            return f"mesh offline for {uptime(int(max(0.0, gone)))}" if gone < AGE_MAX_MS else "mesh offline"
         return "mesh offline"
     out = f"mesh {m}"
     if f.condition_code:
