@@ -21,6 +21,22 @@ DELIVERY = {"channel": "multicast (channel)", "dm": "unicast (DM)", "anycast": "
             "lifecycle": "lifecycle (inferred by the observer)"}
 
 
+#: SPEC §6's reserved meta keys for where an agent works: the card shows them as one block.
+CODE_KEYS = ("repo", "branch", "head", "cwd")
+
+
+def code_context(meta: dict) -> list[tuple[str, str]]:
+    """An agent's code context from its card's reserved meta keys, terminal-safe and bounded (a
+    meta value is a peer's string; the wire already caps it at 256 bytes): ``repo``, ``branch``,
+    ``head`` (the commit, whole: a prefix is the reader's choice), ``cwd``. Absent keys are not shown."""
+    out = []
+    for k in CODE_KEYS:
+        v = meta.get(k)
+        if isinstance(v, str) and v.strip():
+            out.append((k, safe(v, 200)))
+    return out
+
+
 def _field(label: str, value: Text | str, width: int) -> list[Text]:
     v = value if isinstance(value, Text) else Text(value)
     line = Text(f"{label:>10}  ", style="bold")
@@ -197,7 +213,12 @@ def agent_card(p: Peer, snap: Snapshot, width: int, cards: dict | None = None,
             lines.append(row)
     else:
         lines += _field("skills", "-", width)
-    other = {k: v for k, v in meta.items() if k not in ("connector", "model", "runtime", "skills")}
+    code = code_context(meta)
+    if code:
+        lines.append(Text(f"{'code':>10}", style="bold"))
+        for k, v in code:
+            lines += _field(k, v, width)
+    other = {k: v for k, v in meta.items() if k not in ("connector", "model", "runtime", "skills", *CODE_KEYS)}
     for k in sorted(other):
         lines += _field(safe(k, 10), safe(other[k], 200), width)
     lines += _field("lifecycle", f"{safe(p.lifecycle_uid or '-', 40)} · incarnation {p.incarnations}",

@@ -193,6 +193,26 @@ async def manager_status(target: ConnectTarget, *, on: str | None = None,
     return await _run(_pin(target, on), body)
 
 
+async def manager_slots(target: ConnectTarget, *, on: str | None = None,
+                        deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
+    """``slots`` of every live manager (``cotal ps --slots``), or of ``on``: each answering report
+    carries its durable static-slot rows (SlotRow) in ``data``."""
+    check_instance(on)
+
+    async def body(nc: Any) -> PsResult:
+        space = space_token(target.space)
+        if _user_nc(nc):
+            iid, data = await _call(nc, space, "slots", None, _pinned(nc, space), deadline_ms)
+            from attach.control.verbs import ManagerReport
+
+            return PsResult(space, [ManagerReport(iid, "answered", data=data)], pinned=iid)
+        result, _ = await _gather_ps(nc, EndpointClient(nc, space, name=CLIENT_NAME), space, on=on,
+                                     deadline_ms=deadline_ms, command="slots")
+        return result
+
+    return await _run(_pin(target, on), body)
+
+
 async def _call(nc: Any, space: str, command: str, args: Any, on: str | None,
                 deadline_ms: int = CALL_DEADLINE_MS) -> tuple[str, Any]:
     ep = EndpointClient(nc, space, name=CLIENT_NAME)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from meshview.wire.names import bucket_names
 
 from attach.control.poller import RoundLoop
+from attach.control.row_facts import FACT_CHARS, RowFacts, RowRejected, check_row, row_facts
 
 if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
@@ -48,6 +49,8 @@ class ManagedSeat:
     rows: int | None = None
     answered_at: float = 0.0  # when the manager said this (observer clock)
     silent_since: float | None = None  # the manager stopped answering; the row is its last word
+    facts: RowFacts = RowFacts()  # the row's optional facts (model, cwd, condition, ...)
+    rejected: str | None = None  # a known field of the row had another type: why, and no facts read
 
     @property
     def principal(self) -> str:
@@ -79,14 +82,20 @@ def seat_from_row(row: dict, instance_id: str, now: float) -> ManagedSeat | None
 
     def opt_str(k: str) -> str | None:
         v = row.get(k)
-        return v if isinstance(v, str) else None
+        return v[:FACT_CHARS] if isinstance(v, str) else None  # a peer's string: bounded here
 
+    try:
+        check_row(row)
+        facts, rejected = row_facts(row), None
+    except RowRejected as e:
+        facts, rejected = RowFacts(), f"{e.code}: {e}"
     return ManagedSeat(
-        name=name[:64], id=rid[:256], instance_id=str(row.get("instanceId") or instance_id),
+        name=name[:64], id=rid[:256], instance_id=str(row.get("instanceId") or instance_id)[:64],
         runtime=opt_str("mode") or "?", process=opt_str("status") or "?", mesh=opt_str("mesh") or "absent",
         mesh_view=opt_str("meshView") or "current", uptime_ms=opt_int("uptimeMs") or 0,
         pid=opt_int("pid"), host=opt_str("host"), lifecycle_uid=opt_str("lifecycleUid"),
         agent=opt_str("agent"), cols=opt_int("cols"), rows=opt_int("rows"), answered_at=now,
+        facts=facts, rejected=rejected,
     )
 
 

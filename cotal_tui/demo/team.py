@@ -95,6 +95,20 @@ def mint_uid(rng: random.Random) -> str:
     return "".join(rng.choice(alphabet) for _ in range(26))
 
 
+DEMO_REPO = "github.com/cotal-demo/shop"
+BRANCH_TOPICS = ("checkout-retry", "cart-cache", "search-ranking", "login-rate-limit", "invoice-pdf",
+                 "flaky-ci", "price-rounding", "stock-sync", "email-digest", "api-v2")
+
+
+def code_context(name: str, rng: random.Random) -> dict[str, str]:
+    """An agent's code context as the reserved meta keys carry it: the team's repo, a branch of
+    its own (``<name>/<topic>``: distinct per agent, the topic drawn from the seed), the head
+    commit on it, and its worktree."""
+    return {"repo": DEMO_REPO, "branch": f"{actor_token(name)}/{rng.choice(BRANCH_TOPICS)}",
+            "head": "".join(rng.choice("0123456789abcdef") for _ in range(40)),
+            "cwd": f"/home/dev/shop-{actor_token(name)}"}
+
+
 @dataclass
 class Agent:
     name: str
@@ -111,6 +125,7 @@ class Agent:
     active_at: int = 0
     alive: bool = True  # False once crashed: no more heartbeats, no delete
     owner: str = DEV_OWNER  # a derived ``u_…`` owner on a user-auth mesh
+    code: dict[str, str] = field(default_factory=dict)  # meta repo/branch/head/cwd (SPEC §6 reserved keys)
 
     @property
     def id(self) -> str:
@@ -127,7 +142,7 @@ class Agent:
             "description": f"{self.role} agent in the demo team",
             "tags": ["demo", self.role],
             "skills": [{"id": s, "name": s, "description": f"{s} work"} for s in self.skills],
-            "meta": {"connector": self.connector, "model": self.model, "host": "demo"},
+            "meta": {"connector": self.connector, "model": self.model, "host": "demo", **self.code},
             "protocolVersion": PROTOCOL_VERSION,
         }
 
@@ -191,6 +206,9 @@ class Team:
                 Agent(name, role, conn, model, list(skills), lifecycle_uid=mint_uid(self.rng),
                       owner=self.owners[i % len(self.owners)])
             )
+        code = random.Random(f"{self.seed}/code")  # its own draws: the conversation is unchanged
+        for a in self.members:
+            a.code = code_context(a.name, code)
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self._kv: KeyValue | None = None  # the presence bucket, once started

@@ -249,13 +249,14 @@ def managers_table(result: Any) -> list[str]:
 
 
 def ps_table(result: Any) -> list[str]:
-    """``cotal ps``'s own rendering of a ``ps`` result, as lines (one source of the columns)."""
+    """``cotal ps --wide``'s own rendering of a ``ps`` result, as lines (one source of the columns
+    and of the facts line under each seat)."""
     import io
 
     from attach.control.seat_text import render_ps
 
     out = io.StringIO()
-    render_ps(result, control.PS_DEADLINE_MS / 1000, out)
+    render_ps(result, control.PS_DEADLINE_MS / 1000, out, wide=True)
     return out.getvalue().splitlines()
 
 

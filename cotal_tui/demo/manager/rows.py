@@ -4,6 +4,7 @@ presence view read fresh), and ``slots`` (the demo keeps no durable static slots
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from typing import Any
@@ -17,27 +18,52 @@ from cotal_tui.demo.manager.spec import Seat
 PRESENCE_TTL_MS = 6000
 
 
+def _stamp(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _projected(rec: Any) -> dict[str, Any]:
+    """The presence facts an AgentRow carries, only in the row schema's own shape (a seat's record
+    is its bytes: a ``condition`` that is not ``{code: str, ...}`` is not projected, never sent
+    on as something the manager's own output schema would refuse)."""
+    out: dict[str, Any] = {}
+    cond = rec.get("condition") if isinstance(rec, dict) else None
+    if isinstance(cond, dict) and isinstance(cond.get("code"), str):
+        c: dict[str, Any] = {"code": cond["code"][:64]}
+        for k in ("source", "message"):
+            if isinstance(cond.get(k), str):
+                c[k] = cond[k][:400]
+        since = cond.get("since")
+        if _stamp(since):
+            c["since"] = since
+        out["condition"] = c
+    active = rec.get("activeAt") if isinstance(rec, dict) else None
+    if _stamp(active):
+        out["activeAt"] = active
+    return out
+
+
 class RowFamily(SeatFamily):
-    async def _mesh_status(self, seat: Seat) -> tuple[str, int | None]:
-        """The seat's presence status (``absent`` without a record) and, when ``offline``, since
-        when (its last heartbeat)."""
+    async def _mesh_status(self, seat: Seat) -> tuple[str, int | None, dict[str, Any]]:
+        """The seat's presence status (``absent`` without a record), when ``offline`` since when
+        (its last heartbeat), and the presence facts a row projects (``condition``, ``activeAt``)."""
         try:
             e = await self._kv["presence"].get(f"{seat.owner}.{seat.actor}")
             rec = json.loads(e.value or b"")
         except Exception:  # noqa: BLE001 - no record, a dead link or bytes that are not JSON all read as `absent`, as upstream's ps
-            return "absent", None
+            return "absent", None, {}
         ts = rec.get("ts") if isinstance(rec, dict) else None
         ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else None
         status = rec.get("status") if isinstance(rec, dict) else None
         if ts is None or time.time() * 1000 - ts > PRESENCE_TTL_MS or status == "offline":
-            return "offline", ts
-        return (status if isinstance(status, str) and status else "absent"), None
+            return "offline", ts, {}
+        return (status if isinstance(status, str) and status else "absent"), None, _projected(rec)
 
     async def _row(self, seat: Seat) -> dict[str, Any]:
         """An AgentRow exactly: required keys always, an optional key only when recorded (never
         null). The presence view is read fresh, so it is current and ``meshView`` is omitted."""
         end = seat.exited_at or time.time()
-        mesh, offline_since = await self._mesh_status(seat)
+        mesh, offline_since, projected = await self._mesh_status(seat)
         row: dict[str, Any] = {
             "name": seat.spec.name,
             "id": self._row_id(seat),
@@ -54,6 +80,7 @@ class RowFamily(SeatFamily):
         }
         if offline_since is not None:
             row["offlineSince"] = offline_since
+        row.update(projected)
         if seat.pty.pid:
             row["pid"] = seat.pty.pid
         for key, value in (("role", seat.spec.role), ("spawner", seat.spawner), ("model", seat.spec.model),
