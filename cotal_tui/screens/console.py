@@ -151,6 +151,7 @@ class ConsoleScreen(ComposeKeys):
         cfg = load_config()
         self.query_one(Roster).set_sort(cfg.roster_sort)
         self.query_one(FeedView).show_events = cfg.show_events
+        self.query_one(FeedView).max_lines = cfg.feed_max_lines
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self._drained_at = 0.0
