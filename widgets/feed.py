@@ -162,7 +162,11 @@ def layout_rows(head: str, lines: list[str], width: int) -> list[Row]:
         if lines == [""]:
             return rows  # nothing to show below the head
     for li in range(start, len(lines)):
-        for s, t in wrap_offsets(lines[li], rest, rest):
+        line = lines[li]
+        if len(line) <= rest and line.isascii():  # fits: one row (a body of many short lines)
+            rows.append((0, 0, indent, li, 0, len(line)))
+            continue
+        for s, t in wrap_offsets(line, rest, rest):
             rows.append((0, 0, indent, li, s, t))
     return rows
 
@@ -569,6 +573,10 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     def row_start(self, k: int) -> int:
         """The first display row of the ``k``-th visible row (see :attr:`rows`)."""
         return self._starts[k]
+
+    def head_text(self, e: FeedEntry) -> str:
+        """Row ``e``'s head (time, sender, target) as plain text."""
+        return "".join(s for s, _ in self._head(e))
 
     def row_height(self, e: FeedEntry, width: int) -> int:
         """How many display rows ``e`` takes at ``width`` (the layout's measure)."""

@@ -3,10 +3,11 @@ dim line ``… +38 lines · Enter`` (the detail card shows it all).
 
 The count is of wrapped display lines at the row's width. It is exact for the part of a body
 the feed lays out (:func:`body_cap`: a few screens of text); what lies beyond is counted
-cheaply, without sanitising or wrapping it (line breaks, then each line's cells over the
-width), and the line then says ``+≈``. So a 64 kB body (the most the ring keeps) costs what
-its first few kB do, however hostile: one line of 100k characters, 50k newlines, controls,
-invisibles, wide characters.
+cheaply, without wrapping it (line breaks, then each line's cells over the width; word wrap
+may take a few more rows), and the line then says ``+≈``. That count is width-independent work
+done once per body, so a resize or a repaint of a 64 kB body (the most the ring keeps) costs
+what its first few kB do, however hostile: one line of 100k characters, 50k newlines,
+controls, invisibles, wide characters.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import re
 from collections import Counter, OrderedDict
 
 from rich.cells import cell_len
+
+from meshview.wire import sanitize
 
 #: body lines a row shows before it folds: a short paragraph or a handful of list items reads
 #: whole, while a team of forty still gets ~5 rows on a 42-row screen when each says a lot
@@ -43,9 +46,9 @@ def fold_label(hidden: int, approx: bool, room: int | None = None) -> str:
 
 
 def line_cells(tail: str) -> Counter[int]:
-    """How many lines of a raw (unsanitised) tail have each width in cells, as it would
-    roughly be shown: an ASCII control as its four-character escape, other characters by their
-    terminal width. A multiset: a 64 kB text has at most ~360 distinct line widths."""
+    """How many lines of a tail have each width in cells, as shown (controls and invisibles
+    escaped: :func:`meshview.wire.sanitize.text`). A multiset: a 64 kB text has at most ~360
+    distinct line widths."""
     out: Counter[int] = Counter()
     for line in _BREAKS.split(tail):
         if line.isascii():
@@ -53,8 +56,8 @@ def line_cells(tail: str) -> Counter[int]:
             if not line.isprintable():
                 n += 3 * len(_ASCII_CONTROL.findall(line))
             out[n] += 1
-        else:
-            out[cell_len(line)] += 1
+        else:  # invisibles, bidi and C1 controls are shown escaped: measured as shown
+            out[cell_len(sanitize.text(line, indent=""))] += 1
     return out
 
 
