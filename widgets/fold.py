@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict
+from collections.abc import Hashable
 
 from rich.cells import cell_len
 
@@ -69,10 +70,11 @@ class TailCounter:
     text."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[int, tuple[str, int, Counter[int]]] = OrderedDict()
+        self._kept: OrderedDict[Hashable, tuple[str, int, Counter[int]]] = OrderedDict()
 
-    def rows(self, key: int, text: str, start: int, width: int) -> int:
-        """Rows of ``text[start:]`` at ``width``; ``key`` names the body (a feed index)."""
+    def rows(self, key: Hashable, text: str, start: int, width: int) -> int:
+        """Rows of ``text[start:]`` at ``width``; ``key`` names the body (a feed index, a DM's
+        sender and id)."""
         hit = self._kept.get(key)
         if hit is not None and hit[0] is text and hit[1] == start:
             self._kept.move_to_end(key)

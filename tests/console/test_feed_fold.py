@@ -170,3 +170,34 @@ async def test_a_row_folds_only_when_it_hides_two_lines_and_zero_never_folds():
         feed.max_lines = 2
         assert feed.row_height(e, 140) == 3
         assert _fold(feed.row_strips(e.index, 140)) == (38, False)
+
+
+async def test_a_long_dm_folds_in_the_dm_lens_and_enter_opens_all_of_it():
+    from support.console import make_app, pid
+
+    app = make_app()
+    body = "\n".join(f"step {k}: do the thing" for k in range(60)) + "\nDM-LAST-LINE"
+    async with app.run_test(size=(140, 42)) as pilot:
+        await pilot.pause()
+        scr = app.screen
+        clk = app.clock
+        clk.advance(1_000)
+        scr.session.model.apply_message(Applied(
+            kind="dm", id="long-dm", ts=clk.t, from_id=pid("ada"), from_name="ada",
+            from_role="planner", to=pid("eve"), text=body))
+        clk.advance(5_000)
+        scr.session.model.tick()  # the DM's burst window closes: it is a row
+        await pilot.press("d")
+        await until(pilot, lambda: "step 0: do the thing" in screen_text(app),
+                    what="the long DM in the thread")
+        thread = scr.query_one("#dm-thread")
+        key, lines = next((k, ls) for k, ls in thread.items if k == (pid("ada"), "long-dm"))
+        assert len(lines) == 1 + N + 1  # head, N body lines, the fold line
+        assert lines[-1].plain.strip() == f"… +{61 - N} lines · Enter"
+        assert "DM-LAST-LINE" not in screen_text(app)
+        await pilot.press("l", "G")
+        assert thread.cursor_key == key
+        await pilot.press("enter")
+        await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen", what="card")
+        await pilot.press("G")
+        await until(pilot, lambda: "DM-LAST-LINE" in screen_text(app), what="the whole DM")
