@@ -12,6 +12,7 @@ from meshview.model.stalled import Stalled
 from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
 from widgets.doing import doing_of, doing_text
 from widgets.line_list import Item, LineList
+from widgets.markdown_card import looks_like_markdown, markdown_lines
 from widgets.presentation import (
     activity_line, age, clock, drawing_look, drawing_with, harness_tag, look_of, peer_facts, safe,
     safe_body, status_glyph, who, wrap_offsets,
@@ -110,7 +111,12 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         lines += _field("id", ident, width)
     lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
-    lines += _body(e.text, width)
+    if e.kind != "lifecycle" and looks_like_markdown(e.text):
+        lines.append(Text("  markdown, rendered · links and images shown as plain text",
+                          style="dim italic"))
+        lines += markdown_lines(e.text, width)
+    else:
+        lines += _body(e.text, width)
     lines += _part_lines(e.parts, width)
     return [("card", lines)]
 
