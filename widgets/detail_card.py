@@ -69,7 +69,10 @@ def _part_lines(parts: tuple[Part, ...], width: int) -> list[Text]:
     return out
 
 
-def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
+def message_card(e: FeedEntry, snap: Snapshot | None, width: int,
+                 markdown: bool | None = None) -> list[Item]:
+    """Every fact of a message, and its whole body: rendered as Markdown when ``markdown``
+    (None: when the body is Markdown by its structure, :func:`looks_like_markdown`)."""
     lines: list[Text] = [Text("message", style="bold reverse")]
     lines += _field("delivery", DELIVERY.get(e.kind, e.kind) + (" · event channel" if e.event else "")
                     + (" · history" if e.historical else " · live"), width)
@@ -111,11 +114,14 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         lines += _field("id", ident, width)
     lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
-    if e.kind != "lifecycle" and looks_like_markdown(e.text):
-        lines.append(Text("  markdown, rendered · links and images shown as plain text",
-                          style="dim italic"))
+    md = looks_like_markdown(e.text) if markdown is None else markdown
+    if e.kind != "lifecycle" and md:
+        lines.append(Text("  markdown, rendered · links and images shown as plain text · "
+                          "m: as sent", style="dim italic"))
         lines += markdown_lines(e.text, width)
     else:
+        if markdown is False or (e.kind != "lifecycle" and looks_like_markdown(e.text)):
+            lines.append(Text("  as sent · m: rendered as markdown", style="dim italic"))
         lines += _body(e.text, width)
     lines += _part_lines(e.parts, width)
     return [("card", lines)]

@@ -101,6 +101,12 @@ async def test_the_message_card_renders_a_markdown_body_and_keeps_a_plain_one():
         for y in range(card.size.height):
             for seg in card.render_line(y):
                 assert seg.style is None or not seg.style.link, seg
+        await pilot.press("m")  # as sent: the raw text (escaped), the card stays open
+        await until(pilot, lambda: "- step **one**" in screen_text(app), what="the raw body")
+        assert type(app.screen).__name__ == "DetailScreen" and "as sent" in screen_text(app)
+        _assert_inert([line for _, ls in card.items for line in ls])
+        await pilot.press("m")
+        await until(pilot, lambda: "• step one" in screen_text(app), what="rendered again")
         await pilot.press("q")
         await until(pilot, lambda: type(app.screen).__name__ != "DetailScreen")
         scr.open_entry(rows["plain-1"])
