@@ -201,3 +201,33 @@ async def test_a_long_dm_folds_in_the_dm_lens_and_enter_opens_all_of_it():
         await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen", what="card")
         await pilot.press("G")
         await until(pilot, lambda: "DM-LAST-LINE" in screen_text(app), what="the whole DM")
+
+
+async def test_the_count_follows_the_width_on_resize():
+    from support.console import make_app, pid
+
+    app = make_app()
+    body = ("All of this is one long paragraph that wraps differently at each width. " * 40)
+    async with app.run_test(size=(140, 42)) as pilot:
+        await pilot.pause()
+        scr = app.screen
+        app.clock.advance(1_000)
+        scr.session.model.apply_message(Applied(
+            kind="channel", id="long", ts=app.clock.t, from_id=pid("ada"), from_name="ada",
+            from_role="planner", channel="general", text=body))
+        feed = scr.query_one(FeedView)
+        await until(pilot, lambda: any(e.text == body for e in feed.visible_entries()))
+        e = next(e for e in feed.visible_entries() if e.text == body)
+
+        def exact() -> int:
+            w = feed.scrollable_content_region.width
+            return _whole_rows(feed, e, w) - feed.row_height(e, w) + 1
+
+        await until(pilot, lambda: f"… +{exact()} lines · Enter" in screen_text(app),
+                    what="the fold line at 140")
+        wide = exact()
+        await pilot.resize_terminal(100, 42)
+        await until(pilot, lambda: exact() != wide
+                    and f"… +{exact()} lines · Enter" in screen_text(app),
+                    what="the fold line's count at the new width")
+        assert exact() > wide
