@@ -6,7 +6,8 @@ per-row heights so wrapping never needs a full re-layout. Only visible rows are 
 their Strips are cached by (index, width, cursor). The view follows the tail only while
 parked at the bottom and otherwise shows ``↓N more · G to follow``. A row's height and its
 rendering come from one rule (:func:`layout_rows`), so no text is ever laid out below the rows
-shown. A reply starts with ``↳ re: <first words of the original>``; ``o`` jumps to it.
+shown. A reply starts with ``↳ re: <first words of the original>``; ``o`` jumps to it. A long
+body folds past :attr:`FeedView.max_lines` to ``… +38 lines · Enter`` (widgets/fold.py).
 
 Size: over 500 lines because the Line-API view with its strip cache, filters, cursor and tail-
 follow is one widget whose parts share the row index.

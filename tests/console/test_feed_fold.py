@@ -231,3 +231,19 @@ async def test_the_count_follows_the_width_on_resize():
                     and f"… +{exact()} lines · Enter" in screen_text(app),
                     what="the fold line's count at the new width")
         assert exact() > wide
+
+
+def test_max_lines_in_config_is_validated_and_listed(tmp_path):
+    from cotal_tui.config import config_problems, load_config, read_config, settings
+
+    cfg = tmp_path / "config.toml"
+    for bad in ("-1", '"six"', "true", "2.5", "1001"):
+        cfg.write_text(f"[feed]\nmax_lines = {bad}\n")
+        problems = config_problems(read_config(tmp_path))
+        assert len(problems) == 1 and "max_lines" in problems[0] and ":2" in problems[0], bad
+        assert load_config(tmp_path).feed_max_lines == N  # the default applies
+    cfg.write_text("[feed]\nmax_lines = 0\n")
+    assert config_problems(read_config(tmp_path)) == []
+    assert load_config(tmp_path).feed_max_lines == 0
+    row = next(s for s in settings(None, tmp_path) if s.key == "feed.max_lines")
+    assert (row.value, row.source) == (0, "config.toml")
