@@ -115,12 +115,16 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int,
     lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
     md = looks_like_markdown(e.text) if markdown is None else markdown
-    if e.kind != "lifecycle" and md:
+    rendered = markdown_lines(e.text, width) if e.kind != "lifecycle" and md else None
+    if rendered is not None:
         lines.append(Text("  markdown, rendered · links and images shown as plain text · "
                           "m: as sent", style="dim italic"))
-        lines += markdown_lines(e.text, width)
+        lines += rendered
     else:
-        if markdown is False or (e.kind != "lifecycle" and looks_like_markdown(e.text)):
+        if md and e.kind != "lifecycle":
+            lines.append(Text("  as sent: as markdown, part of it would not show (nested too "
+                              "deep, or a table too wide)", style="dim italic"))
+        elif markdown is False or (e.kind != "lifecycle" and looks_like_markdown(e.text)):
             lines.append(Text("  as sent · m: rendered as markdown", style="dim italic"))
         lines += _body(e.text, width)
     lines += _part_lines(e.parts, width)

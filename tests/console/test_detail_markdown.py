@@ -127,3 +127,25 @@ def test_a_huge_markdown_body_renders_in_bounded_time():
     print(f"{len(body)} chars of Markdown: {took * 1000:.0f} ms, {len(lines)} lines")
     assert len(lines) >= 1500 and took < 5.0
     assert isinstance(lines[0], Text)
+
+
+def test_markdown_that_would_hide_text_is_shown_as_sent():
+    """markdown-it drops what nests past 20 levels and Rich runs out of width for deep
+    quotes; a table wider than the card cuts its cells. None of it may hide a word."""
+    from meshview.model.mesh import MeshModel
+    from widgets.detail_card import message_card
+
+    bodies = [("# h\n" + "> " * 30 + "secret-words", 108), ("# h\n" + "> " * 15 + "secret-words", 30),
+              ("# h\n|" + "a|" * 300 + "\n|" + "---|" * 300 + "\n|" + "secret-words|" * 300, 108)]
+    assert markdown_lines(bodies[1][0], 108) is not None  # 15 quotes fit in a wide card
+    for body, width in bodies:
+        assert looks_like_markdown(body) and markdown_lines(body, width) is None
+        m = MeshModel("main", burst_ms=0)
+        m.apply_message(Applied(kind="channel", id="x", ts=1_700_000_000_000.0,
+                                from_id="local.m", from_name="m", text=body, channel="general"))
+        snap = m.snapshot()
+        e = snap.feed[-1]
+        card = [t.plain for _, lines in message_card(e, None, width) for t in lines]
+        shown = "".join("".join(card).split())
+        assert "secret-words" in shown and "markdown,rendered" not in shown
+        assert any("part of it would not show" in line for line in card)
