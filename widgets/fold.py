@@ -29,6 +29,9 @@ BODY_CAP = 4000
 #: the wire's line breaks as ``sanitize.text`` keeps them (the others are escaped inline)
 _BREAKS = re.compile("[\n\x85\u2028\u2029]")
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # shown as \xNN: four cells each
+#: characters of a tail measured; a longer one is counted in proportion (a flood of 64 kB
+#: bodies of invisibles then costs ~4 ms a row, not ~20)
+TAIL_SAMPLE = 16 * 1024
 TAIL_ROWS = 1024  # bodies whose tail widths a view keeps: the ring holds at most 1024 full ones
 
 
@@ -50,6 +53,8 @@ def line_cells(tail: str) -> Counter[int]:
     """How many lines of a tail have each width in cells, as shown (controls and invisibles
     escaped: :func:`meshview.wire.sanitize.text`). A multiset: a 64 kB text has at most ~360
     distinct line widths."""
+    if tail.isascii() and tail.replace("\n", "").isprintable():  # the common case, at C speed
+        return Counter(map(len, tail.split("\n")))
     out: Counter[int] = Counter()
     for line in _BREAKS.split(tail):
         if line.isascii():
@@ -64,13 +69,13 @@ def line_cells(tail: str) -> Counter[int]:
 
 class TailCounter:
     """Counts the rows of bodies' tails (the part after what is laid out) without wrapping:
-    each line takes ``ceil(cells / width)`` rows, at least one. Word wrap can take a few more,
-    so the fold line says ``≈``. The per-line widths of the last :data:`TAIL_ROWS` bodies are
+    each line takes ``ceil(cells / width)`` rows, at least one; past :data:`TAIL_SAMPLE`
+    characters in proportion. Word wrap can take a few more, so the fold line says ``≈``. The per-line widths of the last :data:`TAIL_ROWS` bodies are
     kept as a multiset of line widths, so a resize costs a few hundred integers per row, not its
     text."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[Hashable, tuple[str, int, Counter[int]]] = OrderedDict()
+        self._kept: OrderedDict[Hashable, tuple[str, int, Counter[int], float]] = OrderedDict()
 
     def rows(self, key: Hashable, text: str, start: int, width: int) -> int:
         """Rows of ``text[start:]`` at ``width``; ``key`` names the body (a feed index, a DM's
@@ -78,11 +83,13 @@ class TailCounter:
         hit = self._kept.get(key)
         if hit is not None and hit[0] is text and hit[1] == start:
             self._kept.move_to_end(key)
-            cells = hit[2]
+            cells, scale = hit[2], hit[3]
         else:
-            cells = line_cells(text[start:])
-            self._kept[key] = (text, start, cells)
+            sample = text[start:start + TAIL_SAMPLE]
+            cells = line_cells(sample)
+            scale = (len(text) - start) / max(1, len(sample))
+            self._kept[key] = (text, start, cells, scale)
             if len(self._kept) > TAIL_ROWS:
                 self._kept.popitem(last=False)
         w = max(1, width)
-        return sum(((c + w - 1) // w or 1) * k for c, k in cells.items())
+        return round(sum(((c + w - 1) // w or 1) * k for c, k in cells.items()) * scale)
