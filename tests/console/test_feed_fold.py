@@ -60,8 +60,8 @@ async def test_a_long_broker_message_takes_at_most_n_plus_2_rows_and_enter_shows
     args = argparse.Namespace(server=[broker.url], space=space, backfill=50, no_dms=False)
     session = LiveSession(nc, target_from_args(args), space, session_options(args))
     app = CotalApp(session=session)
-    body = " ".join(f"word{k:04d}" for k in range(300))[:2700] + " and THE-LAST-WORDS."
-    assert len(body) >= 2700
+    body = " ".join(f"word{k:04d}" for k in range(400))[:2730] + " and THE-LAST-WORDS."
+    assert len(body) == 2750
     async with app.run_test(size=(140, 42)) as pilot:
         await until(pilot, lambda: session.started and len(session.model.snapshot().agents) == 2,
                     what="roster")
@@ -75,6 +75,8 @@ async def test_a_long_broker_message_takes_at_most_n_plus_2_rows_and_enter_shows
         assert len(strips) == feed.row_height(e, width) <= N + 2
         hidden, approx = _fold(strips)
         assert not approx and hidden == _whole_rows(feed, e, width) - len(strips) + 1
+        print(f"{len(body)} chars at a {width}-cell feed: {len(strips)} rows, "
+              f"{_whole_rows(feed, e, width)} unfolded")
         await until(pilot, lambda: f"… +{hidden} lines · Enter" in screen_text(app),
                     what="the fold line on screen")
         assert "THE-LAST-WORDS" not in screen_text(app)

@@ -47,7 +47,8 @@ async def test_a_long_message_folds_and_a_markdown_card_stays_inert(broker, nc, 
     await tmux.keys("q")
     await tmux.until(lambda s: "docs (https://evil.example/x)" not in s, what="card closed")
 
-    body = " ".join(f"fold{k:04d}" for k in range(300))[:2730] + " THE-END-MARK"
+    body = " ".join(f"fold{k:04d}" for k in range(400))[:2737] + " THE-END-MARK"
+    assert len(body) == 2750
     await _send(nc, space, body)
     s = await tmux.until(lambda s: "fold0000" in s and s.count("lines · Enter") == 2,
                          what="the fold line (the markdown row has one too)")
