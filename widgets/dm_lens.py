@@ -2,7 +2,8 @@
 
 Only pairs that actually talked appear (never the n² list). Peers and conversations are
 newest first, thread messages oldest first. Under chat-only credentials the tap cannot see
-DMs, and the lens says so instead of showing an empty list that looks like silence.
+DMs, and the lens says so instead of showing an empty list that looks like silence. A long
+message folds as a feed row does (widgets/fold.py); Enter opens its detail card.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class DmThread(LineList):
         spans = [(line, s, e) for line in safe_body(m.text[:cap])
                  for s, e in wrap_offsets(line, w, w)]
         more = self._tails.rows(key, m.text, cap, w) if len(m.text) > cap else 0
-        hidden = len(spans) - n + more
+        hidden = max(0, len(spans) - n) + more
         if n <= 0 or (hidden <= 1 and not more):
             return [Text("   " + line[s:e]) for line, s, e in spans]
         out = [Text("   " + line[s:e]) for line, s, e in spans[:n]]

@@ -1,9 +1,9 @@
 """A full-screen detail card (message or agent). Any key closes it; arrows scroll; a card may
 name a few keys of its own (an agent's managed seat: ``a`` attach, ``p`` peek) that close it
 and then act, and keys that change how it is drawn and keep it open (a message's ``m``:
-Markdown rendered or as sent). The card is live: the console hands it every drained snapshot and it rebuilds
-(at most ``LIVE_HZ`` times a second, keeping its scroll), so an agent's status, activity, ages
-and traffic move while it is open."""
+Markdown rendered or as sent). The card is live: the console hands it every drained snapshot
+and it rebuilds (at most ``LIVE_HZ`` times a second, keeping its scroll), so an agent's
+status, activity, ages and traffic move while it is open."""
 
 from __future__ import annotations
 
