@@ -29,6 +29,7 @@ from meshview.link.home import HOME_ENV, cotal_home
 from meshview.lines.notify import SETTLE_S, STYLES, NotifySettings
 from meshview.model.stalled import DEFAULT_STALL_MINUTES
 from meshview.model.roster import ROSTER_SORTS
+from widgets.fold import DEFAULT_MAX_LINES, MAX_LINES_LIMIT
 
 SOURCES = ("flag", "environment", "config.toml", "default")
 TRUTHY = ("1", "true", "yes", "on")
@@ -101,6 +102,12 @@ KEYS: dict[str, dict[str, Key]] = {
                            "toggles and saves it)"),
         "title_counts": Key("true or false", lambda v: isinstance(v, bool),
                             "the terminal title carries the waiting count (2 waiting · cotal main)"),
+    },
+    "feed": {
+        "max_lines": Key(f"a whole number of lines, 0 (never fold) to {MAX_LINES_LIMIT}",
+                         lambda v: type(v) is int and 0 <= v <= MAX_LINES_LIMIT,
+                         "body lines a feed row shows before it folds to '… +N lines · Enter' "
+                         "(the detail card shows all); 0 never folds"),
     },
     "attach": {
         "clipboard": Key("true or false", lambda v: isinstance(v, bool),
@@ -351,19 +358,29 @@ class ConsoleConfig:
 
     roster_sort: str = "status"
     show_events: bool = False  # ``[ui] show_events``: activity frames in the feed
+    feed_max_lines: int = DEFAULT_MAX_LINES  # ``[feed] max_lines``: a row folds past them
     warning: str | None = None  # one sentence when the file was unreadable (then ignored)
 
 
 def load_config(home: Path | None = None) -> ConsoleConfig:
     """The console's settings: ``[roster] sort = "status" | "name" | "role" | "activity"``,
-    ``[ui] show_events = true | false``."""
+    ``[ui] show_events = true | false``, ``[feed] max_lines = 6``."""
     cfg = read_config(home)
     if cfg.error is not None:
         return ConsoleConfig(warning=f"config {cfg.path} ignored: {cfg.error}")
     sort, _ = roster_sort(cfg)
     events, _ = ui_show_events(cfg)
+    fold, _ = feed_max_lines(cfg)
     bad = [p for p in config_problems(cfg) if "[roster]" in p]
-    return ConsoleConfig(roster_sort=sort, show_events=events, warning=bad[0] if bad else None)
+    return ConsoleConfig(roster_sort=sort, show_events=events, feed_max_lines=fold,
+                         warning=bad[0] if bad else None)
+
+
+def feed_max_lines(cfg: ConfigFile) -> tuple[int, str]:
+    """``[feed] max_lines`` when it is a good count, else :data:`DEFAULT_MAX_LINES`; and its
+    source."""
+    v = _good(cfg, "feed", "max_lines")
+    return pick(DEFAULT_MAX_LINES, ("config.toml", v if type(v) is int else None))
 
 
 def ui_title_counts(cfg: ConfigFile) -> tuple[bool, str]:
@@ -571,6 +588,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     counts, src = ui_title_counts(cfg)
     rows.append(Setting("ui.title_counts", counts, src, file_origin("ui", "title_counts", src),
                         KEYS["ui"]["title_counts"].doc))
+    fold, src = feed_max_lines(cfg)
+    rows.append(Setting("feed.max_lines", fold, src, file_origin("feed", "max_lines", src),
+                        KEYS["feed"]["max_lines"].doc))
     rdir, src = recordings_setting(home)
     rows.append(Setting("recordings.dir", str(rdir), src, file_origin("recordings", "dir", src),
                         KEYS["recordings"]["dir"].doc))

@@ -12,6 +12,7 @@ from meshview.model.stalled import Stalled
 from meshview.wire.messages import ArtifactPart, BrokenPart, DataPart, ExtensionPart, Part, TextPart
 from widgets.doing import doing_of, doing_text
 from widgets.line_list import Item, LineList
+from widgets.markdown_card import looks_like_markdown, markdown_lines
 from widgets.presentation import (
     activity_line, age, clock, drawing_look, drawing_with, harness_tag, look_of, peer_facts, safe,
     safe_body, status_glyph, who, wrap_offsets,
@@ -84,7 +85,10 @@ def _part_lines(parts: tuple[Part, ...], width: int) -> list[Text]:
     return out
 
 
-def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
+def message_card(e: FeedEntry, snap: Snapshot | None, width: int,
+                 markdown: bool | None = None) -> list[Item]:
+    """Every fact of a message, and its whole body: rendered as Markdown when ``markdown``
+    (None: when the body is Markdown by its structure, :func:`looks_like_markdown`)."""
     lines: list[Text] = [Text("message", style="bold reverse")]
     lines += _field("delivery", DELIVERY.get(e.kind, e.kind) + (" · event channel" if e.event else "")
                     + (" · history" if e.historical else " · live"), width)
@@ -126,7 +130,19 @@ def message_card(e: FeedEntry, snap: Snapshot | None, width: int) -> list[Item]:
         lines += _field("id", ident, width)
     lines += _thread_lines(e, snap, width)
     lines.append(Text(""))
-    lines += _body(e.text, width)
+    md = looks_like_markdown(e.text) if markdown is None else markdown
+    rendered = markdown_lines(e.text, width) if e.kind != "lifecycle" and md else None
+    if rendered is not None:
+        lines.append(Text("  markdown, rendered · links and images shown as plain text · "
+                          "m: as sent", style="dim italic"))
+        lines += rendered
+    else:
+        if md and e.kind != "lifecycle":
+            lines.append(Text("  as sent: as markdown, part of it would not show (nested too "
+                              "deep, or a table too wide)", style="dim italic"))
+        elif markdown is False or (e.kind != "lifecycle" and looks_like_markdown(e.text)):
+            lines.append(Text("  as sent · m: rendered as markdown", style="dim italic"))
+        lines += _body(e.text, width)
     lines += _part_lines(e.parts, width)
     return [("card", lines)]
 

@@ -2,7 +2,8 @@
 
 Only pairs that actually talked appear (never the n² list). Peers and conversations are
 newest first, thread messages oldest first. Under chat-only credentials the tap cannot see
-DMs, and the lens says so instead of showing an empty list that looks like silence.
+DMs, and the lens says so instead of showing an empty list that looks like silence. A long
+message folds as a feed row does (widgets/fold.py); Enter opens its detail card.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static
 
-from meshview.model.snapshot import DmConversation, Snapshot
+from meshview.model.snapshot import DmConversation, DmMessage, Snapshot
+from widgets.feed import FeedView
+from widgets.fold import DEFAULT_MAX_LINES, TailCounter, body_cap, fold_label
 from widgets.line_list import Item, LineList
+from widgets.notice import say_line
 from widgets.presentation import (
     clock, look_of, safe, safe_body, set_title, status_glyph, wrap_offsets,
 )
@@ -102,6 +106,23 @@ class DmThread(LineList):
         super().__init__(id=id)
         self.lens = lens
         self.pair: tuple[str, str] | None = None
+        self._messages: dict[object, DmMessage] = {}
+        self._tails = TailCounter()
+
+    def _body(self, m: DmMessage, key: object, width: int) -> list[Text]:
+        """A message's body lines, folded past the lens's ``max_lines`` (widgets/fold.py)."""
+        w = max(8, width - 3)
+        n = self.lens.max_lines
+        cap = body_cap(n, w) if n > 0 else len(m.text)
+        spans = [(line, s, e) for line in safe_body(m.text[:cap])
+                 for s, e in wrap_offsets(line, w, w)]
+        more = self._tails.rows(key, m.text, cap, w) if len(m.text) > cap else 0
+        hidden = max(0, len(spans) - n) + more
+        if n <= 0 or (hidden <= 1 and not more):
+            return [Text("   " + line[s:e]) for line, s, e in spans]
+        out = [Text("   " + line[s:e]) for line, s, e in spans[:n]]
+        out.append(Text("   " + fold_label(hidden, more > 0, w), style="dim"))
+        return out
 
     def build(self, width: int) -> list[Item]:
         snap = self.lens.snap
@@ -113,6 +134,7 @@ class DmThread(LineList):
                   f" · {len(msgs)} msg")
         items: list[Item] = []
         look = look_of(self)
+        self._messages = {}
         for m in msgs:
             fn, tn = snap.name_of(m.from_id), snap.name_of(m.to_id)
             head = Text(clock(m.ts) + " ", style="dim")
@@ -127,13 +149,23 @@ class DmThread(LineList):
             head.append(": ", style="dim")
             if m.conflict:  # an id another sender used first: both are shown
                 head.append("⚠ reused id ", style="bold yellow")
-            lines = [head]
-            for line in safe_body(m.text):
-                for s, e in wrap_offsets(line, max(8, width - 3), max(8, width - 3)):
-                    lines.append(Text("   " + line[s:e]))
             # keyed by (sender, id): two senders may use one id
-            items.append(((m.from_id, m.id) if m.id else (m.ts, m.from_id), lines))
+            key = (m.from_id, m.id) if m.id else (m.ts, m.from_id)
+            self._messages[key] = m
+            items.append((key, [head, *self._body(m, key, width)]))
         return items
+
+    def action_select(self) -> None:
+        """Enter: the message's detail card (all of its text), as Enter on a feed row."""
+        snap = self.lens.snap
+        m = self._messages.get(self.cursor_key) if self.cursor_key is not None else None
+        if m is None or snap is None:
+            return
+        row = snap.row_of(m)
+        if row is None:
+            say_line(self, "that message has left the feed: its card is no longer kept")
+            return
+        self.post_message(FeedView.Open(row))
 
 
 class DmLens(Horizontal):
@@ -153,6 +185,13 @@ class DmLens(Horizontal):
         super().__init__(id=id)
         self.snap: Snapshot | None = None
         self._key: object = None
+
+    @property
+    def max_lines(self) -> int:
+        """Body lines a thread message shows before it folds: the feed's on this screen
+        (``[feed] max_lines``), read when the thread is drawn."""
+        feed = next(iter(self.screen.query(FeedView)), None) if self.is_attached else None
+        return feed.max_lines if feed is not None else DEFAULT_MAX_LINES
 
     def compose(self) -> ComposeResult:
         yield DmPeers(self, id="dm-peers")

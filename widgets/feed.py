@@ -6,7 +6,8 @@ per-row heights so wrapping never needs a full re-layout. Only visible rows are 
 their Strips are cached by (index, width, cursor). The view follows the tail only while
 parked at the bottom and otherwise shows ``↓N more · G to follow``. A row's height and its
 rendering come from one rule (:func:`layout_rows`), so no text is ever laid out below the rows
-shown. A reply starts with ``↳ re: <first words of the original>``; ``o`` jumps to it.
+shown. A reply starts with ``↳ re: <first words of the original>``; ``o`` jumps to it. A long
+body folds past :attr:`FeedView.max_lines` to ``… +38 lines · Enter`` (widgets/fold.py).
 
 Size: over 500 lines because the Line-API view with its strip cache, filters, cursor and tail-
 follow is one widget whose parts share the row index.
@@ -33,13 +34,13 @@ from textual.strip import Strip
 
 from meshview.wire.sanitize import elide_id
 from meshview.model.snapshot import FeedEntry, Snapshot
+from widgets.fold import BODY_CAP, DEFAULT_MAX_LINES, TailCounter, body_cap, fold_label
 from widgets.notice import say_line
 from widgets.presentation import (
     clock, follow_theme, look_of, safe, safe_body, set_title, wrap_offsets,
 )
 
 INDENT = 9  # continuation lines align under the name, clear of the time column
-BODY_CAP = 4000  # the feed shows at most this much of a body; the detail card shows all
 CACHE_ROWS = 160  # > two screens of rows; each cached Strip drags ~7 tracked FIFOCaches along
 #: Long rows whose layout (safe body lines and wrap) is kept across repaints, cursor moves and
 #: filters: a row is wrapped once per width, so a key after a 1 MB line costs what one after
@@ -123,8 +124,10 @@ EXCERPT_CELLS = 24  # the original's first words in a thread marker
 CONFLICT_MARK = "⚠ reused id"  # a row whose id another sender used first (both are shown)
 
 # One display row of a feed row: the head's characters ``[hs, he)`` (none when equal), else
-# ``indent`` spaces, then body line ``li``'s characters ``[s, t)`` (none when ``li`` < 0).
+# ``indent`` spaces, then body line ``li``'s characters ``[s, t)`` (none when ``li`` < 0). The
+# fold line (``li`` = :data:`FOLD`) says ``… +s lines · Enter`` (``+≈`` when ``t``).
 Row = tuple[int, int, int, int, int, int]
+FOLD = -2
 
 
 def one_row(head_cells: int, body_cells: int, width: int) -> bool:
@@ -160,8 +163,35 @@ def layout_rows(head: str, lines: list[str], width: int) -> list[Row]:
         if lines == [""]:
             return rows  # nothing to show below the head
     for li in range(start, len(lines)):
-        for s, t in wrap_offsets(lines[li], rest, rest):
+        line = lines[li]
+        if len(line) <= rest and line.isascii():  # fits: one row (a body of many short lines)
+            rows.append((0, 0, indent, li, 0, len(line)))
+            continue
+        for s, t in wrap_offsets(line, rest, rest):
             rows.append((0, 0, indent, li, s, t))
+    return rows
+
+
+def fold_rows(rows: list[Row], max_lines: int, width: int, more: int = 0,
+              approx: bool = False) -> list[Row]:
+    """``rows`` (:func:`layout_rows`) with at most ``max_lines`` body rows, then one fold row
+    counting the hidden ones and ``more`` (rows of text not laid out; ``approx``: an estimate).
+    A body one row too long is shown whole: the fold line would hide nothing. 0: never fold."""
+    if max_lines <= 0:
+        return rows
+    body = 0
+    for k, r in enumerate(rows):
+        if r[3] >= 0:
+            body += 1
+            if body > max_lines:
+                hidden = len(rows) - k + more
+                if hidden <= 1 and not approx:
+                    return rows
+                indent = INDENT if width >= INDENT + MIN_FIRST else 0
+                return [*rows[:k], (0, 0, indent, FOLD, hidden, int(approx))]
+    if more:
+        indent = INDENT if width >= INDENT + MIN_FIRST else 0
+        return [*rows, (0, 0, indent, FOLD, more, int(approx))]
     return rows
 
 
@@ -299,6 +329,8 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._layouts: OrderedDict[tuple[int, int], tuple] = OrderedDict()  # (LAYOUT_ROWS)
         self.cursor: int | None = None
         self._styles: dict[str, object] = {}
+        self._max_lines = DEFAULT_MAX_LINES
+        self._tails = TailCounter()
 
     # -- filtering and layout ----------------------------------------------------------
 
@@ -317,10 +349,10 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         assert self._snap is not None
         return [(clock(e.ts) + " ", "time"), *_head_rest(_head_key(e, self._snap))]
 
-    def _body(self, e: FeedEntry) -> tuple[list[str], int]:
-        """Display lines of a row's body and how many leading cells of line 0 are the thread
-        marker (``↳ re: …``, dim)."""
-        body = e.text if len(e.text) <= BODY_CAP else e.text[:BODY_CAP] + "…"
+    def _body(self, e: FeedEntry, cap: int = BODY_CAP, cut: str = "…") -> tuple[list[str], int]:
+        """Display lines of a row's body (its first ``cap`` characters, then ``cut``) and how
+        many leading cells of line 0 are the thread marker (``↳ re: …``, dim)."""
+        body = e.text if len(e.text) <= cap else e.text[:cap] + cut
         lines = safe_body(body)
         if e.kind == "lifecycle" or not (e.reply_to or e.conflict):
             return lines, 0
@@ -335,16 +367,26 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         row's are kept (:data:`LAYOUT_ROWS`) while its row and head stay the same."""
         head = self._head(e)
         head_s = "".join(s for s, _ in head)
+        n = self._max_lines
         if len(e.text) < LAYOUT_MIN_CHARS:
             lines, mark = self._body(e)
-            return head, lines, mark, layout_rows(head_s, lines, width)
+            return head, lines, mark, fold_rows(layout_rows(head_s, lines, width), n, width)
         key = (e.index, width)
         kept = self._layouts.get(key)
         if kept is not None and kept[0] is e and kept[1] == head_s:
             self._layouts.move_to_end(key)
             return head, kept[2], kept[3], kept[4]
-        lines, mark = self._body(e)
-        rows = layout_rows(head_s, lines, width)
+        if n <= 0:
+            lines, mark = self._body(e)
+            rows = layout_rows(head_s, lines, width)
+        else:  # folded: the first few kB laid out exactly, the rest counted (widgets/fold.py)
+            cap = body_cap(n, width)
+            lines, mark = self._body(e, cap, "")
+            more = 0
+            if len(e.text) > cap:
+                rest = width - (INDENT if width >= INDENT + MIN_FIRST else 0)
+                more = self._tails.rows(e.index, e.text, cap, rest)
+            rows = fold_rows(layout_rows(head_s, lines, width), n, width, more, more > 0)
         self._layouts[key] = (e, head_s, lines, mark, rows)
         if len(self._layouts) > LAYOUT_ROWS:
             self._layouts.popitem(last=False)
@@ -508,6 +550,21 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self.refresh()
 
     @property
+    def max_lines(self) -> int:
+        """Body lines a row shows before it folds (``[feed] max_lines``; 0: never)."""
+        return self._max_lines
+
+    @max_lines.setter
+    def max_lines(self, n: int) -> None:
+        n = max(0, int(n))
+        if n != self._max_lines:
+            self._max_lines = n
+            self._layouts.clear()
+            if self._snap is not None and self._width:
+                self._refilter()
+                self._after_change(0)
+
+    @property
     def rows(self) -> list[int]:
         """Absolute indices of the visible (filtered) rows, oldest first."""
         return list(self._rows)
@@ -517,6 +574,10 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
     def row_start(self, k: int) -> int:
         """The first display row of the ``k``-th visible row (see :attr:`rows`)."""
         return self._starts[k]
+
+    def head_text(self, e: FeedEntry) -> str:
+        """Row ``e``'s head (time, sender, target) as plain text."""
+        return "".join(s for s, _ in self._head(e))
 
     def row_height(self, e: FeedEntry, width: int) -> int:
         """How many display rows ``e`` takes at ``width`` (the layout's measure)."""
@@ -620,7 +681,9 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         def draw(k: int) -> Strip:
             hs, he, indent, li, s, t = rows[k]
             row = head_text[hs:he] if he > hs else Text(" " * indent, style=base)
-            if li >= 0:
+            if li == FOLD:
+                row.append(fold_label(s, bool(t), width - indent), style="dim")
+            elif li >= 0:
                 piece = Text(lines[li][s:t], style=body_style or "")
                 if li == 0 and s < mark:
                     piece.stylize("dim", 0, mark - s)

@@ -26,6 +26,7 @@ from meshview.model.snapshot import FeedEntry, Peer, Snapshot
 from widgets.channel_tabs import ChannelTabs
 from widgets.composer import Composer
 from widgets.detail_card import agent_card, message_card
+from widgets.markdown_card import looks_like_markdown
 from widgets.feed import FeedView
 from widgets.line_list import LineList
 from widgets.presentation import safe
@@ -151,6 +152,7 @@ class ConsoleScreen(ComposeKeys):
         cfg = load_config()
         self.query_one(Roster).set_sort(cfg.roster_sort)
         self.query_one(FeedView).show_events = cfg.show_events
+        self.query_one(FeedView).max_lines = cfg.feed_max_lines
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self._drained_at = 0.0
@@ -450,7 +452,13 @@ class ConsoleScreen(ComposeKeys):
         if e.reply_to:  # a reply's card: Enter closes it and puts the cursor on the original
             feed = self.query_one(FeedView)
             keys = {"enter": lambda: feed.jump_to_original(e)}
-        self.app.push_screen(_detail("message", lambda w: message_card(e, self.snap, w), keys))
+        md: list[bool | None] = [None]  # None: Markdown when the body is (m flips it)
+
+        def flip() -> None:
+            md[0] = not (looks_like_markdown(e.text) if md[0] is None else md[0])
+
+        self.app.push_screen(_detail("message", lambda w: message_card(e, self.snap, w, md[0]),
+                                     keys, {"m": flip}))
 
     @on(LineList.Selected, "#roster, #rail")
     def _open_peer(self, event: LineList.Selected) -> None:
@@ -796,7 +804,7 @@ class ConsoleScreen(ComposeKeys):
         self.query_one(ChannelTabs).select_index(n - 1)
 
 
-def _detail(title: str, builder, keys: dict | None = None):
+def _detail(title: str, builder, keys: dict | None = None, modes: dict | None = None):
     from cotal_tui.screens.detail import DetailScreen
 
-    return DetailScreen(title, builder, keys)
+    return DetailScreen(title, builder, keys, modes)

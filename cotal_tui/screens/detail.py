@@ -1,8 +1,9 @@
 """A full-screen detail card (message or agent). Any key closes it; arrows scroll; a card may
 name a few keys of its own (an agent's managed seat: ``a`` attach, ``p`` peek) that close it
-and then act. The card is live: the console hands it every drained snapshot and it rebuilds
-(at most ``LIVE_HZ`` times a second, keeping its scroll), so an agent's status, activity, ages
-and traffic move while it is open."""
+and then act, and keys that change how it is drawn and keep it open (a message's ``m``:
+Markdown rendered or as sent). The card is live: the console hands it every drained snapshot
+and it rebuilds (at most ``LIVE_HZ`` times a second, keeping its scroll), so an agent's
+status, activity, ages and traffic move while it is open."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ LIVE_HZ = 4
 class DetailScreen(ModalScreen[None]):
     CSS_PATH = "detail.tcss"
 
-    def __init__(self, title: str, builder, keys: dict | None = None) -> None:
+    def __init__(self, title: str, builder, keys: dict | None = None,
+                 modes: dict | None = None) -> None:
         super().__init__()
         self._title = title
         self._builder = builder
         self._keys = dict(keys or {})  # key → callable, run after the card closes
+        self._modes = dict(modes or {})  # key → callable, run with the card kept open
         self._next_live = 0.0
 
     def compose(self) -> ComposeResult:
@@ -63,6 +66,9 @@ class DetailScreen(ModalScreen[None]):
                 card.scroll_to(y=0, animate=False)
             else:
                 card.scroll_to(y=card.max_scroll_y, animate=False)
+        elif event.key in self._modes:
+            self._modes[event.key]()
+            self.query_one(DetailCard).rebuild()
         elif event.key in self._keys:
             act = self._keys[event.key]
             self.dismiss()

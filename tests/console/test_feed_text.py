@@ -83,6 +83,7 @@ async def test_every_row_shows_all_of_its_text_at_every_width():
     app = FeedApp()
     async with app.run_test(size=(120, 40)):
         feed = app.query_one(FeedView)
+        feed.max_lines = 0  # never fold: every row shows all of its text (folds: below)
         feed.update_snapshot(snap)
         checked = 0
         for e in snap.feed:
@@ -103,6 +104,39 @@ async def test_every_row_shows_all_of_its_text_at_every_width():
                     assert _squash(elide_id(e.to_ids[0], 24)) in got
                 checked += 1
         assert checked > 5000
+
+
+async def test_a_folded_row_is_the_unfolded_one_cut_with_a_true_count():
+    """Folded at 3 lines, a row is its unfolded display rows up to its third body row, then
+    ``… +k lines``, where k is exactly how many display rows were cut (bodies this short are
+    laid out whole), at every width, for every name, role and text of the model above."""
+    rng = random.Random(23)
+    snap = _model(rng).snapshot()
+    app = FeedApp()
+    async with app.run_test(size=(120, 40)):
+        feed = app.query_one(FeedView)
+        feed.update_snapshot(snap)
+        widths = (8, 12, 20, 30, 45, 60, 80, 120)
+        feed.max_lines = 0
+        wholes = {(e.index, w): [st.text for st in feed.row_strips(e.index, w)]
+                  for e in snap.feed for w in widths}
+        feed.max_lines = 3
+        folded = 0
+        for e in snap.feed:
+            for w in widths:
+                whole = wholes[e.index, w]
+                strips = feed.row_strips(e.index, w)
+                assert len(strips) == feed.row_height(e, w)
+                got = [st.text for st in strips]
+                if got == whole:
+                    continue
+                folded += 1
+                assert got[:-1] == whole[:len(got) - 1], (w, e.text)
+                label = got[-1].strip()
+                assert label.startswith("… +") and "≈" not in label, label
+                assert int(label[3:].split(" ")[0]) == len(whole) - len(got) + 1, (w, label)
+                assert len(whole) - len(got) + 1 >= 2  # never a fold line hiding one line
+        assert folded > 50
 
 
 def test_the_reported_row_keeps_its_text():
