@@ -27,8 +27,8 @@ static-auth mesh the credential is minted from the mesh root's seed with the ref
 
 **What is true at send time, never "delivered"** (as the reference's CLI 0.57): a DM or an ask
 prints the JetStream stored sequence from the publish ack and the recipient's presence as read
-just before publishing (``stored #1234 · bram working``; ``offline``; ``not present`` for an id
-with no presence record), looked up by the principal the DM subject is addressed to, never by a
+just before publishing (``stored #1234 · bram working``; ``offline``; ``had no roster row at send``
+for an id with no presence record, the reference's words), looked up by the principal the DM subject is addressed to, never by a
 display name; ``--json`` adds one ``{"receipt": ...}`` line after the envelope.
 
 Exit status: 0 after the ack; 1 when the message was not delivered (one sentence on stderr,

@@ -1,6 +1,8 @@
 """What is true once a DM or an ask is acknowledged: the JetStream stored sequence and the
-recipient's presence at send time, never "delivered" (the reference's CLI 0.57 wording:
-a broker ack proves the message is stored, not that anyone read it).
+recipient's presence at send time, never "delivered" (the reference's CLI 0.57: a broker ack
+proves the message is stored at a sequence, not that anyone read it; its docs give the status as
+``idle`` / ``working`` / ``offline``, and a recipient with no presence record as "had no roster
+row at send").
 
 The recipient's status is looked up by the id the DM subject is addressed to, on rows whose
 id is the presence record's KV key (``decode_presence`` drops a record whose card names another
@@ -16,7 +18,7 @@ from typing import Any
 
 from meshview.wire import sanitize
 
-NOT_PRESENT = "not present"  # an id with no presence record at send time
+NO_ROW = "had no roster row at send"  # the reference's words for an id with no presence record
 MAX_HOLDERS_NAMED = 3  # an ask's receipt names this many holders, then counts the rest
 
 
@@ -26,10 +28,10 @@ class Holder:
 
     id: str
     name: str
-    status: str  # idle / working / waiting / offline, or NOT_PRESENT
+    status: str | None  # idle / working / waiting / offline; None: no presence record at send
 
     def words(self) -> str:
-        return f"{sanitize.inline(self.name or self.id, 64)} {self.status}"
+        return f"{sanitize.inline(self.name or self.id, 64)} {self.status or NO_ROW}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ def receipt(stream: str, seq: int, duplicate: bool, to: str | None, to_service: 
     if to:
         row = next((r for r in rows if getattr(r, "id", None) == to), None)
         h = (Holder(to, str(row.name or ""), str(row.status or "offline")) if row is not None
-             else Holder(to, to, NOT_PRESENT))
+             else Holder(to, "", None))
         return Receipt(stream, seq, duplicate, "dm", to, (h,))
     if to_service:
         from meshview.act.participant import role_holders

@@ -77,15 +77,15 @@ async def test_offline_and_lapsed_recipients_are_said_offline(broker, nc, space)
     assert r2.stdout.decode().rstrip().endswith(" · stored #2 · dana offline")  # not "working"
 
 
-async def test_an_id_with_no_presence_is_not_present_and_an_unknown_name_is_refused(
+async def test_an_id_with_no_presence_had_no_roster_row_and_an_unknown_name_is_refused(
         broker, nc, space):
     r = await cotal_send(broker, space, "--json", "@local.zed", "hello?")
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout.decode().splitlines()[1])["receipt"]
-    assert rec["recipient"] == {"id": "local.zed", "name": "local.zed", "status": "not present"}
+    assert rec["recipient"] == {"id": "local.zed", "name": "", "status": None}
     assert rec["stored"] == 1
     r = await cotal_send(broker, space, "@local.zed", "again")
-    assert r.stdout.decode().rstrip().endswith(" · stored #2 · local.zed not present")
+    assert r.stdout.decode().rstrip().endswith(" · stored #2 · local.zed had no roster row at send")
     r = await cotal_send(broker, space, "@nobody", "hello?")
     assert r.returncode == 1 and "no agent named 'nobody'" in one_sentence(r.stderr)
     assert (await nc.jetstream().stream_info(f"DM_{space}")).state.messages == 2
