@@ -10,9 +10,9 @@ As the reference's ``cotal deliver pending`` (CLI 0.57): an inspection read, nev
 claim. The recipient is resolved on the presence bucket (an offline card still resolves: a dead
 recipient is what this is for); its durable is ``dm_<owner>-<actor>-<lifecycleUid>`` on
 ``DM_<space>``. It reads with the space's read view (an admin view on a static mesh, the same
-grant the reference rides); a per-user-auth mesh gives no view that may read another principal's
-durable, so it is refused there, as the reference refuses it. It never starts the delivery
-daemon, acks nothing and creates no durable. Exit 0 when read, 1 when not found or unreadable
+grant the reference rides); the reference says a per-user-auth mesh has no equivalent read
+authority yet and refuses there, so this refuses there too, before anything is dialled. It never starts the
+delivery daemon, acks nothing and creates no durable. Exit 0 when read, 1 when not found or unreadable
 (one sentence on stderr), 2 for bad usage.
 """
 
@@ -79,7 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"cotal deliver: {_one_line(str(e))}", file=sys.stderr)
         return 1
     if target.user_mode:
-        print("cotal deliver: a per-user-auth mesh gives no view that may read another "
+        print("cotal deliver: a per-user-auth mesh has no read authority over another "
               "principal's DM durable (the reference refuses it too); nothing was read.",
               file=sys.stderr)
         return 1

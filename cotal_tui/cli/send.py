@@ -31,7 +31,7 @@ just before publishing (``stored #1234 · bram working``; ``offline``; ``had no 
 for an id with no presence record, the reference's words), looked up by the principal the DM subject is addressed to, never by a
 display name; ``--json`` adds one ``{"receipt": ...}`` line after the envelope.
 
-Exit status: 0 after the ack; 1 when the message was not delivered (one sentence on stderr,
+Exit status: 0 after the ack; 1 when the message was not stored (one sentence on stderr,
 never a traceback); 2 for bad usage.
 """
 
