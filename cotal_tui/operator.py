@@ -153,6 +153,7 @@ class Operator:
                 pend.in_flight = True
             aid = self.log.record("send", send_target(send.kind, send.target), "sent", mesh=self.target.space,
                                   message_id=msg.id)
+            rows = list(self.roster())  # presence at send time, for the receipt
             try:
                 sent = await p.send_message(msg)
             except BaseException as e:
@@ -183,7 +184,22 @@ class Operator:
                     "an earlier attempt of this draft had reached the broker after all, so "
                     "the edited text was not sent again; send it once more to post it as a "
                     "new message.")
-        return receipt
+        return self._truth(receipt, sent, rows)
+
+    @staticmethod
+    def _truth(said: str, sent: Any, rows: list[Any]) -> str:
+        """A DM's or ask's receipt with what is true at send time (meshview/act/receipt.py):
+        ``sent to @bram · stored #1234 · bram working``, never "delivered"."""
+        from meshview.act.receipt import receipt as truth
+
+        m = sent.message
+        got = truth(sent.stream, sent.seq, sent.duplicate, m.to, m.toService, rows)
+        if got is None:
+            return said
+        if m.toService is not None and not got.holders:
+            return f"{said} · stored #{sent.seq}"
+        head, paren, rest = said.partition(" (")
+        return f"{head} · {got.words()}" + (f" ({rest}" if paren else "")
 
     def _receipt(self, send: Send) -> str:
         """What the status line says once ``send`` is acknowledged."""

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "personas": ("cotal_tui.cli.managers:personas", "the manager's personas, or one persona's text"),
     "models": ("cotal_tui.cli.managers:models", "each connector's model catalogue, from a manager"),
     "send": ("cotal_tui.cli.send", "send one message: a channel post, a DM, an ask or a reply"),
+    "deliver": ("cotal_tui.cli.deliver", "pending NAME: what the broker holds for one DM recipient"),
     "chat": ("cotal_tui.cli.chat", "line-mode chat: the live stream above a prompt that sends"),
     "replay": ("cotal_tui.cli.replay", "replay a recording (cotal watch --record) with no broker"),
     "config": ("cotal_tui.cli.config", "the effective configuration and where each key came from"),

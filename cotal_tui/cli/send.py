@@ -25,7 +25,13 @@ before anything is published. On a
 static-auth mesh the credential is minted from the mesh root's seed with the reference's
 ``operator`` profile (what its ``cotal send`` mints): the principal is ``local.<its nkey>``.
 
-Exit status: 0 after the ack; 1 when the message was not delivered (one sentence on stderr,
+**What is true at send time, never "delivered"** (as the reference's CLI 0.57): a DM or an ask
+prints the JetStream stored sequence from the publish ack and the recipient's presence as read
+just before publishing (``stored #1234 · bram working``; ``offline``; ``had no roster row at send``
+for an id with no presence record, the reference's words), looked up by the principal the DM subject is addressed to, never by a
+display name; ``--json`` adds one ``{"receipt": ...}`` line after the envelope.
+
+Exit status: 0 after the ack; 1 when the message was not stored (one sentence on stderr,
 never a traceback); 2 for bad usage.
 """
 
@@ -34,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import json
 import sys
 
 from cotal_tui.errors import CotalError
@@ -58,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--as", metavar="NAME", dest="as_name",
                         help="send as NAME (owner.actor for an explicit principal)")
     parser.add_argument("--json", action="store_true",
-                        help="print the envelope as published (one JSON line)")
+                        help="print the envelope as published (one JSON line; a DM or ask adds a receipt line)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_SEND_TIMEOUT, metavar="SEC",
                         help=f"give up when unacknowledged after SEC (default {DEFAULT_SEND_TIMEOUT:g})")
     add_connection_arguments(parser)
@@ -147,6 +154,7 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
     from cotal_tui.cli.connection import target_from_args
     from cotal_tui.operator import participant_target
     from meshview.act.participant import Participant, ParticipantError, role_holders
+    from meshview.act.receipt import receipt
 
     try:
         resolved = target_from_args(args)
@@ -182,18 +190,25 @@ async def _send(args: argparse.Namespace, p: Send) -> int:
             swallowed("cotal_tui.cli.send:_send")
     action_log("send").record("send", send_target(p.kind, p.target), "acknowledged",
                               message_id=sent.message.id, mesh=target.space)
-    if args.json:
+    m = sent.message
+    rows = list(part.roster()) if part.roster is not None else []
+    got = receipt(sent.stream, sent.seq, sent.duplicate, m.to, m.toService, rows)
+    if args.json:  # the envelope as published; a DM's or ask's receipt on a line of its own
         sys.stdout.write(sent.payload.decode("utf-8") + "\n")
+        if got is not None:
+            sys.stdout.write(json.dumps(got.as_json(), ensure_ascii=False) + "\n")
     else:
-        m = sent.message
         where = f"#{m.channel}" if m.channel else f"@{m.to}" if m.to else f"role {m.toService}"
-        if m.toService is None:
+        if got is None:
             print(f"sent {m.id} -> {where}")
-        elif role_holders(part.roster() if part.roster is not None else (), m.toService):
-            print(f"sent {m.id} -> {where} (in the TASK stream until one holder takes it)")
+        elif m.toService is None:
+            print(f"sent {m.id} -> {where} · {got.words()}")
+        elif role_holders(rows, m.toService):
+            print(f"sent {m.id} -> {where} · {got.words()} (in the TASK stream until one holder "
+                  "takes it)")
         else:
-            print(f"queued {m.id} -> {where} (in the TASK stream for a future holder: no live "
-                  "agent holds the role)")
+            print(f"queued {m.id} -> {where} · stored #{sent.seq} (in the TASK stream for a "
+                  "future holder: no live agent holds the role)")
     sys.stdout.flush()
     return 0
 

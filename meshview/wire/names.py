@@ -22,6 +22,30 @@ def dm_stream(space: str) -> str:
     return f"DM_{space_token(space)}"
 
 
+_DURABLE_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+_LIFECYCLE_UID = re.compile(r"[a-z0-9]{26,32}")
+
+
+def dm_durable(owner: str, actor: str, lifecycle_uid: str) -> str | None:
+    """An agent's DM durable on ``DM_<space>``, ``dm_<owner>-<actor>-<lifecycleUid>`` (wire.md
+    §6); None unless each part fits its grammar (owner/actor tokens have no ``-``, the uid is
+    ``[a-z0-9]{26,32}``), so a peer's hostile uid never names a consumer or a wildcard."""
+    if not (_DURABLE_TOKEN.fullmatch(owner or "") and _DURABLE_TOKEN.fullmatch(actor or "")
+            and _LIFECYCLE_UID.fullmatch(lifecycle_uid or "")):
+        return None
+    return f"dm_{owner}-{actor}-{lifecycle_uid}"
+
+
+def parse_dm_durable(name: str) -> tuple[str, str] | None:
+    """``(owner, actor)`` of a DM durable name, or None when it is not one (no guessing)."""
+    if not isinstance(name, str) or not name.startswith("dm_"):
+        return None
+    parts = name[3:].split("-")
+    if len(parts) != 3 or dm_durable(*parts) != name:
+        return None
+    return parts[0], parts[1]
+
+
 def task_stream(space: str) -> str:
     return f"TASK_{space_token(space)}"
 

@@ -265,6 +265,11 @@ def inst_subject(space: str, recipient_id: str, sender_id: str) -> str:
     return f"{ROOT}.{_space(space)}.inst.{_principal(recipient_id)}.{_principal(sender_id)}"
 
 
+def recipient_pattern(space: str, recipient_id: str) -> str:
+    """Every DM to one principal, from any sender (its DM durable's filter)."""
+    return f"{ROOT}.{_space(space)}.inst.{_principal(recipient_id)}.*.*"
+
+
 def svc_subject(space: str, role: str, sender_id: str) -> str:
     """Concrete publish target for an anycast to ``role`` (sanitized, so never a wildcard)."""
     return f"{ROOT}.{_space(space)}.svc.{sanitize_token(role)}.{_principal(sender_id)}"

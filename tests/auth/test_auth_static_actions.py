@@ -189,7 +189,7 @@ async def test_cotal_send_dm_and_reply_on_a_static_mesh(mesh):
         t0 = time.monotonic()
         r = await asyncio.to_thread(cli, mesh, "send", "--json", f"@{agent}", "a static DM")
         assert r.returncode == 0, r.stderr
-        dm = json.loads(r.stdout)
+        dm = json.loads(r.stdout.splitlines()[0])  # line 2: the DM's receipt
         assert dm["to"].startswith("local.") and dm["from"]["id"].startswith("local.U")
         await until(lambda: any(dm["id"].encode() in d for d in dms), 10, "the DM on the tap")
         r = await asyncio.to_thread(cli, mesh, "send", "--json", "#general", "an original")

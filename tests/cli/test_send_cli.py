@@ -28,6 +28,11 @@ async def cotal_send(broker, space: str, *argv: str, stdin: bytes | None = None,
                                    timeout=60)
 
 
+def envelope(out: bytes) -> dict:
+    """The envelope ``--json`` prints first (a DM or ask adds a receipt line after it)."""
+    return json.loads(out.decode().splitlines()[0])
+
+
 def one_sentence(err: bytes) -> str:
     text = err.decode()
     assert "Traceback" not in text, text
@@ -74,7 +79,7 @@ async def test_dm_from_stdin_is_byte_exact(broker, nc, space):
     finally:
         await hb.stop()
     assert r.returncode == 0, r.stderr
-    env = json.loads(r.stdout)
+    env = envelope(r.stdout)  # line 2 is the receipt (test_send_receipt.py)
     assert env["to"] == "local.bram"
     assert env["parts"][0]["text"] == hostile[:-1]  # only the trailing newline is dropped
     [got] = await stored(nc, f"DM_{space}")
@@ -100,7 +105,7 @@ async def test_dm_to_an_endpoint_is_refused_and_nothing_is_sent(broker, nc, spac
 async def test_ask_and_replies(broker, nc, space):
     r = await cotal_send(broker, space, "--json", "--queue", "--ask", "reviewer", "review PR 42")
     assert r.returncode == 0, r.stderr
-    ask = json.loads(r.stdout)
+    ask = envelope(r.stdout)
     assert ask["toService"] == "reviewer"
     assert (await nc.jetstream().stream_info(f"TASK_{space}")).state.messages == 1
 
@@ -115,7 +120,7 @@ async def test_ask_and_replies(broker, nc, space):
     d = await dm(nc, space, "bram", "ops", "need a hand?")
     r = await cotal_send(broker, space, "--json", "--reply-to", d["id"], "yes please")
     assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
+    rep = envelope(r.stdout)
     assert rep["to"] == "local.bram" and rep["replyTo"] == d["id"]
 
     # with a target, replyTo/contextId are set even when the original cannot be found
@@ -177,7 +182,7 @@ async def test_a_lapsed_name_with_a_live_namesake_is_refused(broker, nc, space):
     err = one_sentence(r.stderr)
     assert "local.ada" in err and "local.mallory" in err and "nothing was sent" in err, err
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["to"] == "local.ada"
+    assert envelope(ok.stdout)["to"] == "local.ada"
     [only] = await stored(nc, f"DM_{space}")
     assert only["to"] == "local.ada" and only["parts"][0]["text"] == "hello"
 

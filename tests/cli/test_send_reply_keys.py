@@ -9,7 +9,7 @@ import json
 
 from support.forger import forge
 from support.observer import dm
-from test_send_cli import cotal_send, one_sentence, stored
+from test_send_cli import cotal_send, envelope, one_sentence, stored
 
 
 async def test_a_reply_to_a_dm_whose_id_a_forger_reused_is_a_dm(broker, nc, space):
@@ -17,7 +17,7 @@ async def test_a_reply_to_a_dm_whose_id_a_forger_reused_is_a_dm(broker, nc, spac
     await forge(nc, space, orig["id"], channel="general")  # mallory's channel copy
     r = await cotal_send(broker, space, "--as", "ops", "--json", "--reply-to", orig["id"], "yes")
     assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
+    rep = envelope(r.stdout)  # a DM: its receipt is line 2
     assert rep["to"] == "local.ada" and "channel" not in rep and rep["replyTo"] == orig["id"]
     # the broker got a DM to ada, and nothing new on any channel
     chat = await stored(nc, f"CHAT_{space}")
@@ -41,7 +41,7 @@ async def test_an_id_several_senders_used_is_refused_unless_the_target_picks_one
     r = await cotal_send(broker, space, "--as", "ops", "--json", "--reply-to", orig["id"],
                          "@local.ada", "thanks")
     assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
+    rep = envelope(r.stdout)
     assert rep["to"] == "local.ada" and rep["replyTo"] == orig["id"]
     r = await cotal_send(broker, space, "--as", "ops", "--json", "--reply-to", orig["id"],
                          "#general", "who are you?")
