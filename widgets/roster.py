@@ -14,7 +14,7 @@ widgets/doing.py): the open run's last tool started and its age (``⚙ Bash · 1
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Hashable, Mapping, NamedTuple
 
 from rich.text import Text
 from textual.binding import Binding
@@ -28,8 +28,12 @@ from meshview.model.stalled import Stalled
 from widgets.doing import Doing, doing_of, doing_text, ledger_of, on_row
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
+from widgets.roster_find import (
+    GROUPS, MAX_PINS, NO_QUERY, Finder, GroupHeader, Query, is_header_key, parse_query,
+)
 from widgets.presentation import (
-    activity_line, harness_tag, join_wrapped, look_of, peer_facts, set_title, status_glyph, who,
+    activity_line, harness_tag, join_wrapped, look_of, peer_facts, safe, set_title,
+    status_glyph, who,
 )
 from attach.control.seat_text import marker
 
@@ -53,6 +57,9 @@ class Roster(LazyLineList):
         Binding("D", "stop_seat", "stop (managed seat)", id="roster.stop"),
         Binding("s", "cycle_sort", "sort: status / name / role / last activity",
                 id="roster.sort"),
+        Binding("o", "cycle_group", "group: none / state / role / host", id="roster.group"),
+        Binding("asterisk", "toggle_pin", "pin / unpin the agent (pinned go first)",
+                id="roster.pin", key_display="*"),
     ]
     empty_text = "no agents present yet"
 
@@ -82,6 +89,19 @@ class Roster(LazyLineList):
         self._doing: dict[str, Doing] = {}
         self._rows: dict[str, _Row] = {}
         self._doing_gen = 0
+        # find, group, pin (widgets/roster_find.py): the rows arranged in one pass over the
+        # sorted keys, again only when one of its inputs is another object
+        self.find_query: Query = NO_QUERY
+        self.group = "none"
+        self._pins: tuple[str, ...] = ()  # principal ids, in the order pinned
+        self._pin_set: frozenset[str] = frozenset()
+        self._finder = Finder()
+        self._arranged_from: tuple = ()
+        self._arranged: tuple[Hashable, ...] = ()
+        self._headers: Mapping[Hashable, GroupHeader] = {}
+        self._shown_total: tuple[int, int] = (0, 0)
+        self._find_gen = 0
+        self._before_filter: Hashable | None = None  # the cursor's agent when a filter hid it
 
     def doing(self, peer_id: str) -> Doing | None:
         """What the frames say ``peer_id`` is doing, as its row shows it (tests read it)."""
@@ -161,19 +181,161 @@ class Roster(LazyLineList):
             if any(prev.label(pid) is not None for pid in snap.labels.diff(prev)):
                 self._label_gen += 1
         self._labels = snap.labels
-        n_ep = len(snap.endpoints)
-        set_title(self, f"roster · {len(snap.agents)} agents"
-                  + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
-                  + ("" if self.sort_by == "status" else f" · by {self.sort_by}"))
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
         self._follow_frames()
         key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen,
-               self._doing_gen)
+               self._doing_gen, self._find_gen)
         if key != self._key:
             self._key = key
             self.rebuild()
+        self._set_title(snap)
+
+    def _set_title(self, snap: Snapshot) -> None:
+        """``roster · 40 agents``; while a filter is on ``roster · 7/40 · /waiting:``."""
+        n_ep = len(snap.endpoints)
+        if self.find_query.active or self.find_query.raw:
+            shown, total = self._shown_total if self._arranging() else (
+                len(snap.agents), len(snap.agents))
+            head = f"roster · {shown}/{total} · /{safe(self.find_query.raw, 30)}"
+            if self.find_query.problem:
+                head += f" ({self.find_query.problem})"
+        else:
+            head = f"roster · {len(snap.agents)} agents" + (
+                f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
+        set_title(self, head
+                  + ("" if self.sort_by == "status" else f" · by {self.sort_by}")
+                  + ("" if self.group == "none" else f" · ▾ {self.group}"))
+
+    # -- find, group, pin ------------------------------------------------------------------
+
+    @property
+    def filter_text(self) -> str:
+        """The query as typed ("" when no filter is on)."""
+        return self.find_query.raw
+
+    @property
+    def pins(self) -> tuple[str, ...]:
+        """The pinned principal ids, in the order pinned."""
+        return self._pins
+
+    def shown_counts(self) -> tuple[int, int]:
+        """(agents shown, agents in all) as the title says them."""
+        snap = self.snap
+        if snap is None:
+            return 0, 0
+        self.order()
+        return self._shown_total if self._arranging() else (len(snap.agents), len(snap.agents))
+
+    def header_rows(self) -> list[str]:
+        """The group header rows shown, in order (``▾ waiting · 3``): tests read them."""
+        return [self._headers[k].text for k in self.order() or () if k in self._headers]
+
+    def _refind(self) -> None:
+        self._find_gen += 1
+        if self.snap is not None:
+            self.update_snapshot(self.snap)
+        self._off_header(1)
+        self.scroll_to_cursor()
+
+    def set_filter(self, raw: str) -> None:
+        """Show only the agents ``raw`` matches (widgets/roster_find.py; "" shows all). The
+        cursor stays on its agent while it is shown, and comes back to it when the filter
+        is cleared."""
+        q = parse_query(raw) if raw else NO_QUERY
+        if q == self.find_query:
+            return
+        if not self.find_query.raw and self.cursor_key is not None and not is_header_key(self.cursor_key):
+            self._before_filter = self.cursor_key
+        self.find_query = q
+        self._refind()
+        back = self._before_filter
+        if not raw:
+            self._before_filter = None
+            if back is not None and back in self._index and back != self.cursor_key:
+                self.select_key(back)
+
+    def set_group(self, group: str) -> None:
+        """Group the rows by ``group`` (one of ``GROUPS``); the cursor keeps its agent."""
+        if group not in GROUPS or group == self.group:
+            return
+        self.group = group
+        self._refind()
+
+    def set_pins(self, pins: tuple[str, ...] | list[str]) -> None:
+        """Pin these principal ids (the first ``MAX_PINS``; config's ``[roster] pins``)."""
+        kept = tuple(dict.fromkeys(p for p in pins if isinstance(p, str) and p))[:MAX_PINS]
+        if kept == self._pins:
+            return
+        self._pins, self._pin_set = kept, frozenset(kept)
+        self._refind()
+
+    class GroupChanged(Message):
+        """``o``: the roster's grouping changed (the console persists it)."""
+
+        def __init__(self, group: str) -> None:
+            super().__init__()
+            self.group = group
+
+    class PinsChanged(Message):
+        """``*``: the pinned ids changed (the console persists them)."""
+
+        def __init__(self, pins: tuple[str, ...]) -> None:
+            super().__init__()
+            self.pins = pins
+
+    def action_cycle_group(self) -> None:
+        i = GROUPS.index(self.group) if self.group in GROUPS else -1
+        self.set_group(GROUPS[(i + 1) % len(GROUPS)])
+        self.post_message(self.GroupChanged(self.group))
+        say_line(self, f"roster grouped by {self.group} (o cycles)" if self.group != "none"
+                 else "roster not grouped (o cycles)")
+
+    def action_toggle_pin(self) -> None:
+        p = self.peer_at_cursor()
+        if p is None or p.kind != "agent":
+            say_line(self, "pin: no agent under the cursor")
+            return
+        name = safe(self.snap.name_of(p.id) if self.snap is not None else p.name, 40)
+        if p.id in self._pin_set:
+            self.set_pins(tuple(x for x in self._pins if x != p.id))
+            say_line(self, f"unpinned {name}")
+        elif len(self._pins) >= MAX_PINS:
+            say_line(self, f"pin: {MAX_PINS} agents are pinned already (unpin one first)")
+            return
+        else:
+            self.set_pins(self._pins + (p.id,))
+            say_line(self, f"pinned {name} (* unpins)")
+        self.post_message(self.PinsChanged(self._pins))
+
+    def _arranging(self) -> bool:
+        return self.find_query.active or self.group != "none" or bool(self._pin_set)
+
+    def _arrange(self, base: tuple[str, ...]) -> tuple[Hashable, ...]:
+        """``base`` (the sorted keys) filtered, pinned and grouped; the same tuple object while
+        neither the inputs nor the result changed."""
+        snap = self.snap
+        assert snap is not None
+        # what the rows are made of matters only to a query or a grouping
+        data_dep = snap.peers if (self.find_query.active or self.group != "none") else None
+        src = (base, data_dep, self.find_query, self.group, self._pin_set,
+               self._doing_gen if self.find_query.text else None)
+        if len(src) == len(self._arranged_from) and all(
+                a is b for a, b in zip(src, self._arranged_from)):
+            return self._arranged
+        by_id = {p.id: p for p in snap.peers}
+        doing: dict[str, str] = {}
+        if self.find_query.text:
+            for pid, d in self._doing.items():
+                p = by_id.get(pid)
+                if p is not None and on_row(d, p) is not None:
+                    doing[pid] = {"tool": d.name or "", "run": "run open"}.get(d.kind, "run failed")
+        got = self._finder.arrange(base, by_id, self.find_query, self.group, self._pin_set, doing)
+        self._arranged_from = src
+        self._arranged, self._headers = got.keys, got.headers
+        self._shown_total = (got.shown, got.total)
+        return got.keys
 
     @property
     def _managed_version(self) -> int:
@@ -243,10 +405,12 @@ class Roster(LazyLineList):
 
     # -- items: measured for every seat, built for the ones on screen --------------------
 
-    def source(self) -> list[tuple[str, Peer | _Row]]:
+    def source(self) -> list[tuple[Hashable, Peer | _Row | GroupHeader]]:
         snap = self.snap
         if snap is None:
             return []
+        if self._arranging():
+            return list(zip(self.order() or (), self.data()))
         peers = snap.peers if self.sort_by == "status" else self._sorted_peers()
         return [(_peer(d).id, d) for d in self._with_doing(peers)]
 
@@ -256,7 +420,13 @@ class Roster(LazyLineList):
         fold = self.managed
         self._seat_index = fold.index() if fold is not None else None
 
-    def order(self) -> tuple[str, ...] | None:
+    def order(self) -> tuple[Hashable, ...] | None:
+        base = self._base_order()
+        if base is None or not self._arranging():
+            return base
+        return self._arrange(base)
+
+    def _base_order(self) -> tuple[str, ...] | None:
         snap = self.snap
         if snap is None or not snap.order:
             return None
@@ -271,14 +441,20 @@ class Roster(LazyLineList):
             self._sorted_from = src[0]
         return self._sorted
 
-    def data(self) -> tuple[Peer | _Row, ...]:
+    def data(self) -> tuple[Peer | _Row | GroupHeader, ...]:
         snap = self.snap
         if snap is None:
             return ()
+        if self._arranging():
+            keys = self.order() or ()
+            rows: dict[Hashable, Peer | _Row] = {
+                _peer(d).id: d for d in self._with_doing(snap.peers)}
+            heads = self._headers
+            return tuple(heads[k] if k in heads else rows[k] for k in keys)
         if self.sort_by == "status":
             return self._with_doing(snap.peers)
         by_id = {p.id: p for p in snap.peers}
-        return self._with_doing(tuple(by_id[k] for k in self.order() or ()))
+        return self._with_doing(tuple(by_id[k] for k in self._base_order() or ()))
 
     def epoch(self) -> object:
         return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
@@ -287,6 +463,8 @@ class Roster(LazyLineList):
         return self._now
 
     def clocks_only(self, old: Any, new: Any) -> bool:
+        if type(old) is GroupHeader or type(new) is GroupHeader:
+            return False
         if type(old) is _Row or type(new) is _Row:
             return (type(old) is type(new) and old.doing == new.doing
                     and same_but_clocks(old.peer, new.peer))
@@ -301,6 +479,8 @@ class Roster(LazyLineList):
 
     def measure(self, row: Peer | _Row, width: int) -> int:
         """``len(lines_of(row, width))`` without building any ``Text``."""
+        if type(row) is GroupHeader:
+            return 1
         if not self.wide:
             return 1
         p = _peer(row)
@@ -319,6 +499,10 @@ class Roster(LazyLineList):
         return n
 
     def lines_of(self, row: Peer | _Row, width: int) -> list[Text]:
+        if type(row) is GroupHeader:
+            t = Text(row.text, style="bold " + look_of(self).info)
+            t.truncate(width, overflow="ellipsis")
+            return [t]
         now = self._now
         p = _peer(row)
         d = on_row(row.doing, p) if type(row) is _Row else None
@@ -369,6 +553,49 @@ class Roster(LazyLineList):
         for t in lines:
             t.truncate(width, overflow="ellipsis")
         return lines
+
+    # -- the cursor never rests on a header row ---------------------------------------------
+
+    def rebuild(self) -> None:
+        super().rebuild()
+        self._off_header(1)
+
+    def _off_header(self, step: int) -> None:
+        """Off a header row the cursor landed on (a rebuild clamped it there): to the next
+        agent row ``step``'s way, else the other way."""
+        keys = self._keys
+        i = self._cursor
+        if not keys or not (0 <= i < len(keys)) or not is_header_key(keys[i]):
+            return
+        j = self._agent_row(i, step)
+        if j is not None:
+            self._cursor, self.cursor_key = j, keys[j]
+            self._cache.clear()
+            self.refresh()
+
+    def _agent_row(self, i: int, step: int) -> int | None:
+        keys, n = self._keys, len(self._keys)
+        for d in (step or 1, -(step or 1)):
+            j = i
+            while 0 <= j < n:
+                if not is_header_key(keys[j]):
+                    return j
+                j += d
+        return None
+
+    def _move_to(self, index: int) -> None:
+        keys = self._keys
+        index = max(0, min(len(keys) - 1, index))
+        if keys and is_header_key(keys[index]):
+            j = self._agent_row(index, 1 if index >= self._cursor else -1)
+            if j is None:
+                return
+            index = j
+        super()._move_to(index)
+
+    def action_select(self) -> None:
+        if self.cursor_key is not None and not is_header_key(self.cursor_key):
+            super().action_select()
 
     def peer_at_cursor(self) -> Peer | None:
         if self.snap is None or self.cursor_key is None:
