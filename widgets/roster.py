@@ -101,7 +101,10 @@ class Roster(LazyLineList):
         self._headers: Mapping[Hashable, GroupHeader] = {}
         self._shown_total: tuple[int, int] = (0, 0)
         self._find_gen = 0
-        self._before_filter: Hashable | None = None  # the cursor's agent when a filter hid it
+        # the cursor's agent as a filter began (or as picked under it): the cursor goes back
+        # to it whenever the query shows it again, and when the query is cleared
+        self._want: Hashable | None = None
+        self._placed: Hashable | None = None
 
     def doing(self, peer_id: str) -> Doing | None:
         """What the frames say ``peer_id`` is doing, as its row shows it (tests read it)."""
@@ -246,15 +249,19 @@ class Roster(LazyLineList):
         q = parse_query(raw) if raw else NO_QUERY
         if q == self.find_query:
             return
-        if not self.find_query.raw and self.cursor_key is not None and not is_header_key(self.cursor_key):
-            self._before_filter = self.cursor_key
+        cur = self.cursor_key  # the agent the filter is typed from, or the one picked since
+        if cur is not None and not is_header_key(cur) and (
+                self._want is None or cur != self._placed):
+            self._want = cur
         self.find_query = q
         self._refind()
-        back = self._before_filter
-        if not raw:
-            self._before_filter = None
-            if back is not None and back in self._index and back != self.cursor_key:
-                self.select_key(back)
+        want = self._want
+        i = self._index.get(want) if want is not None else None
+        if i is not None and want != self.cursor_key:
+            self._move_to(i)
+        self._placed = self.cursor_key
+        if not q.raw:
+            self._want = None
 
     def set_group(self, group: str) -> None:
         """Group the rows by ``group`` (one of ``GROUPS``); the cursor keeps its agent."""

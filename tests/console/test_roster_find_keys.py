@@ -1,0 +1,197 @@
+"""Find, group and pin in the console's roster (issue 38 item 2), through keys: ``/`` on the
+roster filters it (each status prefix; the feed's ``/`` still filters the feed), ``o`` groups
+with header rows and counts the cursor never rests on, ``*`` pins by principal id (saved,
+reloaded, never given to a peer that borrows the name), and the cursor stays on its agent
+through all of it, in the roster and in NEEDS-YOU."""
+
+from __future__ import annotations
+
+from support.console import make_app, pid, rec
+
+from conftest import until
+from cotal_tui.screens.console import ConsoleScreen
+from meshview.model.snapshot import PresenceRecord
+from widgets.roster_find import is_header_key
+
+WIDE = (120, 40)
+
+
+def console(app) -> ConsoleScreen:
+    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
+
+
+def names(roster) -> list[str]:
+    snap = roster.snap
+    return [snap.name_of(k) for k, _ in roster.items if not is_header_key(k)]
+
+
+async def typed(pilot, box, text: str) -> None:
+    box.value = ""
+    await pilot.press(*text)
+    await until(pilot, lambda: box.value == text, what=f"{text!r} typed")
+
+
+async def test_slash_filters_the_focused_panel(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        roster, feed, box = scr.query_one("#roster"), scr.query_one("#feed"), scr.query_one("#search")
+        await pilot.press("h")
+        await pilot.press("j", "j", "j")
+        start = roster.cursor_key
+        assert start == pid("dax")
+        await pilot.press("slash")
+        assert box.display and scr.focused is box and "filter the roster" in box.placeholder
+        for raw, want in (("waiting:", ["bram", "dax"]), ("working:", ["ada", "eve"]),
+                          ("idle:", ["cleo", "gus"]), ("offline:", ["finn"]),
+                          ("wa: rev", ["dax"]), ("review", ["eve", "dax"])):
+            await typed(pilot, box, raw)
+            await until(pilot, lambda: names(roster) == want, what=f"{raw} -> {want}")
+            n = len(want)
+            assert roster.border_title.endswith(f"roster · {n}/7 · /{raw}"), roster.border_title
+        assert feed.filter_text == ""  # the feed kept its rows
+        await typed(pilot, box, "waiting:")
+        await until(pilot, lambda: names(roster) == ["bram", "dax"])
+        assert roster.cursor_key == pid("dax")  # kept while it is shown
+        await pilot.press("enter")  # keeps the filter, back to the list
+        assert not box.display and scr.focused is roster and roster.filter_text == "waiting:"
+        await pilot.press("k")
+        assert roster.cursor_key == pid("bram")
+        await pilot.press("escape")  # Esc clears the kept filter
+        await until(pilot, lambda: len(names(roster)) == 8, what="every row back")
+        assert roster.filter_text == "" and "7 agents" in roster.border_title
+        # a filter that hid the cursor's agent gives it back when cleared
+        await pilot.press("j")
+        assert roster.cursor_key == pid("dax")
+        await pilot.press("slash")
+        await typed(pilot, box, "idle:")
+        await until(pilot, lambda: names(roster) == ["cleo", "gus"])
+        await pilot.press("escape")
+        await until(pilot, lambda: roster.cursor_key == pid("dax"), what="dax again")
+        assert len(names(roster)) == 8 and not box.display
+        # the ambiguous w: is said, and matched as text
+        await pilot.press("slash")
+        await typed(pilot, box, "w:")
+        await until(pilot, lambda: "working or waiting" in roster.border_title)
+        await pilot.press("escape")
+        # on the feed, / filters the feed
+        await pilot.press("l")
+        assert scr.focused is feed
+        await pilot.press("slash")
+        assert "search: sender" in box.placeholder
+        await typed(pilot, box, "PR")
+        await until(pilot, lambda: feed.filter_text == "PR")
+        assert roster.filter_text == "" and len(names(roster)) == 8
+        await pilot.press("escape")
+        assert feed.filter_text == ""
+
+
+async def test_group_headers_counts_cursor_and_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        roster = scr.query_one("#roster")
+        await pilot.press("h", "j")
+        assert roster.cursor_key == pid("eve")
+        await pilot.press("o")
+        await until(pilot, lambda: roster.group == "state")
+        assert roster.header_rows() == ["▾ working · 2", "▾ waiting · 2", "▾ idle · 2",
+                                        "▾ offline · 1", "▾ endpoints · 1"]
+        assert "▾ working · 2" in roster.line_texts()
+        assert roster.cursor_key == pid("eve") and "▾ state" in roster.border_title
+        assert 'group = "state"' in (tmp_path / "config.toml").read_text()
+        await pilot.press("g")  # first: the first agent, not the header above it
+        assert roster.cursor_key == pid("ada")
+        await pilot.press("k")
+        assert roster.cursor_key == pid("ada")
+        await pilot.press("j", "j")  # over the waiting header
+        assert roster.cursor_key == pid("bram")
+        await pilot.press("k")
+        assert roster.cursor_key == pid("eve")
+        await pilot.press("G")
+        assert roster.cursor_key == "local.opsdesk"
+        await pilot.press("o")
+        await until(pilot, lambda: roster.group == "role")
+        assert "▾ reviewer · 2" in roster.header_rows() and roster.cursor_key == "local.opsdesk"
+        await pilot.press("o")
+        await until(pilot, lambda: roster.group == "host")
+        assert roster.header_rows() == ["▾ demo · 7", "▾ endpoints · 1"]
+        # a grouped filter counts what it shows
+        roster.set_filter("waiting:")
+        await until(pilot, lambda: roster.header_rows() == ["▾ demo · 2"])
+        roster.set_filter("")
+        await pilot.press("o")
+        await until(pilot, lambda: roster.group == "none")
+        assert roster.header_rows() == [] and len(names(roster)) == 8
+        assert 'group = "none"' in (tmp_path / "config.toml").read_text()
+    (tmp_path / "config.toml").write_text('[roster]\ngroup = "role"\n')
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        roster = console(app).query_one("#roster")
+        assert roster.group == "role" and roster.header_rows()[0] == "▾ backend · 1"
+
+
+async def test_pins_by_principal_saved_reloaded_and_not_borrowed(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        roster = scr.query_one("#roster")
+        model = scr.session.model
+        await pilot.press("h", "G", "k", "k")  # gus (idle), above finn and opsdesk
+        assert roster.cursor_key == pid("gus")
+        await pilot.press("asterisk")
+        await until(pilot, lambda: roster.pins == (pid("gus"),), what="gus pinned")
+        assert roster.header_rows()[0] == "▾ pinned · 1" and names(roster)[0] == "gus"
+        assert roster.cursor_key == pid("gus")  # the cursor went up with it
+        assert f'pins = ["{pid("gus")}"]' in (tmp_path / "config.toml").read_text()
+        # a lying peer borrows gus's name: it is not pinned, and the pinned row is still gus
+        model.apply_presence(PresenceRecord(id="local.mallory", name="gus", kind="agent",
+                                            status="working", ts=model.clock(), role="qa"))
+        await until(pilot, lambda: "local.mallory" in roster.snap.order, what="the namesake")
+        await until(pilot, lambda: [k for k, _ in roster.items][:3] == [
+            ("group", "pinned"), pid("gus"), ("group", "others")], what="gus alone pinned")
+        assert roster.header_rows()[0] == "▾ pinned · 1"
+        # the rail's cursor and the roster's survive a re-sort, a group and an unpin
+        await pilot.press("j", "j")
+        held = roster.cursor_key
+        await pilot.press("s")
+        await until(pilot, lambda: roster.sort_by == "name")
+        assert roster.cursor_key == held
+        await pilot.press("o")
+        await until(pilot, lambda: roster.group == "state")
+        assert roster.cursor_key == held
+        await pilot.press("l", "l")
+        rail = scr.query_one("#rail")
+        assert scr.focused is rail
+        await pilot.press("j")
+        rail_at = rail.cursor_key
+        roster.set_filter("offline:")
+        roster.set_group("role")
+        model.apply_presence(rec("cleo", "working", model.clock()))
+        await until(pilot, lambda: roster.snap.signals.counts[0][1] >= 3, what="cleo working")
+        assert rail.cursor_key == rail_at
+        roster.set_filter("")
+        await until(pilot, lambda: roster.cursor_key == held, what="the roster's agent back")
+    app = make_app()  # the pin comes back from config.toml, by id
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        roster = scr.query_one("#roster")
+        assert roster.pins == (pid("gus"),) and names(roster)[0] == "gus"
+        # o's last choice came back too (set_group from a test is not saved: o is)
+        assert roster.group == "state" and roster.header_rows()[:2] == ["▾ pinned · 1",
+                                                                         "▾ working · 2"]
+        await pilot.press("h")
+        assert roster.cursor_key == pid("gus")
+        await pilot.press("asterisk")  # unpin: back in its group, the cursor with it
+        await until(pilot, lambda: roster.pins == ())
+        assert "▾ pinned · 1" not in roster.header_rows() and roster.cursor_key == pid("gus")
+        assert "▾ idle · 2" in roster.header_rows()
+        assert "pins = []" in (tmp_path / "config.toml").read_text()
