@@ -57,6 +57,8 @@ class Roster(LazyLineList):
         Binding("D", "stop_seat", "stop (managed seat)", id="roster.stop"),
         Binding("s", "cycle_sort", "sort: status / name / role / last activity",
                 id="roster.sort"),
+        Binding("slash", "find", "filter: name, role, activity; working: waiting: idle: "
+                "offline:", id="roster.find", key_display="/"),
         Binding("o", "cycle_group", "group: none / state / role / host", id="roster.group"),
         Binding("asterisk", "toggle_pin", "pin / unpin the agent (pinned go first)",
                 id="roster.pin", key_display="*"),
@@ -291,6 +293,12 @@ class Roster(LazyLineList):
         def __init__(self, pins: tuple[str, ...]) -> None:
             super().__init__()
             self.pins = pins
+
+    class FindAsked(Message):
+        """``/`` on the roster: the console opens its search box on the roster's filter."""
+
+    def action_find(self) -> None:
+        self.post_message(self.FindAsked())
 
     def action_cycle_group(self) -> None:
         i = GROUPS.index(self.group) if self.group in GROUPS else -1

@@ -195,3 +195,16 @@ async def test_pins_by_principal_saved_reloaded_and_not_borrowed(tmp_path, monke
         assert "▾ pinned · 1" not in roster.header_rows() and roster.cursor_key == pid("gus")
         assert "▾ idle · 2" in roster.header_rows()
         assert "pins = []" in (tmp_path / "config.toml").read_text()
+
+
+async def test_help_on_the_roster_lists_find_group_and_pin():
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        await pilot.press("h", "question_mark")
+        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        body = app.screen.query_one("#help-body").line_texts()
+        for key, what in (("/", "filter: name, role, activity; working: waiting:"),
+                          ("o", "group: none / state / role / host"),
+                          ("*", "pin / unpin the agent")):
+            assert any(ln.split()[:1] == [key] and what in ln for ln in body), (key, body)
