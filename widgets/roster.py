@@ -99,6 +99,8 @@ class Roster(LazyLineList):
         self._pin_set: frozenset[str] = frozenset()
         self._finder = Finder()
         self._arranged_from: tuple = ()
+        self._by_id: dict[str, Peer] = {}
+        self._by_id_from: object = None
         self._arranged: tuple[Hashable, ...] = ()
         self._headers: Mapping[Hashable, GroupHeader] = {}
         self._shown_total: tuple[int, int] = (0, 0)
@@ -332,14 +334,21 @@ class Roster(LazyLineList):
         neither the inputs nor the result changed."""
         snap = self.snap
         assert snap is not None
-        # what the rows are made of matters only to a query or a grouping
-        data_dep = snap.peers if (self.find_query.active or self.group != "none") else None
-        src = (base, data_dep, self.find_query, self.group, self._pin_set,
-               self._doing_gen if self.find_query.text else None)
-        if len(src) == len(self._arranged_from) and all(
-                a is b for a, b in zip(src, self._arranged_from)):
+        # what of the rows the result reads, each an object the snapshot keeps while it holds:
+        # statuses move ``order`` (the model's status order), names and roles move ``labels``;
+        # activity text and meta.host have no such token: every new ``peers`` (a heartbeat)
+        q, group = self.find_query, self.group
+        if q.text or group == "host":
+            deps: tuple = (base, snap.peers)
+        else:
+            deps = (base, snap.order if (q.state or group == "state") else None,
+                    snap.labels if group == "role" else None)
+        src = (deps, q, group, self._pin_set, self._doing_gen if q.text else None)
+        prev = self._arranged_from
+        if (prev and len(deps) == len(prev[0]) and all(a is b for a, b in zip(deps, prev[0]))
+                and src[1:] == prev[1:]):
             return self._arranged
-        by_id = {p.id: p for p in snap.peers}
+        by_id = self._peer_map()
         doing: dict[str, str] = {}
         if self.find_query.text:
             for pid, d in self._doing.items():
@@ -351,6 +360,15 @@ class Roster(LazyLineList):
         self._arranged, self._headers = got.keys, got.headers
         self._shown_total = (got.shown, got.total)
         return got.keys
+
+    def _peer_map(self) -> dict[str, Peer]:
+        """The snapshot's peers by id, built once per ``peers`` object."""
+        snap = self.snap
+        peers = snap.peers if snap is not None else ()
+        if peers is not self._by_id_from:
+            self._by_id = {p.id: p for p in peers}
+            self._by_id_from = peers
+        return self._by_id
 
     @property
     def _managed_version(self) -> int:
@@ -462,10 +480,14 @@ class Roster(LazyLineList):
             return ()
         if self._arranging():
             keys = self.order() or ()
-            rows: dict[Hashable, Peer | _Row] = {
-                _peer(d).id: d for d in self._with_doing(snap.peers)}
+            by_id = self._peer_map()
+            rows: Mapping[Any, Peer | _Row] = by_id
+            if self._doing:
+                self._with_doing(snap.peers)  # the rows with a doing, as _Row objects
+                rows = {**by_id, **self._rows}
             heads = self._headers
-            return tuple(heads[k] if k in heads else rows[k] for k in keys)
+            get = rows.get
+            return tuple(get(k) or heads[k] for k in keys)
         if self.sort_by == "status":
             return self._with_doing(snap.peers)
         by_id = {p.id: p for p in snap.peers}

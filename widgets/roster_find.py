@@ -134,6 +134,8 @@ class Finder:
 
     def __init__(self) -> None:
         self._hay: dict[str, tuple[tuple, str]] = {}
+        self._labels: dict[str, tuple[object, str]] = {}  # id -> (its role or meta, its group)
+        self._labels_by = ""
         self._keys: tuple[Hashable, ...] = ()
         self._headers: dict[Hashable, GroupHeader] = {}
 
@@ -146,6 +148,18 @@ class Finder:
         self._hay[p.id] = (sig, h)
         return h
 
+    def _label_of(self, p: Peer, by: str) -> str:
+        """:func:`group_of`, kept per row while its role (or meta) reads the same."""
+        if by == "state" or p.kind != "agent":
+            return group_of(p, by)
+        src = p.role if by == "role" else p.meta
+        got = self._labels.get(p.id)
+        if got is not None and got[0] == src:
+            return got[1]
+        label = group_of(p, by)
+        self._labels[p.id] = (src, label)
+        return label
+
     def arrange(self, keys: Iterable[str], peers: Mapping[str, Peer], query: Query,
                 group: str, pins: frozenset[str],
                 doing: Mapping[str, str] | None = None) -> Arranged:
@@ -155,6 +169,9 @@ class Finder:
         state, text = query.state, query.text
         hay_of = self._hay_of
         by = group if group in GROUPS else "none"
+        if by != self._labels_by:
+            self._labels, self._labels_by = {}, by
+        label_of = self._label_of
         groups: dict[str, list[str]] = {}
         total = shown = 0
         n_keys = 0
@@ -175,10 +192,15 @@ class Finder:
             elif by == "none":
                 label = ""
             else:
-                label = group_of(p, by)
-            groups.setdefault(label, []).append(k)
+                label = label_of(p, by)
+            g = groups.get(label)
+            if g is None:
+                g = groups[label] = []
+            g.append(k)
         if len(self._hay) > 2 * n_keys + 64:  # rows that left, forgotten (bounded)
             self._hay = {k: v for k, v in self._hay.items() if k in peers}
+        if len(self._labels) > 2 * n_keys + 64:
+            self._labels = {k: v for k, v in self._labels.items() if k in peers}
         out: list[Hashable] = []
         headers: dict[Hashable, GroupHeader] = {}
         headed = by != "none" or PINNED in groups
