@@ -208,3 +208,31 @@ async def test_help_on_the_roster_lists_find_group_and_pin():
                           ("o", "group: none / state / role / host"),
                           ("*", "pin / unpin the agent")):
             assert any(ln.split()[:1] == [key] and what in ln for ln in body), (key, body)
+
+
+async def test_a_kept_filter_and_grouping_follow_the_roster_as_it_changes():
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        roster = scr.query_one("#roster")
+        model = scr.session.model
+        roster.set_filter("epic")
+        await until(pilot, lambda: names(roster) == ["ada"])
+        # ada's activity moves on (no status, name or role change): she leaves the filter
+        p = model.peer(pid("ada"))
+        model.apply_presence(rec("ada", "working", model.clock(), activity="writing tests",
+                                 status_since=p.status_since, active_at=model.clock()))
+        await until(pilot, lambda: names(roster) == [], what="ada filtered out")
+        assert roster.shown_counts() == (0, 7)
+        roster.set_filter("")
+        roster.set_group("role")
+        await until(pilot, lambda: "▾ qa · 1" in roster.header_rows())
+        # gus takes another role: the role groups follow (names and roles move the labels)
+        model.apply_presence(PresenceRecord(id=pid("gus"), name="gus", kind="agent",
+                                            status="idle", ts=model.clock(), role="reviewer"))
+        await until(pilot, lambda: "▾ reviewer · 3" in roster.header_rows(), what="gus regrouped")
+        assert "▾ qa · 1" not in roster.header_rows()
+        roster.set_group("host")  # meta.host: gus's new record has none
+        await until(pilot, lambda: roster.header_rows() == ["▾ demo · 6", "▾ — · 1",
+                                                            "▾ endpoints · 1"])
