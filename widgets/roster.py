@@ -14,6 +14,8 @@ widgets/doing.py): the open run's last tool started and its age (``⚙ Bash · 1
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import is_not
 from typing import Any, Hashable, Mapping, NamedTuple
 
 from rich.text import Text
@@ -101,6 +103,11 @@ class Roster(LazyLineList):
         self._arranged_from: tuple = ()
         self._by_id: dict[str, Peer] = {}
         self._by_id_from: object = None
+        self._arranged_peers: tuple[Peer, ...] = ()  # the records the arrangement read
+        # the arranged rows, and what they were built from: (keys, order, doing gen, peers)
+        self._data_from: tuple | None = None
+        self._data_rows: tuple[Peer | _Row | GroupHeader, ...] = ()
+        self._data_pos: dict[Hashable, int] = {}  # key -> its row
         self._arranged: tuple[Hashable, ...] = ()
         self._headers: Mapping[Hashable, GroupHeader] = {}
         self._shown_total: tuple[int, int] = (0, 0)
@@ -338,16 +345,15 @@ class Roster(LazyLineList):
         # statuses move ``order`` (the model's status order), names and roles move ``labels``;
         # activity text and meta.host have no such token: every new ``peers`` (a heartbeat)
         q, group = self.find_query, self.group
-        if q.text or group == "host":
-            deps: tuple = (base, snap.peers)
-        else:
-            deps = (base, snap.order if (q.state or group == "state") else None,
-                    snap.labels if group == "role" else None)
+        by_rows = bool(q.text) or group == "host"
+        deps = (base, snap.order if (q.state or group == "state" or by_rows) else None,
+                snap.labels if group == "role" else None)
         src = (deps, q, group, self._pin_set, self._doing_gen if q.text else None)
         prev = self._arranged_from
-        if (prev and len(deps) == len(prev[0]) and all(a is b for a, b in zip(deps, prev[0]))
-                and src[1:] == prev[1:]):
+        if (prev and all(a is b for a, b in zip(deps, prev[0])) and src[1:] == prev[1:]
+                and (not by_rows or self._rows_read_the_same(snap.peers))):
             return self._arranged
+        self._arranged_peers = snap.peers
         by_id = self._peer_map()
         doing: dict[str, str] = {}
         if self.find_query.text:
@@ -361,12 +367,32 @@ class Roster(LazyLineList):
         self._shown_total = (got.shown, got.total)
         return got.keys
 
+    def _rows_read_the_same(self, peers: tuple[Peer, ...]) -> bool:
+        """Activity text and meta.host have no token in the snapshot: of the rows whose record
+        is another object since the last arrangement (a heartbeat's, found at C speed; the
+        same ``order`` keeps them aligned), none changed what a query or a host reads."""
+        old = self._arranged_peers
+        if old is peers:
+            return True
+        if len(old) != len(peers):
+            return False
+        for i in compress(range(len(peers)), map(is_not, peers, old)):
+            a, b = old[i], peers[i]
+            if (a.id != b.id or a.name != b.name or a.role != b.role or a.activity != b.activity
+                    or a.status != b.status or a.meta != b.meta or a.kind != b.kind):
+                return False
+        self._arranged_peers = peers
+        return True
+
     def _peer_map(self) -> dict[str, Peer]:
         """The snapshot's peers by id, built once per ``peers`` object."""
         snap = self.snap
         peers = snap.peers if snap is not None else ()
         if peers is not self._by_id_from:
-            self._by_id = {p.id: p for p in peers}
+            order = snap.order if snap is not None else ()
+            # ``order`` is ``peers``' ids in order: zipped at C speed
+            self._by_id = (dict(zip(order, peers)) if len(order) == len(peers)
+                           else {p.id: p for p in peers})
             self._by_id_from = peers
         return self._by_id
 
@@ -479,19 +505,51 @@ class Roster(LazyLineList):
         if snap is None:
             return ()
         if self._arranging():
-            keys = self.order() or ()
-            by_id = self._peer_map()
-            rows: Mapping[Any, Peer | _Row] = by_id
-            if self._doing:
-                self._with_doing(snap.peers)  # the rows with a doing, as _Row objects
-                rows = {**by_id, **self._rows}
-            heads = self._headers
-            get = rows.get
-            return tuple(get(k) or heads[k] for k in keys)
+            return self._arranged_data(snap)
         if self.sort_by == "status":
             return self._with_doing(snap.peers)
         by_id = {p.id: p for p in snap.peers}
         return self._with_doing(tuple(by_id[k] for k in self._base_order() or ()))
+
+    def _arranged_data(self, snap: Snapshot) -> tuple[Peer | _Row | GroupHeader, ...]:
+        """The rows for the arranged keys. Same keys, same ``order`` and doings: only the
+        records that are other objects (a heartbeat's, found at C speed) are put in, where
+        the key's row is; else built whole."""
+        keys = self.order() or ()
+        peers = snap.peers
+        c = self._data_from
+        if (c is not None and c[0] is keys and c[1] is snap.order and c[2] == self._doing_gen
+                and len(c[3]) == len(peers)):
+            old = c[3]
+            changed = list(compress(range(len(peers)), map(is_not, peers, old)))
+            if not changed:
+                return self._data_rows
+            out = list(self._data_rows)
+            pos, doing, rows = self._data_pos, self._doing, self._rows
+            for i in changed:
+                p = peers[i]
+                j = pos.get(p.id)
+                if j is None:
+                    continue
+                d = doing.get(p.id)
+                if d is None:
+                    out[j] = p
+                else:
+                    r = rows.get(p.id)
+                    if r is None or r.peer is not p or r.doing != d:
+                        r = rows[p.id] = _Row(p, d)
+                    out[j] = r
+        else:
+            by_id = self._peer_map()
+            rows_by: Mapping[Any, Peer | _Row] = by_id
+            if self._doing:
+                self._with_doing(peers)  # the rows with a doing, as _Row objects
+                rows_by = {**by_id, **self._rows}
+            out = list(map({**rows_by, **self._headers}.__getitem__, keys))
+            self._data_pos = dict(zip(keys, range(len(keys))))
+        self._data_from = (keys, snap.order, self._doing_gen, peers)
+        self._data_rows = tuple(out)
+        return self._data_rows
 
     def epoch(self) -> object:
         return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
