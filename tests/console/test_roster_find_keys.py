@@ -236,3 +236,57 @@ async def test_a_kept_filter_and_grouping_follow_the_roster_as_it_changes():
         roster.set_group("host")  # meta.host: gus's new record has none
         await until(pilot, lambda: roster.header_rows() == ["▾ demo · 6", "▾ — · 1",
                                                             "▾ endpoints · 1"])
+
+
+async def test_on_a_real_broker_a_lying_peer_neither_borrows_a_pin_nor_a_match(
+        broker, nc, space, tmp_path, monkeypatch):
+    """bob calls itself ``ada``, puts 10k characters of bidi and controls in its activity and
+    names ada's channel in its frames: the pin (by principal) stays ada's alone, a filter on
+    bob's tool finds bob only, and the title and headers stay one clean line."""
+    import argparse
+
+    from support.observer import presence, put_presence
+    from test_roster_doing import Peer as Publisher, started, tool
+
+    from cotal_tui.app import CotalApp
+    from cotal_tui.cli.connection import target_from_args
+    from cotal_tui.cli.watch_console import session_options
+    from cotal_tui.session import LiveSession
+
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    (tmp_path / "config.toml").write_text('[roster]\npins = ["local.ada"]\ngroup = "host"\n')
+    args = argparse.Namespace(server=[broker.url], space=space, backfill=0, no_dms=False)
+    session = LiveSession(nc, target_from_args(args), space, session_options(args))
+    app = CotalApp(session=session)
+    ada, bob = Publisher(nc, space, "ada"), Publisher(nc, space, "bob")
+    async with app.run_test(size=(160, 44)) as pilot:
+        await until(pilot, lambda: session.started, what="session")
+        roster = console(app).query_one("#roster")
+        await put_presence(nc, space, presence("ada", "working", role="planner"))
+        liar = presence("bob", "working", role="planner",
+                        activity="\u202e\x1b[2J" + "x" * 10_000 + "\u2066")
+        liar["card"]["name"] = "ada"  # the borrowed name; its key and id stay bob's
+        liar["card"]["meta"] = {"host": "\x1b]0;pwned\x07" + "h" * 500}
+        await put_presence(nc, space, liar)
+        await until(pilot, lambda: {"local.ada", "local.bob"} <= set(roster.snap.order),
+                    what="both rows")
+        assert roster.pins == ("local.ada",)
+        await until(pilot, lambda: [k for k, _ in roster.items][:2] == [
+            ("group", "pinned"), "local.ada"], what="ada pinned")
+        assert roster.header_rows()[0] == "▾ pinned · 1"
+        assert all("\x1b" not in h and "\x07" not in h and len(h) < 60
+                   for h in roster.header_rows())
+        await ada.frame("r1", [started("r1"), tool("Bash")])
+        await bob.frame("rb", [started("rb"), tool("Evil")], channel_of="ada", name="ada")
+        roster.set_filter("evil")
+        await until(pilot, lambda: [k for k, _ in roster.items if not is_header_key(k)] == [
+            "local.bob"], what="bob's tool finds bob")
+        roster.set_filter("bash")
+        await until(pilot, lambda: [k for k, _ in roster.items if not is_header_key(k)] == [
+            "local.ada"], what="ada's tool finds ada")
+        roster.set_filter("xxxx")  # in the liar's activity, under the bound
+        await until(pilot, lambda: [k for k, _ in roster.items if not is_header_key(k)] == [
+            "local.bob"], what="the liar's own activity")
+        title = roster.border_title
+        assert "roster · 1/2 · /xxxx" in title and "\n" not in title and "\x1b" not in title
+    await session.stop()
