@@ -1,6 +1,10 @@
 """The roster: agents by status then name (or, ``s``, by name, role or last activity),
 endpoints dimmed below them. The cursor stays on its agent when the rows re-sort.
 
+``/`` filters it (``waiting: rev``), ``o`` groups it by state, role or host under
+``▾ waiting · 3`` header rows the cursor never rests on, ``*`` pins the agent at the cursor by
+its principal id (widgets/roster_find.py holds the rules; the console saves group and pins).
+
 Shape and colour for status; ``name/role`` in the name's stable colour; the harness tag from
 ``card.meta.connector``. On a wide panel each seat's facts (condition, ages) and activity wrap
 onto indented rows; on a narrow one each seat is one line. A seat a manager hosts (the
