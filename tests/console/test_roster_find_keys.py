@@ -290,3 +290,30 @@ async def test_on_a_real_broker_a_lying_peer_neither_borrows_a_pin_nor_a_match(
         title = roster.border_title
         assert "roster · 1/2 · /xxxx" in title and "\n" not in title and "\x1b" not in title
     await session.stop()
+
+
+async def test_a_heartbeat_under_a_grouping_shows_on_its_row():
+    """Grouped, a heartbeat (clocks only: no re-arrangement) still puts the new record in its
+    row: ``seen 0s ago`` after 30 s of silence."""
+    app = make_app()
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        roster = scr.query_one("#roster")
+        model = scr.session.model
+
+        def row(key: str) -> str:
+            return " ".join(t.plain for k, lines in roster.build(100) if k == key for t in lines)
+
+        roster.set_group("state")
+        await until(pilot, lambda: roster.header_rows()[:1] == ["▾ working · 2"])
+        keys = roster.order()
+        app.clock.advance(30_000)
+        model.tick()
+        await until(pilot, lambda: "seen 3" in row(pid("eve")), what="30 s of silence")
+        p = model.peer(pid("eve"))
+        model.apply_presence(rec("eve", "working", model.clock(), activity=p.activity,
+                                 activity_since=p.activity_since, status_since=p.status_since,
+                                 active_at=p.active_at))
+        await until(pilot, lambda: "seen 0s ago" in row(pid("eve")), what="eve's heartbeat")
+        assert roster.order() is keys  # the same arrangement, the new record in its row
