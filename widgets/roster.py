@@ -307,11 +307,11 @@ class Roster(LazyLineList):
             super().__init__()
             self.pins = pins
 
-    class FindAsked(Message):
-        """``/`` on the roster: the console opens its search box on the roster's filter."""
-
-    def action_find(self) -> None:
-        self.post_message(self.FindAsked())
+    async def action_find(self) -> None:
+        """``/``: the screen's search box, on the roster's filter. Run as the screen's action
+        within this key's dispatch (a message would let the next keys typed reach the
+        roster before the box has focus)."""
+        await self.run_action("screen.search")
 
     def action_cycle_group(self) -> None:
         i = GROUPS.index(self.group) if self.group in GROUPS else -1

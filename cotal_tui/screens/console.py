@@ -468,11 +468,6 @@ class ConsoleScreen(ComposeKeys):
         except OSError as e:
             self.shell.notify_line(f"sort not saved to {config_path()}: {e.strerror or e}", True)
 
-    @on(Roster.FindAsked)
-    def _roster_find(self, event: Roster.FindAsked) -> None:
-        event.stop()
-        self.action_search()
-
     @on(Roster.GroupChanged)
     def _group_changed(self, event: Roster.GroupChanged) -> None:
         from cotal_tui.config import config_path, save_roster_group
