@@ -308,9 +308,8 @@ class Roster(LazyLineList):
             self.pins = pins
 
     async def action_find(self) -> None:
-        """``/``: the screen's search box, on the roster's filter. Run as the screen's action
-        within this key's dispatch (a message would let the next keys typed reach the
-        roster before the box has focus)."""
+        """``/``: the screen's search box, on the roster's filter (the screen's action, run
+        by name: a widget imports no screen)."""
         await self.run_action("screen.search")
 
     def action_cycle_group(self) -> None:
