@@ -30,6 +30,7 @@ from meshview.lines.notify import SETTLE_S, STYLES, NotifySettings
 from meshview.model.stalled import DEFAULT_STALL_MINUTES
 from meshview.model.roster import ROSTER_SORTS
 from widgets.fold import DEFAULT_MAX_LINES, MAX_LINES_LIMIT
+from widgets.roster_find import GROUPS, MAX_PINS, pins_from, pins_ok, toml_strings
 
 SOURCES = ("flag", "environment", "config.toml", "default")
 TRUTHY = ("1", "true", "yes", "on")
@@ -70,6 +71,12 @@ KEYS: dict[str, dict[str, Key]] = {
     "roster": {
         "sort": Key("one of " + ", ".join(ROSTER_SORTS), lambda v: v in ROSTER_SORTS,
                     "the roster's order (the console's s key changes and saves it)"),
+        "group": Key("one of " + ", ".join(GROUPS), lambda v: v in GROUPS,
+                     "the roster's grouping: by state, role or meta.host (the console's o key "
+                     "changes and saves it)"),
+        "pins": Key(f"a list of at most {MAX_PINS} agent ids (strings)", pins_ok,
+                    "agents pinned to the top of the roster, by principal id (the console's * "
+                    "key changes and saves it)"),
     },
     "notify": {
         "enabled": Key("true or false", lambda v: isinstance(v, bool),
@@ -357,6 +364,8 @@ class ConsoleConfig:
     """The console's own settings from ``config.toml`` (defaults when absent)."""
 
     roster_sort: str = "status"
+    roster_group: str = "none"  # ``[roster] group``
+    roster_pins: tuple[str, ...] = ()  # ``[roster] pins``: principal ids
     show_events: bool = False  # ``[ui] show_events``: activity frames in the feed
     feed_max_lines: int = DEFAULT_MAX_LINES  # ``[feed] max_lines``: a row folds past them
     warning: str | None = None  # one sentence when the file was unreadable (then ignored)
@@ -369,11 +378,13 @@ def load_config(home: Path | None = None) -> ConsoleConfig:
     if cfg.error is not None:
         return ConsoleConfig(warning=f"config {cfg.path} ignored: {cfg.error}")
     sort, _ = roster_sort(cfg)
+    group, _ = roster_group(cfg)
+    pins, _ = roster_pins(cfg)
     events, _ = ui_show_events(cfg)
     fold, _ = feed_max_lines(cfg)
     bad = [p for p in config_problems(cfg) if "[roster]" in p]
-    return ConsoleConfig(roster_sort=sort, show_events=events, feed_max_lines=fold,
-                         warning=bad[0] if bad else None)
+    return ConsoleConfig(roster_sort=sort, roster_group=group, roster_pins=pins, show_events=events,
+                         feed_max_lines=fold, warning=bad[0] if bad else None)
 
 
 def feed_max_lines(cfg: ConfigFile) -> tuple[int, str]:
@@ -397,6 +408,18 @@ def roster_sort(cfg: ConfigFile) -> tuple[str, str]:
     """``[roster] sort`` when it is a sort, else ``status``; and its source."""
     v = _good(cfg, "roster", "sort")
     return pick("status", ("config.toml", str(v) if v is not None else None))
+
+
+def roster_group(cfg: ConfigFile) -> tuple[str, str]:
+    """``[roster] group`` when it is a grouping, else ``none``; and its source."""
+    v = _good(cfg, "roster", "group")
+    return pick("none", ("config.toml", str(v) if v is not None else None))
+
+
+def roster_pins(cfg: ConfigFile) -> tuple[tuple[str, ...], str]:
+    """``[roster] pins`` (principal ids) when it is a good list, else none; and its source."""
+    v = _good(cfg, "roster", "pins")
+    return pick((), ("config.toml", tuple(pins_from(v)) if v is not None else None))
 
 
 def notify_settings(args: argparse.Namespace | None = None,
@@ -471,6 +494,19 @@ def save_roster_sort(sort: str, home: Path | None = None) -> None:
     if sort not in ROSTER_SORTS:
         raise ValueError(f"unknown roster sort {sort!r}")
     _save_key("roster", "sort", f'"{sort}"', home)
+
+
+def save_roster_group(group: str, home: Path | None = None) -> None:
+    """Persist ``[roster] group = "<group>"`` (the console's o key), touching no other line."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown roster grouping {group!r}")
+    _save_key("roster", "group", f'"{group}"', home)
+
+
+def save_roster_pins(pins: list[str] | tuple[str, ...], home: Path | None = None) -> None:
+    """Persist ``[roster] pins = [...]`` (principal ids, the console's * key), bounded to
+    :data:`MAX_PINS`, touching no other line."""
+    _save_key("roster", "pins", toml_strings(pins_from(list(pins))), home)
 
 
 def save_show_events(show: bool, home: Path | None = None) -> None:
@@ -557,6 +593,12 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     sort, src = roster_sort(cfg)
     rows.append(Setting("roster.sort", sort, src, file_origin("roster", "sort", src),
                         KEYS["roster"]["sort"].doc))
+    group, src = roster_group(cfg)
+    rows.append(Setting("roster.group", group, src, file_origin("roster", "group", src),
+                        KEYS["roster"]["group"].doc))
+    pins, src = roster_pins(cfg)
+    rows.append(Setting("roster.pins", list(pins), src, file_origin("roster", "pins", src),
+                        KEYS["roster"]["pins"].doc))
     n = notify_settings(args, home)
     for key, attr, source_key, flag, var in (
             ("notify.enabled", "terminal", "terminal", "--notify", "COTAL_NOTIFY"),

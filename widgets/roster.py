@@ -1,6 +1,10 @@
 """The roster: agents by status then name (or, ``s``, by name, role or last activity),
 endpoints dimmed below them. The cursor stays on its agent when the rows re-sort.
 
+``/`` filters it (``waiting: rev``), ``o`` groups it by state, role or host under
+``▾ waiting · 3`` header rows the cursor never rests on, ``*`` pins the agent at the cursor by
+its principal id (widgets/roster_find.py holds the rules; the console saves group and pins).
+
 Shape and colour for status; ``name/role`` in the name's stable colour; the harness tag from
 ``card.meta.connector``. On a wide panel each seat's facts (condition, ages) and activity wrap
 onto indented rows; on a narrow one each seat is one line. A seat a manager hosts (the
@@ -14,7 +18,9 @@ widgets/doing.py): the open run's last tool started and its age (``⚙ Bash · 1
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from itertools import compress
+from operator import is_not
+from typing import Any, Hashable, Mapping, NamedTuple
 
 from rich.text import Text
 from textual.binding import Binding
@@ -28,8 +34,12 @@ from meshview.model.stalled import Stalled
 from widgets.doing import Doing, doing_of, doing_text, ledger_of, on_row
 from widgets.lazy_list import LazyLineList
 from widgets.notice import say_line
+from widgets.roster_find import (
+    GROUPS, MAX_PINS, NO_QUERY, Finder, GroupHeader, Query, is_header_key, parse_query,
+)
 from widgets.presentation import (
-    activity_line, harness_tag, join_wrapped, look_of, peer_facts, set_title, status_glyph, who,
+    activity_line, harness_tag, join_wrapped, look_of, peer_facts, safe, set_title,
+    status_glyph, who,
 )
 from attach.control.seat_text import marker
 
@@ -53,6 +63,11 @@ class Roster(LazyLineList):
         Binding("D", "stop_seat", "stop (managed seat)", id="roster.stop"),
         Binding("s", "cycle_sort", "sort: status / name / role / last activity",
                 id="roster.sort"),
+        Binding("slash", "find", "filter: name, role, activity; working: waiting: idle: "
+                "offline:", id="roster.find", key_display="/"),
+        Binding("o", "cycle_group", "group: none / state / role / host", id="roster.group"),
+        Binding("asterisk", "toggle_pin", "pin / unpin the agent (pinned go first)",
+                id="roster.pin", key_display="*"),
     ]
     empty_text = "no agents present yet"
 
@@ -82,6 +97,29 @@ class Roster(LazyLineList):
         self._doing: dict[str, Doing] = {}
         self._rows: dict[str, _Row] = {}
         self._doing_gen = 0
+        # find, group, pin (widgets/roster_find.py): the rows arranged in one pass over the
+        # sorted keys, again only when one of its inputs is another object
+        self.find_query: Query = NO_QUERY
+        self.group = "none"
+        self._pins: tuple[str, ...] = ()  # principal ids, in the order pinned
+        self._pin_set: frozenset[str] = frozenset()
+        self._finder = Finder()
+        self._arranged_from: tuple = ()
+        self._by_id: dict[str, Peer] = {}
+        self._by_id_from: object = None
+        self._arranged_peers: tuple[Peer, ...] = ()  # the records the arrangement read
+        # the arranged rows, and what they were built from: (keys, order, doing gen, peers)
+        self._data_from: tuple | None = None
+        self._data_rows: tuple[Peer | _Row | GroupHeader, ...] = ()
+        self._data_pos: dict[Hashable, int] = {}  # key -> its row
+        self._arranged: tuple[Hashable, ...] = ()
+        self._headers: Mapping[Hashable, GroupHeader] = {}
+        self._shown_total: tuple[int, int] = (0, 0)
+        self._find_gen = 0
+        # the cursor's agent as a filter began (or as picked under it): the cursor goes back
+        # to it whenever the query shows it again, and when the query is cleared
+        self._want: Hashable | None = None
+        self._placed: Hashable | None = None
 
     def doing(self, peer_id: str) -> Doing | None:
         """What the frames say ``peer_id`` is doing, as its row shows it (tests read it)."""
@@ -161,19 +199,205 @@ class Roster(LazyLineList):
             if any(prev.label(pid) is not None for pid in snap.labels.diff(prev)):
                 self._label_gen += 1
         self._labels = snap.labels
-        n_ep = len(snap.endpoints)
-        set_title(self, f"roster · {len(snap.agents)} agents"
-                  + (f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
-                  + ("" if self.sort_by == "status" else f" · by {self.sort_by}"))
         sec = int(snap.now // 1000)
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
         self._follow_frames()
         key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen,
-               self._doing_gen)
+               self._doing_gen, self._find_gen)
         if key != self._key:
             self._key = key
             self.rebuild()
+        self._set_title(snap)
+
+    def _set_title(self, snap: Snapshot) -> None:
+        """``roster · 40 agents``; while a filter is on ``roster · 7/40 · /waiting:``."""
+        n_ep = len(snap.endpoints)
+        if self.find_query.active or self.find_query.raw:
+            shown, total = self._shown_total if self._arranging() else (
+                len(snap.agents), len(snap.agents))
+            head = f"roster · {shown}/{total} · /{safe(self.find_query.raw, 30)}"
+            if self.find_query.problem:
+                head += f" ({self.find_query.problem})"
+        else:
+            head = f"roster · {len(snap.agents)} agents" + (
+                f" · {n_ep} endpoint{'s' if n_ep != 1 else ''}" if n_ep else "")
+        set_title(self, head
+                  + ("" if self.sort_by == "status" else f" · by {self.sort_by}")
+                  + ("" if self.group == "none" else f" · ▾ {self.group}"))
+
+    # -- find, group, pin ------------------------------------------------------------------
+
+    @property
+    def filter_text(self) -> str:
+        """The query as typed ("" when no filter is on)."""
+        return self.find_query.raw
+
+    @property
+    def pins(self) -> tuple[str, ...]:
+        """The pinned principal ids, in the order pinned."""
+        return self._pins
+
+    def shown_counts(self) -> tuple[int, int]:
+        """(agents shown, agents in all) as the title says them."""
+        snap = self.snap
+        if snap is None:
+            return 0, 0
+        self.order()
+        return self._shown_total if self._arranging() else (len(snap.agents), len(snap.agents))
+
+    def header_rows(self) -> list[str]:
+        """The group header rows shown, in order (``▾ waiting · 3``): tests read them."""
+        return [self._headers[k].text for k in self.order() or () if k in self._headers]
+
+    def _refind(self) -> None:
+        self._find_gen += 1
+        if self.snap is not None:
+            self.update_snapshot(self.snap)
+        self._off_header(1)
+        self.scroll_to_cursor()
+
+    def set_filter(self, raw: str) -> None:
+        """Show only the agents ``raw`` matches (widgets/roster_find.py; "" shows all). The
+        cursor stays on its agent while it is shown, and comes back to it when the filter
+        is cleared."""
+        q = parse_query(raw) if raw else NO_QUERY
+        if q == self.find_query:
+            return
+        cur = self.cursor_key  # the agent the filter is typed from, or the one picked since
+        if cur is not None and not is_header_key(cur) and (
+                self._want is None or cur != self._placed):
+            self._want = cur
+        self.find_query = q
+        self._refind()
+        want = self._want
+        i = self._index.get(want) if want is not None else None
+        if i is not None and want != self.cursor_key:
+            self._move_to(i)
+        self._placed = self.cursor_key
+        if not q.raw:
+            self._want = None
+
+    def set_group(self, group: str) -> None:
+        """Group the rows by ``group`` (one of ``GROUPS``); the cursor keeps its agent."""
+        if group not in GROUPS or group == self.group:
+            return
+        self.group = group
+        self._refind()
+
+    def set_pins(self, pins: tuple[str, ...] | list[str]) -> None:
+        """Pin these principal ids (the first ``MAX_PINS``; config's ``[roster] pins``)."""
+        kept = tuple(dict.fromkeys(p for p in pins if isinstance(p, str) and p))[:MAX_PINS]
+        if kept == self._pins:
+            return
+        self._pins, self._pin_set = kept, frozenset(kept)
+        self._refind()
+
+    class GroupChanged(Message):
+        """``o``: the roster's grouping changed (the console persists it)."""
+
+        def __init__(self, group: str) -> None:
+            super().__init__()
+            self.group = group
+
+    class PinsChanged(Message):
+        """``*``: the pinned ids changed (the console persists them)."""
+
+        def __init__(self, pins: tuple[str, ...]) -> None:
+            super().__init__()
+            self.pins = pins
+
+    async def action_find(self) -> None:
+        """``/``: the screen's search box, on the roster's filter (the screen's action, run
+        by name: a widget imports no screen)."""
+        await self.run_action("screen.search")
+
+    def action_cycle_group(self) -> None:
+        i = GROUPS.index(self.group) if self.group in GROUPS else -1
+        self.set_group(GROUPS[(i + 1) % len(GROUPS)])
+        self.post_message(self.GroupChanged(self.group))
+        say_line(self, f"roster grouped by {self.group} (o cycles)" if self.group != "none"
+                 else "roster not grouped (o cycles)")
+
+    def action_toggle_pin(self) -> None:
+        p = self.peer_at_cursor()
+        if p is None or p.kind != "agent":
+            say_line(self, "pin: no agent under the cursor")
+            return
+        name = safe(self.snap.name_of(p.id) if self.snap is not None else p.name, 40)
+        if p.id in self._pin_set:
+            self.set_pins(tuple(x for x in self._pins if x != p.id))
+            say_line(self, f"unpinned {name}")
+        elif len(self._pins) >= MAX_PINS:
+            say_line(self, f"pin: {MAX_PINS} agents are pinned already (unpin one first)")
+            return
+        else:
+            self.set_pins(self._pins + (p.id,))
+            say_line(self, f"pinned {name} (* unpins)")
+        self.post_message(self.PinsChanged(self._pins))
+
+    def _arranging(self) -> bool:
+        return self.find_query.active or self.group != "none" or bool(self._pin_set)
+
+    def _arrange(self, base: tuple[str, ...]) -> tuple[Hashable, ...]:
+        """``base`` (the sorted keys) filtered, pinned and grouped; the same tuple object while
+        neither the inputs nor the result changed."""
+        snap = self.snap
+        assert snap is not None
+        # what of the rows the result reads, each an object the snapshot keeps while it holds:
+        # statuses move ``order`` (the model's status order), names and roles move ``labels``;
+        # activity text and meta.host have no such token: every new ``peers`` (a heartbeat)
+        q, group = self.find_query, self.group
+        by_rows = bool(q.text) or group == "host"
+        deps = (base, snap.order if (q.state or group == "state" or by_rows) else None,
+                snap.labels if group == "role" else None)
+        src = (deps, q, group, self._pin_set, self._doing_gen if q.text else None)
+        prev = self._arranged_from
+        if (prev and all(a is b for a, b in zip(deps, prev[0])) and src[1:] == prev[1:]
+                and (not by_rows or self._rows_read_the_same(snap.peers))):
+            return self._arranged
+        self._arranged_peers = snap.peers
+        by_id = self._peer_map()
+        doing: dict[str, str] = {}
+        if self.find_query.text:
+            for pid, d in self._doing.items():
+                p = by_id.get(pid)
+                if p is not None and on_row(d, p) is not None:
+                    doing[pid] = {"tool": d.name or "", "run": "run open"}.get(d.kind, "run failed")
+        got = self._finder.arrange(base, by_id, self.find_query, self.group, self._pin_set, doing)
+        self._arranged_from = src
+        self._arranged, self._headers = got.keys, got.headers
+        self._shown_total = (got.shown, got.total)
+        return got.keys
+
+    def _rows_read_the_same(self, peers: tuple[Peer, ...]) -> bool:
+        """Activity text and meta.host have no token in the snapshot: of the rows whose record
+        is another object since the last arrangement (a heartbeat's, found at C speed; the
+        same ``order`` keeps them aligned), none changed what a query or a host reads."""
+        old = self._arranged_peers
+        if old is peers:
+            return True
+        if len(old) != len(peers):
+            return False
+        for i in compress(range(len(peers)), map(is_not, peers, old)):
+            a, b = old[i], peers[i]
+            if (a.id != b.id or a.name != b.name or a.role != b.role or a.activity != b.activity
+                    or a.status != b.status or a.meta != b.meta or a.kind != b.kind):
+                return False
+        self._arranged_peers = peers
+        return True
+
+    def _peer_map(self) -> dict[str, Peer]:
+        """The snapshot's peers by id, built once per ``peers`` object."""
+        snap = self.snap
+        peers = snap.peers if snap is not None else ()
+        if peers is not self._by_id_from:
+            order = snap.order if snap is not None else ()
+            # ``order`` is ``peers``' ids in order: zipped at C speed
+            self._by_id = (dict(zip(order, peers)) if len(order) == len(peers)
+                           else {p.id: p for p in peers})
+            self._by_id_from = peers
+        return self._by_id
 
     @property
     def _managed_version(self) -> int:
@@ -243,10 +467,12 @@ class Roster(LazyLineList):
 
     # -- items: measured for every seat, built for the ones on screen --------------------
 
-    def source(self) -> list[tuple[str, Peer | _Row]]:
+    def source(self) -> list[tuple[Hashable, Peer | _Row | GroupHeader]]:
         snap = self.snap
         if snap is None:
             return []
+        if self._arranging():
+            return list(zip(self.order() or (), self.data()))
         peers = snap.peers if self.sort_by == "status" else self._sorted_peers()
         return [(_peer(d).id, d) for d in self._with_doing(peers)]
 
@@ -256,7 +482,13 @@ class Roster(LazyLineList):
         fold = self.managed
         self._seat_index = fold.index() if fold is not None else None
 
-    def order(self) -> tuple[str, ...] | None:
+    def order(self) -> tuple[Hashable, ...] | None:
+        base = self._base_order()
+        if base is None or not self._arranging():
+            return base
+        return self._arrange(base)
+
+    def _base_order(self) -> tuple[str, ...] | None:
         snap = self.snap
         if snap is None or not snap.order:
             return None
@@ -271,14 +503,56 @@ class Roster(LazyLineList):
             self._sorted_from = src[0]
         return self._sorted
 
-    def data(self) -> tuple[Peer | _Row, ...]:
+    def data(self) -> tuple[Peer | _Row | GroupHeader, ...]:
         snap = self.snap
         if snap is None:
             return ()
+        if self._arranging():
+            return self._arranged_data(snap)
         if self.sort_by == "status":
             return self._with_doing(snap.peers)
         by_id = {p.id: p for p in snap.peers}
-        return self._with_doing(tuple(by_id[k] for k in self.order() or ()))
+        return self._with_doing(tuple(by_id[k] for k in self._base_order() or ()))
+
+    def _arranged_data(self, snap: Snapshot) -> tuple[Peer | _Row | GroupHeader, ...]:
+        """The rows for the arranged keys. Same keys, same ``order`` and doings: only the
+        records that are other objects (a heartbeat's, found at C speed) are put in, where
+        the key's row is; else built whole."""
+        keys = self.order() or ()
+        peers = snap.peers
+        c = self._data_from
+        if (c is not None and c[0] is keys and c[1] is snap.order and c[2] == self._doing_gen
+                and len(c[3]) == len(peers)):
+            old = c[3]
+            changed = list(compress(range(len(peers)), map(is_not, peers, old)))
+            if not changed:
+                return self._data_rows
+            out = list(self._data_rows)
+            pos, doing, rows = self._data_pos, self._doing, self._rows
+            for i in changed:
+                p = peers[i]
+                j = pos.get(p.id)
+                if j is None:
+                    continue
+                d = doing.get(p.id)
+                if d is None:
+                    out[j] = p
+                else:
+                    r = rows.get(p.id)
+                    if r is None or r.peer is not p or r.doing != d:
+                        r = rows[p.id] = _Row(p, d)
+                    out[j] = r
+        else:
+            by_id = self._peer_map()
+            rows_by: Mapping[Any, Peer | _Row] = by_id
+            if self._doing:
+                self._with_doing(peers)  # the rows with a doing, as _Row objects
+                rows_by = {**by_id, **self._rows}
+            out = list(map({**rows_by, **self._headers}.__getitem__, keys))
+            self._data_pos = dict(zip(keys, range(len(keys))))
+        self._data_from = (keys, snap.order, self._doing_gen, peers)
+        self._data_rows = tuple(out)
+        return self._data_rows
 
     def epoch(self) -> object:
         return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
@@ -287,6 +561,8 @@ class Roster(LazyLineList):
         return self._now
 
     def clocks_only(self, old: Any, new: Any) -> bool:
+        if type(old) is GroupHeader or type(new) is GroupHeader:
+            return False
         if type(old) is _Row or type(new) is _Row:
             return (type(old) is type(new) and old.doing == new.doing
                     and same_but_clocks(old.peer, new.peer))
@@ -301,6 +577,8 @@ class Roster(LazyLineList):
 
     def measure(self, row: Peer | _Row, width: int) -> int:
         """``len(lines_of(row, width))`` without building any ``Text``."""
+        if type(row) is GroupHeader:
+            return 1
         if not self.wide:
             return 1
         p = _peer(row)
@@ -319,6 +597,10 @@ class Roster(LazyLineList):
         return n
 
     def lines_of(self, row: Peer | _Row, width: int) -> list[Text]:
+        if type(row) is GroupHeader:
+            t = Text(row.text, style="bold " + look_of(self).info)
+            t.truncate(width, overflow="ellipsis")
+            return [t]
         now = self._now
         p = _peer(row)
         d = on_row(row.doing, p) if type(row) is _Row else None
@@ -369,6 +651,49 @@ class Roster(LazyLineList):
         for t in lines:
             t.truncate(width, overflow="ellipsis")
         return lines
+
+    # -- the cursor never rests on a header row ---------------------------------------------
+
+    def rebuild(self) -> None:
+        super().rebuild()
+        self._off_header(1)
+
+    def _off_header(self, step: int) -> None:
+        """Off a header row the cursor landed on (a rebuild clamped it there): to the next
+        agent row ``step``'s way, else the other way."""
+        keys = self._keys
+        i = self._cursor
+        if not keys or not (0 <= i < len(keys)) or not is_header_key(keys[i]):
+            return
+        j = self._agent_row(i, step)
+        if j is not None:
+            self._cursor, self.cursor_key = j, keys[j]
+            self._cache.clear()
+            self.refresh()
+
+    def _agent_row(self, i: int, step: int) -> int | None:
+        keys, n = self._keys, len(self._keys)
+        for d in (step or 1, -(step or 1)):
+            j = i
+            while 0 <= j < n:
+                if not is_header_key(keys[j]):
+                    return j
+                j += d
+        return None
+
+    def _move_to(self, index: int) -> None:
+        keys = self._keys
+        index = max(0, min(len(keys) - 1, index))
+        if keys and is_header_key(keys[index]):
+            j = self._agent_row(index, 1 if index >= self._cursor else -1)
+            if j is None:
+                return
+            index = j
+        super()._move_to(index)
+
+    def action_select(self) -> None:
+        if self.cursor_key is not None and not is_header_key(self.cursor_key):
+            super().action_select()
 
     def peer_at_cursor(self) -> Peer | None:
         if self.snap is None or self.cursor_key is None:

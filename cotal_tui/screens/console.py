@@ -66,6 +66,7 @@ BARS_BUSY_S = 1.0
 FEED_BUSY_S = 0.25
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
+SEARCH_PLACEHOLDER = "search: sender, role, channel, service, targets, text (enter keeps, esc clears)"
 FOCUS_MARK = "▶ "  # before the focused panel's title: focus survives NO_COLOR and any theme
 REC_HZ = 2  # how often the status bar's recording size is read
 
@@ -136,8 +137,7 @@ class ConsoleScreen(ComposeKeys):
                 yield NeedsYouRail(id="rail", classes="panel")
             for lens in LENSES:
                 yield lens.widget(id=lens.name)
-        yield Input(placeholder="search: sender, role, channel, service, targets, text "
-                                "(enter keeps, esc clears)", id="search")
+        yield Input(placeholder=SEARCH_PLACEHOLDER, id="search")
         yield Composer(id="composer")
         yield StatusBar(id="status")
 
@@ -150,7 +150,10 @@ class ConsoleScreen(ComposeKeys):
         # what config.toml holds that is not used is said once, by the App's start-up notice
         # (cotal_tui.cli.config.console_start), not again by each space opened
         cfg = load_config()
-        self.query_one(Roster).set_sort(cfg.roster_sort)
+        roster = self.query_one(Roster)
+        roster.set_sort(cfg.roster_sort)
+        roster.set_group(cfg.roster_group)
+        roster.set_pins(cfg.roster_pins)
         self.query_one(FeedView).show_events = cfg.show_events
         self.query_one(FeedView).max_lines = cfg.feed_max_lines
         self.query_one(FeedView).focus()
@@ -473,6 +476,25 @@ class ConsoleScreen(ComposeKeys):
         except OSError as e:
             self.shell.notify_line(f"sort not saved to {config_path()}: {e.strerror or e}", True)
 
+    @on(Roster.GroupChanged)
+    def _group_changed(self, event: Roster.GroupChanged) -> None:
+        from cotal_tui.config import config_path, save_roster_group
+
+        try:
+            save_roster_group(event.group)
+        except OSError as e:
+            self.shell.notify_line(f"grouping not saved to {config_path()}: {e.strerror or e}",
+                                   True)
+
+    @on(Roster.PinsChanged)
+    def _pins_changed(self, event: Roster.PinsChanged) -> None:
+        from cotal_tui.config import config_path, save_roster_pins
+
+        try:
+            save_roster_pins(event.pins)
+        except OSError as e:
+            self.shell.notify_line(f"pins not saved to {config_path()}: {e.strerror or e}", True)
+
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:
         event.stop()
@@ -532,18 +554,36 @@ class ConsoleScreen(ComposeKeys):
 
     # -- search --------------------------------------------------------------------------
 
+    # ``/`` filters the focused panel: the roster when it has focus, else the feed
+    search_target = "feed"
+
     def action_search(self) -> None:
+        roster = self.query_one(Roster)
+        on_roster = self.lens == "body" and self.focused is roster
         if self.lens != "body":
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
         box = self.query_one("#search", Input)
-        box.value = self.query_one(FeedView).filter_text
+        self.search_target = "roster" if on_roster else "feed"
+        if on_roster:
+            box.placeholder = ("filter the roster: name, role, activity; working: waiting: "
+                               "idle: offline: (enter keeps, esc clears)")
+            box.value = roster.filter_text
+        else:
+            box.placeholder = SEARCH_PLACEHOLDER
+            box.value = self.query_one(FeedView).filter_text
         box.display = True
         box.focus()
 
+    def _set_search(self, query: str) -> None:
+        if self.search_target == "roster":
+            self.query_one(Roster).set_filter(query)
+        else:
+            self.query_one(FeedView).set_filter(query=query)
+
     @on(Input.Changed, "#search")
     def _search_changed(self, event: Input.Changed) -> None:
-        self.query_one(FeedView).set_filter(query=event.value)
+        self._set_search(event.value)
 
     @on(Input.Submitted, "#search")
     def _search_done(self, event: Input.Submitted) -> None:
@@ -693,7 +733,7 @@ class ConsoleScreen(ComposeKeys):
         if box.display:
             box.display = False
             box.value = ""
-            self.query_one(FeedView).set_filter(query="")
+            self._set_search("")
             self.focus_back()
             return
         if self.lens != "body":
@@ -702,7 +742,10 @@ class ConsoleScreen(ComposeKeys):
             self.query_one("#lens", ContentSwitcher).current = "body"
             self._lens_changed()
             return
-        feed = self.query_one(FeedView)
+        feed, roster = self.query_one(FeedView), self.query_one(Roster)
+        if roster.filter_text and (roster.has_focus or not feed.filter_text):
+            roster.set_filter("")
+            return
         if feed.filter_text:
             feed.set_filter(query="")
             return
