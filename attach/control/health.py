@@ -253,6 +253,12 @@ async def broker_verdict(nc: Any, target: ConnectTarget) -> Verdict:
     return Verdict("broker", target.display, state, "broker-dial", 0, detail, facts=facts)
 
 
+def _collect(t: asyncio.Future) -> None:
+    """Retrieve a finished side probe's outcome (so an unused failure is not reported as lost)."""
+    if not t.cancelled():
+        t.exception()
+
+
 async def manager_verdicts(nc: Any, space: str, *, describe_ms: int = DESCRIBE_MS) -> list[Verdict]:
     """One verdict per registered manager instance (a spec in the records), probed in parallel."""
     from attach.control.endpoint import EndpointClient
@@ -275,16 +281,15 @@ async def manager_verdicts(nc: Any, space: str, *, describe_ms: int = DESCRIBE_M
         rail = asyncio.ensure_future(probe(nc, space, iid))
         asked = asyncio.ensure_future(EndpointClient(nc, space, name=CLIENT_NAME).describe(
             instance_id=iid, deadline_ms=describe_ms))
-        try:
-            await asyncio.wait({rail, asked}, return_when=asyncio.FIRST_COMPLETED)
-            if not asked.done() and rail.result() == "gone":
-                return Verdict("manager", iid, "not-serving", "broker-no-responders", 0,
-                               "registered, but the broker reports nothing subscribed on its rail", facts=facts)
-            await asyncio.wait({asked})
-        finally:
-            rail.cancel()
-            if not asked.done():
-                asked.cancel()
+        # neither is cancelled: nats-py's read loop breaks on a flush cancelled mid-way, so the
+        # loser runs out its own bounded deadline, its outcome collected and dropped
+        for t in (rail, asked):
+            t.add_done_callback(_collect)
+        await asyncio.wait({rail, asked}, return_when=asyncio.FIRST_COMPLETED)
+        if not asked.done() and rail.exception() is None and rail.result() == "gone":
+            return Verdict("manager", iid, "not-serving", "broker-no-responders", 0,
+                           "registered, but the broker reports nothing subscribed on its rail", facts=facts)
+        await asyncio.wait({asked})
         e = asked.exception()
         if e is not None:
             code = getattr(e, "code", type(e).__name__)
