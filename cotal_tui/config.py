@@ -101,6 +101,9 @@ KEYS: dict[str, dict[str, Key]] = {
                            "toggles and saves it)"),
         "title_counts": Key("true or false", lambda v: isinstance(v, bool),
                             "the terminal title carries the waiting count (2 waiting · cotal main)"),
+        "health": Key("true or false", lambda v: isinstance(v, bool),
+                      "the console's status bar shows plane health (cotal watch --health): it "
+                      "probes the manager and delivery planes every 15 s; off, nothing is sent"),
     },
     "attach": {
         "clipboard": Key("true or false", lambda v: isinstance(v, bool),
@@ -376,6 +379,13 @@ def ui_show_events(cfg: ConfigFile) -> tuple[bool, str]:
     return pick(False, ("config.toml", _good_bool(cfg, "ui", "show_events")))
 
 
+def ui_health(args: argparse.Namespace | None = None, home: Path | None = None) -> tuple[bool, str]:
+    """``--health``, then ``[ui] health`` when it is a boolean, else off; and its source. Off means
+    the console sends no probe at all (it stays invisible until the operator acts)."""
+    return pick(False, ("flag", True if getattr(args, "health", False) else None),
+                ("config.toml", _good_bool(read_config(home), "ui", "health")))
+
+
 def roster_sort(cfg: ConfigFile) -> tuple[str, str]:
     """``[roster] sort`` when it is a sort, else ``status``; and its source."""
     v = _good(cfg, "roster", "sort")
@@ -571,6 +581,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     counts, src = ui_title_counts(cfg)
     rows.append(Setting("ui.title_counts", counts, src, file_origin("ui", "title_counts", src),
                         KEYS["ui"]["title_counts"].doc))
+    health_on, src = ui_health(args, home)
+    rows.append(Setting("ui.health", health_on, src, "--health" if src == "flag" else
+                        file_origin("ui", "health", src), KEYS["ui"]["health"].doc, "--health"))
     rdir, src = recordings_setting(home)
     rows.append(Setting("recordings.dir", str(rdir), src, file_origin("recordings", "dir", src),
                         KEYS["recordings"]["dir"].doc))

@@ -26,6 +26,7 @@ from meshview.wire import liveness as lw
 from meshview.wire.endpoint import Caller
 from meshview.wire.names import bucket_names, space_token
 
+from attach.control.poller import RoundLoop
 from attach.control.broker import MIN_VERSION, parse_version, server_version
 from attach.control.registry import RegistryUnreadable, read_registry
 
@@ -122,8 +123,7 @@ async def probe_plane(nc: Any, space: str, plane: str, *, timeout_ms: int = PROB
         return Probed("unknown", "refused", rtt(), why=f"the reply subscription was refused ({type(e).__name__})")
     try:
         started = time.monotonic()
-        await nc.publish(subject, b"", reply=reply)
-        await nc.flush(timeout=max(1, timeout_ms // 1000))
+        await nc.publish(subject, b"", reply=reply)  # no flush: a cancelled flush breaks nats-py
         msg = await sub.next_msg(timeout=timeout_ms / 1000)
     except (asyncio.TimeoutError, TimeoutError):
         return Probed("unknown", "timeout", rtt(), why=f"no answer within {timeout_ms}ms (something may be "
@@ -333,9 +333,11 @@ async def auth_verdict(target: ConnectTarget) -> Verdict | None:
 
 
 async def components(nc: Any, target: ConnectTarget, *, probe_ms: int = PROBE_MS,
-                     describe_ms: int = DESCRIBE_MS, managers: bool = True) -> list[Verdict]:
-    """Every component's verdict, the probes run side by side."""
-    space = space_token(target.space)
+                     describe_ms: int = DESCRIBE_MS, managers: bool = True,
+                     space: str | None = None) -> list[Verdict]:
+    """Every component's verdict, the probes run side by side (``space``: other than the
+    target's)."""
+    space = space_token(space or target.space)
     jobs: list[Any] = [broker_verdict(nc, target), manager_plane_verdict(nc, space, timeout_ms=probe_ms),
                        delivery_verdict(nc, space, timeout_ms=probe_ms)]
     if managers:
@@ -349,3 +351,46 @@ async def components(nc: Any, target: ConnectTarget, *, probe_ms: int = PROBE_MS
     if got[-1] is not None:
         out.append(got[-1])
     return out
+
+
+# ---- the console's opt-in segment -----------------------------------------------------------
+
+HEALTH_PERIOD_S = 15.0
+SHORT = {"broker": "broker", "manager": "mgr", "manager-plane": "manager", "delivery-plane": "delivery",
+         "auth-exchange": "auth"}
+
+
+class HealthPoller(RoundLoop):
+    """The console's health probe, made ONLY when the operator opted in (``cotal watch --health``
+    or ``[ui] health = true``): every :data:`HEALTH_PERIOD_S` the broker, the two planes and the
+    exchange, one round at a time (bounded: a round's probes end by their own deadlines), on the
+    session's connection, never blocking the loop. The managers are the ps poller's to show."""
+
+    task_name = "health"
+
+    def __init__(self, nc: Any, target: ConnectTarget, space: str, *, period: float = HEALTH_PERIOD_S,
+                 probe_ms: int = PROBE_MS) -> None:
+        self._init_loop()
+        self.nc, self.target, self.space = nc, target, space
+        self.period, self.probe_ms = period, probe_ms
+        self.verdicts: list[Verdict] = []
+        self.rounds = 0
+        self.last_error: str | None = None
+
+    async def poll_once(self) -> None:
+        self.verdicts = await components(self.nc, self.target, probe_ms=self.probe_ms, managers=False,
+                                         space=self.space)
+        self.rounds += 1
+        self.last_error = None
+
+    def note(self) -> tuple[str, bool]:
+        """``(text, healthy)`` for the status bar: what is not healthy, by name, else all well."""
+        if self.last_error and not self.verdicts:
+            return "health unread", False
+        if not self.verdicts:
+            return "health …", True
+        bad = [v for v in self.verdicts if not v.healthy]
+        if not bad:
+            return "♥ healthy", True
+        shown = ", ".join(f"{SHORT.get(v.component, v.component)} {v.state}" for v in bad[:2])
+        return "✗ " + shown + (f" +{len(bad) - 2}" if len(bad) > 2 else ""), False
