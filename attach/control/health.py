@@ -36,7 +36,7 @@ MANAGERS_MAX = 64  # instances probed per run (a registry flood is cut, and said
 PENDING_MSGS = 8  # a reply subscription holds at most this many (a flood of replies is dropped)
 PENDING_BYTES = 16 * 1024
 
-HEALTHY = {"broker": "ok", "manager": "serving", "plane": "bound", "auth": "reachable"}
+HEALTHY = {"broker": "ok", "manager": "serving", "plane": "bound", "auth-exchange": "reachable"}
 
 
 def _now_ms() -> int:
@@ -231,19 +231,35 @@ async def manager_plane_verdict(nc: Any, space: str, *, timeout_ms: int = PROBE_
 # ---- the broker and the managers -------------------------------------------------------------
 
 
+def _info_jetstream(nc: Any) -> bool | None:
+    """The server INFO's own ``jetstream`` flag (what the broker told this connection), if held."""
+    info = getattr(nc, "_server_info", None)  # nats-py keeps the INFO here; no public accessor
+    v = info.get("jetstream") if isinstance(info, dict) else None
+    return v if isinstance(v, bool) else None
+
+
 async def broker_verdict(nc: Any, target: ConnectTarget) -> Verdict:
+    from nats.errors import NoRespondersError
+
     started = time.monotonic()
     version = server_version(nc)
     v = parse_version(version)
     schedules = v is not None and v >= MIN_VERSION
-    try:
-        await asyncio.wait_for(nc.jetstream().account_info(), PROBE_MS / 1000)
-        js, why = True, ""
-    except Exception as e:  # noqa: BLE001 - said, never a traceback
-        js, why = False, f"JetStream did not answer ({type(e).__name__})"
+    js: bool | None = _info_jetstream(nc)
+    why = "the server INFO says JetStream is off" if js is False else ""
+    if js is None:
+        try:
+            await asyncio.wait_for(nc.jetstream().account_info(), PROBE_MS / 1000)
+            js = True
+        except NoRespondersError:
+            js, why = False, "nothing answers the JetStream API"
+        except Exception as e:  # noqa: BLE001 - a denial or a timeout says nothing about JetStream
+            why = f"JetStream could not be asked with this credential ({type(e).__name__})"
     took = int((time.monotonic() - started) * 1000)
     facts = {"version": version, "jetstream": js, "messageSchedules": schedules, "respondedInMs": took}
-    if not js:
+    if js is None:
+        state, detail = "unknown", why
+    elif not js:
         state, detail = "no-jetstream", why
     elif not schedules:
         state, detail = "too-old", (f"nats-server {version or 'of unknown version'}: the control plane needs "
@@ -251,6 +267,31 @@ async def broker_verdict(nc: Any, target: ConnectTarget) -> Verdict:
     else:
         state, detail = "ok", f"nats-server {version}, JetStream on, message schedules"
     return Verdict("broker", target.display, state, "broker-dial", 0, detail, facts=facts)
+
+
+async def _user_manager_verdicts(nc: Any, space: str, describe_ms: int) -> list[Verdict]:
+    """A user mesh: the one pinned manager, asked ``ps`` on its ``inst`` rail (a user bearer reads
+    no registry and sends no scatter)."""
+    from attach.control.verbs import ControlError, _user_ps
+
+    started = time.monotonic()
+    try:
+        res = await _user_ps(nc, space, describe_ms)
+    except ControlError as e:
+        return [Verdict("manager", "pinned", "unknown", "none", None, f"the pinned manager could not be asked ({e})")]
+    out = []
+    for r in res.managers:
+        took = int((time.monotonic() - started) * 1000)
+        if r.state == "answered":
+            out.append(Verdict("manager", r.instance_id, "serving", "responder-roundtrip", 0,
+                               f"the pinned manager answered ps in {took}ms", facts={"respondedInMs": took}))
+        elif r.state == "refused":
+            out.append(Verdict("manager", r.instance_id, "not-serving", "responder-roundtrip", 0,
+                               f"the pinned manager refused ps ({r.code})"))
+        else:
+            out.append(Verdict("manager", r.instance_id, "registered-silent", "none", None,
+                               f"the pinned manager did not answer ps within {describe_ms}ms"))
+    return out
 
 
 def _collect(t: asyncio.Future) -> None:
@@ -262,8 +303,10 @@ def _collect(t: asyncio.Future) -> None:
 async def manager_verdicts(nc: Any, space: str, *, describe_ms: int = DESCRIBE_MS) -> list[Verdict]:
     """One verdict per registered manager instance (a spec in the records), probed in parallel."""
     from attach.control.endpoint import EndpointClient
-    from attach.control.verbs import CLIENT_NAME, probe
+    from attach.control.verbs import CLIENT_NAME, _user_nc, probe
 
+    if _user_nc(nc):
+        return await _user_manager_verdicts(nc, space, describe_ms)
     try:
         regs = await read_registry(nc, space)
     except RegistryUnreadable as e:

@@ -123,3 +123,10 @@ def delivery_lease(data: bytes) -> tuple[str, int, bool]:
             or not isinstance(since, int) or since < 0 or not isinstance(ready, bool)):
         raise LivenessRejected("lease:malformed", "a delivery lease without holder, since and ready")
     return holder, since, ready
+
+
+def ask_grants(space: str, owner: str, actor: str) -> tuple[str, str]:
+    """``(publish, subscribe)`` rows that let a principal ask the probe as itself and hear the
+    answer (§6.1: an ordinary agent credential may ask; a pure observer may not)."""
+    ask = f"cotal.{space_token(space)}.live.*.{owner}.{actor}"
+    return ask, f"{ask}.reply.*"

@@ -226,3 +226,38 @@ async def test_cotal_status_components_after_a_manager_is_killed_with_9(broker, 
     assert rows[("delivery-plane", "delivery")]["state"] == "bound"
     assert out["healthy"] is False
     assert all("source" in r and "ageMs" in r and "observedAt" in r for r in out["components"])
+
+
+async def test_a_user_auth_demo_is_healthy_through_its_exchange_and_says_when_delivery_stops(tmp_path):
+    """A user-auth demo (auth callout, exchange, IdP stand-in): the CLI acts as olivia through the
+    exchange; every row is healthy, the exchange reachable; with the stand-in delivery plane told
+    to stop answering, the delivery row is unbound and the exit status 1."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from cotal_tui.demo.mesh import DemoMesh
+
+    m = await asyncio.to_thread(lambda: DemoMesh(space="uh", agents=2, auth="user").start())
+
+    def status() -> dict:
+        env = {**os.environ, "PYTHONPATH": os.getcwd(), "COTAL_HOME": str(m.home_for_user)}
+        r = subprocess.run([sys.executable, "-m", "cotal_tui", "status", "--components", "--json"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        return {"rc": r.returncode, **json.loads(r.stdout)} if r.stdout else {"rc": r.returncode, "err": r.stderr}
+
+    try:
+        ok = await asyncio.to_thread(status)
+        states = {c["component"]: c["state"] for c in ok["components"]}
+        assert ok["rc"] == 0 and ok["healthy"], ok
+        assert states == {"broker": "ok", "manager": "serving", "manager-plane": "bound",
+                          "delivery-plane": "bound", "auth-exchange": "reachable"}
+        await asyncio.to_thread(m.set_delivery, False)
+        bad = await asyncio.to_thread(status)
+        assert bad["rc"] == 1 and not bad["healthy"]
+        (row,) = [c for c in bad["components"] if c["component"] == "delivery-plane"]
+        assert (row["state"], row["source"], row["ageMs"]) == ("unbound", "broker-no-responders", 0)
+        assert row["facts"]["lastHeartbeatSource"] == "lease-kv"
+    finally:
+        await asyncio.to_thread(m.stop)
