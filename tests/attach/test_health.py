@@ -261,3 +261,25 @@ async def test_a_user_auth_demo_is_healthy_through_its_exchange_and_says_when_de
         assert row["facts"]["lastHeartbeatSource"] == "lease-kv"
     finally:
         await asyncio.to_thread(m.stop)
+
+
+async def test_a_demo_started_with_delivery_down_shows_it_unbound():
+    """``cotal demo --delivery-down``: the stand-in delivery plane never answers, the rest is up."""
+    import asyncio
+
+    from cotal_tui.cli import build_parser  # the flag exists and reaches the mesh
+    from cotal_tui.demo.mesh import DemoMesh
+
+    args = build_parser().parse_args(["demo", "--delivery-down", "--headless"])
+    assert args.delivery_down is True
+    m = await asyncio.to_thread(lambda: DemoMesh(space="dd", agents=1, delivery_down=True).start())
+    try:
+        c = await nats.connect(m.url)
+        try:
+            vs = await health.components(c, ConnectTarget(servers=(m.url,), space="dd"))
+        finally:
+            await c.close()
+        states = {v.component: v.state for v in vs}
+        assert states == {"broker": "ok", "manager": "serving", "manager-plane": "bound", "delivery-plane": "unbound"}
+    finally:
+        await asyncio.to_thread(m.stop)

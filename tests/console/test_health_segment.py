@@ -89,3 +89,19 @@ async def test_without_the_opt_in_the_console_sends_no_probe(broker, nc, space, 
     finally:
         await session.stop()
         await tapc.close()
+
+
+def test_the_opt_in_is_the_flag_or_ui_health_validated_and_listed(tmp_path):
+    from cotal_tui.config import config_problems, read_config, settings, ui_health
+
+    home = tmp_path / "home"
+    home.mkdir()
+    assert ui_health(argparse.Namespace(), home) == (False, "default")
+    assert ui_health(argparse.Namespace(health=True), home) == (True, "flag")
+    (home / "config.toml").write_text("[ui]\nhealth = true\n")
+    assert ui_health(argparse.Namespace(), home) == (True, "config.toml")
+    (home / "config.toml").write_text('[ui]\nhealth = "yes"\n')
+    assert ui_health(argparse.Namespace(), home) == (False, "default")  # a bad value is not used...
+    assert any("[ui] health must be true or false" in p for p in config_problems(read_config(home)))  # ...and named
+    rows = {s.key: s for s in settings(argparse.Namespace(health=True), home)}
+    assert (rows["ui.health"].value, rows["ui.health"].source, rows["ui.health"].origin) == (True, "flag", "--health")
