@@ -283,3 +283,26 @@ async def test_a_demo_started_with_delivery_down_shows_it_unbound():
         assert states == {"broker": "ok", "manager": "serving", "manager-plane": "bound", "delivery-plane": "unbound"}
     finally:
         await asyncio.to_thread(m.stop)
+
+
+async def test_a_static_auth_demo_is_healthy_through_a_minted_control_instrument():
+    """Static auth: the CLI mints its one-shot control instrument, which may ask the liveness
+    probe as itself and read the delivery lease; every row is healthy."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from cotal_tui.demo.mesh import DemoMesh
+
+    m = await asyncio.to_thread(lambda: DemoMesh(space="sh", agents=1, auth="static").start())
+    try:
+        env = {**os.environ, "PYTHONPATH": os.getcwd(), "COTAL_HOME": str(m.home)}
+        r = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "cotal_tui", "status", "--components",
+                                                     "--json"], capture_output=True, text=True, timeout=60, env=env)
+        out = json.loads(r.stdout)
+        assert r.returncode == 0 and out["healthy"], r.stdout + r.stderr
+        assert {c["component"]: c["state"] for c in out["components"]} == {
+            "broker": "ok", "manager": "serving", "manager-plane": "bound", "delivery-plane": "bound"}
+    finally:
+        await asyncio.to_thread(m.stop)
