@@ -16,6 +16,7 @@ prints (cotal_tui/cli/health.py), the console shows a segment.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,15 @@ DESCRIBE_MS = 3000  # a manager's pinned describe
 MANAGERS_MAX = 64  # instances probed per run (a registry flood is cut, and said)
 PENDING_MSGS = 8  # a reply subscription holds at most this many (a flood of replies is dropped)
 PENDING_BYTES = 16 * 1024
+
+# the reference's exit disposition (status.ts COMPONENT_EXIT): the worst component decides
+EXIT = {"serving": 0, "absent": 1, "not-serving": 2, "refused": 3}
+
+
+def exit_code(verdicts: list["Verdict"]) -> int:
+    """0 all serving; else the worst of 1 absent, 2 present but not serving, 3 refused."""
+    return max((EXIT[v.disposition] for v in verdicts), default=0)
+
 
 HEALTHY = {"broker": "ok", "manager": "serving", "plane": "bound", "auth-exchange": "reachable"}
 
@@ -59,15 +69,26 @@ class Verdict:
     observed_at: int = field(default_factory=_now_ms)
     facts: dict[str, Any] = field(default_factory=dict)
     rejected: str | None = None  # a named rejection of what a peer sent, when that decided it
+    absent: bool = False  # nothing of the component exists at all (no responder and no record)
 
     @property
     def healthy(self) -> bool:
         kind = "plane" if self.component.endswith("-plane") else self.component
         return self.state == HEALTHY.get(kind)
 
+    @property
+    def disposition(self) -> str:
+        """The reference's component verdict (status.ts ``ComponentVerdict``): ``serving``,
+        ``absent``, ``not-serving`` (present, not serving) or ``refused`` (not establishable)."""
+        if self.healthy:
+            return "serving"
+        if self.state == "unknown":
+            return "refused"
+        return "absent" if self.absent else "not-serving"
+
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"component": self.component, "name": self.name, "state": self.state,
-                               "healthy": self.healthy, "source": self.source, "ageMs": self.age_ms,
+                               "verdict": self.disposition, "healthy": self.healthy, "source": self.source, "ageMs": self.age_ms,
                                "observedAt": self.observed_at, "detail": self.detail}
         if self.facts:
             out["facts"] = self.facts
@@ -192,7 +213,8 @@ async def delivery_verdict(nc: Any, space: str, *, timeout_ms: int = PROBE_MS) -
         return Verdict("delivery-plane", "delivery", state, source, age, detail, facts=facts, rejected=rejected)
 
     if p.outcome == "noResponders":
-        return v("unbound", "broker-no-responders", 0, f"nothing answers the delivery liveness probe{hb}")
+        return dataclasses.replace(v("unbound", "broker-no-responders", 0, f"nothing answers the delivery liveness "
+                                     f"probe{hb}"), absent=lease is None and lease_problem is None)
     if p.outcome != "replied":
         return v("unknown", "none", None, f"{p.why}{hb}", p.rejected)
     if p.responder != "bound":
@@ -221,7 +243,7 @@ async def manager_plane_verdict(nc: Any, space: str, *, timeout_ms: int = PROBE_
         facts["instance"] = p.instance
     if p.outcome == "noResponders":
         return Verdict("manager-plane", "manager", "unbound", "broker-no-responders", 0,
-                       "nothing answers the manager liveness probe", facts=facts)
+                       "nothing answers the manager liveness probe", facts=facts, absent=True)
     if p.outcome != "replied":
         return Verdict("manager-plane", "manager", "unknown", "none", None, p.why, facts=facts, rejected=p.rejected)
     return Verdict("manager-plane", "manager", p.responder, "responder-roundtrip", 0,

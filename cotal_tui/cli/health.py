@@ -6,8 +6,9 @@ its source and its age (attach.control.health decides; this prints).
     manager plane   bound              the responder graded itself bound · responder-roundtrip, 0ms
     delivery plane  unbound            nothing answers the delivery liveness probe · broker-no-responders, 0ms
 
-Exit status: 0 only when every component is healthy; 1 when any is not (or the mesh could not be
-reached), so a script or a cron line can alarm on it. Everything a peer said is neutralised
+Exit status, as the reference's (status.ts ``COMPONENT_EXIT``), the worst component deciding: 0
+every component serving; 1 one is absent; 2 one is present but not serving; 3 one could not be
+established (a probe refused or unanswered, or the mesh unreachable), so cron can branch on it. Everything a peer said is neutralised
 before it reaches the terminal.
 """
 
@@ -31,7 +32,7 @@ def row_text(v: Any) -> str:
     label = LABELS.get(v.component, v.component)
     if v.component == "manager":
         label = f"manager {v.name}"
-    mark = "✓" if v.healthy else "✗"
+    mark = "✓" if v.healthy else "?" if v.disposition == "refused" else "✗"
     reject = f" [{v.rejected}]" if v.rejected else ""
     return (f"{mark} {clean(label, 48):<40} {v.state:<18} {clean(v.detail, 300)}{reject}"
             f" · {v.source}, {age_text(v.age_ms)}")
@@ -41,7 +42,7 @@ def run_components(args: argparse.Namespace) -> int:
     async def main() -> int:
         import dataclasses
 
-        from attach.control.health import components
+        from attach.control.health import components, exit_code
         from cotal_tui.cli.connection import target_from_args
         from meshview.link.connect import ConnectError, connect
 
@@ -52,7 +53,7 @@ def run_components(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({"healthy": False, "components": [], "error": str(e)}, separators=(",", ":")))
             print(f"cotal status: {e}", file=sys.stderr)
-            return 1
+            return 3  # nothing could be asked: refused, as the reference grades an unread surface
         try:
             verdicts = await components(nc, target)
         finally:
@@ -63,13 +64,14 @@ def run_components(args: argparse.Namespace) -> int:
 
                 swallowed("cotal_tui.cli.health:run_components")
         healthy = all(v.healthy for v in verdicts)
+        code = exit_code(verdicts)
         if args.json:
-            print(json.dumps({"healthy": healthy, "components": [v.as_json() for v in verdicts]},
+            print(json.dumps({"healthy": healthy, "exit": code, "components": [v.as_json() for v in verdicts]},
                              separators=(",", ":")))
         else:
             for v in verdicts:
                 print(row_text(v))
-        return 0 if healthy else 1
+        return code
 
     try:
         return asyncio.run(main())

@@ -75,6 +75,7 @@ async def test_a_delivery_plane_that_stops_answering_is_unbound_with_its_heartbe
     assert not v.healthy
     assert (v.state, v.source, v.age_ms) == ("unbound", "broker-no-responders", 0)
     assert v.facts["lastHeartbeatAgeMs"] >= 0 and "last lease heartbeat" in v.detail
+    assert v.disposition == "not-serving"  # its lease is still there: present, not serving
     await delivery.set_answering(True)
     assert (await health.delivery_verdict(nc, space)).state == "bound"  # the same probe flips back
 
@@ -82,7 +83,7 @@ async def test_a_delivery_plane_that_stops_answering_is_unbound_with_its_heartbe
 async def test_no_delivery_plane_at_all_is_unbound_not_unknown_and_never_healthy(nc, space):
     v = await health.delivery_verdict(nc, space)
     assert (v.state, v.healthy, v.source) == ("unbound", False, "broker-no-responders")
-    assert "leaseHolder" not in v.facts
+    assert "leaseHolder" not in v.facts and v.disposition == "absent"
 
 
 async def test_a_manager_killed_without_a_goodbye_is_not_serving_and_a_held_rail_is_registered_silent(
@@ -124,7 +125,7 @@ async def test_a_lying_responder_is_a_named_rejection_never_healthy(broker, nc, 
         await liar.subscribe(lw.serve_filter(space, "delivery"), cb=answer)
         await liar.flush()
         v = await health.delivery_verdict(nc, space)
-        assert (v.state, v.healthy, v.rejected) == ("unknown", False, code)
+        assert (v.state, v.healthy, v.rejected, v.disposition) == ("unknown", False, code, "refused")
         assert v.age_ms is None and len(v.detail) < 400
     finally:
         await liar.close()
@@ -193,7 +194,8 @@ async def test_a_responder_refuses_to_answer_to_a_foreign_reply_subject(broker, 
 
 async def test_cotal_status_components_after_a_manager_is_killed_with_9(broker, nc, space, delivery, tmp_path):
     """The CLI on a mesh whose manager process got SIGKILL: its row says not serving, the JSON
-    carries source and age for every row, and the exit status is 1; healthy again, it is 0."""
+    carries source and age for every row, and the exit status is the reference's 2 (present but
+    not serving); healthy, it is 0."""
     import asyncio
     import os
     import subprocess
@@ -217,21 +219,22 @@ async def test_cotal_status_components_after_a_manager_is_killed_with_9(broker, 
         bad = await asyncio.to_thread(status)
     finally:
         await manager_proc.finish(proc)
-    assert bad.returncode == 1, bad.stderr
+    assert bad.returncode == 2, bad.stderr
     out = json.loads(bad.stdout)
     rows = {(r["component"], r["name"]): r for r in out["components"]}
     row = rows[("manager", iid)]
     assert (row["state"], row["healthy"], row["source"]) == ("not-serving", False, "broker-no-responders")
     assert rows[("manager-plane", "manager")]["state"] == "unbound"
     assert rows[("delivery-plane", "delivery")]["state"] == "bound"
-    assert out["healthy"] is False
+    assert out["healthy"] is False and out["exit"] == 2
+    assert (row["verdict"], rows[("manager-plane", "manager")]["verdict"]) == ("not-serving", "absent")
     assert all("source" in r and "ageMs" in r and "observedAt" in r for r in out["components"])
 
 
 async def test_a_user_auth_demo_is_healthy_through_its_exchange_and_says_when_delivery_stops(tmp_path):
     """A user-auth demo (auth callout, exchange, IdP stand-in): the CLI acts as olivia through the
     exchange; every row is healthy, the exchange reachable; with the stand-in delivery plane told
-    to stop answering, the delivery row is unbound and the exit status 1."""
+    to stop answering, the delivery row is unbound and the exit status 2."""
     import asyncio
     import os
     import subprocess
@@ -255,7 +258,7 @@ async def test_a_user_auth_demo_is_healthy_through_its_exchange_and_says_when_de
                           "delivery-plane": "bound", "auth-exchange": "reachable"}
         await asyncio.to_thread(m.set_delivery, False)
         bad = await asyncio.to_thread(status)
-        assert bad["rc"] == 1 and not bad["healthy"]
+        assert bad["rc"] == 2 and not bad["healthy"]  # the lease is still there: present, not serving
         (row,) = [c for c in bad["components"] if c["component"] == "delivery-plane"]
         assert (row["state"], row["source"], row["ageMs"]) == ("unbound", "broker-no-responders", 0)
         assert row["facts"]["lastHeartbeatSource"] == "lease-kv"
