@@ -109,6 +109,9 @@ KEYS: dict[str, dict[str, Key]] = {
                            "toggles and saves it)"),
         "title_counts": Key("true or false", lambda v: isinstance(v, bool),
                             "the terminal title carries the waiting count (2 waiting · cotal main)"),
+        "health": Key("true or false", lambda v: isinstance(v, bool),
+                      "the console's status bar shows plane health (cotal watch --health): it "
+                      "probes the manager and delivery planes every 15 s; off, nothing is sent"),
     },
     "feed": {
         "max_lines": Key(f"a whole number of lines, 0 (never fold) to {MAX_LINES_LIMIT}",
@@ -404,6 +407,13 @@ def ui_show_events(cfg: ConfigFile) -> tuple[bool, str]:
     return pick(False, ("config.toml", _good_bool(cfg, "ui", "show_events")))
 
 
+def ui_health(args: argparse.Namespace | None = None, home: Path | None = None) -> tuple[bool, str]:
+    """``--health``, then ``[ui] health`` when it is a boolean, else off; and its source. Off means
+    the console sends no probe at all (it stays invisible until the operator acts)."""
+    return pick(False, ("flag", True if getattr(args, "health", False) else None),
+                ("config.toml", _good_bool(read_config(home), "ui", "health")))
+
+
 def roster_sort(cfg: ConfigFile) -> tuple[str, str]:
     """``[roster] sort`` when it is a sort, else ``status``; and its source."""
     v = _good(cfg, "roster", "sort")
@@ -633,6 +643,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     fold, src = feed_max_lines(cfg)
     rows.append(Setting("feed.max_lines", fold, src, file_origin("feed", "max_lines", src),
                         KEYS["feed"]["max_lines"].doc))
+    health_on, src = ui_health(args, home)
+    rows.append(Setting("ui.health", health_on, src, "--health" if src == "flag" else
+                        file_origin("ui", "health", src), KEYS["ui"]["health"].doc, "--health"))
     rdir, src = recordings_setting(home)
     rows.append(Setting("recordings.dir", str(rdir), src, file_origin("recordings", "dir", src),
                         KEYS["recordings"]["dir"].doc))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, runtime_chec
 import msgspec
 
 from attach.control.connection import connect as attach_connect, session_target
+from attach.control.health import HealthPoller
 from attach.control.verbs import ps_poller
 from attach.control.managed import PsPoller
 from cotal_tui.operator import Operator
@@ -47,6 +48,7 @@ class SessionOptions:
     as_name: str | None = None  # the operator's name when it sends (``--as``)
     read_only: str | None = None  # why this console may not send, or None
     stall_ms: float | None = None  # the stalled verdict's quiet time (None: the model's default)
+    health: bool = False  # the operator opted in to plane health (``--health`` / ``[ui] health``)
 
 
 @runtime_checkable
@@ -162,6 +164,8 @@ class LiveSession:
         self.operator = Operator(target, space, name=options.as_name, read_only=options.read_only,
                                  roster=lambda: self.model.snapshot().peers)
         self.seat_sessions = SeatSessions(space, self._seat_connect)
+        # plane health probes publish requests: made only when the operator opted in
+        self.health: HealthPoller | None = HealthPoller(nc, target, space) if options.health else None
         self.recorder: Recorder | None = None
         self.notifier: Notifier | None = None
         self.on_stop: list[StopHook] = []
@@ -180,6 +184,8 @@ class LiveSession:
         self.started = True
         await self.observer.start()
         self.managed.start()
+        if self.health is not None:
+            self.health.start()
 
     async def read_activity(self, agent_id: str, limit: int) -> ActivityRead:
         """A direct read of ``agent_id``'s event subject (history), its own frames only; a
@@ -207,6 +213,8 @@ class LiveSession:
             if self.started:
                 self.started = False
                 await self.managed.stop()
+                if self.health is not None:
+                    await self.health.stop()
                 await self.observer.stop()
             await self.operator.close()  # the operator's offline record, if it ever sent
         finally:

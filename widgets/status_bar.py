@@ -96,6 +96,7 @@ class StatusBar(Widget):
         self.recording: int | None = None  # bytes recorded so far, while a recording runs
         self.runs: str | None = None  # runs stale, or a manager did not answer (screens/runs.py)
         self.events: int = 0  # activity frames seen while the feed hides them (0: none, or shown)
+        self.health: tuple[str, bool] | None = None  # plane health (opt-in only): (text, healthy)
 
     def on_mount(self) -> None:
         follow_theme(self)  # the link, errors and notices wear the theme's hues
@@ -128,6 +129,13 @@ class StatusBar(Widget):
         """The runs view is stale or a manager did not answer ``run-ps`` (None: all answered)."""
         if note != self.runs:
             self.runs = note
+            self.refresh()
+
+    def set_health(self, note: tuple[str, bool] | None) -> None:
+        """The plane-health segment (``(text, healthy)``), shown only when the operator opted in
+        (None: not opted in, nothing shown)."""
+        if note != self.health:
+            self.health = note
             self.refresh()
 
     def set_events(self, hidden: int) -> None:
@@ -181,7 +189,7 @@ class StatusBar(Widget):
         self.refresh()
 
     # optional facts, in the order they give way when the row is short
-    DROP_ORDER = ("spark", "events", "channel", "agents", "rate", "cut", "rejected", "internal")
+    DROP_ORDER = ("health", "spark", "events", "channel", "agents", "rate", "cut", "rejected", "internal")
 
     def _pieces(self, compact: bool) -> list[tuple[str | None, list[tuple[str, str]]]]:
         """The left as (drop key or None for kept, [(text, style)]) pieces, in order."""
@@ -225,6 +233,10 @@ class StatusBar(Widget):
             n = st.listener_errors
             said = f"⚠ {n} internal" if compact else f"⚠ {n} internal error{'s' if n != 1 else ''}"
             out.append(("internal", [(" · ", "dim"), (said, "bold " + look.error)]))
+        if self.health is not None:  # opted in: unhealthy is never dropped, healthy gives way
+            text, ok = self.health
+            out.append(("health" if ok else None, [(" · ", "dim"),
+                                                   (safe(text, 60), look.working if ok else "bold " + look.error)]))
         if self.runs:  # runs shown are not what the managers say now: never dropped
             out.append((None, [(" · ", "dim"), ("⚠ " + self.runs, look.waiting)]))
         if self.recording is not None:  # never dropped: the operator must know it runs

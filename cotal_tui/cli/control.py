@@ -124,6 +124,9 @@ def status_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--line", action="store_true",
                    help="one short line of presence counts for a status bar (space ● working ◐ waiting "
                         "○ idle ⨯ offline); reads presence once, asks no manager")
+    p.add_argument("--components", action="store_true",
+                   help="one row per component (broker, managers, manager and delivery planes, auth "
+                        "exchange), each verdict with its source and age; exit 1 unless all are healthy")
     p.add_argument("--format", default=None, metavar="FMT",
                    help="with --line: the line's shape, from the fields {space} {working} {waiting} "
                         "{idle} {offline}")
@@ -270,6 +273,13 @@ def run_input(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    if args.components:
+        if args.name is not None or args.line or args.format is not None or args.on is not None:
+            print("cotal status: --components takes no seat, --line, --format or --on.", file=sys.stderr)
+            return 2
+        from cotal_tui.cli.health import run_components
+
+        return run_components(args)
     if args.line or args.format is not None:
         if args.name is not None or args.json or args.on is not None or not args.line:
             print("cotal status: --line takes no seat, --json or --on, and --format needs --line.",

@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "in a temp COTAL_HOME's project root and a registry entry, so every command "
                         "mints its own credentials; user: a user-auth mesh (auth callout, exchange, "
                         "IdP stand-in) with two signed-in users, one temp COTAL_HOME each")
+    p.add_argument("--delivery-down", action="store_true", dest="delivery_down",
+                   help="the demo's stand-in delivery plane does not answer its liveness probe, so "
+                        "`cotal status --components` shows it unbound")
     p.add_argument("--as-user", metavar="NAME", default=None,
                    help="--auth user: act as this demo user (olivia: admin; sam: spawn); default olivia")
 
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         mesh = DemoMesh(space=args.space, seed=args.seed, agents=args.agents, rate=args.rate,
-                        shell=args.shell, port=args.port, auth=args.auth, as_user=args.as_user)
+                        shell=args.shell, port=args.port, auth=args.auth, as_user=args.as_user,
+                        delivery_down=args.delivery_down)
     except ValueError as e:
         print(f"cotal demo: {e}.", file=sys.stderr)
         return 2

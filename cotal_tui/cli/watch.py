@@ -44,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--as", metavar="NAME", dest="as_name",
                         help="the operator's name on the mesh once it sends "
                              "(default: the creds' principal, else <user>-console)")
+    parser.add_argument("--health", action="store_true",
+                        help="the console's status bar shows plane health (broker, manager and "
+                             "delivery planes), probing every 15 s (also [ui] health = true); "
+                             "without it the console sends no probe")
     parser.add_argument("--theme", metavar="NAME",
                         help="the console's colours: cotal-dark (default), cotal-light or any "
                              "Textual theme (also COTAL_THEME or [ui] theme in config.toml; "

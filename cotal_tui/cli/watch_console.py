@@ -24,14 +24,15 @@ from meshview.link.connect import ConnectError, ConnectTarget, connect
 def session_options(args: argparse.Namespace) -> SessionOptions:
     """The live session's options from a command's flags. getattr: every ``cotal`` command
     that opens a console builds its own Namespace, and not every one has these flags."""
-    from cotal_tui.config import notify_settings
+    from cotal_tui.config import notify_settings, ui_health
 
     backfill = getattr(args, "backfill", None)
     return SessionOptions(backfill=50 if backfill is None else int(backfill),
                           dms=not getattr(args, "no_dms", False),
                           as_name=getattr(args, "as_name", None),
                           read_only=read_only_from_args(args),
-                          stall_ms=notify_settings(args).stalled_minutes * 60_000.0)
+                          stall_ms=notify_settings(args).stalled_minutes * 60_000.0,
+                          health=ui_health(args)[0])
 
 
 def record_and_notify(session: LiveSession, args: argparse.Namespace, app: Any) -> None:

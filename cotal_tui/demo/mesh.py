@@ -63,6 +63,7 @@ class DemoMesh:
     auth: str = "open"  # open | static | user
     home: str | None = None  # static: the COTAL_HOME that gets the registry entry (a temp dir if None);
     # user: the directory holding one COTAL_HOME per user (home/<user>)
+    delivery_down: bool = False  # the stand-in delivery plane starts not answering (§6.1 unbound)
     as_user: str | None = None  # user: whose home is ``home_for_user`` (default: the operator)
     users: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("olivia", ("admin", "spawn", "supervise", "run")), ("sam", ("spawn",)))
@@ -101,6 +102,7 @@ class DemoMesh:
         self.broker = Broker(port=self.port, name="cotal-demo", extra_config=extra)
         self.team: Team | None = None
         self.mgr = None
+        self.delivery: Any = None  # the stand-in delivery plane (cotal_tui.demo.liveness)
         self._asking_dir = None  # the asking seat's condition file lives here (tempfile)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -156,6 +158,10 @@ class DemoMesh:
             await self.team.start()
             if self.manager:
                 self.mgr = await self._start_manager(nc)
+            from cotal_tui.demo.liveness import DeliveryStandIn
+
+            self.delivery = DeliveryStandIn(nc, self.space)
+            await self.delivery.set_answering(not self.delivery_down)
         except BaseException as e:  # noqa: BLE001 - surfaced to start()
             self._error = e
             self._ready.set()
@@ -164,6 +170,8 @@ class DemoMesh:
             return
         self._ready.set()
         await self._stop.wait()
+        if self.delivery is not None:
+            await self.delivery.stop()
         if self.mgr is not None:
             await self.mgr.stop()
         if self._asking_dir is not None:
@@ -278,6 +286,12 @@ class DemoMesh:
         """Run a coroutine on the mesh's loop (tests: crash an agent, despawn a seat)."""
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def set_delivery(self, answering: bool) -> None:
+        """Let the stand-in delivery plane answer its liveness probe and renew its lease, or stop
+        both (the verdict turns ``unbound``), from any thread."""
+        if self.delivery is not None:
+            self.call(self.delivery.set_answering(answering))
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None and self._thread is not None:

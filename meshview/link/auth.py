@@ -51,6 +51,7 @@ from meshview.wire.endpoint import (
     request_pattern,
 )
 from meshview.wire.issued import IssuedRef, accepted_bucket, accepted_token, direct_get_subject, new_generation
+from meshview.wire.liveness import ask_grants
 from meshview.wire.names import bucket_names, chat_stream, dm_stream, epc_stream, space_token
 from meshview.wire.outbound import DEV_OWNER, mint_lifecycle_uid, presence_subject
 from meshview.wire.subjects import kind_pattern, rail_pattern, sender_pattern
@@ -295,7 +296,8 @@ def control_caller_permissions(space: str, caller: tuple[str, str, str], conn_id
     the class, scatter and instance rails, ``attach``/``despawn``/``input`` in ``any`` mode —
     its reply rail and goal-progress rail, the contract fetch, and read-only access to the two
     registries that tell it which managers exist (service records, manager leases). The nonce
-    is the only wildcard in a request row; nothing here can post, read a feed or write.
+    is the only wildcard in a request row; nothing here can post, read a feed or write (the
+    liveness ask is an empty request on its own principal's ``live`` subject).
 
     ``issued`` = ``(generation, acceptedToken)``: the instrument is an issuance (§13.15). Its
     request and reply rows are then the ``ep.v1`` rows pinned to that generation, and only those
@@ -323,7 +325,11 @@ def control_caller_permissions(space: str, caller: tuple[str, str, str], conn_id
                 f"$JS.API.DIRECT.GET.{st}.>", f"$JS.API.CONSUMER.CREATE.{st}",
                 f"$JS.API.CONSUMER.CREATE.{st}.>", f"$JS.API.CONSUMER.INFO.{st}.>",
                 f"$JS.API.CONSUMER.DELETE.{st}.>"]
-    sub = (f"{inbox_prefix(conn_id)}.>", reply_pattern(s, c, generation=gen), goal_pattern(s, endpoint, c))
+    # §6.1: ask the plane-liveness probe as its own principal, and read the delivery lease (as an
+    # observer may) that the delivery verdict weighs (cotal status --components)
+    ask, hear = ask_grants(s, c.owner, c.actor)
+    pub += [ask, *_kv_read(f"KV_{b.delivery}", msg_get=True, watch=False)]
+    sub = (f"{inbox_prefix(conn_id)}.>", reply_pattern(s, c, generation=gen), goal_pattern(s, endpoint, c), hear)
     return Permissions(pub_allow=tuple(pub), sub_allow=sub)
 
 

@@ -99,7 +99,7 @@ def test_unknown_keys_and_bad_values_are_named_and_the_rest_applies(tmp_path):
     problems = rep["problems"]
     assert f"config {cfg}:2: [roster] sort must be one of status, name, role, activity; " \
            'got "shoe size", not used' in problems
-    assert f"unknown key [ui] colour in {cfg}:4; known: theme, show_events, title_counts" in problems
+    assert f"unknown key [ui] colour in {cfg}:4; known: theme, show_events, title_counts, health" in problems
     assert any(p.startswith(f"config {cfg}:8: [notify] settle must be a number") for p in problems)
     assert any(p.startswith(f"unknown table [triage] in {cfg}:9; known tables: [roster]")
                for p in problems)
@@ -108,7 +108,7 @@ def test_unknown_keys_and_bad_values_are_named_and_the_rest_applies(tmp_path):
     assert len(problems) == 5, problems
     text = cotal(tmp_path, "config").stdout
     assert "Not used (5; the rest of each file applies):" in text
-    assert f"  unknown key [ui] colour in {cfg}:4; known: theme, show_events, title_counts" in text.splitlines()
+    assert f"  unknown key [ui] colour in {cfg}:4; known: theme, show_events, title_counts, health" in text.splitlines()
 
 
 def test_a_file_that_does_not_parse_is_named_whole(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import shutil
 import time
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from attach.control.endpoint import publish_closure
 from cotal_tui.demo.personas import measure_connectors
 from meshview.errors import swallowed, swallowing
+from meshview.wire.liveness import QUEUE as LIVE_QUEUE, answer as live_answer, serve_filter as live_filter
 from meshview.wire.endpoint import ANY_GENERATION, MANAGER, ParsedRequest, serve_filter
 
 from cotal_tui.demo.manager.catalog import CatalogFamily
@@ -61,6 +63,9 @@ class DemoManager(DispatchFamily, RegistryFamily, SpawnFamily, RowFamily, Sessio
             self._subs.append(await self.nc.subscribe(serve_filter(self.space, "all", MANAGER, generation=gen), cb=cb))
             self._subs.append(await self.nc.subscribe(
                 serve_filter(self.space, "inst", MANAGER, self.instance_id, generation=gen), cb=cb))
+        self._live_token = secrets.token_hex(8)  # opaque per bind: never the instance id (§6.1)
+        self._subs.append(await self.nc.subscribe(live_filter(self.space, "manager"), queue=LIVE_QUEUE,
+                                                  cb=self._on_liveness))  # §6.1: the manager plane's rail
         await self.nc.flush()
         await self._register()
         await self._renew_lease()
@@ -109,6 +114,13 @@ class DemoManager(DispatchFamily, RegistryFamily, SpawnFamily, RowFamily, Sessio
             swallowed("demo.manager.stop")
         if self._tmp_personas is not None:
             shutil.rmtree(self._tmp_personas, ignore_errors=True)
+
+    async def _on_liveness(self, msg: Any) -> None:
+        """§6.1: grade this manager (bound while it serves) for a probe on its own reply rail."""
+        if msg.reply and msg.reply.startswith(msg.subject + ".reply."):
+            with swallowing("demo.manager.liveness"):  # the asker is gone
+                await self.nc.publish(msg.reply, live_answer("manager", "unbound" if self._stopping else "bound",
+                                                             self._live_token))
 
     async def _heartbeat(self) -> None:
         await self._kv["presence"].put(f"local.{self.actor}", json.dumps(self._presence()).encode())

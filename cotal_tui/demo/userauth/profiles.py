@@ -35,6 +35,7 @@ from meshview.wire.endpoint import (
     request_pattern,
 )
 from meshview.wire.issued import direct_get_subject
+from meshview.wire.liveness import ask_grants
 from meshview.wire.names import bucket_names, chat_stream, epc_stream, space_token
 from meshview.wire.outbound import inbox_pattern, presence_subject
 from meshview.wire.subjects import chat_pattern, chat_subject, rail_pattern, sender_pattern
@@ -85,6 +86,10 @@ def manager_caller_permissions(space: str, caller: Caller, conn_id: str, *, scop
         pub.append(direct_get_subject(s, accepted_token))
     sub = [f"{inbox_prefix(conn_id)}.>", reply_pattern(s, caller, generation=generation),
            goal_pattern(s, MANAGER, caller)]
+    ask, hear = ask_grants(s, caller.owner, caller.actor)  # §6.1 liveness: ask as itself
+    dkv = f"KV_{bucket_names(s).delivery}"  # and read the delivery lease, as an observer may (App. B)
+    pub += [ask, f"$JS.API.STREAM.INFO.{dkv}", f"$JS.API.STREAM.MSG.GET.{dkv}", f"$JS.API.DIRECT.GET.{dkv}.>"]
+    sub.append(hear)
     return Permissions(pub_allow=tuple(pub), sub_allow=tuple(sub))
 
 
@@ -131,6 +136,9 @@ def agent_permissions(space: str, caller: Caller, conn_id: str, *, scopes, allow
     for ch in allow_subscribe:
         sub.append(chat_pattern(s) if ch in (">", "*") else chat_pattern(s, ch))
     sub += [reply_pattern(s, caller), goal_pattern(s, MANAGER, caller)]
+    ask, hear = ask_grants(s, caller.owner, caller.actor)  # §6.1 liveness: ask as itself
+    pub.append(ask)
+    sub.append(hear)
     return Permissions(pub_allow=tuple(pub), sub_allow=tuple(sub))
 
 
