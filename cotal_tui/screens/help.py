@@ -151,7 +151,7 @@ class HelpBody(LineList, can_focus=False):
         section("global keys", self.global_rows)
         section("terminal panes (attach, peek, tile)", TERMINAL_ROWS)
         lines.extend(wrap(Text("keys are remappable: keymap.toml in $COTAL_HOME or ~/.cotal "
-                               "(binding id = \"key\"); help.* ids are this pager's",
+                               "(binding id = \"key\"; this pager's ids are help.*)",
                                style="dim italic"), width))
         # which cotal this is (`cotal --version`), kept one line where it fits
         lines.extend(wrap(Text(version_line(), style="dim"), width))
@@ -203,7 +203,8 @@ class HelpBody(LineList, can_focus=False):
     # -- search ----------------------------------------------------------------------------
 
     @property
-    def query(self) -> str:
+    def search_text(self) -> str:
+        """The search kept (or being typed)."""
         return self._query
 
     @property
@@ -366,12 +367,12 @@ class HelpScreen(ModalScreen[None]):
         self._move()
 
     def action_search(self) -> None:
-        self._before = (self.body.query, self.body.top)
+        self._before = (self.body.search_text, self.body.top)
         box = self.prompt
         box.value = ""
         box.display = True
         self.query_one("#help-footer").display = False
-        box.focus()
+        self.set_focus(box)  # now, not after a refresh: the keys typed next are the search's
 
     @on(Input.Changed, "#help-search")
     def _typed(self, event: Input.Changed) -> None:
@@ -396,11 +397,11 @@ class HelpScreen(ModalScreen[None]):
         self.set_focus(None)
 
     def action_find(self, delta: int) -> None:
-        if not self.body.query:
+        if not self.body.search_text:
             self._said = "no search pattern: / searches"
         elif not self.body.find(delta):
             self._said = f"Pattern not found {'below' if delta > 0 else 'above'}: " \
-                         f"{self.body.query[:40]}"
+                         f"{self.body.search_text[:40]}"
         else:
             self._said = None
         self._footer()

@@ -65,6 +65,10 @@ async def test_keys_move_the_page_and_the_footer_says_where(size):
         assert body.at_end
         await pilot.press("j", "space", "d")  # the last page stays the last page
         assert body.top == n - h
+        await pilot.press("g")
+        body.scroll_down(animate=False)  # what the mouse wheel does: the footer follows
+        await until(pilot, lambda: body.top > 0 and f"lines {body.top + 1}-" in help_.footer_text,
+                    what=lambda: help_.footer_text)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -112,7 +116,7 @@ async def test_search_marks_goes_and_walks_the_matches(size):
         marked = "".join(s.text for s in strip if s.style is not None and s.style.reverse)
         assert marked.lower() == "cop", marked
         await pilot.press("y", "enter")
-        assert not help_.prompt.display and body.query == "copy"
+        assert not help_.prompt.display and body.search_text == "copy"
         rows = body.match_rows
         assert body.current_match == rows[0] and "Pattern" not in help_.footer_text
         await pilot.press("n")
@@ -164,7 +168,7 @@ async def test_esc_clears_the_prompt_first_then_closes():
         assert help_.prompt.value == "feed" and isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
         assert isinstance(app.screen, HelpScreen) and not help_.prompt.display
-        assert body.query == "global" and body.match_rows == kept and body.top == top
+        assert body.search_text == "global" and body.match_rows == kept and body.top == top
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, ConsoleScreen), what="closed by esc")
         await open_help(pilot, app)
