@@ -270,3 +270,31 @@ def test_long_rows_wrap_under_their_description():
     assert len(rows) > 1 and all(len(r.rstrip()) <= 60 for r in rows)
     assert " ".join(r.split(maxsplit=1)[-1] if i == 0 else r for i, r in enumerate(rows)).split() \
         == long.split()  # every word once, none cut
+
+
+async def test_in_a_replay_space_pages_the_help_not_the_replay():
+    """The replay's keys (Space, ←/→, [ ]) take priority on its own screen only: over it, help
+    pages with Space and the replay stays as it was."""
+    from pathlib import Path
+
+    from cotal_tui.replay_app import ReplayApp
+    from cotal_tui.screens.help import HelpScreen
+    from meshview.record.replay import ReplaySession, load_recording
+
+    rec = load_recording(str(Path(__file__).resolve().parents[1] / "fixtures" / "recording-v2"
+                             / "team.jsonl.gz"))
+    session = ReplaySession(rec, speed=0.0001)
+    app = ReplayApp(session=session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.screen.is_mounted and "replay" in type(app.screen).__name__
+                    .lower(), what="the replay console")
+        paused = session.player.paused
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+        body = app.screen.body
+        await until(pilot, lambda: body.line_count > body.page_height, what="help built")
+        await pilot.press("space")
+        assert body.top == min(body.page_height, body.line_count - body.page_height)
+        assert session.player.paused == paused
+        await pilot.press("q")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen), what="help closed")
