@@ -83,6 +83,7 @@ def wrap(text: Text, width: int, indent: int = 0) -> list[Text]:
     """``text`` cut at word starts into lines of at most ``width`` cells, the ones after the
     first behind ``indent`` spaces (a word wider than a line is cut where it must be)."""
     width = max(1, width)
+    indent = max(0, min(indent, width - 1))  # a continuation keeps a cell for its text
     plain = text.plain
     offsets: list[int] = []
     room, used = width, 0

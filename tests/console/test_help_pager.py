@@ -257,6 +257,7 @@ async def test_help_lists_bindings_added_to_any_widget():
 
 
 def test_long_rows_wrap_under_their_description():
+    from rich.cells import cell_len
     from rich.text import Text
 
     from cotal_tui.screens.help import HelpBody, wrap
@@ -264,6 +265,11 @@ def test_long_rows_wrap_under_their_description():
     parts = wrap(Text("alpha beta gamma delta"), 11, 2)
     assert [p.plain for p in parts] == ["alpha beta ", "  gamma ", "  delta"]
     assert [p.plain for p in wrap(Text("abcdefghij"), 4)] == ["abcd", "efgh", "ij"]
+    # wide characters and one word longer than a line (a peer's name in a problem line)
+    wide = "名" * 13 + " " + "x" * 30
+    parts = wrap(Text(wide), 9, 2)
+    assert all(cell_len(p.plain) <= 9 for p in parts), [p.plain for p in parts]
+    assert parts[0].plain + "".join(p.plain[2:] for p in parts[1:]) == wide
     long = "word " * 40
     [(_, lines)] = HelpBody("feed", [("j", long)], [("q", "quit")]).build(60)
     rows = [t.plain for t in lines if "word" in t.plain]
