@@ -110,6 +110,11 @@ def wrap(text: Text, width: int, indent: int = 0) -> list[Text]:
     return parts
 
 
+def _folds(query: str) -> bool:
+    """Smart case, as less -i: a search in lower case matches either case."""
+    return query == query.lower()
+
+
 class HelpBody(LineList, can_focus=False):
     """The help text, wrapped to the width, and what the pager's search marks in it."""
 
@@ -218,8 +223,7 @@ class HelpBody(LineList, can_focus=False):
         return self._current if self._current >= 0 else None
 
     def _rows_matching(self, query: str) -> list[int]:
-        # smart case, as less -i: lower case matches either case
-        fold = query == query.lower()
+        fold = _folds(query)
         q = query.lower() if fold else query
         return [i for i, s in enumerate(self.line_texts()) if q in (s.lower() if fold else s)]
 
@@ -260,10 +264,10 @@ class HelpBody(LineList, can_focus=False):
         if not self._query or row not in self._hits or row >= len(self._lines):
             return super().render_line(y)
         text = self._lines[row][0].copy()
-        plain = text.plain.lower() if self._query == self._query.lower() else text.plain
+        fold = _folds(self._query)
+        plain = text.plain.lower() if fold else text.plain
         look = Style(reverse=True, bold=row == self._current, underline=row != self._current)
-        for m in re.finditer(re.escape(self._query.lower() if self._query == self._query.lower()
-                                       else self._query), plain):
+        for m in re.finditer(re.escape(self._query.lower() if fold else self._query), plain):
             text.stylize(look, m.start(), m.end())
         return self._strip(text, None, self.size.width, self._paint_base or self.rich_style)
 
