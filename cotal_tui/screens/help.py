@@ -14,13 +14,13 @@ import re
 from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
-from textual import on
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.strip import Strip
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from cotal_tui.about import version_line
 from widgets.line_list import Item, LineList
@@ -273,10 +273,15 @@ class HelpBody(LineList, can_focus=False):
 
 
 class HelpScreen(ModalScreen[None]):
-    """``problem``: a line said above the keys (the internal errors, when there are any)."""
+    """``problem``: a line said above the keys (the internal errors, when there are any).
+
+    The search prompt is the footer line, as in less, and nothing ever takes focus: every key
+    reaches this screen in the order typed, so the letters typed right behind ``/`` are the
+    search's (Textual forwards a key to what had focus when it arrived; a prompt widget that
+    took focus would see some of them after the Enter that followed)."""
 
     CSS_PATH = "help.tcss"
-    AUTO_FOCUS = ""  # nothing focused: every key is the pager's until / opens the prompt
+    AUTO_FOCUS = ""  # nothing focused, ever (above)
     BINDINGS = [
         Binding("j,down", "line(1)", "a line down", id="help.down", show=False),
         Binding("k,up", "line(-1)", "a line up", id="help.up", show=False),
@@ -292,24 +297,26 @@ class HelpScreen(ModalScreen[None]):
         Binding("q,escape", "close", "close (Esc: the search prompt first)", id="help.close",
                 show=False),
     ]
+    PROMPT_MAX = 200  # characters of a search; more are not taken
 
     def __init__(self, panel: str, panel_rows, global_rows, problem: str | None = None) -> None:
         super().__init__()
         self._args = (PANEL_NAMES.get(panel, panel), panel_rows, global_rows, problem)
         self._said: str | None = None  # a message in the footer until the next move
+        self._typing: str | None = None  # the search being typed (None: no prompt)
         self._before: tuple[str, int] = ("", 0)  # the kept search and top row, for Esc
         self._hints = "/ search · q close"
+        self._actions: dict[str, str] = {}  # key -> action of the help.* bindings (keymap'd)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-frame") as frame:
             frame.border_title = "cotal console - help"
             yield HelpBody(*self._args)
-            yield Input(placeholder="search: enter keeps, esc cancels", id="help-search",
-                        compact=True)
             yield Static("", id="help-footer", markup=False)
 
     def on_mount(self) -> None:
-        self.prompt.display = False
+        self._actions = {k: a.binding.action for k, a in self.active_bindings.items()
+                         if a.node is self and (a.binding.id or "").startswith("help.")}
         self._hints = f"{self._key_of('help.search', '/')} search · " \
                       f"{self._key_of('help.close', 'q')} close"
         self.watch(self.body, "scroll_y", lambda: self._footer(), init=False)
@@ -330,8 +337,9 @@ class HelpScreen(ModalScreen[None]):
         return self.query_one(HelpBody)
 
     @property
-    def prompt(self) -> Input:
-        return self.query_one("#help-search", Input)
+    def prompt(self) -> str | None:
+        """The search being typed at the prompt, or None when no prompt is open."""
+        return self._typing
 
     @property
     def footer_text(self) -> str:
@@ -339,6 +347,11 @@ class HelpScreen(ModalScreen[None]):
         return str(self.query_one("#help-footer", Static).render())
 
     def _footer(self) -> None:
+        foot = self.query_one("#help-footer", Static)
+        if self._typing is not None:
+            foot.update(Text(f"/{self._typing}█" if self._typing else
+                             "/█  search: enter keeps, esc cancels", style="bold"))
+            return
         body = self.body
         n = body.line_count
         first, last = (min(n, body.top + 1), min(n, body.top + body.page_height))
@@ -346,8 +359,7 @@ class HelpScreen(ModalScreen[None]):
         line = f"help · lines {first}-{last}/{n} · {where} · {self._hints}"
         if self._said:
             line = f"{self._said} · {line}"
-        self.query_one("#help-footer", Static).update(
-            Text(line, style="bold reverse" if self._said else "dim"))
+        foot.update(Text(line, style="bold reverse" if self._said else "dim"))
 
     def _move(self) -> None:
         self._said = None
@@ -371,35 +383,60 @@ class HelpScreen(ModalScreen[None]):
         self.body.go(self.body.line_count if end else 0)
         self._move()
 
+    async def on_key(self, event: events.Key) -> None:
+        """At the prompt every key is the search's (Enter keeps, Esc cancels, Backspace
+        deletes, the rest do nothing). The pager's own bindings run here too, as each key
+        arrives: a binding run after the key bubbled up to the App would come after the search
+        typed behind it (``g/copy⏎`` would search, then go to the top)."""
+        if self._typing is not None:
+            event.stop()
+            event.prevent_default()
+            if event.key == "enter":
+                self._keep()
+            elif event.key == "escape":
+                self._cancel()
+            elif event.key in ("backspace", "ctrl+h"):
+                self._type(self._typing[:-1])
+            elif event.is_printable and event.character:
+                self._type(self._typing + event.character)
+        elif event.key in self._actions:
+            event.stop()
+            event.prevent_default()
+            await self.run_action(self._actions[event.key])
+
+    def on_paste(self, event: events.Paste) -> None:
+        if self._typing is not None:
+            event.stop()
+            self._type(self._typing + " ".join(event.text.split()))
+
+    def _type(self, text: str) -> None:
+        self._typing = text[:self.PROMPT_MAX]
+        self.body.set_query(self._typing, self._before[1])  # marked and gone to as typed
+        self._footer()
+
     def action_search(self) -> None:
         self._before = (self.body.search_text, self.body.top)
-        box = self.prompt
-        box.value = ""
-        box.display = True
-        self.query_one("#help-footer").display = False
-        self.set_focus(box)  # now, not after a refresh: the keys typed next are the search's
+        self._said = None
+        self._typing = ""
+        self._footer()
 
-    @on(Input.Changed, "#help-search")
-    def _typed(self, event: Input.Changed) -> None:
-        event.stop()
-        self.body.set_query(event.value, self._before[1])
-
-    @on(Input.Submitted, "#help-search")
-    def _kept(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._close_prompt()
-        if not event.value:  # an empty search keeps the one before (as less's / Enter)
+    def _keep(self) -> None:
+        text, self._typing = self._typing or "", None
+        if not text:  # an empty search keeps the one before (as less's / Enter)
             self.body.set_query(self._before[0], self.body.top)
             self._move()
             return
-        found = self.body.set_query(event.value, self._before[1])
-        self._said = None if found else f"Pattern not found: {event.value[:40]}"
+        found = self.body.set_query(text, self._before[1])
+        self._said = None if found else f"Pattern not found: {text[:40]}"
         self._footer()
 
-    def _close_prompt(self) -> None:
-        self.prompt.display = False
-        self.query_one("#help-footer").display = True
-        self.set_focus(None)
+    def _cancel(self) -> None:
+        """Esc at the prompt: the search being typed goes, the kept one and the page come back."""
+        self._typing = None
+        query, top = self._before
+        self.body.set_query(query, top)
+        self.body.go(top)
+        self._move()
 
     def action_find(self, delta: int) -> None:
         if not self.body.search_text:
@@ -412,12 +449,8 @@ class HelpScreen(ModalScreen[None]):
         self._footer()
 
     def action_close(self) -> None:
-        if self.prompt.display:  # Esc cancels the search being typed, the pager stays
-            self._close_prompt()
-            query, top = self._before
-            self.body.set_query(query, top)
-            self.body.go(top)
-            self._move()
+        if self._typing is not None:  # the prompt's own Esc comes first (on_key)
+            self._cancel()
             return
         if self.is_active:  # not the second of two keys queued here: one dismiss
             self.dismiss()
