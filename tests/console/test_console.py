@@ -457,7 +457,7 @@ async def test_topology_map_needs_room():
 # --------------------------------------------------------------------------- navigation
 
 
-async def test_help_lists_panel_and_global_keys_and_closes_on_any_key():
+async def test_help_lists_panel_and_global_keys_and_closes_on_q():
     app = make_app()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
@@ -470,14 +470,14 @@ async def test_help_lists_panel_and_global_keys_and_closes_on_any_key():
         body = "\n".join(app.screen.query_one("#help-body").line_texts())
         assert "1 2 3 4 5 6 7 8 9" in body and "jump to tab" in body
         assert "Scroll Left" not in body  # only our own, remappable bindings
-        await pilot.press("z")
+        await pilot.press("q")
         await until(pilot, lambda: type(app.screen).__name__ == "ConsoleScreen")
         # the topology panel's own keys
         await pilot.press("t", "question_mark")
         await until(pilot, lambda: "context: topology panel" in shown(app))
         assert "cycle view" in shown(app)
         # the roster's own keys: attach and peek
-        await pilot.press("z", "t", "h", "question_mark")
+        await pilot.press("q", "t", "h", "question_mark")
         await until(pilot, lambda: "context: roster panel" in shown(app))
         body = app.screen.query_one("#help-body").line_texts()
         assert any(line.split()[:2] == ["a", "attach"] for line in body), body

@@ -102,7 +102,7 @@ async def test_search_lens_and_help_give_focus_back_to_the_panel():
         assert scr.focused.id == "roster"
         await pilot.press("l", "l", "question_mark")
         await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
-        await pilot.press("z")
+        await pilot.press("q")
         await until(pilot, lambda: app.screen is scr)
         assert scr.focused.id == "rail" and marked(scr) == ["rail"]
 

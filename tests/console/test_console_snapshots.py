@@ -56,6 +56,16 @@ def test_help(snap_compare, size, monkeypatch):
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_help_at_its_end(snap_compare, size, monkeypatch):
+    """``G`` in help: the last section (terminal panes) and the build line on screen, END."""
+    import cotal_tui.screens.help as help_screen
+
+    monkeypatch.setattr(help_screen, "version_line", lambda: "cotal-tui 0.1.0 (cotal-tui, the Python "
+                        "terminal console; protocol 0.4, manager contract rev 21)")
+    assert snap_compare(_app(), press=["question_mark", "G"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_agent_detail_card(snap_compare, size):
     assert snap_compare(_app(), press=["h", "g", "enter"], terminal_size=size)
 

@@ -76,11 +76,16 @@ async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, 
     assert "hostile" in s
     await tmux.keys("Escape", "Escape")
 
-    # ?: help for the focused panel, any key closes
+    # ?: help for the focused panel, a pager: other keys do nothing, G goes to the end, q closes
     await tmux.keys("?")
-    await tmux.until(lambda s: "cotal console - help" in s and "context: feed panel" in s,
-                     what="help")
+    await tmux.until(lambda s: "cotal console - help" in s and "context: feed panel" in s
+                     and "help · lines 1-" in s, what="help")
     await tmux.keys("x")
+    await tmux.keys("G")
+    s = await tmux.until(lambda s: "· END ·" in s, what="help at its end")
+    assert "cotal console - help" in s and "terminal panes (attach, peek, tile)" in s
+    assert "contract rev" in s and "q back" in s  # the last rows, none cut
+    await tmux.keys("q")
     await tmux.until(lambda s: "cotal console - help" not in s, what="help closed")
 
     # q: quits with 0 and restores the terminal (no console left on screen)

@@ -104,9 +104,9 @@ async def test_console_survives_the_hostile_corpus(broker_tui, tmux, tmp_path):
     assert any(tok in s for tok in ("\\x1b", "\\u202e", "\\u2066", "\\x07", "\\x00")), s
     # still answering keys: the help overlay opens and closes
     await tmux.keys("?")
-    await tmux.until(lambda s: "any key closes" in s, 20, "help overlay")
-    await tmux.keys("x")
-    await tmux.until(lambda s: "any key closes" not in s, 20, "help closed")
+    await tmux.until(lambda s: "/ search · q close" in s, 20, "help overlay")
+    await tmux.keys("q")
+    await tmux.until(lambda s: "/ search · q close" not in s, 20, "help closed")
     await tmux.keys("q")
     t_q = time.monotonic()
     s = await tmux.until(lambda s: "console-exit=" in s, 30, "a clean quit")
