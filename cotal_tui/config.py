@@ -28,7 +28,7 @@ from typing import Callable, TypeVar
 from meshview.link.home import HOME_ENV, cotal_home
 from meshview.lines.notify import SETTLE_S, STYLES, NotifySettings
 from meshview.model.stalled import DEFAULT_STALL_MINUTES
-from meshview.model.roster import ROSTER_SORTS
+from meshview.model.roster import ROSTER_LAYOUTS, ROSTER_SORTS
 
 SOURCES = ("flag", "environment", "config.toml", "default")
 TRUTHY = ("1", "true", "yes", "on")
@@ -69,6 +69,10 @@ KEYS: dict[str, dict[str, Key]] = {
     "roster": {
         "sort": Key("one of " + ", ".join(ROSTER_SORTS), lambda v: v in ROSTER_SORTS,
                     "the roster's order (the console's s key changes and saves it)"),
+        "layout": Key("one of " + ", ".join(ROSTER_LAYOUTS), lambda v: v in ROSTER_LAYOUTS,
+                      "the roster's rows: one line per agent (dense), wrapped (full), or dense "
+                      "when the full rows would not fit (auto; the roster's L key changes and "
+                      "saves it)"),
     },
     "notify": {
         "enabled": Key("true or false", lambda v: isinstance(v, bool),
@@ -350,6 +354,7 @@ class ConsoleConfig:
     """The console's own settings from ``config.toml`` (defaults when absent)."""
 
     roster_sort: str = "status"
+    roster_layout: str = "auto"  # ``[roster] layout``: auto | dense | full
     show_events: bool = False  # ``[ui] show_events``: activity frames in the feed
     warning: str | None = None  # one sentence when the file was unreadable (then ignored)
 
@@ -361,9 +366,11 @@ def load_config(home: Path | None = None) -> ConsoleConfig:
     if cfg.error is not None:
         return ConsoleConfig(warning=f"config {cfg.path} ignored: {cfg.error}")
     sort, _ = roster_sort(cfg)
+    layout, _ = roster_layout(cfg)
     events, _ = ui_show_events(cfg)
     bad = [p for p in config_problems(cfg) if "[roster]" in p]
-    return ConsoleConfig(roster_sort=sort, show_events=events, warning=bad[0] if bad else None)
+    return ConsoleConfig(roster_sort=sort, roster_layout=layout, show_events=events,
+                         warning=bad[0] if bad else None)
 
 
 def ui_title_counts(cfg: ConfigFile) -> tuple[bool, str]:
@@ -380,6 +387,12 @@ def roster_sort(cfg: ConfigFile) -> tuple[str, str]:
     """``[roster] sort`` when it is a sort, else ``status``; and its source."""
     v = _good(cfg, "roster", "sort")
     return pick("status", ("config.toml", str(v) if v is not None else None))
+
+
+def roster_layout(cfg: ConfigFile) -> tuple[str, str]:
+    """``[roster] layout`` when it is a layout, else ``auto``; and its source."""
+    v = _good(cfg, "roster", "layout")
+    return pick("auto", ("config.toml", str(v) if v is not None else None))
 
 
 def notify_settings(args: argparse.Namespace | None = None,
@@ -454,6 +467,13 @@ def save_roster_sort(sort: str, home: Path | None = None) -> None:
     if sort not in ROSTER_SORTS:
         raise ValueError(f"unknown roster sort {sort!r}")
     _save_key("roster", "sort", f'"{sort}"', home)
+
+
+def save_roster_layout(layout: str, home: Path | None = None) -> None:
+    """Persist ``[roster] layout = "<layout>"`` (the roster's L key), touching no other line."""
+    if layout not in ROSTER_LAYOUTS:
+        raise ValueError(f"unknown roster layout {layout!r}")
+    _save_key("roster", "layout", f'"{layout}"', home)
 
 
 def save_show_events(show: bool, home: Path | None = None) -> None:
@@ -540,6 +560,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     sort, src = roster_sort(cfg)
     rows.append(Setting("roster.sort", sort, src, file_origin("roster", "sort", src),
                         KEYS["roster"]["sort"].doc))
+    layout, src = roster_layout(cfg)
+    rows.append(Setting("roster.layout", layout, src, file_origin("roster", "layout", src),
+                        KEYS["roster"]["layout"].doc))
     n = notify_settings(args, home)
     for key, attr, source_key, flag, var in (
             ("notify.enabled", "terminal", "terminal", "--notify", "COTAL_NOTIFY"),

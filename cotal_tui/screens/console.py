@@ -150,6 +150,7 @@ class ConsoleScreen(ComposeKeys):
         # (cotal_tui.cli.config.console_start), not again by each space opened
         cfg = load_config()
         self.query_one(Roster).set_sort(cfg.roster_sort)
+        self.query_one(Roster).set_layout(cfg.roster_layout)
         self.query_one(FeedView).show_events = cfg.show_events
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
@@ -464,6 +465,16 @@ class ConsoleScreen(ComposeKeys):
             save_roster_sort(event.sort_by)
         except OSError as e:
             self.shell.notify_line(f"sort not saved to {config_path()}: {e.strerror or e}", True)
+
+    @on(Roster.LayoutChanged)
+    def _layout_changed(self, event: Roster.LayoutChanged) -> None:
+        from cotal_tui.config import config_path, save_roster_layout
+
+        try:
+            save_roster_layout(event.row_layout)
+        except OSError as e:
+            self.shell.notify_line(f"roster layout not saved to {config_path()}: "
+                                   f"{e.strerror or e}", True)
 
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:
