@@ -49,7 +49,8 @@ def columns(width: int, name_cells: int, *, code: bool = False) -> Columns:
     if code and rest - GAP - CODE_CELLS >= DOING_WANT:
         code_w = CODE_CELLS
         rest -= GAP + CODE_CELLS
-    if rest - GAP - SEEN_CELLS >= DOING_WANT:
+    # dropped first: never shown where the code column (when there is one) is not
+    if (code_w or not code) and rest - GAP - SEEN_CELLS >= DOING_WANT:
         seen_w = SEEN_CELLS
         rest -= GAP + SEEN_CELLS
     if rest < DOING_MIN:  # too narrow: the name, then the status give cells to the doing

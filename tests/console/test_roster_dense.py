@@ -1,0 +1,207 @@
+"""The dense roster (issue 38 item 1): one line per agent in aligned columns, so a team of forty
+fits a 140×42 terminal; ``auto`` is dense whenever the full rows would not fit, ``L`` cycles
+auto → dense → full and ``[roster] layout`` holds the choice; columns degrade down to 80×24 and a
+hostile name never breaks the alignment."""
+
+from __future__ import annotations
+
+import re
+
+from rich.cells import cell_len
+from support.console import screen_text
+from support.team import team_app, team_model
+
+from conftest import until
+from cotal_tui.config import load_config, save_roster_layout
+from cotal_tui.screens.console import ConsoleScreen
+from cotal_tui.screens.detail import DetailScreen
+from meshview.model.snapshot import PresenceRecord
+from widgets.roster import Roster
+from widgets.roster_row import GAP, GLYPH, columns
+
+ROW = re.compile(r"^[●◐○⨯] (\S+?)/")  # a roster row at the screen's left edge
+
+
+def console(app) -> ConsoleScreen:
+    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
+
+
+def roster_of(app) -> Roster:
+    return console(app).query_one(Roster)
+
+
+def shown_agents(app) -> set[str]:
+    """The agents whose roster row is on the terminal right now."""
+    return {m.group(1) for line in screen_text(app).splitlines() if (m := ROW.match(line))}
+
+
+def after_cells(plain: str, n: int) -> str:
+    """``plain`` from its ``n``-th cell on."""
+    used = 0
+    for i, ch in enumerate(plain):
+        if used >= n:
+            return plain[i:]
+        used += cell_len(ch)
+    return ""
+
+
+async def test_forty_agents_at_140x42_show_at_least_35_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(40)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: roster.dense and len(shown_agents(app)) >= 35,
+                    what="35 dense rows on screen")
+        assert roster.row_layout == "auto"
+        assert set(roster.item_heights) == {1}  # one line per agent, never wrapped
+        assert len(roster.item_heights) == 40
+
+
+async def test_auto_is_full_while_it_fits_and_dense_once_the_rows_do_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(4)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: len(roster.item_heights) == 4, what="4 rows")
+        assert not roster.dense and max(roster.item_heights) > 1  # the full rows fit
+        # agents join: the full rows no longer fit, the roster goes dense
+        model = console(app).session.model
+        t = model.clock()
+        for i in range(4, 30):
+            model.apply_presence(PresenceRecord(id=f"local.a{i:02d}", name=f"new-{i}", kind="agent",
+                                                status="idle", ts=t, role="qa"))
+        await until(pilot, lambda: roster.dense, what="dense after the joins")
+        # a short terminal with few agents is dense too; back to full when it is tall again
+    app = team_app(8)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: len(roster.item_heights) == 8, what="8 rows")
+        assert not roster.dense
+        await pilot.resize_terminal(140, 16)
+        await until(pilot, lambda: roster.dense, what="dense on a short terminal")
+        await pilot.resize_terminal(140, 42)
+        await until(pilot, lambda: not roster.dense, what="full again on a tall one")
+
+
+async def test_L_cycles_the_layout_keeps_the_cursor_and_persists(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(40)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: roster.dense, what="auto: dense")
+        await pilot.press("h")
+        assert roster.has_focus
+        await pilot.press(*"jjjjjjjjjjjj")
+        key = roster.cursor_key
+        assert key is not None
+        await pilot.press("L")
+        await until(pilot, lambda: roster.row_layout == "dense", what="dense")
+        assert "roster rows: dense" in (app.last_notice or "")
+        assert 'layout = "dense"' in (tmp_path / "config.toml").read_text()
+        await pilot.press("L")
+        await until(pilot, lambda: roster.row_layout == "full" and not roster.dense, what="full")
+        assert max(roster.item_heights) > 1 and roster.cursor_key == key
+        # the cursor's agent is still on screen after the rows grew
+        start = roster.item_starts[roster.cursor_index]
+        await until(pilot, lambda: roster.scroll_offset.y <= start
+                    < roster.scroll_offset.y + roster.scrollable_content_region.height,
+                    what="the cursor's row in view")
+        await pilot.press("L")
+        await until(pilot, lambda: roster.row_layout == "auto" and roster.dense, what="auto")
+        assert "now dense" in (app.last_notice or "") and roster.cursor_key == key
+        # Enter still opens the full card of the agent under the cursor
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DetailScreen), what="the agent card")
+    assert load_config(tmp_path).roster_layout == "auto"
+
+
+async def test_the_config_layout_is_used_and_a_bad_one_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    save_roster_layout("full", tmp_path)
+    app = team_app(40)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: len(roster.item_heights) == 40, what="40 rows")
+        assert roster.row_layout == "full" and not roster.dense and max(roster.item_heights) > 1
+    (tmp_path / "config.toml").write_text('[roster]\nlayout = "tiny"\n')
+    cfg = load_config(tmp_path)
+    assert cfg.roster_layout == "auto" and "layout must be one of" in (cfg.warning or "")
+
+
+def test_columns_degrade_seen_first_then_code_then_the_doing_shrinks():
+    wide = columns(200, 16, code=True)
+    assert wide.code and wide.seen and wide.doing >= 22
+    mid = columns(90, 16, code=True)
+    assert mid.code and mid.seen == 0 and mid.doing >= 22  # the last-seen column went first
+    for w in range(34, 200):  # ... then the code: never a row with last seen but no code
+        c = columns(w, 16, code=True)
+        assert not (c.seen and not c.code), c
+    narrow = columns(60, 16, code=True)
+    assert narrow.code == 0 and narrow.seen == 0 and narrow.doing >= 8
+    assert columns(80, 16).seen  # no code context anywhere: last seen where it fits
+    tiny = columns(34, 24, code=True)
+    assert tiny.name < 24 and tiny.doing >= 8  # the name and status gave cells to the doing
+    for c in (wide, mid, narrow, columns(80, 40), columns(120, 12, code=True)):
+        used = GLYPH + c.name + GAP + c.status + GAP + c.doing
+        used += (GAP + c.code if c.code else 0) + (GAP + c.seen if c.seen else 0)
+        assert used == c.width
+
+
+async def test_80x24_rows_fit_the_width_and_never_wrap(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(40)
+    async with app.run_test(size=(80, 24)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: len(roster.item_heights) == 40, what="40 rows")
+        assert roster.dense and set(roster.item_heights) == {1}
+        width = roster.content_width
+        lines = [t for _, ls in roster.build(width) for t in ls]
+        assert len(lines) == 40 and all(t.cell_len <= width for t in lines)
+        assert len(shown_agents(app)) >= 5
+
+
+HOSTILE = {
+    0: "evil\x1b[2J\x1b]0;owned\x07",  # escape sequences
+    1: "\u202eli\u202cve-bidi",  # a right-to-left override
+    2: "zero\u200b\u200d\u2060width",  # zero-width characters
+    3: "x" * 10_000,  # a 10k name
+    4: "全角の名前全角の名前全角の名前",  # double-width characters
+}
+
+
+async def test_hostile_names_do_not_break_the_alignment(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(40, names=HOSTILE)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: roster.dense and len(roster.item_heights) == 40,
+                    what="40 dense rows")
+        width = roster.content_width
+        snap = roster.snap
+        by_id = {p.id: p for p in snap.peers}
+        for key, lines in roster.build(width):
+            (t,) = lines
+            plain = t.plain
+            assert t.cell_len == width, plain  # every column padded or cut to its cells
+            for bad in ("\x1b", "\x07", "\u202e", "\u202c", "\u200b", "\u200d", "\u2060"):
+                assert bad not in plain
+            # the status column starts at the same cell on every row
+            status = after_cells(plain, GLYPH + roster_columns(roster, width).name + GAP)
+            assert status.startswith(by_id[key].status), plain
+        # the other rows still read as they should: finn-05's row is intact
+        assert any(ROW.match(line) and "finn-05/" in line for line in screen_text(app).splitlines())
+
+
+def roster_columns(roster: Roster, width: int):
+    """The columns the roster drew at ``width`` (as the row renderer was given them)."""
+    from widgets.roster_row import NAME_CAP, name_cells
+
+    snap = roster.snap
+    cells = max(name_cells(snap.name_of(p.id), p.role) for p in snap.peers)
+    return columns(width, min(NAME_CAP, cells), code=True)
+
+
+def test_team_model_is_deterministic():
+    a, _ = team_model(5)
+    b, _ = team_model(5)
+    assert a.snapshot().peers == b.snapshot().peers
