@@ -335,7 +335,7 @@ class Roster(LazyLineList):
         self._names = key
         cells, code = NAME_MIN, False
         for p in snap.peers[:NAME_SCAN]:
-            cells = max(cells, name_cells(snap.name_of(p.id), p.role))
+            cells = max(cells, name_cells(snap.name_of(p.id), p.role, harness_tag(p.meta)))
             if not code and p.meta and code_of(p.meta) is not None:
                 code = True
         self._name_cells, self._has_code = cells, code

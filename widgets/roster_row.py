@@ -16,7 +16,9 @@ from rich.text import Text
 
 from meshview.model.snapshot import Peer
 from widgets.doing import Doing, doing_text
-from widgets.presentation import COTAL_DARK_LOOK, Look, age, safe, status_glyph, who
+from widgets.presentation import (
+    COTAL_DARK_LOOK, Look, age, harness_tag, safe, status_glyph, who,
+)
 
 GLYPH = 2  # "● "
 GAP = 2  # between columns
@@ -61,10 +63,10 @@ def columns(width: int, name_cells: int, *, code: bool = False) -> Columns:
     return Columns(width, name, status, max(0, rest), code_w, seen_w)
 
 
-def name_cells(label: str, role: str | None) -> int:
-    """The cells ``label/role`` takes as the row shows it (capped, so a 10k name is cheap)."""
+def name_cells(label: str, role: str | None, tag: str | None = None) -> int:
+    """The cells ``label/role cc`` takes as the row shows it (capped, so a 10k name is cheap)."""
     n = cell_len(safe(label, NAME_CAP + 1))
-    return n + (1 + cell_len(safe(role, NAME_CAP)) if role else 0)
+    return n + (1 + cell_len(safe(role, NAME_CAP)) if role else 0) + (1 + len(tag) if tag else 0)
 
 
 def code_of(meta: Any) -> str | None:
@@ -105,8 +107,12 @@ def dense_row(p: Peer, label: str, cols: Columns, now: float, *, doing: Doing | 
     width, the whole row at most ``cols.width`` cells."""
     dim = p.kind != "agent" or p.status == "offline"
     glyph, gstyle = status_glyph(p.status, look)
-    row = Text(glyph + " ", style=gstyle)
-    row.append_text(_cell(who(label, p.role, look), cols.name))
+    row = Text("⚙ " if p.kind != "agent" else glyph + " ", style="dim" if dim else gstyle)
+    name = who(label, p.role, look)
+    tag = harness_tag(p.meta)
+    if tag:
+        name.append(f" {tag}", style="dim italic")
+    row.append_text(_cell(name, cols.name))
     row.append(" " * GAP)
     st = Text(status_cell(p, now, stall), style="bold yellow" if stall else "")
     row.append_text(_cell(st, cols.status))

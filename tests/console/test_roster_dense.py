@@ -197,7 +197,7 @@ def roster_columns(roster: Roster, width: int):
     from widgets.roster_row import NAME_CAP, name_cells
 
     snap = roster.snap
-    cells = max(name_cells(snap.name_of(p.id), p.role) for p in snap.peers)
+    cells = max(name_cells(snap.name_of(p.id), p.role, "cc") for p in snap.peers)
     return columns(width, min(NAME_CAP, cells), code=True)
 
 
