@@ -205,3 +205,32 @@ def test_team_model_is_deterministic():
     a, _ = team_model(5)
     b, _ = team_model(5)
     assert a.snapshot().peers == b.snapshot().peers
+
+
+async def test_auto_keeps_a_margin_before_going_back_to_full(tmp_path, monkeypatch):
+    """Dense once the full rows overflow by one row; full again only with FULL_MARGIN rows to
+    spare, so a roster at the edge does not flap between the two on every resize."""
+    from widgets.roster import FULL_MARGIN
+
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(8)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: len(roster.item_heights) == 8, what="8 rows")
+        assert not roster.dense
+        full = sum(roster.item_heights)
+        chrome = 42 - roster.scrollable_content_region.height  # rows around the roster's
+
+        async def at(rows: int) -> None:
+            await pilot.resize_terminal(140, rows + chrome)
+            await until(pilot, lambda: roster.scrollable_content_region.height == rows,
+                        what=f"a roster {rows} rows high")
+
+        await at(full - 1)
+        await until(pilot, lambda: roster.dense, what="dense: one row short")
+        await at(full)  # the full rows would fit exactly: not enough to go back
+        await pilot.pause()
+        assert roster.dense
+        await at(full + FULL_MARGIN)
+        await until(pilot, lambda: not roster.dense, what="full with the margin to spare")
+        assert sum(roster.item_heights) == full
