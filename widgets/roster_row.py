@@ -24,8 +24,8 @@ GLYPH = 2  # "● "
 GAP = 2  # between columns
 NAME_MIN, NAME_CAP = 8, 24  # the name/role column: sized to the longest shown name, capped
 STATUS_CELLS, STATUS_MIN = 20, 10
-DOING_MIN, DOING_WANT = 8, 22  # the doing column keeps DOING_WANT before code or seen are added
-CODE_CELLS = 22
+DOING_MIN, DOING_WANT = 8, 20  # the doing column keeps DOING_WANT before code or seen are added
+CODE_CELLS = 18
 SEEN_CELLS = 8  # "seen 12m"
 CODE_KEYS = ("repo", "branch")  # card.meta reserved keys (issue 39 sets them in the demo)
 

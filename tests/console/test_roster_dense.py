@@ -130,9 +130,9 @@ async def test_the_config_layout_is_used_and_a_bad_one_is_named(tmp_path, monkey
 
 def test_columns_degrade_seen_first_then_code_then_the_doing_shrinks():
     wide = columns(200, 16, code=True)
-    assert wide.code and wide.seen and wide.doing >= 22
+    assert wide.code and wide.seen and wide.doing >= 20
     mid = columns(90, 16, code=True)
-    assert mid.code and mid.seen == 0 and mid.doing >= 22  # the last-seen column went first
+    assert mid.code and mid.seen == 0 and mid.doing >= 20  # the last-seen column went first
     for w in range(34, 200):  # ... then the code: never a row with last seen but no code
         c = columns(w, 16, code=True)
         assert not (c.seen and not c.code), c
@@ -234,3 +234,28 @@ async def test_auto_keeps_a_margin_before_going_back_to_full(tmp_path, monkeypat
         await at(full + FULL_MARGIN)
         await until(pilot, lambda: not roster.dense, what="full with the margin to spare")
         assert sum(roster.item_heights) == full
+
+
+def test_code_context_is_the_cards_repo_and_branch_neutralised_and_capped():
+    from widgets.roster_row import code_of
+
+    assert code_of((("repo", "github.com/acme/shop"), ("branch", "feat/x"))) == "shop@feat/x"
+    assert code_of((("branch", "main"),)) == "main" and code_of((("host", "h"),)) is None
+    hostile = code_of((("repo", "r"), ("branch", "\x1b[31m\u202e" + "b" * 100_000)))
+    assert hostile is not None and "\x1b" not in hostile and "\u202e" not in hostile
+    assert len(hostile) < 120
+
+
+async def test_a_wide_panel_shows_the_code_column_only_when_agents_say_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    for code in (True, False):
+        app = team_app(40, code=code)
+        async with app.run_test(size=(240, 50)) as pilot:
+            roster = roster_of(app)
+            await until(pilot, lambda: len(roster.item_heights) == 40, what="40 rows")
+            N = console(app)
+            await pilot.press("N")  # the rail hidden: the roster gets its widest
+            await until(pilot, lambda: not N.query_one("#rail").display, what="rail hidden")
+            text = {k: t.plain for k, (t,) in roster.build(roster.content_width)}
+            assert ("shop@feat/task-3" in text["local.a03"]) is code
+            assert "seen " in text["local.a03"]
