@@ -24,7 +24,7 @@ GLYPH = 2  # "● "
 GAP = 2  # between columns
 NAME_MIN, NAME_CAP = 8, 24  # the name/role column: sized to the longest shown name, capped
 STATUS_CELLS, STATUS_MIN = 20, 10
-DOING_MIN, DOING_WANT = 8, 20  # the doing column keeps DOING_WANT before code or seen are added
+DOING_MIN, DOING_WANT = 12, 20  # DOING_MIN: ``⚙ Bash · 12s`` whole  # the doing column keeps DOING_WANT before code or seen are added
 CODE_CELLS = 18
 SEEN_CELLS = 8  # "seen 12m"
 CODE_KEYS = ("repo", "branch")  # card.meta reserved keys (issue 39 sets them in the demo)
@@ -39,6 +39,7 @@ class Columns(NamedTuple):
     doing: int
     code: int
     seen: int
+    gap: int = GAP
 
 
 def columns(width: int, name_cells: int, *, code: bool = False) -> Columns:
@@ -55,12 +56,15 @@ def columns(width: int, name_cells: int, *, code: bool = False) -> Columns:
     if (code_w or not code) and rest - GAP - SEEN_CELLS >= DOING_WANT:
         seen_w = SEEN_CELLS
         rest -= GAP + SEEN_CELLS
-    if rest < DOING_MIN:  # too narrow: the name, then the status give cells to the doing
+    gap = GAP
+    if rest < DOING_MIN:  # too narrow: the name, the status, then the gaps give to the doing
         give = min(DOING_MIN - rest, name - NAME_MIN)
         name, rest = name - give, rest + give
         give = min(DOING_MIN - rest, status - STATUS_MIN)
         status, rest = status - give, rest + give
-    return Columns(width, name, status, max(0, rest), code_w, seen_w)
+        if rest < DOING_MIN:
+            gap, rest = 1, rest + 2 * (GAP - 1)
+    return Columns(width, name, status, max(0, rest), code_w, seen_w, gap)
 
 
 def name_cells(label: str, role: str | None, tag: str | None = None) -> int:
@@ -113,11 +117,11 @@ def dense_row(p: Peer, label: str, cols: Columns, now: float, *, doing: Doing | 
     if tag:
         name.append(f" {tag}", style="dim italic")
     row.append_text(_cell(name, cols.name))
-    row.append(" " * GAP)
+    row.append(" " * cols.gap)
     st = Text(status_cell(p, now, stall), style="bold yellow" if stall else "")
     row.append_text(_cell(st, cols.status))
     if cols.doing:
-        row.append(" " * GAP)
+        row.append(" " * cols.gap)
         what = Text()
         if marker is not None:
             what.append("▸ ", style=marker.style)
@@ -128,10 +132,10 @@ def dense_row(p: Peer, label: str, cols: Columns, now: float, *, doing: Doing | 
             what.append(safe(p.activity, 200), style="italic dim")
         row.append_text(_cell(what, cols.doing))
     if cols.code:
-        row.append(" " * GAP)
+        row.append(" " * cols.gap)
         row.append_text(_cell(Text(code_of(p.meta) or "", style="dim"), cols.code))
     if cols.seen:
-        row.append(" " * GAP)
+        row.append(" " * cols.gap)
         row.append_text(Text(f"seen {age(now - p.ts)}".rjust(cols.seen)[:cols.seen], style="dim"))
     if dim:
         row.stylize("dim")

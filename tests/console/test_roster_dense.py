@@ -17,7 +17,7 @@ from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.detail import DetailScreen
 from meshview.model.snapshot import PresenceRecord
 from widgets.roster import Roster
-from widgets.roster_row import GAP, GLYPH, columns
+from widgets.roster_row import GLYPH, columns
 
 ROW = re.compile(r"^[●◐○⨯] (\S+?)/")  # a roster row at the screen's left edge
 
@@ -137,13 +137,14 @@ def test_columns_degrade_seen_first_then_code_then_the_doing_shrinks():
         c = columns(w, 16, code=True)
         assert not (c.seen and not c.code), c
     narrow = columns(60, 16, code=True)
-    assert narrow.code == 0 and narrow.seen == 0 and narrow.doing >= 8
+    assert narrow.code == 0 and narrow.seen == 0 and narrow.doing >= 12
     assert columns(80, 16).seen  # no code context anywhere: last seen where it fits
     tiny = columns(34, 24, code=True)
-    assert tiny.name < 24 and tiny.doing >= 8  # the name and status gave cells to the doing
-    for c in (wide, mid, narrow, columns(80, 40), columns(120, 12, code=True)):
-        used = GLYPH + c.name + GAP + c.status + GAP + c.doing
-        used += (GAP + c.code if c.code else 0) + (GAP + c.seen if c.seen else 0)
+    assert tiny.name < 24 and tiny.doing >= 12  # the name, status and gaps gave to the doing
+    assert tiny.gap == 1 and columns(80, 16).gap == 2
+    for c in (wide, mid, narrow, tiny, columns(80, 40), columns(120, 12, code=True)):
+        used = GLYPH + c.name + c.gap + c.status + c.gap + c.doing
+        used += (c.gap + c.code if c.code else 0) + (c.gap + c.seen if c.seen else 0)
         assert used == c.width
 
 
@@ -179,6 +180,7 @@ async def test_hostile_names_do_not_break_the_alignment(tmp_path, monkeypatch):
         width = roster.content_width
         snap = roster.snap
         by_id = {p.id: p for p in snap.peers}
+        cols = roster_columns(roster, width)
         for key, lines in roster.build(width):
             (t,) = lines
             plain = t.plain
@@ -186,7 +188,7 @@ async def test_hostile_names_do_not_break_the_alignment(tmp_path, monkeypatch):
             for bad in ("\x1b", "\x07", "\u202e", "\u202c", "\u200b", "\u200d", "\u2060"):
                 assert bad not in plain
             # the status column starts at the same cell on every row
-            status = after_cells(plain, GLYPH + roster_columns(roster, width).name + GAP)
+            status = after_cells(plain, GLYPH + cols.name + cols.gap)
             assert status.startswith(by_id[key].status), plain
         # the other rows still read as they should: finn-05's row is intact
         assert any(ROW.match(line) and "finn-05/" in line for line in screen_text(app).splitlines())
