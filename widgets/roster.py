@@ -193,6 +193,7 @@ class Roster(LazyLineList):
         self._size_names(snap)
         if self._decide():
             self._key = None
+            self.set_class(self.dense and self.wide, "-dense")
         key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen,
                self._doing_gen)
         if key != self._key:

@@ -71,6 +71,8 @@ async def test_auto_is_full_while_it_fits_and_dense_once_the_rows_do_not(tmp_pat
             model.apply_presence(PresenceRecord(id=f"local.a{i:02d}", name=f"new-{i}", kind="agent",
                                                 status="idle", ts=t, role="qa"))
         await until(pilot, lambda: roster.dense, what="dense after the joins")
+        # ... and gets the wider column its columns need (full rows live in 34)
+        await until(pilot, lambda: roster.size.width > 40, what="the dense roster widened")
         # a short terminal with few agents is dense too; back to full when it is tall again
     app = team_app(8)
     async with app.run_test(size=(140, 42)) as pilot:
