@@ -1,5 +1,6 @@
 """End to end: a team of forty in the real ``cotal watch`` in tmux at 140×42 shows at least 35
-roster rows (the dense roster, issue 38 item 1), and ``L`` switches it to the full rows."""
+roster rows (the dense roster, issue 38 item 1), ``L`` switches it to the full rows, and at
+80×24 the narrow layout's rows are the same dense ones."""
 
 from __future__ import annotations
 
@@ -47,3 +48,9 @@ async def test_forty_agents_fit_140x42_in_tmux(broker, space, team40, tmux, tmp_
     await tmux.keys("L")  # dense -> full
     await tmux.until(lambda s: "roster rows: full" in s and len(rows(s)) < 20, what="full rows")
     assert 'layout = "full"' in (tmp_path / "config.toml").read_text()
+    # 80×24: the narrow layout's rows are the dense ones, in 80 columns, never wrapped
+    await tmux.run("resize-window", "-t", tmux.name, "-x", "80", "-y", "24")
+    s = await tmux.until(lambda s: len(rows(s)) >= 5 and "roster · 40" in s, what="80x24 rows")
+    lines = [line for line in s.splitlines() if ROW.match(line)]
+    assert all(len(line) <= 80 for line in lines)
+    assert all(re.search(r"  (working|idle|waiting|offline)\b", line) for line in lines), lines
