@@ -125,9 +125,16 @@ async def test_the_config_layout_is_used_and_a_bad_one_is_named(tmp_path, monkey
         roster = roster_of(app)
         await until(pilot, lambda: len(roster.item_heights) == 40, what="40 rows")
         assert roster.row_layout == "full" and not roster.dense and max(roster.item_heights) > 1
+    # ``cotal config`` lists it with where it came from
+    from cotal_tui.config import settings
+
+    row = next(r for r in settings(home=tmp_path) if r.key == "roster.layout")
+    assert (row.value, row.source) == ("full", "config.toml")
     (tmp_path / "config.toml").write_text('[roster]\nlayout = "tiny"\n')
     cfg = load_config(tmp_path)
     assert cfg.roster_layout == "auto" and "layout must be one of" in (cfg.warning or "")
+    row = next(r for r in settings(home=tmp_path) if r.key == "roster.layout")
+    assert (row.value, row.source) == ("auto", "default")
 
 
 def test_columns_degrade_seen_first_then_code_then_the_doing_shrinks():
