@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from rich.cells import cell_len
 from support.console import screen_text
 from support.team import team_app, team_model
@@ -270,3 +271,27 @@ async def test_a_wide_panel_shows_the_code_column_only_when_agents_say_it(tmp_pa
             text = {k: t.plain for k, (t,) in roster.build(roster.content_width)}
             assert ("shop@feat/task-3" in text["local.a03"]) is code
             assert "seen " in text["local.a03"]
+
+
+async def test_a_dense_row_is_measured_without_any_wrap_or_facts(tmp_path, monkeypatch):
+    """The paint cost: a dense row's height is 1 without reading its facts or wrapping them
+    (the full row's measure does both, for every one of 10k rows on a re-measure)."""
+    import widgets.roster as roster_mod
+
+    monkeypatch.setenv("COTAL_HOME", str(tmp_path))
+    app = team_app(40)
+    async with app.run_test(size=(140, 42)) as pilot:
+        roster = roster_of(app)
+        await until(pilot, lambda: roster.dense and len(roster.item_heights) == 40, what="dense")
+
+        def boom(*_a, **_k):
+            raise AssertionError("a dense row read the full row's facts")
+
+        monkeypatch.setattr(roster_mod, "peer_facts", boom)
+        monkeypatch.setattr(roster_mod, "join_wrapped", boom)
+        width = roster.content_width
+        rows = roster.build(width)  # every row built as the dense renderer draws it
+        assert len(rows) == 40 and all(len(lines) == 1 for _, lines in rows)
+        assert [roster.measure(d, width) for d in roster.data()] == [1] * 40
+        with pytest.raises(AssertionError, match="full row's facts"):
+            roster.set_layout("full")  # the full rows do read them (the guard above is live)
