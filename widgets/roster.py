@@ -452,6 +452,8 @@ class Roster(LazyLineList):
             return [dense_row(p, snap.name_of(p.id) if snap is not None else p.name, cols, now,
                               doing=d, stall=self._stall_line(p) if self.stalled else None,
                               marker=self._marker(seat) if seat is not None else None,
+                              marker_whole=seat is not None and (
+                                  seat.silent or seat.process != "running"),
                               look=look_of(self))]
         doing = None
         if d is not None:

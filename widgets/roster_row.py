@@ -105,10 +105,11 @@ def _cell(t: Text, cells: int) -> Text:
 
 
 def dense_row(p: Peer, label: str, cols: Columns, now: float, *, doing: Doing | None = None,
-              stall: str | None = None, marker: Text | None = None,
+              stall: str | None = None, marker: Text | None = None, marker_whole: bool = False,
               look: Look = COTAL_DARK_LOOK) -> Text:
     """One roster line for ``p`` (shown as ``label``), in ``cols``: every column exactly its
-    width, the whole row at most ``cols.width`` cells."""
+    width, the whole row at most ``cols.width`` cells. ``marker``: a managed seat's
+    (``▸ managed pty``), whole when ``marker_whole`` (its seat exited, its manager silent)."""
     dim = p.kind != "agent" or p.status == "offline"
     glyph, gstyle = status_glyph(p.status, look)
     row = Text("⚙ " if p.kind != "agent" else glyph + " ", style="dim" if dim else gstyle)
@@ -123,13 +124,17 @@ def dense_row(p: Peer, label: str, cols: Columns, now: float, *, doing: Doing | 
     if cols.doing:
         row.append(" " * cols.gap)
         what = Text()
-        if marker is not None:
-            what.append("▸ ", style=marker.style)
         if doing is not None:
             what.append(doing_text(doing, now), style=f"bold {look.error}"
                         if doing.kind == "failed" else look.info)
         elif p.activity:
             what.append(safe(p.activity, 200), style="italic dim")
+        if marker is not None:  # a managed seat: its marker whole when it says more than
+            # "managed, running" (exited, manager silent) or there is nothing else to say
+            if marker_whole or not what:
+                what = marker.copy() + (Text(" · ") + what if what else Text())
+            else:
+                what = Text("▸ ", style=marker.style) + what
         row.append_text(_cell(what, cols.doing))
     if cols.code:
         row.append(" " * cols.gap)
