@@ -295,3 +295,25 @@ async def test_a_dense_row_is_measured_without_any_wrap_or_facts(tmp_path, monke
         assert [roster.measure(d, width) for d in roster.data()] == [1] * 40
         with pytest.raises(AssertionError, match="full row's facts"):
             roster.set_layout("full")  # the full rows do read them (the guard above is live)
+
+
+def test_a_managed_seats_marker_is_whole_when_it_says_more():
+    from rich.text import Text
+
+    from widgets.doing import Doing
+    from widgets.roster_row import dense_row
+
+    model, clk = team_model(1)
+    (p,) = model.snapshot().peers
+    cols = columns(100, 20)
+    mark = Text("▸ managed pty · exited", style="dim")
+    bash = Doing("tool", "Bash", clk.t - 3_000)
+    whole = dense_row(p, p.name, cols, clk.t, doing=bash, marker=mark, marker_whole=True).plain
+    assert "▸ managed pty · exited · ⚙ Bash · 3s" in whole
+    short = dense_row(p, p.name, cols, clk.t, doing=bash, marker=Text("▸ managed pty")).plain
+    assert "▸ ⚙ Bash · 3s" in short and "managed pty" not in short
+    import msgspec
+
+    quiet = msgspec.structs.replace(p, activity=None)  # nothing else to say: the marker whole
+    alone = dense_row(quiet, p.name, cols, clk.t, marker=Text("▸ managed pty"))
+    assert "▸ managed pty" in alone.plain and alone.cell_len == 100
