@@ -50,7 +50,10 @@ async def test_forty_agents_fit_140x42_in_tmux(broker, space, team40, tmux, tmp_
     assert 'layout = "full"' in (tmp_path / "config.toml").read_text()
     # 80×24: the narrow layout's rows are the dense ones, in 80 columns, never wrapped
     await tmux.run("resize-window", "-t", tmux.name, "-x", "80", "-y", "24")
-    s = await tmux.until(lambda s: len(rows(s)) >= 5 and "roster · 40" in s, what="80x24 rows")
-    lines = [line for line in s.splitlines() if ROW.match(line)]
-    assert all(len(line) <= 80 for line in lines)
-    assert all(re.search(r"  (working|idle|waiting|offline)\b", line) for line in lines), lines
+
+    def narrow_dense(s: str) -> bool:
+        lines = [line for line in s.splitlines() if ROW.match(line)]
+        return (len(lines) >= 5 and all(len(line) <= 80 for line in s.splitlines())
+                and all(re.search(r"  (working|idle|waiting|offline)\b", ln) for ln in lines))
+
+    await tmux.until(narrow_dense, what="80x24: dense rows, each with its status column")
