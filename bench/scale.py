@@ -15,6 +15,9 @@ processes on the same load:
 4. NEEDS-YOU correctness: the generator freezes its statuses and writes the truth; the rail's
    set (and the model's) must equal it, with the whole roster present and nobody offline.
 
+``--layout dense|full|auto`` sets the console roster's rows (default auto: dense at this scale),
+to compare the dense row's paint cost with the full one's on the same load.
+
 Usage: .venv/bin/python bench/scale.py [--agents 10000] [--channels 100] [--seconds 30]
 """
 
@@ -188,7 +191,8 @@ async def role_bare(url: str, tmp: str) -> None:
 # ------------------------------------------------------------------ console (measured)
 
 
-async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
+async def role_console(url: str, agents: int, presses: int, tmp: str,
+                       layout: str = "auto") -> None:
     from meshview.link.connect import ConnectTarget, connect
 
     from cotal_tui.app import CotalApp
@@ -294,6 +298,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
         roster = screen.query_one(Roster)
+        roster.set_layout(layout)
         rail = screen.query_one(NeedsYouRail)
         t_full = await until(lambda: len(roster.items) >= agents, 120, f"a roster of {agents}")
         out["roster_full_s"] = t_full
@@ -370,6 +375,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str) -> None:
         out["rail_extra"] = sorted(rail_set() - truth)[:5]
         out["agents"] = len(snap.agents)
         out["roster_rows"] = len(roster.items)
+        out["layout"] = f"{roster.row_layout} ({'dense' if roster.dense else 'full'} rows)"
         out["offline"] = snap.signals.count("offline")
         out["dropped"] = snap.status.dropped
         out["rss_mb"] = rss_mb(os.getpid())
@@ -442,6 +448,8 @@ def main() -> None:
     ap.add_argument("--ab", metavar="DIR",
                     help="also measure `cotal watch --json` run from the checkout in DIR "
                          "(e.g. `git worktree add DIR HEAD~1`): before/after on the same load")
+    ap.add_argument("--layout", choices=("auto", "dense", "full"), default="auto",
+                    help="the console roster's rows (auto: dense when the full ones overflow)")
     ap.add_argument("--no-console", action="store_true",
                     help="measure the observer only (no console, no key or NEEDS-YOU check)")
     a = ap.parse_args()
@@ -450,7 +458,7 @@ def main() -> None:
     if a.role == "bare":
         return asyncio.run(role_bare(a.url, a.tmp))
     if a.role == "console":
-        return asyncio.run(role_console(a.url, a.agents, a.presses, a.tmp))
+        return asyncio.run(role_console(a.url, a.agents, a.presses, a.tmp, a.layout))
 
     import nats
 
@@ -495,7 +503,8 @@ def main() -> None:
             od = Drain(old)
         bare = child("bare", *common)
         procs.append(bare)
-        cons = None if a.no_console else child("console", *common, "--presses", str(a.presses))
+        cons = None if a.no_console else child("console", *common, "--presses", str(a.presses),
+                                              "--layout", a.layout)
         if cons is not None:
             procs.append(cons)
         wait_file(os.path.join(tmp, "bare-ready"), 30, "bare subscriber", bare)
@@ -571,7 +580,8 @@ def main() -> None:
         print(f"  roster j/k key -> repaint over {len(lat)} presses: median {med:.1f} ms, "
               f"p95 {p95:.1f} ms, worst {worst:.1f} ms (goal < {GOAL_KEY_MS:g} ms): "
               f"{ok(worst < GOAL_KEY_MS)}")
-        print(f"  roster: {rc['agents']:,} agents in the model, {rc['roster_rows']:,} rows, "
+        print(f"  roster: {rc['agents']:,} agents in the model, {rc['roster_rows']:,} rows "
+              f"in layout {rc['layout']}, "
               f"{rc['offline']} offline, {rc['dropped']} tap frames dropped "
               f"(filled in {rc['roster_full_s']:.1f} s)")
         settle = rc["needs_settle_s"]

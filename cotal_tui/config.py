@@ -28,7 +28,7 @@ from typing import Callable, TypeVar
 from meshview.link.home import HOME_ENV, cotal_home
 from meshview.lines.notify import SETTLE_S, STYLES, NotifySettings
 from meshview.model.stalled import DEFAULT_STALL_MINUTES
-from meshview.model.roster import ROSTER_SORTS
+from meshview.model.roster import ROSTER_LAYOUTS, ROSTER_SORTS
 from widgets.fold import DEFAULT_MAX_LINES, MAX_LINES_LIMIT
 from widgets.roster_find import GROUPS, MAX_PINS, pins_from, pins_ok, toml_strings
 
@@ -77,6 +77,10 @@ KEYS: dict[str, dict[str, Key]] = {
         "pins": Key(f"a list of at most {MAX_PINS} agent ids (strings)", pins_ok,
                     "agents pinned to the top of the roster, by principal id (the console's * "
                     "key changes and saves it)"),
+        "layout": Key("one of " + ", ".join(ROSTER_LAYOUTS), lambda v: v in ROSTER_LAYOUTS,
+                      "the roster's rows: one line per agent (dense), wrapped (full), or dense "
+                      "when the full rows would not fit (auto; the roster's L key changes and "
+                      "saves it)"),
     },
     "notify": {
         "enabled": Key("true or false", lambda v: isinstance(v, bool),
@@ -369,6 +373,7 @@ class ConsoleConfig:
     roster_sort: str = "status"
     roster_group: str = "none"  # ``[roster] group``
     roster_pins: tuple[str, ...] = ()  # ``[roster] pins``: principal ids
+    roster_layout: str = "auto"  # ``[roster] layout``: auto | dense | full
     show_events: bool = False  # ``[ui] show_events``: activity frames in the feed
     feed_max_lines: int = DEFAULT_MAX_LINES  # ``[feed] max_lines``: a row folds past them
     warning: str | None = None  # one sentence when the file was unreadable (then ignored)
@@ -383,11 +388,12 @@ def load_config(home: Path | None = None) -> ConsoleConfig:
     sort, _ = roster_sort(cfg)
     group, _ = roster_group(cfg)
     pins, _ = roster_pins(cfg)
+    layout, _ = roster_layout(cfg)
     events, _ = ui_show_events(cfg)
     fold, _ = feed_max_lines(cfg)
     bad = [p for p in config_problems(cfg) if "[roster]" in p]
-    return ConsoleConfig(roster_sort=sort, roster_group=group, roster_pins=pins, show_events=events,
-                         feed_max_lines=fold, warning=bad[0] if bad else None)
+    return ConsoleConfig(roster_sort=sort, roster_group=group, roster_pins=pins, roster_layout=layout,
+                         show_events=events, feed_max_lines=fold, warning=bad[0] if bad else None)
 
 
 def feed_max_lines(cfg: ConfigFile) -> tuple[int, str]:
@@ -430,6 +436,10 @@ def roster_pins(cfg: ConfigFile) -> tuple[tuple[str, ...], str]:
     """``[roster] pins`` (principal ids) when it is a good list, else none; and its source."""
     v = _good(cfg, "roster", "pins")
     return pick((), ("config.toml", tuple(pins_from(v)) if v is not None else None))
+def roster_layout(cfg: ConfigFile) -> tuple[str, str]:
+    """``[roster] layout`` when it is a layout, else ``auto``; and its source."""
+    v = _good(cfg, "roster", "layout")
+    return pick("auto", ("config.toml", str(v) if v is not None else None))
 
 
 def notify_settings(args: argparse.Namespace | None = None,
@@ -517,6 +527,11 @@ def save_roster_pins(pins: list[str] | tuple[str, ...], home: Path | None = None
     """Persist ``[roster] pins = [...]`` (principal ids, the console's * key), bounded to
     :data:`MAX_PINS`, touching no other line."""
     _save_key("roster", "pins", toml_strings(pins_from(list(pins))), home)
+def save_roster_layout(layout: str, home: Path | None = None) -> None:
+    """Persist ``[roster] layout = "<layout>"`` (the roster's L key), touching no other line."""
+    if layout not in ROSTER_LAYOUTS:
+        raise ValueError(f"unknown roster layout {layout!r}")
+    _save_key("roster", "layout", f'"{layout}"', home)
 
 
 def save_show_events(show: bool, home: Path | None = None) -> None:
@@ -609,6 +624,9 @@ def settings(args: argparse.Namespace | None = None, home: Path | None = None) -
     pins, src = roster_pins(cfg)
     rows.append(Setting("roster.pins", list(pins), src, file_origin("roster", "pins", src),
                         KEYS["roster"]["pins"].doc))
+    layout, src = roster_layout(cfg)
+    rows.append(Setting("roster.layout", layout, src, file_origin("roster", "layout", src),
+                        KEYS["roster"]["layout"].doc))
     n = notify_settings(args, home)
     for key, attr, source_key, flag, var in (
             ("notify.enabled", "terminal", "terminal", "--notify", "COTAL_NOTIFY"),

@@ -11,6 +11,11 @@ onto indented rows; on a narrow one each seat is one line. A seat a manager host
 console's ``ps`` fold) carries its marker (``managed pty``) on its head line; ``a`` attaches to
 it, ``p`` peeks read-only, ``D`` asks to stop it (a confirmation the console owns).
 
+Rows are ``full`` (the wrapped facts above) or ``dense`` (one line per agent in aligned
+columns, widgets/roster_row.py); ``auto`` (the default) is dense whenever the full rows of the
+roster would not fit the panel, decided again on a resize or a join, with a margin so it does
+not flap. ``L`` cycles auto → dense → full; a narrow panel is always dense.
+
 What an agent is doing comes from its event frames (the model's frame ledger,
 widgets/doing.py): the open run's last tool started and its age (``⚙ Bash · 12s``), or
 ``✗ run failed 3m`` until the next run starts; presence wins while the agent is waiting.
@@ -28,7 +33,7 @@ from textual.message import Message
 
 from attach.control.managed import ManagedFold, bind_among
 from meshview.model.frames import FrameLedger
-from meshview.model.roster import ROSTER_SORTS, same_but_clocks, sort_peers
+from meshview.model.roster import ROSTER_LAYOUTS, ROSTER_SORTS, same_but_clocks, sort_peers
 from meshview.model.snapshot import Peer, Snapshot
 from meshview.model.stalled import Stalled
 from widgets.doing import Doing, doing_of, doing_text, ledger_of, on_row
@@ -37,11 +42,17 @@ from widgets.notice import say_line
 from widgets.roster_find import (
     GROUPS, MAX_PINS, NO_QUERY, Finder, GroupHeader, Query, is_header_key, parse_query,
 )
+from widgets.roster_row import NAME_MIN, code_of, columns, dense_row, name_cells
 from widgets.presentation import (
     activity_line, harness_tag, join_wrapped, look_of, peer_facts, safe, set_title,
     status_glyph, who,
 )
 from attach.control.seat_text import marker
+
+
+FULL_CELLS = 34  # the full roster's width (console.tcss): the auto decision measures at it
+FULL_MARGIN = 2  # rows to spare before auto goes back from dense to full
+NAME_SCAN = 2000  # rows read to size the name column
 
 
 class _Row(NamedTuple):
@@ -68,6 +79,8 @@ class Roster(LazyLineList):
         Binding("o", "cycle_group", "group: none / state / role / host", id="roster.group"),
         Binding("asterisk", "toggle_pin", "pin / unpin the agent (pinned go first)",
                 id="roster.pin", key_display="*"),
+        Binding("L", "cycle_layout", "rows: auto / dense (one line each) / full",
+                id="roster.layout"),
     ]
     empty_text = "no agents present yet"
 
@@ -120,6 +133,14 @@ class Roster(LazyLineList):
         # to it whenever the query shows it again, and when the query is cleared
         self._want: Hashable | None = None
         self._placed: Hashable | None = None
+        # rows: ``row_layout`` as set (auto | dense | full); in auto, whether the full rows
+        # overflowed at the last decision, and what that decision was made for
+        self.row_layout = "auto"
+        self._auto_dense = False
+        self._decided: object = None
+        self._names: object = None  # what the name column was sized for
+        self._name_cells = NAME_MIN
+        self._has_code = False
 
     def doing(self, peer_id: str) -> Doing | None:
         """What the frames say ``peer_id`` is doing, as its row shows it (tests read it)."""
@@ -203,6 +224,10 @@ class Roster(LazyLineList):
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
         self._follow_frames()
+        self._size_names(snap)
+        if self._decide():
+            self._key = None
+            self.set_class(self.dense and self.wide, "-dense")
         key = (snap.agents, snap.endpoints, sec, self._managed_version, self._label_gen,
                self._doing_gen, self._find_gen)
         if key != self._key:
@@ -443,7 +468,102 @@ class Roster(LazyLineList):
     def set_wide(self, wide: bool) -> None:
         if wide != self.wide:
             self.wide = wide
+            self._decided = None
+            self._decide()
+            self._show_layout()
+
+    # -- layout: full or dense rows ------------------------------------------------------
+
+    @property
+    def dense(self) -> bool:
+        """Whether the rows are one line each now (a narrow panel always is)."""
+        if not self.wide or self.row_layout == "dense":
+            return True
+        return self.row_layout == "auto" and self._auto_dense
+
+    def set_layout(self, layout: str) -> None:
+        """Rows ``auto`` | ``dense`` | ``full``; the cursor keeps its agent."""
+        if layout not in ROSTER_LAYOUTS or layout == self.row_layout:
+            return
+        self.row_layout = layout
+        self._decided = None
+        self._decide()
+        self._show_layout()
+
+    def _show_layout(self) -> None:
+        """Draw the rows as :attr:`dense` says (the console widens a dense roster: ``-dense``)."""
+        self.set_class(self.dense and self.wide, "-dense")
+        if self.snap is not None:
+            self._key = None
+            self.update_snapshot(self.snap)
+        else:
             self.rebuild()
+        if self.is_mounted:
+            self.call_after_refresh(self.scroll_to_cursor)
+
+    class LayoutChanged(Message):
+        """``L``: the rows' layout changed (the console persists the choice)."""
+
+        def __init__(self, layout: str) -> None:
+            super().__init__()
+            self.row_layout = layout
+
+    def action_cycle_layout(self) -> None:
+        i = ROSTER_LAYOUTS.index(self.row_layout) if self.row_layout in ROSTER_LAYOUTS else -1
+        self.set_layout(ROSTER_LAYOUTS[(i + 1) % len(ROSTER_LAYOUTS)])
+        self.post_message(self.LayoutChanged(self.row_layout))
+        now = "dense" if self.dense else "full"
+        say_line(self, f"roster rows: {self.row_layout}"
+                 + (f" (now {now}: dense whenever the full rows would not fit)"
+                    if self.row_layout == "auto" else "") + " · L cycles auto / dense / full")
+
+    def on_resize(self) -> None:
+        if self._decide():
+            self._show_layout()
+        super().on_resize()
+
+    def _decide(self) -> bool:
+        """In ``auto``: are the full rows more than the panel holds? Decided again when the
+        panel's height or the number of rows changed (a join, a leave), not as statuses come
+        and go; back to full only with FULL_MARGIN rows to spare, so it does not flap. True
+        when the rows' layout changed."""
+        if self.row_layout != "auto" or not self.wide or self.snap is None or not self.is_mounted:
+            return False
+        height = self.scrollable_content_region.height
+        if height <= 0:
+            return False
+        peers = self.snap.peers
+        key = (len(peers), height)
+        if key == self._decided:
+            return False
+        self._decided = key
+        if 2 * len(peers) > height:  # a full row is two lines at least: no need to measure
+            over = True
+        else:
+            self.prepare()
+            width = min(self.content_width, FULL_CELLS)
+            total = sum(self._measure_full(r, width) for r in self._with_doing(peers))
+            over = total > height - (FULL_MARGIN if self._auto_dense else 0)
+        if over == self._auto_dense:
+            return False
+        self._auto_dense = over
+        return True
+
+    def _size_names(self, snap: Snapshot) -> None:
+        """The name column's width (the longest shown ``name/role``, capped) and whether any
+        agent says what code it is on (``meta.repo``/``branch``): again only when a label
+        changed or the rows came or went. Past NAME_SCAN rows only the first are read (a
+        long name is cut with ``…`` either way)."""
+        key = (snap.labels, len(snap.peers))
+        if key == self._names:
+            return
+        self._names = key
+        cells, code = NAME_MIN, False
+        for p in snap.peers[:NAME_SCAN]:
+            cells = max(cells, name_cells(snap.name_of(p.id), p.role, harness_tag(p.meta)))
+            if not code and p.meta and code_of(p.meta) is not None:
+                code = True
+        self._name_cells, self._has_code = cells, code
 
     def _marker(self, seat: Any) -> Text:
         style = "dim" if seat.silent or seat.process != "running" else look_of(self).info
@@ -555,7 +675,8 @@ class Roster(LazyLineList):
         return self._data_rows
 
     def epoch(self) -> object:
-        return (self.wide, self._managed_version, self._stalled_key, self._label_gen)
+        return (self.wide, self._managed_version, self._stalled_key, self._label_gen,
+                self.dense, self._name_cells, self._has_code)
 
     def ages(self) -> object:
         return self._now
@@ -579,8 +700,11 @@ class Roster(LazyLineList):
         """``len(lines_of(row, width))`` without building any ``Text``."""
         if type(row) is GroupHeader:
             return 1
-        if not self.wide:
+        if self.dense:
             return 1
+        return self._measure_full(row, width)
+
+    def _measure_full(self, row: Peer | _Row, width: int) -> int:
         p = _peer(row)
         seat = self._seat(p)
         n = 1 + len(join_wrapped(peer_facts(p, self._now), max(8, width - 4)))
@@ -604,6 +728,15 @@ class Roster(LazyLineList):
         now = self._now
         p = _peer(row)
         d = on_row(row.doing, p) if type(row) is _Row else None
+        if self.dense:
+            snap, seat = self.snap, self._seat(p)
+            cols = columns(width, self._name_cells, code=self._has_code)
+            return [dense_row(p, snap.name_of(p.id) if snap is not None else p.name, cols, now,
+                              doing=d, stall=self._stall_line(p) if self.stalled else None,
+                              marker=self._marker(seat) if seat is not None else None,
+                              marker_whole=seat is not None and (
+                                  seat.silent or seat.process != "running"),
+                              look=look_of(self))]
         doing = None
         if d is not None:
             look = look_of(self)
@@ -615,39 +748,22 @@ class Roster(LazyLineList):
         facts = peer_facts(p, now)
         act = activity_line(p, now)
         dim = p.kind != "agent" or p.status == "offline"
-        if self.wide:
-            lines = [head]
-            if mark is not None:  # on the head line when it fits whole, else its own row
-                if head.cell_len + 1 + mark.cell_len <= width:
-                    head.append(" ")
-                    head.append_text(mark)
-                else:
-                    lines.append(Text("   ").append_text(mark))
-            for f in join_wrapped(facts, max(8, width - 4)):
-                lines.append(Text("   " + f, style="dim" if dim else ""))
-            stall = self._stall_line(p) if self.stalled else None
-            if stall:
-                lines.append(Text("   " + stall, style="bold yellow"))
-            if doing is not None:
-                lines.append(Text("   ").append_text(doing))
-            if act:
-                lines.append(Text("   " + act, style="italic dim"))
-        else:
-            line = head.copy()
-            if mark is not None:
-                line.append(" ")
-                line.append_text(mark)
-            if doing is not None:  # first: on a narrow line it is what the row is for
-                line.append("  ")
-                line.append_text(doing)
-                line.append(" ·")
-            line.append("  " + facts[0], style="dim" if dim else "")
-            stall = self._stall_line(p) if self.stalled else None
-            if stall:
-                line.append(" · " + stall.removeprefix("working · "), style="bold yellow")
-            if act:
-                line.append(" · " + act, style="italic dim")
-            lines = [line]
+        lines = [head]
+        if mark is not None:  # on the head line when it fits whole, else its own row
+            if head.cell_len + 1 + mark.cell_len <= width:
+                head.append(" ")
+                head.append_text(mark)
+            else:
+                lines.append(Text("   ").append_text(mark))
+        for f in join_wrapped(facts, max(8, width - 4)):
+            lines.append(Text("   " + f, style="dim" if dim else ""))
+        stall = self._stall_line(p) if self.stalled else None
+        if stall:
+            lines.append(Text("   " + stall, style="bold yellow"))
+        if doing is not None:
+            lines.append(Text("   ").append_text(doing))
+        if act:
+            lines.append(Text("   " + act, style="italic dim"))
         for t in lines:
             t.truncate(width, overflow="ellipsis")
         return lines

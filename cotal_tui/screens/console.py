@@ -154,6 +154,7 @@ class ConsoleScreen(ComposeKeys):
         roster.set_sort(cfg.roster_sort)
         roster.set_group(cfg.roster_group)
         roster.set_pins(cfg.roster_pins)
+        roster.set_layout(cfg.roster_layout)
         self.query_one(FeedView).show_events = cfg.show_events
         self.query_one(FeedView).max_lines = cfg.feed_max_lines
         self.query_one(FeedView).focus()
@@ -494,6 +495,15 @@ class ConsoleScreen(ComposeKeys):
             save_roster_pins(event.pins)
         except OSError as e:
             self.shell.notify_line(f"pins not saved to {config_path()}: {e.strerror or e}", True)
+    @on(Roster.LayoutChanged)
+    def _layout_changed(self, event: Roster.LayoutChanged) -> None:
+        from cotal_tui.config import config_path, save_roster_layout
+
+        try:
+            save_roster_layout(event.row_layout)
+        except OSError as e:
+            self.shell.notify_line(f"roster layout not saved to {config_path()}: "
+                                   f"{e.strerror or e}", True)
 
     @on(Roster.OpenSeat)
     def _open_seat(self, event: Roster.OpenSeat) -> None:

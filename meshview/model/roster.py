@@ -96,6 +96,8 @@ def slim(p: Peer) -> Peer:
 
 
 ROSTER_SORTS = ("status", "name", "role", "activity")  # the console's ``s`` cycles these
+# the roster's rows: ``auto`` is dense whenever the full rows would not fit (the console's L cycles)
+ROSTER_LAYOUTS = ("auto", "dense", "full")
 
 
 def _is_status(s: str) -> TypeGuard[Status]:

@@ -1,0 +1,59 @@
+"""End to end: a team of forty in the real ``cotal watch`` in tmux at 140×42 shows at least 35
+roster rows (the dense roster, issue 38 item 1), ``L`` switches it to the full rows, and at
+80×24 the narrow layout's rows are the same dense ones."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from cotal_tui.demo.team import Team, TeamSchedule
+from support.tmux import needs_tmux
+
+pytestmark = needs_tmux
+
+COTAL = str(Path(sys.executable).with_name("cotal"))
+ROW = re.compile(r"^[●◐○⨯] (\S+?)/")
+
+
+@pytest.fixture
+async def team40(nc, space):
+    t = Team(nc, space, seed=5, agents=40,
+             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=2.0))
+    await t.start()
+    yield t
+    await t.stop()
+
+
+def rows(screen: str) -> set[str]:
+    return {m.group(1) for line in screen.splitlines() if (m := ROW.match(line))}
+
+
+async def test_forty_agents_fit_140x42_in_tmux(broker, space, team40, tmux, tmp_path):
+    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
+           "PATH": os.environ.get("PATH", "")}
+    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}; "
+                     "echo console-exit=$?; sleep 60", env, cols=140, rows=42)
+    s = await tmux.until(lambda s: "roster · 40 agents" in s and len(rows(s)) >= 35,
+                         timeout=40, what="35 roster rows")
+    assert all(len(line) <= 140 for line in s.splitlines())
+    await tmux.keys("h")
+    await tmux.until(lambda s: "▶ roster" in s, what="roster focused")
+    await tmux.keys("L")  # auto -> dense
+    await tmux.until(lambda s: "roster rows: dense" in s, what="dense")
+    await tmux.keys("L")  # dense -> full
+    await tmux.until(lambda s: "roster rows: full" in s and len(rows(s)) < 20, what="full rows")
+    assert 'layout = "full"' in (tmp_path / "config.toml").read_text()
+    # 80×24: the narrow layout's rows are the dense ones, in 80 columns, never wrapped
+    await tmux.run("resize-window", "-t", tmux.name, "-x", "80", "-y", "24")
+
+    def narrow_dense(s: str) -> bool:
+        lines = [line for line in s.splitlines() if ROW.match(line)]
+        return (len(lines) >= 5 and all(len(line) <= 80 for line in s.splitlines())
+                and all(re.search(r"  (working|idle|waiting|offline)\b", ln) for ln in lines))
+
+    await tmux.until(narrow_dense, what="80x24: dense rows, each with its status column")
