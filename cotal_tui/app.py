@@ -660,7 +660,7 @@ class CotalApp(App[int]):
         bars = screen.query(StatusBar)
         if bars:
             bars.first().set_runs(runs_note(view))
-            health = getattr(session, "health", None)  # a poller only when the operator opted in
+            health = session.health  # a poller only when the operator opted in
             bars.first().set_health(health.note() if health is not None else None)
         n = session.notifier
         if n is None:

@@ -79,6 +79,9 @@ class ConsoleSession(Protocol):
     def seat_sessions(self) -> SeatSessions | None: ...  # how attach/peek/tile reach seats
 
     @property
+    def health(self) -> HealthPoller | None: ...  # plane health: only when the operator opted in
+
+    @property
     def skills(self) -> Skills: ...
 
     @property

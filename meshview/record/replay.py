@@ -417,6 +417,7 @@ class ReplaySession:
         self.operator = ReplayOperator()
         self.target = None
         self.managed = None
+        self.health = None  # a replay probes no plane
         self.seat_sessions = None
         self.recorder: Any = None  # a replay is never recorded again
         self.notifier: Any = None

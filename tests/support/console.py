@@ -47,6 +47,7 @@ class StaticSession:
     target: Any = None
     operator: Any = None
     managed: Any = None
+    health: Any = None  # no plane-health probe (the operator did not opt in)
     seat_sessions: Any = None
     recorder: Any = None
     notifier: Any = None
