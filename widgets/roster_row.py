@@ -23,7 +23,9 @@ from widgets.presentation import (
 GLYPH = 2  # "● "
 GAP = 2  # between columns
 NAME_MIN, NAME_CAP = 8, 24  # the name/role column: sized to the longest shown name, capped
-STATUS_CELLS, STATUS_MIN = 20, 10
+# ``stalled? 14m`` / ``offline 59m`` / ``waiting 12s``: a waiting agent's condition goes to the
+# doing column, so the status column stays narrow and the doing keeps ``⚙ TodoWrite · 12s`` whole
+STATUS_CELLS, STATUS_MIN = 12, 9
 DOING_MIN, DOING_WANT = 12, 20  # DOING_MIN: ``⚙ Bash · 12s`` whole  # the doing column keeps DOING_WANT before code or seen are added
 CODE_CELLS = 18
 SEEN_CELLS = 8  # "seen 12m"
@@ -85,14 +87,13 @@ def code_of(meta: Any) -> str | None:
 
 
 def status_cell(p: Peer, now: float, stall: str | None = None) -> str:
-    """``working 3m`` / ``waiting approval 12s`` / ``offline 5m`` / ``stalled? 14m``: the
-    status with its condition and how long it has held."""
+    """``working 3m`` / ``waiting 12s`` / ``offline 5m`` / ``stalled? 14m``: the status and
+    how long it has held (a waiting agent's condition, with its own age, when it has one;
+    the condition's code heads the doing column: :func:`dense_row`)."""
     if stall is not None:
         return stall.removeprefix("working · ").split(" (", 1)[0]
-    if p.status == "waiting" and p.condition is not None:
-        c = p.condition
-        held = f" {age(now - c.since)}" if c.since else ""
-        return f"waiting {safe(c.code, 24)}{held}"
+    if p.status == "waiting" and p.condition is not None and p.condition.since:
+        return f"waiting {age(now - p.condition.since)}"
     if p.status == "offline":
         return "offline" + (f" {age(now - p.offline_since)}" if p.offline_since else "")
     return p.status + (f" {age(now - p.status_since)}" if p.status_since else "")
@@ -129,6 +130,9 @@ def dense_row(p: Peer, label: str, cols: Columns, now: float, *, doing: Doing | 
                         if doing.kind == "failed" else look.info)
         elif p.activity:
             what.append(safe(p.activity, 200), style="italic dim")
+        if p.status == "waiting" and p.condition is not None:  # what it waits for comes first
+            what = Text(safe(p.condition.code, 24), style="bold yellow") + (
+                Text(" · ") + what if what else Text())
         if marker is not None:  # a managed seat: its marker whole when it says more than
             # "managed, running" (exited, manager silent) or there is nothing else to say
             if marker_whole or not what:

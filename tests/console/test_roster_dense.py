@@ -141,7 +141,7 @@ async def test_the_config_layout_is_used_and_a_bad_one_is_named(tmp_path, monkey
 def test_columns_degrade_seen_first_then_code_then_the_doing_shrinks():
     wide = columns(200, 16, code=True)
     assert wide.code and wide.seen and wide.doing >= 20
-    mid = columns(90, 16, code=True)
+    mid = columns(82, 16, code=True)
     assert mid.code and mid.seen == 0 and mid.doing >= 20  # the last-seen column went first
     for w in range(34, 200):  # ... then the code: never a row with last seen but no code
         c = columns(w, 16, code=True)
