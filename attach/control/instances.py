@@ -177,37 +177,30 @@ async def manager_status(target: ConnectTarget, *, on: str | None = None,
                          deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
     """``status`` of every live manager (a scatter over the frozen set), or of ``on``; each
     answering report carries the manager's status record in ``data``."""
-    check_instance(on)
-
-    async def body(nc: Any) -> PsResult:
-        space = space_token(target.space)
-        if _user_nc(nc):  # a user mesh: the one manager the view is pinned to, no registry read
-            iid, data = await _call(nc, space, "status", None, _pinned(nc, space), deadline_ms)
-            from attach.control.verbs import ManagerReport
-
-            return PsResult(space, [ManagerReport(iid, "answered", data=data)], pinned=iid)
-        result, _ = await _gather_ps(nc, EndpointClient(nc, space, name=CLIENT_NAME), space, on=on,
-                                     deadline_ms=deadline_ms, command="status")
-        return result
-
-    return await _run(_pin(target, on), body)
+    return await _manager_read("status", target, on, deadline_ms)
 
 
 async def manager_slots(target: ConnectTarget, *, on: str | None = None,
                         deadline_ms: int = PS_DEADLINE_MS) -> PsResult:
     """``slots`` of every live manager (``cotal ps --slots``), or of ``on``: each answering report
     carries its durable static-slot rows (SlotRow) in ``data``."""
+    return await _manager_read("slots", target, on, deadline_ms)
+
+
+async def _manager_read(command: str, target: ConnectTarget, on: str | None, deadline_ms: int) -> PsResult:
+    """One argument-less manager-level read, scattered (or the one ``on``; on a user mesh the
+    one manager the view is pinned to, no registry read)."""
     check_instance(on)
 
     async def body(nc: Any) -> PsResult:
         space = space_token(target.space)
         if _user_nc(nc):
-            iid, data = await _call(nc, space, "slots", None, _pinned(nc, space), deadline_ms)
+            iid, data = await _call(nc, space, command, None, _pinned(nc, space), deadline_ms)
             from attach.control.verbs import ManagerReport
 
             return PsResult(space, [ManagerReport(iid, "answered", data=data)], pinned=iid)
         result, _ = await _gather_ps(nc, EndpointClient(nc, space, name=CLIENT_NAME), space, on=on,
-                                     deadline_ms=deadline_ms, command="slots")
+                                     deadline_ms=deadline_ms, command=command)
         return result
 
     return await _run(_pin(target, on), body)
