@@ -300,7 +300,7 @@ def _activity_lines(a: Activity, now: float, width: int) -> list[Text]:
         out += _field("run", Text("none open", style="dim"), width)
     if a.tool is not None and a.tool_at is not None:
         d = doing_of(a)
-        said = (doing_text(d, now, card=True) if d is not None and d.kind == "tool"
+        said = (doing_text(d, now, card=True).removeprefix("last tool ") if d is not None and d.kind == "tool"
                 else f"⚙ {safe(a.tool, 64) or '(unnamed)'} {age(max(0.0, now - a.tool_at))} ago"
                      " (in an earlier run)")
         out += _field("last tool", Text(said, style=look.info), width)

@@ -96,7 +96,7 @@ async def test_frames_hidden_counted_and_toggled_back(broker, nc, space, tmp_pat
         card = screen_text(app)
         traffic = card.split("recent traffic", 1)[1]  # (its activity block names the tool)
         assert "plain chat after frames" in traffic and "FrameTool" not in traffic
-        assert "last tool ⚙ FrameTool" in card.split("recent traffic", 1)[0]
+        assert "last tool  ⚙ FrameTool" in card.split("recent traffic", 1)[0]
         assert "events.local.ada" not in card
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is _console(app), what="card closed")

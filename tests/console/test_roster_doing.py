@@ -114,7 +114,7 @@ async def test_roster_card_and_needs_you_say_what_the_frames_say(broker, nc, spa
         assert _console(app).open_agent(ADA)
         await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen", what="card")
         card = screen_text(app)
-        assert "r1" in card and "human" in card and "last tool ⚙ Bash" in card
+        assert "r1" in card and "human" in card and "last tool  ⚙ Bash" in card
         assert "1 run · 1 tool in the last hour · 1 frame" in card
         await pilot.press("escape")
         await until(pilot, lambda: app.screen is _console(app), what="card closed")
