@@ -198,6 +198,7 @@ def fmt(xs: list[float]) -> str:
 
 
 def main() -> None:
+    global ROOT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--tree", default=ROOT,
@@ -205,7 +206,6 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true",
                     help="leave the tree's bytecode as it is (PYTHONDONTWRITEBYTECODE: every start compiles)")
     args = ap.parse_args()
-    global ROOT
     ROOT = os.path.abspath(args.tree)
     CHILD_ENV["PYTHONPATH"] = ROOT
     if not args.no_compile:  # as installed: pip writes the bytecode; without it each start compiles ~400 modules

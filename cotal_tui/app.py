@@ -30,7 +30,6 @@ from cotal_tui.palette import (
     THEME_HELP, WRITE_VERBS, MeshPalette, activity_hit, theme_hits, write_hit,
 )
 from cotal_tui.recording import toggle_recording
-from cotal_tui.screens.attach import AttachScreen
 from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.control import (
     CONTROL_VERBS, Controls, control_hit, control_rows, stop_from_roster,
@@ -38,10 +37,8 @@ from cotal_tui.screens.control import (
 from cotal_tui.screens.lenses import LENSES
 from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
 from cotal_tui.screens.spaces import SpacePickerScreen
-from cotal_tui.screens.tile import MAX_PANES, TileScreen, every_seat, tile_targets
 from meshview.errors import swallowed
 from meshview.model.labels import EMPTY as NO_LABELS
-from cotal_tui.screens.triage import TriageScreen
 from cotal_tui.seats import SeatSessions
 from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
@@ -52,9 +49,17 @@ from widgets.presentation import css_variables, look_from_theme
 from widgets.needs_you import NeedsYouRail
 from widgets.roster import Roster
 from widgets.status_bar import StatusBar
-from widgets.terminal_pane import ESC_DOUBLE_S
 
 OpenSpace = Callable[[str], ConsoleSession]
+
+# The seat screens (attach, tile, triage: terminal panes, pyte, the mirror) are imported when
+# first opened: the console's first frame does not wait for them (issue 40, start-up).
+
+
+def _max_panes() -> int:
+    from cotal_tui.screens.tile import MAX_PANES
+
+    return MAX_PANES
 
 
 SEAT_VERBS = ("attach", "peek", "tile")
@@ -140,7 +145,8 @@ class MeshCommands(Provider):
                  "[ui] show_events)", lambda: screen.set_events(True)),
                 ("events off", "hide the activity frames from the feed, counted as ev N in the "
                  "status bar (E)", lambda: screen.set_events(False)),
-                ("tile", f"live terminals of every managed seat (up to {MAX_PANES}), read-only until promoted",
+                ("tile", f"live terminals of every managed seat (up to {_max_panes()}), read-only until "
+                 "promoted",
                  lambda: self._tile(None)),
                 ("activity", "what every agent is doing, from its event frames (activity @agent: "
                  "one agent's runs)", lambda: screen.open_activity(None)),
@@ -569,6 +575,8 @@ class CotalApp(App[int]):
     def hold_escape(self) -> None:
         """Leaving a terminal with Esc (or Esc Esc): the console ignores an Esc that follows within
         the double-Esc window, so a habitual second Esc does not also close the rail or the lens."""
+        from widgets.terminal_pane import ESC_DOUBLE_S
+
         screen = self.console_screen()
         if screen is not None:
             screen.escape_grace_until = time.monotonic() + ESC_DOUBLE_S
@@ -594,6 +602,8 @@ class CotalApp(App[int]):
         if self.console_screen() is None:
             self.notify_line("triage: open a space first")
             return False
+        from cotal_tui.screens.triage import TriageScreen
+
         if isinstance(self.screen, TriageScreen):
             if focus_id is not None:
                 self.screen.focus_on(focus_id)
@@ -715,6 +725,8 @@ class CotalApp(App[int]):
             why = f"{n} manager{'s' if n != 1 else ''} asked" if n else "no manager serves this space"
             self.notify_line(f"{verb}: {name} is not hosted by any manager ({why})")
             return False
+        from cotal_tui.screens.attach import AttachScreen
+
         self.push_screen(AttachScreen(sessions, name, peek=peek, instance_id=instance_id,
                                       hold_escape=self.hold_escape))
         return True
@@ -730,6 +742,8 @@ class CotalApp(App[int]):
         if sessions is None:
             self.notify_line("tile: no mesh connection to attach through")
             return False
+        from cotal_tui.screens.tile import MAX_PANES, TileScreen, every_seat, tile_targets
+
         screen = self.console_screen()
         snap = screen.snap if screen is not None else None
         fold = self.managed_fold()

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from attach.session.client import AttachError, AttachSession, Notice, end_text, locate, user_pin
 from attach.control.endpoint import EndpointClient
@@ -44,7 +44,9 @@ from meshview.errors import swallowed, swallowing
 from meshview.tasks import TaskOwner
 from meshview.wire.envelope import EndpointError
 from attach.terminal.detach import DEFAULT_KEYS, DetachKeyError, DetachKeys
-from widgets.terminal_pane import TerminalPane
+
+if TYPE_CHECKING:  # the pane is handed in; importing it (pyte, the mirror) waits for a seat screen
+    from widgets.terminal_pane import TerminalPane
 
 # The size a reference manager starts every pty at. Nothing a manager sends says a pty's size
 # (no row field, no grant field, no serving-side frame; the snapshot is opaque bytes), so a pane
