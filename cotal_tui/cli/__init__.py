@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from cotal_tui.cli.process import (
-        prepare_process, quiet_library_logs, start_log_file, steady_malloc)
-
-    prepare_process()
     argv = sys.argv[1:] if argv is None else argv
+    if chosen_command(argv) is not None:  # `cotal --help` loads no command: no process set-up (logging...)
+        from cotal_tui.cli.process import prepare_process
+
+        prepare_process()
     if argv[:1] == [COMPLETE]:  # not a command: no parser, no log file, never a word on stderr
         from cotal_tui.cli.completion import run_query
 
@@ -129,6 +129,9 @@ def _main(argv: list[str] | None) -> int:
     if getattr(args, "_missing", None):
         print(f"{prog}: '{args._missing}' is not available in this build.", file=sys.stderr)
         return 2
+    from cotal_tui.cli.process import prepare_process, quiet_library_logs, start_log_file, steady_malloc
+
+    prepare_process()  # already done above; here too, so no command ever runs without it
     quiet_library_logs()
     start_log_file(args.command)
     steady_malloc()

@@ -13,15 +13,20 @@ leaves a host program's imports alone.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 TRANSPORT = "nats.aio.transport"
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
+    """A loader by protocol (``create_module``/``exec_module``): no ``importlib.abc``, whose
+    import (importlib.resources, tempfile, random...) every ``cotal`` start paid for it."""
+
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
@@ -40,13 +45,15 @@ class _Loader(importlib.abc.Loader):
                 del sys.modules["aiohttp"]
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder by protocol (``find_spec``), for the same reason."""
+
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != TRANSPORT or "aiohttp" in sys.modules:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
+            spec.loader = cast("Loader", _Loader(spec.loader))
         return spec
 
 
