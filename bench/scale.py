@@ -337,7 +337,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
 
             prof.disable()
             buf = io.StringIO()
-            pstats.Stats(prof, stream=buf).sort_stats(os.environ["SCALE_PROFILE"]).print_stats(40)
+            pstats.Stats(prof, stream=buf).sort_stats(os.environ["SCALE_PROFILE"]).print_stats(
+                *([os.environ["SCALE_PROFILE_RE"]] if os.environ.get("SCALE_PROFILE_RE") else []), 40)
             say(buf.getvalue())
         out["per_s"] = {k: ((v[0] - base[k][0]) / wall, 1000 * (v[1] - base[k][1]) / max(1, v[0] - base[k][0]))
                         for k, v in spent.items()}
@@ -349,7 +350,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         from textual import events
 
         for n in range(presses):
-            key = "j" if (n // 20) % 2 == 0 else "k"  # down 20, up 20, ...
+            leg = max(1, min(20, agents - 1))  # a small roster: the cursor never hits an end
+            key = "j" if (n // leg) % 2 == 0 else "k"  # down 20, up 20, ...
             before = roster.cursor_index
             was = roster.cursor_key  # rows re-sort under churn: the cursor's key is what moves
             t0 = time.perf_counter()

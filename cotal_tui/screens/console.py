@@ -65,9 +65,12 @@ KEYS_FIRST_MAX_S = 0.5
 KEYS_FULL_S = 1.5
 # One snapshot per frame: the status bar's summary, the roster's count, the NEEDS-YOU rail and
 # the tabs are always drawn together (a summary that lagged the roster by a second did not add
-# up). Only the feed, scrolling under a flood faster than anyone reads it, is drawn at most every
-# FEED_BUSY_S while busy: it shows no count.
-FEED_BUSY_S = 0.25
+# up). Only the feed, scrolling faster than anyone reads it, is drawn at most every FEED_BUSY_S
+# while busy or while over FEED_FLOW_RATE msgs/s arrive: it shows no count, and each of its
+# frames repaints the whole panel (a scroll is a full repaint: at 100 agents + 20 msgs/s a third
+# of what the console spent).
+FEED_BUSY_S = 0.5
+FEED_FLOW_RATE = 5.0
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 SEARCH_PLACEHOLDER = "search: sender, role, channel, service, targets, text (enter keeps, esc clears)"
@@ -309,7 +312,8 @@ class ConsoleScreen(ComposeKeys):
             self.apply(snap, counts=not on_feed, feed=on_feed)
             self._rest_owed = True
         else:
-            feed = not busy or now - self._feed_at >= FEED_BUSY_S
+            flowing = busy or snap.rates.msgs_per_sec > FEED_FLOW_RATE
+            feed = not flowing or now - self._feed_at >= FEED_BUSY_S
             self.apply(snap, feed=feed)
             self._full_at = now
             if feed:

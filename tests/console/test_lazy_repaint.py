@@ -669,3 +669,50 @@ async def test_a_row_that_reads_as_before_is_not_painted_on_any_rebuild_path():
             heartbeat(7)
             w.second += 1
         assert await painted_after(resort_and_tick) == [0, 4, 8]
+
+
+async def test_a_flowing_feed_is_drawn_at_a_reading_pace_and_the_counts_every_drain(monkeypatch):
+    """Over FEED_FLOW_RATE msgs/s (a busy channel, not a flood) the feed, whose every frame is
+    a whole-panel repaint, is drawn at most every FEED_BUSY_S; the roster and the bars that
+    count it are drawn by every drain; when the flow stops the feed follows at once."""
+    from time import monotonic
+
+    from support.console import make_app, rec
+
+    from cotal_tui.screens import console as cs
+    from widgets.feed import FeedView
+    from widgets.roster import Roster
+    from widgets.status_tiles import Tiles
+
+    app = make_app()
+    m = app.session.model
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        roster, tiles, feed = [screen.query_one(c) for c in (Roster, Tiles, FeedView)]
+        assert m.snapshot().rates.msgs_per_sec < cs.BUSY_RATE  # not busy
+        monkeypatch.setattr(cs, "FEED_FLOW_RATE", -1.0)  # but the feed flows
+
+        def drain() -> None:
+            screen.set_drain_times(next_drain=0.0)
+            app.key_at = monotonic() - 1.0
+            screen.drain_tick()
+
+        screen.set_drain_times(feed_at=monotonic())  # the feed drawn just now
+        m.clock.advance(1)
+        m.apply_presence(rec("ada", "idle", m.clock.t))
+        drain()
+        assert roster.snap is screen.snap and tiles.snap is screen.snap
+        assert feed.snap is not screen.snap and screen.rest_owed
+        screen.set_drain_times(feed_at=monotonic() - cs.FEED_BUSY_S)
+        drain()  # its turn came (no news needed)
+        assert feed.snap is screen.snap and not screen.rest_owed
+        screen.set_drain_times(feed_at=monotonic())
+        m.clock.advance(1)
+        m.apply_presence(rec("ada", "working", m.clock.t))
+        drain()
+        assert feed.snap is not screen.snap
+        monkeypatch.setattr(cs, "FEED_FLOW_RATE", 1e9)  # the flow stopped
+        drain()
+        assert feed.snap is screen.snap and not screen.rest_owed
+        await pilot.pause()
