@@ -43,11 +43,11 @@ DRAIN_HZ = 30  # how often the drain timer looks at the model's version (a look 
 # panel that changed (~10-20 ms at 160x48), and at 30 Hz a 100-agent team with 20 msgs/s cost
 # 29-32 % of a core, more than 1000 agents did. Nobody reads rows faster than this; keys do not
 # wait for it (they paint their own widget at once), nor does :meth:`ConsoleScreen.drain_now`.
-DRAW_HZ = 5
+DRAW_HZ = 4
 # above BUSY_RATE msgs/s (or model changes/s) nobody reads rows: drawn BUSY_HZ times a second
 # (10 -> 6 at 10k agents: console 27-28 -> 22 % of a core, the key latency the same; k9s
-# redraws every 2 s; 6 -> 4 as the bars now come with every drawn roster, one snapshot a frame)
-BUSY_HZ = 4
+# redraws every 2 s; 6 -> 3 as the bars now come with every drawn roster, one snapshot a frame)
+BUSY_HZ = 3
 BUSY_RATE = 300.0
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a
 # drain costs ~10-20 ms, and back to back at 30 Hz it starved keys and the observer it draws.
