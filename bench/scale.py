@@ -46,6 +46,7 @@ WAITING_FRACTION = 0.05
 GOAL_CPU_PCT = 30.0
 GOAL_RSS_MB = 200.0
 GOAL_KEY_MS = 50.0
+GOAL_CONSOLE_PCT = {10: 5.0, 100: 10.0}  # issue 40 goal 0: the console, by agents
 
 
 def agent_id(i: int) -> str:
@@ -188,6 +189,22 @@ async def role_bare(url: str, tmp: str) -> None:
     await nc.close()
 
 
+async def role_bare_ui(tmp: str) -> None:
+    """The UI baseline: a bare Textual app (one Static), headless at the console's size, idle:
+    what any Textual app costs doing nothing, measured in the same window as the console."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    class Bare(App):
+        def compose(self) -> ComposeResult:
+            yield Static("bare")
+
+    async with Bare().run_test(size=(160, 48)):
+        open(os.path.join(tmp, "bareui-ready"), "w").close()
+        while not os.path.exists(os.path.join(tmp, "stop")):
+            await asyncio.sleep(0.2)
+
+
 # ------------------------------------------------------------------ console (measured)
 
 
@@ -305,9 +322,24 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         open(os.path.join(tmp, "console-ready"), "w").close()
         base = {k: list(v) for k, v in spent.items()}
         t_steady = time.perf_counter()
+        prof = None
+        if os.environ.get("SCALE_PROFILE"):  # where the steady window's CPU goes (cProfile)
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         while not os.path.exists(os.path.join(tmp, "keys")):
             await asyncio.sleep(0.1)
         wall = time.perf_counter() - t_steady
+        if prof is not None:
+            import io
+            import pstats
+
+            prof.disable()
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats(os.environ["SCALE_PROFILE"]).print_stats(
+                *([os.environ["SCALE_PROFILE_RE"]] if os.environ.get("SCALE_PROFILE_RE") else []), 40)
+            say(buf.getvalue())
         out["per_s"] = {k: ((v[0] - base[k][0]) / wall, 1000 * (v[1] - base[k][1]) / max(1, v[0] - base[k][0]))
                         for k, v in spent.items()}
         roster.focus()
@@ -318,7 +350,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         from textual import events
 
         for n in range(presses):
-            key = "j" if (n // 20) % 2 == 0 else "k"  # down 20, up 20, ...
+            leg = max(1, min(20, agents - 1))  # a small roster: the cursor never hits an end
+            key = "j" if (n // leg) % 2 == 0 else "k"  # down 20, up 20, ...
             before = roster.cursor_index
             was = roster.cursor_key  # rows re-sort under churn: the cursor's key is what moves
             t0 = time.perf_counter()
@@ -457,6 +490,8 @@ def main() -> None:
         return asyncio.run(role_gen(a.url, a.agents, a.channels, a.chat_rate, a.tmp))
     if a.role == "bare":
         return asyncio.run(role_bare(a.url, a.tmp))
+    if a.role == "bareui":
+        return asyncio.run(role_bare_ui(a.tmp))
     if a.role == "console":
         return asyncio.run(role_console(a.url, a.agents, a.presses, a.tmp, a.layout))
 
@@ -505,9 +540,14 @@ def main() -> None:
         procs.append(bare)
         cons = None if a.no_console else child("console", *common, "--presses", str(a.presses),
                                               "--layout", a.layout)
+        bareui = None
         if cons is not None:
             procs.append(cons)
+            bareui = child("bareui", *common)  # a bare Textual app's idle cost, same window
+            procs.append(bareui)
         wait_file(os.path.join(tmp, "bare-ready"), 30, "bare subscriber", bare)
+        if bareui is not None:
+            wait_file(os.path.join(tmp, "bareui-ready"), 60, "bare Textual app", bareui)
         if cons is not None:
             say("waiting for the console's roster to fill")
             wait_file(os.path.join(tmp, "console-ready"), 180, "console", cons)
@@ -518,6 +558,8 @@ def main() -> None:
             pids["old"] = old.pid
         if cons is not None:
             pids["console"] = cons.pid
+        if bareui is not None:
+            pids["bareui"] = bareui.pid
         count_path = os.path.join(tmp, "bare-count")
         n0 = int(open(count_path).read())
         c0 = {k: cpu_s(p) for k, p in pids.items()}
@@ -565,6 +607,12 @@ def main() -> None:
             (na, ma), (npt, mp) = rc["per_s"]["apply"], rc["per_s"]["paint"]
             print(f"  {'':34}  its window: {na:.1f} snapshots applied/s at {ma:.1f} ms, "
                   f"{npt:.1f} paints/s at {mp:.1f} ms")
+            print(f"  {'bare Textual app (idle, same size)':34}{cpu['bareui']:>16.1f}"
+                  f"{rss_end['bareui']:>9.0f}{rss_max['bareui']:>9.0f}")
+            print(f"  console CPU {cpu['console']:.1f}% beside a bare Textual app's "
+                  f"{cpu['bareui']:.1f}%: {cpu['console'] / max(cpu['bareui'], 1e-9):.1f}x; "
+                  f"goal <= {GOAL_CONSOLE_PCT.get(a.agents, float('nan')):g}% of a core: "
+                  f"{ok(cpu['console'] <= GOAL_CONSOLE_PCT.get(a.agents, float('inf')))}")
         print(f"  ratio observer/bare CPU         : {cpu['watch'] / max(cpu['bare'], 1e-9):.2f}x")
         print(f"  observer CPU {cpu['watch']:.1f}% (goal < {GOAL_CPU_PCT:g}%): "
               f"{ok(cpu['watch'] < GOAL_CPU_PCT)}")

@@ -1,7 +1,8 @@
 """The space view: tabs, tiles, roster + feed + NEEDS YOU rail, lenses, search, status bar.
 
-It drains the model at most ~30 times a second: one ``snapshot()`` per drain when the model's
-version moved, applied to the visible widgets inside one ``batch_update``. NATS traffic never
+It looks at the model ~30 times a second and draws at most DRAW_HZ times a second: one
+``snapshot()`` per drain when the model's version moved, applied to the visible widgets inside
+one ``batch_update`` (no frame when nothing moved). NATS traffic never
 becomes Textual messages.
 """
 
@@ -37,11 +38,16 @@ from widgets.status_bar import StatusBar
 from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
 
-DRAIN_HZ = 30
+DRAIN_HZ = 30  # how often the drain timer looks at the model's version (a look is cheap)
+# ... but a drain that draws comes at most DRAW_HZ times a second: a frame costs a paint of every
+# panel that changed (~10-20 ms at 160x48), and at 30 Hz a 100-agent team with 20 msgs/s cost
+# 29-32 % of a core, more than 1000 agents did. Nobody reads rows faster than this; keys do not
+# wait for it (they paint their own widget at once), nor does :meth:`ConsoleScreen.drain_now`.
+DRAW_HZ = 4
 # above BUSY_RATE msgs/s (or model changes/s) nobody reads rows: drawn BUSY_HZ times a second
 # (10 -> 6 at 10k agents: console 27-28 -> 22 % of a core, the key latency the same; k9s
-# redraws every 2 s)
-BUSY_HZ = 6
+# redraws every 2 s; 6 -> 3 as the bars now come with every drawn roster, one snapshot a frame)
+BUSY_HZ = 3
 BUSY_RATE = 300.0
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a
 # drain costs ~10-20 ms, and back to back at 30 Hz it starved keys and the observer it draws.
@@ -52,18 +58,19 @@ DRAIN_GAP_MAX = 0.5  # ... but the screen never rests longer than this after an 
 # the mesh is still drawn at least every KEYS_FIRST_MAX_S.
 KEYS_FIRST_S = 0.15
 KEYS_FIRST_MAX_S = 0.5
-# ... and such a drain, while keys come, updates only the focused list (the one the keys move):
-# its paint is that panel's, not the whole screen's. Everything else is drawn by the first
-# drain after the keys stop, and at least every KEYS_FULL_S while they do not.
+# ... and such a drain, while keys come, leaves out the panels the keys do not move: the feed
+# while they walk the roster or the rail (those and the bars, which count what they show, are
+# drawn from one snapshot), everything else while they scroll the feed. What was left out is
+# drawn by the first drain after the keys stop, and at least every KEYS_FULL_S while they do not.
 KEYS_FULL_S = 1.5
-# While busy, the bars that span the whole width (channel tabs, tiles, status bar) are drawn at
-# most every BARS_BUSY_S: Textual repaints the box around everything dirty in a frame, so a bar
-# drawn beside the scrolling feed widens that frame to the whole screen. A change of the
-# connection's state (connected, errors, warnings) is drawn at once.
-BARS_BUSY_S = 1.0
-# ... and the feed, scrolling under a flood faster than anyone reads it, at most every
-# FEED_BUSY_S (the lists the operator acts on, roster and NEEDS-YOU, every drain).
-FEED_BUSY_S = 0.25
+# One snapshot per frame: the status bar's summary, the roster's count, the NEEDS-YOU rail and
+# the tabs are always drawn together (a summary that lagged the roster by a second did not add
+# up). Only the feed, scrolling faster than anyone reads it, is drawn at most every FEED_BUSY_S
+# while busy or while over FEED_FLOW_RATE msgs/s arrive: it shows no count, and each of its
+# frames repaints the whole panel (a scroll is a full repaint: at 100 agents + 20 msgs/s a third
+# of what the console spent).
+FEED_BUSY_S = 0.5
+FEED_FLOW_RATE = 5.0
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 SEARCH_PLACEHOLDER = "search: sender, role, channel, service, targets, text (enter keeps, esc clears)"
@@ -161,9 +168,7 @@ class ConsoleScreen(ComposeKeys):
         self._next_drain = 0.0
         self._drained_at = 0.0
         self._full_at = 0.0  # the last drain that drew everything
-        self._rest_owed = False  # the last drain drew only the focused list (or no bars)
-        self._bars_at = 0.0  # the last drain that drew the bars ...
-        self._bars_status: object = None  # ... and the connection status it drew
+        self._rest_owed = False  # the last drain left a panel out (keys first, or busy)
         self._feed_at = 0.0  # the last drain that drew the feed
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self.drain_tick, name="drain")
@@ -247,7 +252,7 @@ class ConsoleScreen(ComposeKeys):
         return self._rest_owed
 
     def set_drain_times(self, *, next_drain: float | None = None, drained_at: float | None = None,
-                        full_at: float | None = None, bars_at: float | None = None,
+                        full_at: float | None = None,
                         feed_at: float | None = None) -> None:
         """Stand in for time passed since the drain's last draws (``monotonic()`` values): what
         a test sets instead of waiting out the duty gap, the keys-first hold or the busy rates."""
@@ -257,8 +262,6 @@ class ConsoleScreen(ComposeKeys):
             self._drained_at = drained_at
         if full_at is not None:
             self._full_at = full_at
-        if bars_at is not None:
-            self._bars_at = bars_at
         if feed_at is not None:
             self._feed_at = feed_at
 
@@ -278,7 +281,7 @@ class ConsoleScreen(ComposeKeys):
 
     def drain_now(self) -> None:
         """A drain asked for (a replay's seek): past the duty gap and the keys."""
-        self._next_drain = self._bars_at = self._feed_at = 0.0
+        self._next_drain = self._feed_at = 0.0
         self.drain()
 
     def drain(self) -> None:
@@ -304,24 +307,21 @@ class ConsoleScreen(ComposeKeys):
         changes = (snap.version - self._version) / max(1e-3, now - self._drained_at)
         busy = snap.rates.msgs_per_sec > BUSY_RATE or changes > BUSY_RATE
         self._version, self._drained_at = snap.version, now
-        if only is not None:
-            self.snap = snap
-            only.update_snapshot(snap)
+        if only is not None:  # keys come: the panels they move, from one snapshot
+            on_feed = isinstance(only, FeedView)
+            self.apply(snap, counts=not on_feed, feed=on_feed)
             self._rest_owed = True
         else:
-            bars = (not busy or now - self._bars_at >= BARS_BUSY_S
-                    or snap.status is not self._bars_status)
-            feed = not busy or now - self._feed_at >= FEED_BUSY_S
-            self.apply(snap, bars=bars, feed=feed)
+            flowing = busy or snap.rates.msgs_per_sec > FEED_FLOW_RATE
+            feed = not flowing or now - self._feed_at >= FEED_BUSY_S
+            self.apply(snap, feed=feed)
             self._full_at = now
-            if bars:
-                self._bars_at, self._bars_status = now, snap.status
             if feed:
                 self._feed_at = now
-            self._rest_owed = not (bars and feed)  # a later drain draws them, news or not
+            self._rest_owed = not feed  # a later drain draws it, news or not
         cost = monotonic() - now
         rest = min(DRAIN_GAP_MAX, cost * (1 / DRAIN_DUTY - 1))  # idle after it, for keys and I/O
-        self._next_drain = max(now + (1 / BUSY_HZ if busy else 0.0), now + cost + rest)
+        self._next_drain = now + max(1 / (BUSY_HZ if busy else DRAW_HZ), cost + rest)
 
     def _stranded(self, fold: ManagedFold) -> None:
         """Seats ``ps`` reports running with no presence (mesh ``absent``) join the roster as
@@ -341,34 +341,36 @@ class ConsoleScreen(ComposeKeys):
         f = self.focused
         return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
-    def apply(self, snap: Snapshot, *, bars: bool = True, feed: bool = True) -> None:
-        """Draw ``snap``: the body (or the lens); the bars and the feed when asked."""
+    def apply(self, snap: Snapshot, *, counts: bool = True, feed: bool = True) -> None:
+        """Draw ``snap``: what counts (the bars, the roster, the rail, or the lens) and the feed,
+        as asked. Everything that shows a count is drawn from this one snapshot, in one frame."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
+        lens = self.lens
         with self.app.batch_update():
-            if bars:
+            if counts:
                 tabs.update_snapshot(snap)
                 self.query_one(Tiles).update_snapshot(snap)
                 self._events_count()
                 self.query_one(StatusBar).update_snapshot(snap, tabs.active)
-            lens = self.lens
             if lens == "body":
-                roster = self.query_one(Roster)
-                roster.update_snapshot(snap)
-                if self.has_class("-narrow"):
-                    roster.styles.height = max(3, min(8, len(snap.peers) + 1))
+                if counts:
+                    roster = self.query_one(Roster)
+                    roster.update_snapshot(snap)
+                    if self.has_class("-narrow"):
+                        roster.styles.height = max(3, min(8, len(snap.peers) + 1))
+                    rail = self.query_one(NeedsYouRail)
+                    if rail.display:
+                        rail.update_snapshot(snap)
                 if feed:
                     self.query_one(FeedView).update_snapshot(snap)
-                rail = self.query_one(NeedsYouRail)
-                if rail.display:
-                    rail.update_snapshot(snap)
-            elif lens in LENS:
+            elif lens in LENS and counts:
                 shown = self.query_one(f"#{lens}")
                 if isinstance(shown, SnapshotOverlay):  # every lens widget follows the drain
                     shown.update_snapshot(snap)
             self._mark_focus()
         overlay = self.app.screen
-        if overlay is not self and isinstance(overlay, SnapshotOverlay):
+        if counts and overlay is not self and isinstance(overlay, SnapshotOverlay):
             overlay.update_snapshot(snap)
 
     # -- layout --------------------------------------------------------------------------
