@@ -416,20 +416,31 @@ class Observer:
         deadline = None if budget is None else time.perf_counter() + budget
         n = 0
         pop = q.popleft
+        apply = m.apply_message
+        # a run of frames on one subject (a busy sender) splits it once; two locals, whatever
+        # the subjects: nothing a peer sends grows this
+        last_subject, last_ok = "", False
         while q:
             k = min(32, len(q))
             n += k
+            nbytes = 0
             for _ in range(k):
                 subject, data = pop()
-                self._q_bytes -= len(data)
-                toks = subject.split(".", 3)
-                if len(toks) < 3 or toks[2] not in DELIVERY_KINDS:
+                nbytes += len(data)
+                if subject != last_subject:
+                    toks = subject.split(".", 3)
+                    last_subject = subject
+                    last_ok = len(toks) >= 3 and toks[2] in DELIVERY_KINDS
+                if not last_ok:
                     continue  # endpoint/session rails and the like: not messages, not counted
                 d = decode_delivery(subject, data)
                 if type(d) is Delivery:
-                    self._apply_delivery(d, False, now)
+                    if d.cuts:  # ``_apply_delivery``, inlined: one call less per message
+                        m.note_cuts(d.cuts)
+                    apply(d.applied(now, False))
                 else:
                     m.apply_rejection(d.reason, subject)
+            self._q_bytes -= nbytes
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         self.slices += 1
