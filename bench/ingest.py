@@ -10,7 +10,11 @@
    observer process (KV watch, presence decode, model, sweep, a snapshot per 75 ms batch),
    goal < 10% of one core.
 
+``--frames 0.5`` makes every other message of the flood an event-plane frame (a tool call's
+``ag-ui.frame`` on the publisher's own event channel), the activity plane's traffic.
+
 Usage: .venv/bin/python bench/ingest.py [--messages 200000] [--agents 1000] [--seconds 10]
+       [--frames 0.5]
 """
 
 from __future__ import annotations
@@ -38,6 +42,26 @@ def payload(i: int, sender: str = "pub") -> bytes:
     }).encode()
 
 
+FRAME_SUBJECT = f"cotal.{SPACE}.chat.local.pub.events.local.pub"
+
+
+def frame_payload(i: int, seq: int) -> bytes:
+    """One event-plane frame (events.md §2) on the publisher's own event channel: a tool call
+    opening and closing, seq ``seq`` of one chain (the activity plane's common frame)."""
+    ts = int(time.time() * 1000)
+    call = f"call-{i}"
+    events = [{"type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": "Bash",
+               "timestamp": ts},
+              {"type": "TOOL_CALL_END", "toolCallId": call, "timestamp": ts}]
+    return json.dumps({
+        "id": f"{uuid.uuid4()}", "ts": ts, "space": SPACE,
+        "from": {"id": "local.pub", "name": "pub", "role": "bench"},
+        "channel": "events.local.pub",
+        "parts": [{"kind": "ag-ui.frame", "protocol": "ag-ui/0.0.57", "threadId": "t" * 32,
+                   "runId": "r" * 32, "epoch": "e" * 64, "seq": seq, "events": events}],
+    }).encode()
+
+
 def rss_mb() -> float:
     with open("/proc/self/status") as f:
         for line in f:
@@ -49,15 +73,17 @@ def rss_mb() -> float:
 # ------------------------------------------------------------------ child roles
 
 
-async def role_publish(url: str, n: int) -> None:
+async def role_publish(url: str, n: int, frames: float = 0.0) -> None:
     import nats
 
     nc = await nats.connect(url, pending_size=256 * 1024 * 1024)
     subj = f"cotal.{SPACE}.chat.local.pub.general"
-    pre = [payload(i) for i in range(min(n, 50_000))]  # unique ids within the ring
+    every = round(1 / frames) if frames > 0 else 0  # every ``every``-th message is a frame
+    pre = [(FRAME_SUBJECT, frame_payload(i, i // every + 1)) if every and i % every == 0
+           else (subj, payload(i)) for i in range(min(n, 50_000))]  # unique ids within the ring
     for i in range(n):
-        data = pre[i] if i < len(pre) else payload(i)
-        await nc.publish(subj, data)
+        s, data = pre[i] if i < len(pre) else (subj, payload(i))
+        await nc.publish(s, data)
         if i % 5000 == 0:
             await nc.flush()
     await nc.flush()
@@ -115,7 +141,7 @@ async def role_observer(url: str, n: int, ready: str) -> None:
     obs.add_listener(lambda m: m.snapshot())  # a UI would take a snapshot per batch
     await obs.start()
     open(ready, "w").close()
-    got = await _wait_count(lambda: model.total, n)
+    got = await _wait_count(lambda: model.total + model.event_rows, n)  # messages + frames
     s = model.snapshot()
     print(json.dumps({**got, "feed": s.feed_len, "rejections": dict(s.rejections)}))
     await obs.stop()
@@ -209,9 +235,11 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--ready")
+    ap.add_argument("--frames", type=float, default=0.0,
+                    help="the flood's share of event-plane frames (0.5: every other message)")
     a = ap.parse_args()
     if a.role == "publish":
-        return asyncio.run(role_publish(a.url, a.messages))
+        return asyncio.run(role_publish(a.url, a.messages, a.frames))
     if a.role == "bare":
         return asyncio.run(role_bare(a.url, a.messages, a.ready))
     if a.role == "observer":
@@ -245,14 +273,15 @@ def main() -> None:
         obs = child("observer", "--url", b.url, "--messages", str(n), "--ready", r2)
         wait_file(r1)
         wait_file(r2)
-        pub = child("publish", "--url", b.url, "--messages", str(n))
+        pub = child("publish", "--url", b.url, "--messages", str(n), "--frames", str(a.frames))
         pub.wait()
         rb = json.loads(bare.communicate(timeout=120)[0].strip().splitlines()[-1])
         ro = json.loads(obs.communicate(timeout=120)[0].strip().splitlines()[-1])
         rate_b = rb["count"] / max(rb["seconds"], 1e-9)
         rate_o = ro["count"] / max(ro["seconds"], 1e-9)
         load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"ingest ({n} channel messages, same flood, separate processes; load {load})")
+        mix = f", {a.frames:.0%} event-plane frames" if a.frames else ""
+        print(f"ingest ({n} channel messages{mix}, same flood, separate processes; load {load})")
         print(f"  bare nats-py subscriber : {rb['count']:>8} msgs  {rate_b:>10,.0f} msg/s")
         print(f"  observer (decode+model) : {ro['count']:>8} msgs  {rate_o:>10,.0f} msg/s"
               f"  (feed ring {ro['feed']}, rejections {ro['rejections'] or 0})")

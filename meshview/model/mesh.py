@@ -349,7 +349,9 @@ class MeshModel:
         if self.record_events:  # (checked here too: a row lands per delivery)
             self._emit(e)  # the line stream gets the row as it came (exact text)
         e = self._ring.push(e)
-        self._touch()
+        self.version += 1  # ``_touch``, inlined: a row lands per delivery
+        self.dirty = True
+        self._snap = None
         return e
 
     def seen(self, message_id: str) -> bool:

@@ -32,7 +32,7 @@ class RatesState:
 class RateMeter:
     """Arrivals per bucket, and per second within :data:`RATE_WINDOW_MS`."""
 
-    __slots__ = ("_bucket_start", "_buckets", "_origin", "_recent", "total")
+    __slots__ = ("_bucket_start", "_buckets", "_counted_at", "_origin", "_recent", "total")
 
     def __init__(self) -> None:
         self._set(RatesState())
@@ -43,6 +43,7 @@ class RateMeter:
         self._recent: deque[list[int]] = deque([list(r) for r in st.recent])
         self._origin = st.origin
         self.total = st.total
+        self._counted_at: float | None = None  # the ``now`` of the last count, until a roll
 
     def state(self) -> RatesState:
         return RatesState(deque(self._buckets, maxlen=RATE_BUCKETS), self._bucket_start,
@@ -56,6 +57,7 @@ class RateMeter:
 
     def roll(self, now: float) -> None:
         """Bring the buckets and the window up to ``now``."""
+        self._counted_at = None  # the next count rolls (the window may have moved)
         if self._bucket_start is None:
             self._bucket_start = self._origin = now
             return
@@ -71,6 +73,11 @@ class RateMeter:
 
     def count(self, now: float) -> None:
         """One delivery towards msg/s and the sparkline."""
+        if now == self._counted_at:  # the observer applies a slice at one ``now``: no roll
+            self._buckets[-1] += 1
+            self.total += 1
+            self._recent[-1][1] += 1
+            return
         self.roll(now)
         self._buckets[-1] += 1
         self.total += 1
@@ -80,6 +87,7 @@ class RateMeter:
             r[-1][1] += 1
         else:
             r.append([sec, 1])
+        self._counted_at = now
 
     def buckets(self) -> tuple[int, ...]:
         return tuple(self._buckets)

@@ -223,6 +223,16 @@ class Roster:
         """A peer's roster name, else its whole id (display code elides it, never this)."""
         return self.names.get(pid) or pid
 
+    def live_refusal(self, pid: str, ts: float, now: float) -> str | None:
+        """The reason a live (not offline) record of ``pid`` stamped ``ts`` would be refused
+        now, else None: a key the roster does not hold, fresh, with :attr:`live_cap` live rows
+        held already (``presence:live-cap``). A query: :meth:`apply_presence` refuses by it,
+        and the observer asks it before decoding a refused key's heartbeat again."""
+        if (pid not in self.peers and not is_stale(ts, now, self.ttl_ms)
+                and self.live_count() >= self.live_cap):
+            return "presence:live-cap"
+        return None
+
     def live_count(self) -> int:
         """How many rows are live (not offline): what :attr:`live_cap` bounds."""
         off = self._offline
@@ -306,10 +316,11 @@ class Roster:
             rec = restruct(rec, name=rec.name if rec.name.strip() else prev.name,
                            role=prev.role if rec.status == "offline" and rec.role is None else rec.role)
         stale = is_stale(rec.ts, now, self.ttl_ms)
-        if (prev is None and not stale and rec.status != "offline"
-                and self.live_count() >= self.live_cap):
-            self._host.apply_rejection("presence:live-cap", rec.id)
-            return
+        if prev is None and rec.status != "offline":
+            refused = self.live_refusal(rec.id, rec.ts, now)
+            if refused is not None:
+                self._host.apply_rejection(refused, rec.id)
+                return
         self.names[rec.id] = rec.name
         if rec.status == "offline":
             self._mark_offline(rec.id, "offline-record", now, rec=rec)

@@ -200,11 +200,16 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
         return Rejection(MALFORMED_ENVELOPE, subject)
     if (w.channel is not UNSET) + (w.to is not UNSET) + (w.toService is not UNSET) != 1:
         return Rejection(NON_CONFORMANT_ENVELOPE, subject)
-    cuts = Cuts()
-    try:
-        parts = _parts(w.parts, cuts)
-    except _PartError as e:
-        return Rejection(e.reason, subject)
+    raw = w.parts
+    cuts: Cuts | None = None
+    if len(raw) == 1 and raw[0].kind == "text" and type(raw[0].text) is str:
+        parts: list[Part] = [TextPart(raw[0].text)]  # most messages: one text part, nothing cut
+    else:
+        cuts = Cuts()
+        try:
+            parts = _parts(raw, cuts)
+        except _PartError as e:
+            return Rejection(e.reason, subject)
 
     frm, mid = w.from_, w.id
     mentions = None if w.mentions is UNSET else w.mentions
@@ -217,6 +222,8 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
             or (ctx is not None and len(ctx) > _SHORT)
             or (mentions is not None and (len(mentions) > B.MENTIONS_MAX
                                           or any(len(m) > _SHORT for m in mentions)))):
+        if cuts is None:
+            cuts = Cuts()
         name = cuts.str("name", frm.name, B.NAME_BYTES)
         role = cuts.str("role", frm.role, B.ROLE_BYTES)
         if name is not frm.name or role is not frm.role:
@@ -243,7 +250,7 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
         mentions, reply, ctx,
     )
     return Delivery(DELIVERY_KIND[kind], ps, msg, ps.sender, target, mid or None, history,
-                    tuple(cuts.names) if cuts.names else ())
+                    tuple(cuts.names) if cuts is not None and cuts.names else ())
 
 
 #: Strings no longer than this many code points fit every byte bound below (128 x 4 <= 512,

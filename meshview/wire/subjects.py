@@ -186,7 +186,9 @@ def is_event_channel(channel: str) -> bool:
     as upstream's ``isEventChannel``: exactly two ``[A-Za-z0-9_]+`` tokens after ``events.``, any
     owner (``events.team.standup`` is one, a known collision upstream accepts). Who *sent* a
     frame is still checked where it is surfaced (:func:`is_principal_id`)."""
-    segs = channel.split(".") if isinstance(channel, str) else []
+    if not isinstance(channel, str) or not channel.startswith("events."):
+        return False  # the common case (per message): no split
+    segs = channel.split(".")
     return (len(segs) == 3 and segs[0] == "events" and is_identity_token(segs[1])
             and is_identity_token(segs[2]))
 

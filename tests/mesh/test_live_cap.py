@@ -294,3 +294,45 @@ async def test_clock_templates_are_bounded_in_bytes(nc):
     obs.feed_presence(KvEntry("local.k03999", card(3999).replace(
         str(int(T0)).encode(), str(int(t[0])).encode()), "PUT", 0))
     assert m.peer("local.k03999").ts == t[0]
+
+
+async def test_a_refused_keys_heartbeats_are_refused_undecoded_and_counted_exactly(nc):
+    """Past the cap (30k agents on a 20k cap), a refused key's heartbeat that only moves its
+    clocks is matched against its last record's template and refused as ``apply_presence``
+    would refuse it (no decode, no ``apply_presence`` input), each one counted. A record that
+    says more is decoded in full; a stale one is taken as ``apply_presence`` takes it; and the
+    key is admitted by its next heartbeat once room comes back."""
+    from meshview.observe.kvwatch import KvEntry
+
+    t = [T0]
+    m = MeshModel("s", clock=lambda: t[0], live_cap=2)
+    obs = Observer(nc, "s", m)  # not started: entries are handed to it as the watch would
+    calls: list[str] = []
+    m.input_tap = lambda c: calls.append(c.name)
+
+    def put(name: str, ts: float, status: str = "working") -> None:
+        r = presence(name, status, ts=int(ts))
+        obs.feed_presence(KvEntry(r["card"]["id"], json.dumps(r).encode(), "PUT", 0))
+
+    put("a", t[0])
+    put("b", t[0])
+    put("late", t[0])
+    assert m.peer("local.late") is None and m.rejection_count(REFUSED) == 1
+    for k in range(3):  # clock-only heartbeats: matched, refused, counted, never decoded
+        t[0] += 2000
+        calls.clear()
+        put("late", t[0])
+        assert m.rejection_count(REFUSED) == 2 + k
+        assert "apply_presence" not in calls and "apply_rejection" in calls
+    assert m.peer("local.late") is None and m.roster.live_count() == 2
+    put("late", t[0], status="waiting")  # says more than its clocks: decoded in full, refused
+    assert m.rejection_count(REFUSED) == 5 and m.peer("local.late") is None
+    put("late", t[0] - m.ttl_ms - 1000, status="waiting")  # stale: recorded quietly offline
+    assert m.rejection_count(REFUSED) == 5
+    assert m.peer("local.late").status == "offline"
+    # room comes back: b leaves; the refused key's next heartbeat is admitted, not refused
+    obs.feed_presence(KvEntry("local.b", b"", "DEL", 0))
+    t[0] += 2000
+    put("late", t[0], status="waiting")
+    assert m.peer("local.late").status == "waiting"
+    assert m.rejection_count(REFUSED) == 5 and m.roster.live_count() == 2
