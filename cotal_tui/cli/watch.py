@@ -142,15 +142,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     mode = "json" if args.json else "plain"
     if not args.json and not args.plain and sys.stdout.isatty():
-        from attach.terminal.detach import DetachKeyError
         from cotal_tui.cli.splash import paint
-        from cotal_tui.config import detach_keys
 
-        try:  # before the terminal is touched: a detach key the panes could not honour is refused
-            detach_keys()
-        except DetachKeyError as e:
-            print(f"cotal: {e}.", file=sys.stderr)
-            return 2
         shell = paint(args, sys.stderr)  # the shell first: the console's imports take ~0.5 s
         try:
             from cotal_tui.cli.watch_console import run_console
