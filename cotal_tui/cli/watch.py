@@ -142,16 +142,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     mode = "json" if args.json else "plain"
     if not args.json and not args.plain and sys.stdout.isatty():
-        from cotal_tui.cli.splash import paint
+        from cotal_tui.cli.watch_console import run_console
 
-        shell = paint(args, sys.stderr)  # the shell first: the console's imports take ~0.5 s
-        try:
-            from cotal_tui.cli.watch_console import run_console
-
-            return int(run_console(args, shell) or 0)
-        finally:
-            if shell is not None:
-                shell.leave()
+        return int(run_console(args) or 0)
     if getattr(args, "record_seats", False):
         print("cotal: --record-seats records the terminals you open in the console; the line "
               "stream (--plain, --json, or stdout not a terminal) opens none.", file=sys.stderr)

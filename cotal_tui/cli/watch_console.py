@@ -15,7 +15,6 @@ import sys
 from typing import Any, Awaitable, Callable
 
 from cotal_tui.cli.connection import target_from_args
-from cotal_tui.cli.splash import Shell, connecting_text
 from cotal_tui.operator import read_only_from_args
 from cotal_tui.session import LiveSession, SessionOptions
 from meshview.errors import swallowed
@@ -79,29 +78,23 @@ CONNECTING_AFTER_S = 0.2  # a broker that answers this fast needs no line
 CONNECTING_EVERY_S = 0.5
 
 
-async def connect_showing(target: ConnectTarget, out: Any = None,
-                          shell: Shell | None = None) -> tuple[Any, ConnectTarget]:
+async def connect_showing(target: ConnectTarget, out: Any = None) -> tuple[Any, ConnectTarget]:
     """``connect`` while the terminal says so: ``connecting to <server> … 3s``, rewritten in
-    place as the seconds go by, until connected (the line is wiped) or failed; with the painted
-    ``shell``, on its status bar. Only on a terminal: a pipe gets nothing but the outcome."""
+    place as the seconds go by, until connected (the line is wiped) or failed. Only on a
+    terminal: a pipe gets nothing but the outcome."""
     out = sys.stderr if out is None else out
     task = asyncio.ensure_future(connect(target))
-    if shell is None and not getattr(out, "isatty", lambda: False)():
+    if not getattr(out, "isatty", lambda: False)():
         return await task
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     shown = False
-    if shell is not None:
-        shell.target(target.display)
     try:
         done, _ = await asyncio.wait({task}, timeout=CONNECTING_AFTER_S)
         while not done:
-            if shell is not None:
-                shell.connecting(loop.time() - t0)
-            else:
-                shown = True
-                out.write(f"\r\x1b[K{connecting_text(target.display, loop.time() - t0)}")
-                out.flush()
+            shown = True
+            out.write(f"\r\x1b[Kconnecting to {target.display} … {loop.time() - t0:.0f}s")
+            out.flush()
             done, _ = await asyncio.wait({task}, timeout=CONNECTING_EVERY_S)
         return task.result()
     finally:
@@ -118,7 +111,7 @@ def wants_picker(args: argparse.Namespace, target: ConnectTarget) -> bool:
             and not target.has_credential)
 
 
-async def _run(args: argparse.Namespace, shell: Shell | None = None) -> int:
+async def _run(args: argparse.Namespace) -> int:
     """Ctrl-C (a SIGINT until Textual makes the terminal raw) and SIGTERM: while connecting they
     cancel the wait; once the App exists they ask it to exit (:meth:`CotalApp.stop_signal`).
     asyncio's own SIGINT handler cancelled this task wherever it was, mid-mount too: a screen
@@ -151,20 +144,17 @@ async def _run(args: argparse.Namespace, shell: Shell | None = None) -> int:
     try:  # before the terminal is touched: a detach key the panes could not honour is refused
         detach_keys()
     except DetachKeyError as e:
-        _leave(shell)
         print(f"cotal: {e}.", file=sys.stderr)
         return 2
     try:
         theme, _, theme_warning = console_theme(getattr(args, "theme", None))
     except UnknownTheme as e:  # cotal watch checked it already; other callers get it here
-        _leave(shell)
         print(f"cotal: {e}.", file=sys.stderr)
         return 2
     try:
         target = target_from_args(args)
-        nc, target = await connect_showing(target, shell=shell)
+        nc, target = await connect_showing(target)
     except ConnectError as e:
-        _leave(shell)
         print(f"cotal: {e}", file=sys.stderr)
         return 1
     picker = wants_picker(args, target)
@@ -173,7 +163,6 @@ async def _run(args: argparse.Namespace, shell: Shell | None = None) -> int:
 
         missing = await missing_space(nc, target.space, target.display)
         if missing:  # one sentence and exit 1, not an empty console
-            _leave(shell)
             print(f"cotal: {missing}", file=sys.stderr)
             await nc.close()
             return 1
@@ -193,8 +182,6 @@ async def _run(args: argparse.Namespace, shell: Shell | None = None) -> int:
         theme=theme,
     )
     tune_gc(settle=first.observer.presence_loaded if first is not None else None)
-    if shell is not None:
-        shell.handed_over()  # Textual enters the alternate screen again and paints over the shell
     try:
         rc = await app.run_async()
     finally:
@@ -255,17 +242,10 @@ async def _settle_gc(loaded: Callable[[], Awaitable[None]]) -> None:
     gc.freeze()
 
 
-def _leave(shell: Shell | None) -> None:
-    """Off the painted shell before a sentence is printed (it would vanish with the screen)."""
-    if shell is not None:
-        shell.leave()
-
-
-def run_console(args: argparse.Namespace, shell: Shell | None = None) -> int:
+def run_console(args: argparse.Namespace) -> int:
     """Run the full-screen console until ``q``; Textual restores the terminal on exit,
-    on errors and on SIGTERM. ``shell``: the shell already painted (:mod:`.splash`); this
-    leaves it on every path that ends before Textual takes the screen."""
+    on errors and on SIGTERM."""
     try:
-        return asyncio.run(_run(args, shell))
+        return asyncio.run(_run(args))
     except (KeyboardInterrupt, asyncio.CancelledError):  # stopped while connecting
         return 0
