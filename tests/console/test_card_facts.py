@@ -45,7 +45,9 @@ async def test_the_card_shows_the_code_context_the_demo_sets(broker, nc, space):
             await until(pilot, lambda: session.started and len(session.model.snapshot().agents) == 3,
                         what="roster")
             ada = team.members[0]
-            app.screen.open_agent(ada.id)
+            # the console draws at a reading pace: the agent is in the drawn snapshot a frame later
+            await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen"
+                        or bool(app.screen.open_agent(ada.id)), what="the agent drawn, its card asked")
             await until(pilot, lambda: type(app.screen).__name__ == "DetailScreen", what="the card")
             await until(pilot, lambda: f"branch  {ada.code['branch']}" in screen_text(app), what="the code block")
             text = screen_text(app)
