@@ -195,17 +195,7 @@ class Broker:
                 self.monitor_port = free_port()
             self._conf_path = self._write_config()
             self._log_path = self._conf_path[:-5] + ".log"
-            log = open(self._log_path, "ab")
-            self.proc = subprocess.Popen(
-                [self.binary, "-c", self._conf_path],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-            _LIVE.add(self.proc)
-            log.close()
+            self._spawn()
             try:
                 self._wait_ready(timeout)
                 return self
@@ -289,13 +279,19 @@ class Broker:
         if (self.proc is not None or self.binary is None or self._conf_path is None
                 or self._log_path is None):
             raise BrokerError("respawn: the broker was never started, or is still running")
+        self._spawn()
+        self._wait_ready(timeout)
+        return self
+
+    def _spawn(self) -> None:
+        """Run the server on its written config, its output appended to its log."""
+        assert self.binary is not None and self._conf_path is not None
+        assert self._log_path is not None
         with open(self._log_path, "ab") as log:
             self.proc = subprocess.Popen([self.binary, "-c", self._conf_path], stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True, preexec_fn=_die_with_parent)
         _LIVE.add(self.proc)
-        self._wait_ready(timeout)
-        return self
 
     @property
     def log_path(self) -> str | None:
@@ -358,14 +354,7 @@ class Cluster:
                 n.monitor_port = free_port()
                 n._conf_path = n._write_config()
                 n._log_path = n._conf_path[:-5] + ".log"
-                with open(n._log_path, "ab") as log:
-                    n.proc = subprocess.Popen(
-                        [n.binary, "-c", n._conf_path],
-                        stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, start_new_session=True,
-                        preexec_fn=_die_with_parent,
-                    )
-                    _LIVE.add(n.proc)
+                n._spawn()
             for n in self.nodes:
                 n._wait_ready(timeout)
             procs_ok = True
@@ -378,6 +367,17 @@ class Cluster:
         n = self.nodes[i]
         n._kill_proc(signal.SIGTERM)
         return n.start(timeout)
+
+    def respawn_nodes(self, *idx: int, timeout: float = 60.0) -> None:
+        """Bring stopped or killed nodes back together, on their own ports and stores, then wait
+        for each: one at a time, a node's health can wait on an election the next one is
+        needed for (a loaded box has missed 30 s that way)."""
+        for i in idx:
+            self.nodes[i]._kill_proc(signal.SIGTERM)
+        for i in idx:
+            self.nodes[i]._spawn()
+        for i in idx:
+            self.nodes[i]._wait_ready(timeout)
 
     def stop(self) -> None:
         for n in self.nodes:

@@ -37,7 +37,10 @@ async def test_attach_fits_80x24_and_esc_esc_reaches_cat_v(tmux, tmp_path):
     edge = next(ln for ln in screen.splitlines() if ln.rstrip().endswith("EDGE42"))
     assert len(edge.rstrip()) == 80, repr(edge)  # the last column is visible, nothing cropped
     # Esc Esc is the program's: cat -v shows it (the tty echoes ^[^[, cat prints it again)
-    await tmux.keys("cat -v", "Enter")
+    # type only once bash has printed its marker: it has given the tty back to cooked mode by
+    # then (keys typed ahead while readline still held the tty raw echoed a bare ^M on CI)
+    await tmux.keys("echo READY-$((6*7)); cat -v", "Enter")
+    await tmux.until(lambda s: "READY-42" in s, 20, "bash running the line")
     await tmux.keys("cat-$((6*7))", "Enter")  # cat is reading (not bash's readline) once it echoes
     await tmux.until(lambda s: s.count("cat-$((6*7))") >= 2, 20, "cat -v reading")
     await tmux.keys("Escape")

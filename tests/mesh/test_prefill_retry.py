@@ -40,8 +40,7 @@ async def test_history_the_cluster_could_not_serve_at_start_arrives_when_it_can(
         assert (model.status.warning or "").startswith("history: ")
         assert not [e for e in model.snapshot().feed if e.historical]
 
-        c.restart_node(1)
-        c.restart_node(2)
+        c.respawn_nodes(1, 2)
         await until(lambda: len([e for e in model.snapshot().feed if e.historical]) >= 12,
                     timeout=75, what="the history, once the cluster answers")
         got = {i for e in model.snapshot().feed for i in e.ids}
