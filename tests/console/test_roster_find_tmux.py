@@ -4,11 +4,8 @@ header counts, ``*`` pinning an agent (saved by principal id in config.toml)."""
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 from support.tmux import needs_tmux
@@ -17,7 +14,6 @@ from cotal_tui.demo.team import Team, TeamSchedule
 
 pytestmark = needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 
 
 @pytest.fixture
@@ -30,10 +26,7 @@ async def team(nc, space):
 
 
 async def test_filter_group_and_pin_on_forty_agents(broker, space, team, tmux, tmp_path):
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}"
-                     "; echo console-exit=$?; sleep 60", env, cols=140, rows=42)
+    await tmux.watch(broker.url, space, tmp_path, cols=140, rows=42)
     await tmux.until(lambda s: "roster · 40 agents" in s, timeout=40, what="forty agents")
     await tmux.keys("h")  # the roster
     await tmux.until(lambda s: "▶ roster" in s, what="the roster focused")

@@ -6,21 +6,18 @@ terminal's own escapes with ``capture-pane -e``)."""
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import until
-from support.tmux import needs_tmux
+from support.tmux import console_env, needs_tmux
 
 from cotal_tui.demo.team import Team, TeamSchedule
 from widgets.presentation import COTAL_DARK_LOOK, COTAL_LIGHT_LOOK
 
 pytestmark = needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 SGR_GLYPH = re.compile(r"((?:\x1b\[[0-9;:]*m)+)([●◐○])")
 
 
@@ -42,15 +39,13 @@ def glyph_sgr(screen: str) -> dict[str, set[str]]:
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    return {"COTAL_HOME": str(home), "TERM": "xterm-256color", "COLORTERM": "truecolor",
-            "LANG": "C.UTF-8", "PATH": os.environ.get("PATH", ""), **extra}
+    return console_env(home, COLORTERM="truecolor", **extra)
 
 
 async def test_theme_flag_wins_and_the_palette_switches_live(broker, space, team, tmux, tmp_path):
     (tmp_path / "config.toml").write_text('[ui]\ntheme = "bogus"\n')
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}"
-                     " --theme cotal-light; echo console-exit=$?; sleep 60",
-                     _env(tmp_path, COTAL_THEME="nosuch"))
+    await tmux.watch(broker.url, space, tmp_path, "--theme cotal-light",
+                     env=_env(tmp_path, COTAL_THEME="nosuch"))
     await tmux.until(lambda s: "roster ·" in s and "connected" in s, what="console up")
     s = await tmux.until(lambda s: "● " in s and "roster ·" in s, what="a working agent")
     assert "no theme named" not in s  # the flag decided: the bad env and config never asked
@@ -73,8 +68,7 @@ async def test_theme_flag_wins_and_the_palette_switches_live(broker, space, team
 
 async def test_a_bad_env_theme_is_one_sentence_on_the_status_line(broker, space, team, tmux,
                                                                   tmp_path):
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}"
-                     "; echo console-exit=$?; sleep 60", _env(tmp_path, COTAL_THEME="nosuch"))
+    await tmux.watch(broker.url, space, tmp_path, env=_env(tmp_path, COTAL_THEME="nosuch"))
     s = await tmux.until(lambda s: "roster ·" in s and "no theme named 'nosuch'" in s,
                          what="console up with the notice")
     assert "COTAL_THEME: no theme named 'nosuch'; available: cotal-dark" in s

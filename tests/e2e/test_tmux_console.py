@@ -5,9 +5,6 @@ not clear the screen or retitle the pane."""
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +14,6 @@ from support.tmux import needs_tmux
 
 pytestmark = needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 HOSTILE = ("hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c in\u2061vis\u3164ible"
            "\U000e0041 end")
 
@@ -32,10 +28,7 @@ async def team(nc, space):
 
 
 async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, tmp_path):
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}; "
-                     "echo console-exit=$?; sleep 60", env)
+    await tmux.watch(broker.url, space, tmp_path)
     first = team.members[0]
     # the console comes up with the team's roster, tabs and status bar
     await tmux.until(lambda s: "roster ·" in s and "connected" in s and "1:all" in s,
@@ -117,10 +110,7 @@ async def test_console_in_tmux_sends_as_the_operator_only_when_asked(broker, nc,
         return [b for _, b in seen if isinstance(b, dict)
                 and (b.get("from") or b.get("card") or {}).get("id") not in team_ids]
 
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} "
-                     f"--space {space} --as tmux-op; echo console-exit=$?; sleep 60", env)
+    await tmux.watch(broker.url, space, tmp_path, "--as tmux-op")
     await tmux.until(lambda s: "roster ·" in s and "connected" in s, what="console up")
     # watching only: walk, open the DM and topology lenses (each Esc settles before the next key,
     # or the terminal would read Esc + key as Alt-key)

@@ -4,10 +4,7 @@ roster rows (the dense roster, issue 38 item 1), ``L`` switches it to the full r
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +13,6 @@ from support.tmux import needs_tmux
 
 pytestmark = needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 ROW = re.compile(r"^[●◐○⨯] (\S+?)/")
 
 
@@ -34,10 +30,7 @@ def rows(screen: str) -> set[str]:
 
 
 async def test_forty_agents_fit_140x42_in_tmux(broker, space, team40, tmux, tmp_path):
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} --space {space}; "
-                     "echo console-exit=$?; sleep 60", env, cols=140, rows=42)
+    await tmux.watch(broker.url, space, tmp_path, cols=140, rows=42)
     s = await tmux.until(lambda s: "roster · 40 agents" in s and len(rows(s)) >= 35,
                          timeout=40, what="35 roster rows")
     assert all(len(line) <= 140 for line in s.splitlines())

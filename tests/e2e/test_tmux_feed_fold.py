@@ -5,17 +5,13 @@ Markdown body's card is rendered with no hyperlink or escape reaching the termin
 from __future__ import annotations
 
 import json
-import os
-import sys
 import uuid
-from pathlib import Path
 
 from support.observer import now_ms
 from support.tmux import needs_tmux
 
 pytestmark = needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 
 
 async def _send(nc, space: str, text: str) -> None:
@@ -29,10 +25,7 @@ async def _send(nc, space: str, text: str) -> None:
 async def test_a_long_message_folds_and_a_markdown_card_stays_inert(broker, nc, space, tmux,
                                                                       tmp_path):
     (tmp_path / "config.toml").write_text("[feed]\nmax_lines = 4\n")
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} "
-                     f"--space {space}; echo console-exit=$?; sleep 60", env, cols=140, rows=42)
+    await tmux.watch(broker.url, space, tmp_path, cols=140, rows=42)
     await tmux.until(lambda s: "roster ·" in s and "connected" in s, what="console up")
 
     md = ("# notes\n- see [docs](https://evil.example/x)\n- \x1b]8;;https://evil.example\x07"

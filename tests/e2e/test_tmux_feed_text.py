@@ -6,10 +6,7 @@ a principal that is not on the roster shows its id whole."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +15,6 @@ from support.tmux import needs_tmux
 
 pytestmark = needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 
 SENDERS = [  # (display name, role, channel)
     ("a", None, "general"),
@@ -47,10 +43,7 @@ async def _send(nc, space: str, k: int, name: str, role: str | None, text: str, 
 
 @pytest.mark.parametrize("cols,rows", [(120, 40), (80, 24)])
 async def test_every_text_is_on_screen(broker, nc, space, tmux, tmp_path, cols, rows):
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker.url} "
-                     f"--space {space}; echo console-exit=$?; sleep 60", env, cols=cols, rows=rows)
+    await tmux.watch(broker.url, space, tmp_path, cols=cols, rows=rows)
     await tmux.until(lambda s: "roster ·" in s and "connected" in s, what="console up")
     if cols >= 120:
         await tmux.until(lambda s: "NEEDS YOU" in s, what="the NEEDS-YOU rail open")

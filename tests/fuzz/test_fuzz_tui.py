@@ -13,11 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import os
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import nats
 import pytest
@@ -29,7 +26,6 @@ from support.hostile import BIDI_CPS, RawPublisher, generate
 
 pytestmark = [needs_tmux, pytest.mark.slow]
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 SPACE = "tui"
 FAMILIES = ["escapes", "presence-escapes", "bad-subject-token", "oversized-fields", "ids",
             "timestamps", "routing-confusion", "channel-config", "membership-rows",
@@ -62,11 +58,7 @@ async def test_console_survives_the_hostile_corpus(broker_tui, tmux, tmp_path):
         await provision_space(nc, SPACE)
     finally:
         await nc.close()
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
-    await tmux.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {broker_tui.url} "
-                     f"--space {SPACE}; echo console-exit=$?; sleep 60", env, cols=140, rows=45,
-                     clipboard=True)
+    await tmux.watch(broker_tui.url, SPACE, tmp_path, cols=140, rows=45, clipboard=True)
     await tmux.until(lambda s: "roster ·" in s and "connected" in s, 30, "console up")
     title0, name0 = await tmux.title(), await tmux.window_name()
 

@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
-import sys
 import time
-from pathlib import Path
 
 
 from conftest import until
@@ -31,9 +28,8 @@ from meshview.lines.notify import (
 )
 from meshview.model.snapshot import NeedsYou
 from meshview.wire.names import bucket_names
-from support.tmux import needs_tmux
+from support.tmux import COTAL, console_env, needs_tmux
 
-COTAL = str(Path(sys.executable).with_name("cotal"))
 
 
 def need(pid: str, name: str | None = None, code: str | None = "input") -> NeedsYou:
@@ -170,8 +166,7 @@ async def test_escapes_once_per_episode_in_a_real_terminal(broker, nc, space, tm
     raw = tmp_path / "pane.raw"
     envlog = tmp_path / "notify-cmd.env"
     cmd = f"env | grep ^COTAL_ | sort >> {envlog}; echo --- >> {envlog}"
-    env = {"COTAL_HOME": str(tmp_path), "TERM": "xterm-256color", "LANG": "C.UTF-8",
-           "PATH": os.environ.get("PATH", "")}
+    env = console_env(tmp_path)
     (tmp_path / "cmd").write_text(cmd)
     kv = await nc.jetstream().key_value(bucket_names(space).presence)
     wendy, xavi = Seat(kv, "wendy", 1), Seat(kv, "xavi", 2)

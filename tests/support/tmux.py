@@ -7,13 +7,23 @@ wait polls the screen with a deadline and shows the last screen when it runs out
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import sys
 import uuid
+from pathlib import Path
 from typing import Callable
 
 import pytest
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+COTAL = str(Path(sys.executable).with_name("cotal"))  # the installed entry point, as users run it
+
+
+def console_env(home: Path | str, **extra: str) -> dict[str, str]:
+    """What a user's terminal gives the console: its own COTAL_HOME, a 256-colour TERM, UTF-8."""
+    return {"COTAL_HOME": str(home), "TERM": "xterm-256color", "LANG": "C.UTF-8",
+            "PATH": os.environ.get("PATH", ""), **extra}
 
 
 class Tmux:
@@ -40,6 +50,15 @@ class Tmux:
         if clipboard:
             await self.run("set-option", "-g", "set-clipboard", "on")
             await self.run("set-option", "-g", "allow-rename", "on")
+
+    async def watch(self, url: str, space: str, home: Path | str, flags: str = "", *,
+                    env: dict[str, str] | None = None, cols: int = 120, rows: int = 40,
+                    clipboard: bool = False) -> None:
+        """``cotal watch`` on ``url``/``space`` sized by tmux (not COLUMNS/LINES); its exit code
+        stays on screen (``console-exit=N``) for a test that quits it."""
+        await self.start(f"env -u COLUMNS -u LINES {COTAL} watch --server {url} --space {space}"
+                         f"{' ' + flags if flags else ''}; echo console-exit=$?; sleep 60",
+                         env or console_env(home), cols=cols, rows=rows, clipboard=clipboard)
 
     async def screen(self, escapes: bool = False) -> str:
         return await self.run("capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.name)
