@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import tracemalloc
+from typing import Callable
 
 from conftest import until
 from support.observer import Heartbeat, now_ms, presence
@@ -26,6 +27,25 @@ REFUSED = "presence:live-cap"
 def rec(pid: str, t: float, status: str = "working", **kw) -> PresenceRecord:
     return PresenceRecord(id=f"local.{pid}", name=pid, status=status, ts=t, role="backend",
                           lifecycle_uid=(pid * 26)[:26], activity="editing src/app.py", **kw)
+
+
+def grown_by(flood: Callable[[MeshModel], object], t: list[float]) -> tuple[MeshModel, int]:
+    """A model with ten real agents working, then ``flood`` on it: the model and the bytes its
+    traced memory grew by (after a snapshot and a collection, so only what is kept counts)."""
+    m = MeshModel("s", clock=lambda: t[0])
+    for i in range(10):
+        m.apply_presence(rec(f"real{i}", t[0]))
+    m.snapshot()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        flood(m)
+        m.snapshot()
+        gc.collect()
+        return m, tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
 
 
 def live(m: MeshModel) -> list[str]:
@@ -108,24 +128,15 @@ def test_100k_distinct_keys_stay_bounded_in_memory():
     roster holds at most the cap, the real agents stay, and the model's traced memory growth
     stays under 60 MB (35 MB measured at the 20k cap; 179 MB and 100k rows uncapped)."""
     t = [T0]
-    m = MeshModel("s", clock=lambda: t[0])
-    for i in range(10):
-        m.apply_presence(rec(f"real{i}", t[0]))
-    m.snapshot()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
+
+    def flood(m: MeshModel) -> None:
         for i in range(100_000):
             m.apply_presence(rec(f"mallory{i:06d}", t[0], status="idle",
                                  description="d" * 200))
             if i % 20_000 == 0:
                 m.snapshot()
-        m.snapshot()
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - base
-    finally:
-        tracemalloc.stop()
+
+    m, grown = grown_by(flood, t)
     assert m.roster.live_count() == LIVE_PEERS_MAX
     assert len(m.snapshot().peers) == LIVE_PEERS_MAX
     assert m.rejection_count(REFUSED) == 100_000 - (LIVE_PEERS_MAX - 10)
@@ -200,21 +211,7 @@ def test_rows_at_every_byte_bound_are_kept_slim_past_the_byte_budget():
     from meshview.wire.bounds import LIVE_PEERS_BYTES
 
     t = [T0]
-    m = MeshModel("s", clock=lambda: t[0])
-    for i in range(10):
-        m.apply_presence(rec(f"real{i}", t[0]))
-    m.snapshot()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        for i in range(8000):
-            m.apply_presence(max_card(i, t[0]))
-        m.snapshot()
-        gc.collect()
-        grown = tracemalloc.get_traced_memory()[0] - base
-    finally:
-        tracemalloc.stop()
+    m, grown = grown_by(lambda m: [m.apply_presence(max_card(i, t[0])) for i in range(8000)], t)
     assert m.roster.live_count() == 8010  # nobody refused: slim rows still fit
     assert m.cut_count("presence:budget") > 5000
     full = [p for p in m.snapshot().peers if p.meta]
