@@ -8,9 +8,7 @@ from cotal_tui.keygate import TYPEAHEAD_S
 import json
 
 import pytest
-from support.console import (
-    StaticSession, build_model, make_app, pid, screen_text,
-)
+from support.console import StaticSession, build_model, console, make_app, pid, screen_text
 
 from meshview.observe.spaces import SpaceInfo
 from conftest import until
@@ -22,12 +20,6 @@ NARROW = (80, 24)
 
 def shown(app) -> str:
     return screen_text(app)
-
-
-def console(app):
-    from cotal_tui.screens.console import ConsoleScreen
-
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
 
 
 # --------------------------------------------------------------------------- main view

@@ -5,16 +5,10 @@ Pilot on the real ``MeshModel`` reducers with a fixed clock (tests/support/conso
 from __future__ import annotations
 
 from conftest import until
-from support.console import make_app, pid, rec, screen_text
+from support.console import console, make_app, pid, rec, screen_text
 from meshview.wire.decode import Applied
 
 WIDE = (120, 40)
-
-
-def console(app):
-    from cotal_tui.screens.console import ConsoleScreen
-
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
 
 
 async def test_agent_card_updates_live_while_open():

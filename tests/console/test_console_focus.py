@@ -6,16 +6,12 @@ were opened from."""
 from __future__ import annotations
 
 from cotal_tui.cli.connection import target_from_args
-from support.console import StaticSession, build_model, make_app, screen_text
+from support.console import StaticSession, build_model, console, make_app, screen_text
 
 from conftest import until
 from cotal_tui.screens.console import FOCUS_MARK, ConsoleScreen
 
 WIDE = (120, 40)
-
-
-def console(app) -> ConsoleScreen:
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
 
 
 def marked(scr: ConsoleScreen) -> list[str]:

@@ -4,17 +4,12 @@ continue the selected conversation instead of refusing or posting to ``#general`
 
 from __future__ import annotations
 
-from support.console import make_app
+from support.console import console, make_app
 
 from conftest import until
-from cotal_tui.screens.console import ConsoleScreen
 from test_console_focus import operator_app
 
 WIDE = (120, 40)
-
-
-def console(app) -> ConsoleScreen:
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
 
 
 async def test_n_goes_to_the_rail_and_N_hides_it():

@@ -9,22 +9,17 @@ import re
 
 import pytest
 from rich.cells import cell_len
-from support.console import screen_text
+from support.console import console, screen_text
 from support.team import team_app, team_model
 
 from conftest import until
 from cotal_tui.config import load_config, save_roster_layout
-from cotal_tui.screens.console import ConsoleScreen
 from cotal_tui.screens.detail import DetailScreen
 from meshview.model.snapshot import PresenceRecord
 from widgets.roster import Roster
 from widgets.roster_row import GLYPH, columns
 
 ROW = re.compile(r"^[●◐○⨯] (\S+?)/")  # a roster row at the screen's left edge
-
-
-def console(app) -> ConsoleScreen:
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
 
 
 def roster_of(app) -> Roster:

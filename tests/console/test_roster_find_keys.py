@@ -6,23 +6,13 @@ through all of it, in the roster and in NEEDS-YOU."""
 
 from __future__ import annotations
 
-from support.console import make_app, pid, rec
+from support.console import console, make_app, on_roster, pid, rec, roster_names
 
 from conftest import until
-from cotal_tui.screens.console import ConsoleScreen
 from meshview.model.snapshot import PresenceRecord
 from widgets.roster_find import is_header_key
 
 WIDE = (120, 40)
-
-
-def console(app) -> ConsoleScreen:
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
-
-
-def names(roster) -> list[str]:
-    snap = roster.snap
-    return [snap.name_of(k) for k, _ in roster.items if not is_header_key(k)]
 
 
 async def typed(pilot, box, text: str) -> None:
@@ -48,29 +38,29 @@ async def test_slash_filters_the_focused_panel(tmp_path, monkeypatch):
                           ("idle:", ["cleo", "gus"]), ("offline:", ["finn"]),
                           ("wa: rev", ["dax"]), ("review", ["eve", "dax"])):
             await typed(pilot, box, raw)
-            await until(pilot, lambda: names(roster) == want, what=f"{raw} -> {want}")
+            await until(pilot, lambda: roster_names(roster) == want, what=f"{raw} -> {want}")
             n = len(want)
             assert roster.border_title.endswith(f"roster · {n}/7 · /{raw}"), roster.border_title
         assert feed.filter_text == ""  # the feed kept its rows
         await typed(pilot, box, "waiting:")
-        await until(pilot, lambda: names(roster) == ["bram", "dax"])
+        await until(pilot, lambda: roster_names(roster) == ["bram", "dax"])
         assert roster.cursor_key == pid("dax")  # kept while it is shown
         await pilot.press("enter")  # keeps the filter, back to the list
         assert not box.display and scr.focused is roster and roster.filter_text == "waiting:"
         await pilot.press("k")
         assert roster.cursor_key == pid("bram")
         await pilot.press("escape")  # Esc clears the kept filter
-        await until(pilot, lambda: len(names(roster)) == 8, what="every row back")
+        await until(pilot, lambda: len(roster_names(roster)) == 8, what="every row back")
         assert roster.filter_text == "" and "7 agents" in roster.border_title
         # a filter that hid the cursor's agent gives it back when cleared
         await pilot.press("j")
         assert roster.cursor_key == pid("dax")
         await pilot.press("slash")
         await typed(pilot, box, "idle:")
-        await until(pilot, lambda: names(roster) == ["cleo", "gus"])
+        await until(pilot, lambda: roster_names(roster) == ["cleo", "gus"])
         await pilot.press("escape")
         await until(pilot, lambda: roster.cursor_key == pid("dax"), what="dax again")
-        assert len(names(roster)) == 8 and not box.display
+        assert len(roster_names(roster)) == 8 and not box.display
         # the ambiguous w: is said, and matched as text
         await pilot.press("slash")
         await typed(pilot, box, "w:")
@@ -83,7 +73,7 @@ async def test_slash_filters_the_focused_panel(tmp_path, monkeypatch):
         assert "search: sender" in box.placeholder
         await typed(pilot, box, "PR")
         await until(pilot, lambda: feed.filter_text == "PR")
-        assert roster.filter_text == "" and len(names(roster)) == 8
+        assert roster.filter_text == "" and len(roster_names(roster)) == 8
         await pilot.press("escape")
         assert feed.filter_text == ""
 
@@ -91,10 +81,7 @@ async def test_slash_filters_the_focused_panel(tmp_path, monkeypatch):
 async def test_group_headers_counts_cursor_and_config(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     app = make_app()
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
+    async with on_roster(app) as (pilot, scr, roster):
         await pilot.press("h", "j")
         assert roster.cursor_key == pid("eve")
         await pilot.press("o")
@@ -126,7 +113,7 @@ async def test_group_headers_counts_cursor_and_config(tmp_path, monkeypatch):
         roster.set_filter("")
         await pilot.press("o")
         await until(pilot, lambda: roster.group == "none")
-        assert roster.header_rows() == [] and len(names(roster)) == 8
+        assert roster.header_rows() == [] and len(roster_names(roster)) == 8
         assert 'group = "none"' in (tmp_path / "config.toml").read_text()
     (tmp_path / "config.toml").write_text('[roster]\ngroup = "role"\n')
     app = make_app()
@@ -139,16 +126,13 @@ async def test_group_headers_counts_cursor_and_config(tmp_path, monkeypatch):
 async def test_pins_by_principal_saved_reloaded_and_not_borrowed(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     app = make_app()
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
+    async with on_roster(app) as (pilot, scr, roster):
         model = scr.session.model
         await pilot.press("h", "G", "k", "k")  # gus (idle), above finn and opsdesk
         assert roster.cursor_key == pid("gus")
         await pilot.press("asterisk")
         await until(pilot, lambda: roster.pins == (pid("gus"),), what="gus pinned")
-        assert roster.header_rows()[0] == "▾ pinned · 1" and names(roster)[0] == "gus"
+        assert roster.header_rows()[0] == "▾ pinned · 1" and roster_names(roster)[0] == "gus"
         assert roster.cursor_key == pid("gus")  # the cursor went up with it
         assert f'pins = ["{pid("gus")}"]' in (tmp_path / "config.toml").read_text()
         # a lying peer borrows gus's name: it is not pinned, and the pinned row is still gus
@@ -180,11 +164,8 @@ async def test_pins_by_principal_saved_reloaded_and_not_borrowed(tmp_path, monke
         roster.set_filter("")
         await until(pilot, lambda: roster.cursor_key == held, what="the roster's agent back")
     app = make_app()  # the pin comes back from config.toml, by id
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
-        assert roster.pins == (pid("gus"),) and names(roster)[0] == "gus"
+    async with on_roster(app) as (pilot, scr, roster):
+        assert roster.pins == (pid("gus"),) and roster_names(roster)[0] == "gus"
         # o's last choice came back too (set_group from a test is not saved: o is)
         assert roster.group == "state" and roster.header_rows()[:2] == ["▾ pinned · 1",
                                                                          "▾ working · 2"]
@@ -212,18 +193,15 @@ async def test_help_on_the_roster_lists_find_group_and_pin():
 
 async def test_a_kept_filter_and_grouping_follow_the_roster_as_it_changes():
     app = make_app()
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
+    async with on_roster(app) as (pilot, scr, roster):
         model = scr.session.model
         roster.set_filter("epic")
-        await until(pilot, lambda: names(roster) == ["ada"])
+        await until(pilot, lambda: roster_names(roster) == ["ada"])
         # ada's activity moves on (no status, name or role change): she leaves the filter
         p = model.peer(pid("ada"))
         model.apply_presence(rec("ada", "working", model.clock(), activity="writing tests",
                                  status_since=p.status_since, active_at=model.clock()))
-        await until(pilot, lambda: names(roster) == [], what="ada filtered out")
+        await until(pilot, lambda: roster_names(roster) == [], what="ada filtered out")
         assert roster.shown_counts() == (0, 7)
         roster.set_filter("")
         roster.set_group("role")
@@ -296,10 +274,7 @@ async def test_a_heartbeat_under_a_grouping_shows_on_its_row():
     """Grouped, a heartbeat (clocks only: no re-arrangement) still puts the new record in its
     row: ``seen 0s ago`` after 30 s of silence."""
     app = make_app()
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
+    async with on_roster(app) as (pilot, scr, roster):
         model = scr.session.model
 
         def row(key: str) -> str:

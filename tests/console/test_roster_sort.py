@@ -4,24 +4,16 @@ its agent - in view - when the rows re-sort under it."""
 
 from __future__ import annotations
 
-from support.console import StaticSession, build_model, make_app, pid, rec
+from support.console import (
+    StaticSession, build_model, console, make_app, on_roster, pid, rec, roster_names,
+)
 
 from conftest import until
 from cotal_tui.config import load_config, save_roster_sort
-from cotal_tui.screens.console import ConsoleScreen
 from meshview.model.roster import ROSTER_SORTS, last_active, sort_peers
 from meshview.model.snapshot import PresenceRecord
 
 WIDE = (120, 40)
-
-
-def console(app) -> ConsoleScreen:
-    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
-
-
-def names(roster) -> list[str]:
-    snap = roster.snap
-    return [snap.name_of(k) for k, _ in roster.items]
 
 
 def test_sort_peers_orders_agents_then_endpoints():
@@ -57,23 +49,20 @@ def test_config_roundtrip_keeps_other_tables(tmp_path):
 async def test_s_cycles_the_sort_keeps_the_cursor_and_persists(tmp_path, monkeypatch):
     monkeypatch.setenv("COTAL_HOME", str(tmp_path))
     app = make_app()
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
+    async with on_roster(app) as (pilot, scr, roster):
         await pilot.press("h")
-        assert names(roster)[:2] == ["ada", "eve"]  # working first
+        assert roster_names(roster)[:2] == ["ada", "eve"]  # working first
         await pilot.press("j")
         assert roster.cursor_key == pid("eve")
         await pilot.press("s")
         await until(pilot, lambda: roster.sort_by == "name", what="sorted by name")
-        assert names(roster) == ["ada", "bram", "cleo", "dax", "eve", "finn", "gus", "opsdesk"]
+        assert roster_names(roster) == ["ada", "bram", "cleo", "dax", "eve", "finn", "gus", "opsdesk"]
         assert roster.cursor_key == pid("eve") and roster.cursor_index == 4
         assert "by name" in roster.border_title
         assert 'sort = "name"' in (tmp_path / "config.toml").read_text()
         await pilot.press("s")
         await until(pilot, lambda: roster.sort_by == "role")
-        assert names(roster)[0] == "bram"
+        assert roster_names(roster)[0] == "bram"
         await pilot.press("s", "s")
         await until(pilot, lambda: roster.sort_by == "status")
         await pilot.press("s")
@@ -82,13 +71,13 @@ async def test_s_cycles_the_sort_keeps_the_cursor_and_persists(tmp_path, monkeyp
         model = scr.session.model
         model.apply_presence(rec("gus", "working", model.clock()))
         await until(pilot, lambda: roster.snap.signals.counts[0][1] == 3, what="gus working")
-        assert names(roster)[6] == "gus" and roster.cursor_key == pid("eve")
+        assert roster_names(roster)[6] == "gus" and roster.cursor_key == pid("eve")
     # the next console starts with the saved order
     app = make_app()
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         roster = console(app).query_one("#roster")
-        assert roster.sort_by == "name" and names(roster)[:2] == ["ada", "bram"]
+        assert roster.sort_by == "name" and roster_names(roster)[:2] == ["ada", "bram"]
 
 
 async def test_the_cursor_follows_its_agent_when_a_resort_moves_it_out_of_view():
@@ -99,10 +88,7 @@ async def test_the_cursor_follows_its_agent_when_a_resort_moves_it_out_of_view()
     from cotal_tui.app import CotalApp
 
     app = CotalApp(session=StaticSession(model))
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.pause()
-        scr = console(app)
-        roster = scr.query_one("#roster")
+    async with on_roster(app) as (pilot, scr, roster):
         await pilot.press("h")
         assert roster.cursor_key == pid("ada") and roster.scroll_offset.y == 0
         p = model.peer(pid("ada"))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 os.environ["TZ"] = "UTC"
 time.tzset()
@@ -215,6 +216,30 @@ def make_app(**kw: Any):
                                        if k in ("keymap", "list_spaces", "open_space")})
     app.clock = clk  # type: ignore[attr-defined]
     return app
+
+
+def console(app) -> Any:
+    """The console screen, under whatever card or lens is pushed over it."""
+    from cotal_tui.screens.console import ConsoleScreen
+
+    return next(s for s in reversed(app.screen_stack) if isinstance(s, ConsoleScreen))
+
+
+def roster_names(roster) -> list[str]:
+    """The agents' names in the roster's order (group headers left out)."""
+    from widgets.roster_find import is_header_key
+
+    snap = roster.snap
+    return [snap.name_of(k) for k, _ in roster.items if not is_header_key(k)]
+
+
+@asynccontextmanager
+async def on_roster(app, size: tuple[int, int] = (120, 40)) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """``app`` running at ``size`` with its first frame drawn: (pilot, console, roster)."""
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        scr = console(app)
+        yield pilot, scr, scr.query_one("#roster")
 
 
 def screen_text(app) -> str:
