@@ -71,13 +71,9 @@ async def test_channel_post_exits_0_after_the_ack_and_prints_the_envelope(broker
 async def test_dm_from_stdin_is_byte_exact(broker, nc, space):
     hb = Heartbeat(nc, space)
     hb.add("bram", role="backend")
-    await hb.beat()
-    hb.start()
     hostile = "line one\n\x1b[31mred\x1b[0m \u202eevil\u202c \x07\x7f \U0001f600\n"
-    try:
+    async with hb:
         r = await cotal_send(broker, space, "--json", "@bram", "-", stdin=hostile.encode())
-    finally:
-        await hb.stop()
     assert r.returncode == 0, r.stderr
     env = envelope(r.stdout)  # line 2 is the receipt (test_send_receipt.py)
     assert env["to"] == "local.bram"
@@ -89,12 +85,8 @@ async def test_dm_from_stdin_is_byte_exact(broker, nc, space):
 async def test_dm_to_an_endpoint_is_refused_and_nothing_is_sent(broker, nc, space):
     hb = Heartbeat(nc, space)
     hb.add("dash", kind="endpoint")
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         r = await cotal_send(broker, space, "@dash", "hello")
-    finally:
-        await hb.stop()
     assert r.returncode == 1
     assert "endpoint" in one_sentence(r.stderr)
     r = await cotal_send(broker, space, "@nobody", "hello")
@@ -170,14 +162,10 @@ async def test_a_lapsed_name_with_a_live_namesake_is_refused(broker, nc, space):
     heartbeats as ``ada``: both are candidates, so nothing goes to the namesake."""
     await put_presence(nc, space, presence("ada", "working", ts=now_ms() - 60_000))  # lapsed
     hb = Namesakes(nc, space, {"mallory": "ada"})
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         r = await cotal_send(broker, space, "@ada", "the deploy key is in the vault")
         # an id always works: the real ada's principal is not ambiguous
         ok = await cotal_send(broker, space, "--json", "@local.ada", "hello")
-    finally:
-        await hb.stop()
     assert r.returncode == 1
     err = one_sentence(r.stderr)
     assert "local.ada" in err and "local.mallory" in err and "nothing was sent" in err, err
@@ -189,12 +177,8 @@ async def test_a_lapsed_name_with_a_live_namesake_is_refused(broker, nc, space):
 
 async def test_an_invisible_or_folded_look_alike_is_a_candidate(broker, nc, space):
     hb = Namesakes(nc, space, {"ada": "ada", "mallory": "\uff21\u200dda"})  # fullwidth A, a ZWJ
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         r = await cotal_send(broker, space, "@ada", "hello")
-    finally:
-        await hb.stop()
     assert r.returncode == 1
     err = one_sentence(r.stderr)
     assert "local.ada" in err and "local.mallory" in err and "\u200d" not in err, err

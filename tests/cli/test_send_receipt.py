@@ -19,13 +19,9 @@ async def test_a_dm_says_its_stored_sequence_and_the_recipients_status(broker, n
     await nc.jetstream().publish(f"cotal.{space}.inst.local.zz.x", b"filler")  # seq 1 is not ours
     hb = Heartbeat(nc, space)
     hb.add("bram", status="working")
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         plain = await cotal_send(broker, space, "@bram", "ship 1.8?")
         js = await cotal_send(broker, space, "--json", "@bram", "and 1.9?")
-    finally:
-        await hb.stop()
     assert plain.returncode == 0 and js.returncode == 0, (plain.stderr, js.stderr)
     out = plain.stdout.decode()
     assert "delivered" not in out
@@ -48,16 +44,9 @@ async def test_a_peer_borrowing_the_name_does_not_change_the_status(broker, nc, 
     kv = await nc.jetstream().key_value(f"cotal_presence_{space}")
     forged = presence("bram", "idle")  # card.id local.bram, under eve's key
     await kv.put("local.eve", json.dumps(forged).encode())
-    await hb.beat()
-    await liars.beat()
-    hb.start()
-    liars.start()
-    try:
+    async with hb, liars:
         by_name = await cotal_send(broker, space, "@bram", "which one?")
         by_id = await cotal_send(broker, space, "--json", "@local.bram", "the real one")
-    finally:
-        await hb.stop()
-        await liars.stop()
     assert by_name.returncode == 1 and "nothing was sent" in one_sentence(by_name.stderr)
     assert by_id.returncode == 0, by_id.stderr
     assert envelope(by_id.stdout)["to"] == "local.bram"
@@ -95,13 +84,9 @@ async def test_an_ask_names_its_live_holders_and_its_task_sequence(broker, nc, s
     hb = Heartbeat(nc, space)
     hb.add("bram", status="working", role="reviewer")
     hb.add("cleo", status="idle", role="reviewer")
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         r = await cotal_send(broker, space, "--json", "--ask", "reviewer", "review PR 42")
         plain = await cotal_send(broker, space, "--ask", "reviewer", "and PR 43")
-    finally:
-        await hb.stop()
     assert r.returncode == 0 and plain.returncode == 0, (r.stderr, plain.stderr)
     env_line, rec_line = r.stdout.decode().splitlines()
     rec = json.loads(rec_line)["receipt"]

@@ -110,6 +110,15 @@ class Heartbeat:
             except (asyncio.CancelledError, Exception):
                 pass
 
+    async def __aenter__(self) -> "Heartbeat":
+        """Beat once (so the records are there), then keep beating until the block ends."""
+        await self.beat()
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
 
 async def start_observer(url: str, space: str, **opts) -> tuple[Observer, MeshModel]:
     nc, target = await connect(ConnectTarget((url,), space, timeout=3))
