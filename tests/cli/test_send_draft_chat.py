@@ -58,13 +58,9 @@ async def test_a_line_the_broker_did_not_ack_comes_back_and_is_stored_once(fresh
 async def test_chat_as_a_live_agent_exits_1_naming_it(broker, nc, space, tmux, tmp_path):
     hb = Heartbeat(nc, space)
     hb.add("ada", role="planner")
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         await tmux.start(_chat_cmd(broker, space, "--as", "ada"), _env(tmp_path))
         s = await tmux.until(lambda s: "chat-exit=" in s, 20, what="the exit")
-    finally:
-        await hb.stop()
     assert "chat-exit=1" in s and "local.ada is held by the agent ada" in s
     assert "Traceback" not in s
     assert (await nc.jetstream().stream_info(f"CHAT_{space}")).state.messages == 0

@@ -53,9 +53,7 @@ async def test_roster_ps_and_the_spaces_overview_count_the_same_stranded_seats(
     hb = Heartbeat(nc, space, period=1.0)
     await managers.start("finn", "ada")  # nobody heartbeats as finn: stuck
     hb.add("ada", status="working")
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         # cotal ps: the rows, the stranded flag in --json, the count line in text
         r = await cotal_ps(broker, space, "--json")
         assert r.returncode == 0, r.stderr
@@ -106,6 +104,4 @@ async def test_roster_ps_and_the_spaces_overview_count_the_same_stranded_seats(
             await pilot.press("q")
 
         assert ps_count == roster_count == overview_count == 1
-    finally:
-        await hb.stop()
         await managers.stop()

@@ -30,9 +30,7 @@ async def test_cotal_send_ask_to_a_role_nobody_holds(broker, nc, space):
     hb = Heartbeat(nc, space)
     hb.add("rex", role="reviewer")
     hb.add("olive", role="nosuchrole", status="offline")  # an offline holder does not count
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         r = await _send(broker, space, "--ask", "nosuchrole", "hi")
         err = r.stderr.decode()
         assert r.returncode == 1 and not r.stdout, err
@@ -51,8 +49,6 @@ async def test_cotal_send_ask_to_a_role_nobody_holds(broker, nc, space):
         assert r.returncode == 0, r.stderr
         assert out.startswith("sent ") and "role reviewer" in out and "TASK stream" in out
         assert await _tasks(nc, space) == 2
-    finally:
-        await hb.stop()
     r = await _send(broker, space, "--queue", "#general", "x")
     assert r.returncode == 2  # --queue goes with --ask
 

@@ -137,9 +137,7 @@ async def test_cotal_send_as_a_live_agent_or_its_normalised_name_exits_1(broker,
     hb = Heartbeat(nc, space)
     hb.add("ada", role="planner")
     hb.add("ada_", role="planner")  # the principal `ada!` normalises to (actor_token)
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         for name, pid in (("ada", "local.ada"), ("ada!", "local.ada_")):
             r = await _cotal_send(broker, space, "--as", name, "#general", "hi")
             err = r.stderr.decode()
@@ -147,8 +145,6 @@ async def test_cotal_send_as_a_live_agent_or_its_normalised_name_exits_1(broker,
             assert err.count("\n") == 1 and f"{pid} is held by the agent" in err, err
         r = await _cotal_send(broker, space, "--as", "someone_free", "#general", "hi")
         assert r.returncode == 0, r.stderr
-    finally:
-        await hb.stop()
     info = await nc.jetstream().stream_info(f"CHAT_{space}")
     assert info.state.messages == 1  # only the free identity's post
 
@@ -158,9 +154,7 @@ async def test_a_look_alike_of_a_live_agent_is_refused_too(broker, nc, space):
     live agent ada on every roster: refused, named, nothing published (actor_fold)."""
     hb = Heartbeat(nc, space)
     hb.add("ada", role="planner")  # only the real ada is live
-    await hb.beat()
-    hb.start()
-    try:
+    async with hb:
         for name, pid in (("ada!", "local.ada_"), ("Ada", "local.Ada"), ("_ada_", "local._ada_")):
             r = await _cotal_send(broker, space, "--as", name, "#general", "hi")
             err = r.stderr.decode()
@@ -168,8 +162,6 @@ async def test_a_look_alike_of_a_live_agent_is_refused_too(broker, nc, space):
             assert err.count("\n") == 1 and f"{pid} would read as local.ada (the agent ada" in err
         r = await _cotal_send(broker, space, "--as", "adam", "#general", "hi")
         assert r.returncode == 0, r.stderr
-    finally:
-        await hb.stop()
     info = await nc.jetstream().stream_info(f"CHAT_{space}")
     assert info.state.messages == 1  # only the distinct identity's post
 
