@@ -9,18 +9,15 @@ import pytest
 from cotal_tui.cli.connection import target_from_args
 from cotal_tui.cli.watch_console import session_options, wants_picker
 from cotal_tui.session import LiveSession
-from cotal_tui.demo.team import Team, TeamSchedule
+from support.team import steady_team
 from meshview.observe.spaces import list_spaces
 from conftest import until
 
 
 @pytest.fixture
 async def team(nc, space):
-    t = Team(nc, space, seed=5, agents=4,
-             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.5))
-    await t.start()
-    yield t
-    await t.stop()
+    async with steady_team(nc, space, seed=5, agents=4, chat_interval=0.5) as t:
+        yield t
 
 
 async def test_list_spaces_reads_streams_and_presence(nc, space, team):

@@ -15,7 +15,7 @@ import pytest
 from conftest import until
 from cotal_tui.cli.connection import target_from_args
 from support.authmesh import auth_mesh  # noqa: F401  (fixture)
-from cotal_tui.demo.team import Team, TeamSchedule
+from support.team import steady_team
 from cotal_tui.cli.watch_console import session_options
 from cotal_tui.session import LiveSession
 from meshview.act.send import Send
@@ -24,11 +24,8 @@ from widgets.composer import Composer
 
 @pytest.fixture
 async def team(nc, space):
-    t = Team(nc, space, seed=5, agents=4,
-             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=30))
-    await t.start()
-    yield t
-    await t.stop()
+    async with steady_team(nc, space, seed=5, agents=4, chat_interval=30) as t:
+        yield t
 
 
 class Probe:

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 from support.tmux import needs_tmux
 
-from cotal_tui.demo.team import Team, TeamSchedule
+from support.team import steady_team
 
 pytestmark = needs_tmux
 
@@ -18,11 +18,8 @@ pytestmark = needs_tmux
 
 @pytest.fixture
 async def team(nc, space):
-    t = Team(nc, space, seed=5, agents=40,
-             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=2.0))
-    await t.start()
-    yield t
-    await t.stop()
+    async with steady_team(nc, space, seed=5, agents=40, chat_interval=2.0) as t:
+        yield t
 
 
 async def test_filter_group_and_pin_on_forty_agents(broker, space, team, tmux, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from conftest import until
 from support.tmux import console_env, needs_tmux
 
-from cotal_tui.demo.team import Team, TeamSchedule
+from support.team import steady_team
 from widgets.presentation import COTAL_DARK_LOOK, COTAL_LIGHT_LOOK
 
 pytestmark = needs_tmux
@@ -23,11 +23,8 @@ SGR_GLYPH = re.compile(r"((?:\x1b\[[0-9;:]*m)+)([●◐○])")
 
 @pytest.fixture
 async def team(nc, space):
-    t = Team(nc, space, seed=3, agents=5,
-             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.7))
-    await t.start()
-    yield t
-    await t.stop()
+    async with steady_team(nc, space, seed=3, agents=5, chat_interval=0.7) as t:
+        yield t
 
 
 def glyph_sgr(screen: str) -> dict[str, set[str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import until
-from cotal_tui.demo.team import Team, TeamSchedule
+from support.team import steady_team
 from support.tmux import needs_tmux
 
 pytestmark = needs_tmux
@@ -20,11 +20,8 @@ HOSTILE = ("hostile \x1b[2J\x1b]0;pwned-title\x07 \u202eesrever\u202c in\u2061vi
 
 @pytest.fixture
 async def team(nc, space):
-    t = Team(nc, space, seed=3, agents=5,
-             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=0.7))
-    await t.start()
-    yield t
-    await t.stop()
+    async with steady_team(nc, space, seed=3, agents=5, chat_interval=0.7) as t:
+        yield t
 
 
 async def test_console_in_tmux_keys_and_hostile_text(broker, space, team, tmux, tmp_path):

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cotal_tui.demo.team import Team, TeamSchedule
+from support.team import steady_team
 from support.tmux import needs_tmux
 
 pytestmark = needs_tmux
@@ -18,11 +18,8 @@ ROW = re.compile(r"^[●◐○⨯] (\S+?)/")
 
 @pytest.fixture
 async def team40(nc, space):
-    t = Team(nc, space, seed=5, agents=40,
-             schedule=TeamSchedule(crash_after=None, restart_after=None, chat_interval=2.0))
-    await t.start()
-    yield t
-    await t.stop()
+    async with steady_team(nc, space, seed=5, agents=40, chat_interval=2.0) as t:
+        yield t
 
 
 def rows(screen: str) -> set[str]:

@@ -3,7 +3,8 @@ every status, conditions, activities, code context), through the real ``MeshMode
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 from support.console import T0, FixedClock, StaticSession
 
@@ -12,6 +13,22 @@ from meshview.model.snapshot import Condition, PresenceRecord
 
 ROLES = ("planner", "backend", "frontend", "reviewer", "ops", "qa")
 NAMES = ("ada", "bram", "cleo", "dax", "eve", "finn", "gus", "hana", "ivo", "jun")
+
+
+@asynccontextmanager
+async def steady_team(nc: Any, space: str, *, seed: int, agents: int,
+                      chat_interval: float) -> AsyncIterator[Any]:
+    """A scripted team on a real broker that chats every ``chat_interval`` s and never crashes
+    or restarts (what a console test watches), stopped when the block ends."""
+    from cotal_tui.demo.team import Team, TeamSchedule
+
+    team = Team(nc, space, seed=seed, agents=agents, schedule=TeamSchedule(
+        crash_after=None, restart_after=None, chat_interval=chat_interval))
+    await team.start()
+    try:
+        yield team
+    finally:
+        await team.stop()
 
 
 def team_model(n: int = 40, *, names: dict[int, str] | None = None,
