@@ -34,9 +34,14 @@ async def _key_cost(text: str) -> float:
 
 
 async def test_a_key_after_a_megabyte_line_is_as_fast_as_after_a_short_one():
-    short = await _key_cost("a short line")
-    long_ = await _key_cost("x" * 1_000_000)
-    wide = await _key_cost("界" * 400_000)  # cell widths counted, not bytes
+    # the least of two interleaved rounds each: a loaded box's stray cost (a timer that fired
+    # during a slow pause) lands on one round, never on what a key costs
+    costs: dict[str, list[float]] = {"short": [], "long": [], "wide": []}
+    for _ in range(2):
+        costs["short"].append(await _key_cost("a short line"))
+        costs["long"].append(await _key_cost("x" * 1_000_000))
+        costs["wide"].append(await _key_cost("界" * 400_000))  # cell widths counted, not bytes
+    short, long_, wide = (min(costs[k]) for k in ("short", "long", "wide"))
     print(f"20 keys: short {short * 1000:.1f} ms, 1 MB ascii {long_ * 1000:.1f} ms, "
           f"wide {wide * 1000:.1f} ms")
     # (old code: 20 keys after a 1 MB line cost 2.7x, wide 5.4x; a loaded CI box adds noise)
