@@ -52,6 +52,19 @@ def forged() -> dict:
     return rec
 
 
+async def to_card(pilot, lst: TriageList, key) -> None:
+    """Move the triage cursor to ``key`` with j/k, by the order the list draws now: the forger
+    restamps its waiting-since every beat, so the two cards can trade places between presses."""
+    for _ in range(8):
+        if lst.cursor_key == key:
+            return
+        keys = [k for k, _ in lst.items]
+        cur = keys.index(lst.cursor_key) if lst.cursor_key in keys else 0
+        await pilot.press("j" if key in keys and keys.index(key) > cur else "k")
+        await pilot.pause()
+    assert lst.cursor_key == key
+
+
 @pytest.fixture
 async def asking_and_forger(broker, nc, space, tmp_path):
     seat = asking_seat(str(tmp_path), name=NAME, question="Proceed? [y/N] ", pause_s=600)
@@ -114,12 +127,7 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             lst = scr.query_one(TriageList)
             await until(pilot, lambda: len([c for c in scr.cards if getattr(c, "peer_id", None)]) == 2,
                         what="two cards")
-            for _ in range(4):
-                if lst.cursor_key == ("agent", FORGER):
-                    break
-                await pilot.press("j")
-                await pilot.pause()
-            assert lst.cursor_key == ("agent", FORGER)
+            await to_card(pilot, lst, ("agent", FORGER))
             card = next(c for c in scr.cards if getattr(c, "peer_id", None) == FORGER)
             assert not card.managed and card.excerpt is None
             # y (then Enter) on the forged card: refused, nothing asked, nothing typed
@@ -136,12 +144,7 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             assert isinstance(app.screen, TriageScreen)  # no stop overlay
             # a fence: n on the real seat's own card goes to it, and is the first line it reads
             # (a forged y would have been typed, and read, before it)
-            for _ in range(4):
-                if lst.cursor_key == ("agent", "local.asker"):
-                    break
-                await pilot.press("k")
-                await pilot.pause()
-            assert lst.cursor_key == ("agent", "local.asker")
+            await to_card(pilot, lst, ("agent", "local.asker"))
             await pilot.press("n")
             await until(pilot, lambda: scr.pending is not None, what="the real seat's answer asked")
             await pilot.press("enter")
@@ -166,8 +169,12 @@ async def test_a_tile_names_the_seat_by_its_label_and_binds_it_by_id(asking_and_
         console = app.console_screen()
         await until(pilot, lambda: console.managed is not None and console.managed.rounds,
                     what="ps answered")
-        labels = session.model.snapshot().labels
-        assert labels.ambiguous("local.asker")
+        # the tile names its panes from the snapshot the console drew (what the operator sees),
+        # which can trail the model by a frame: wait for the frame that drew both peers
+        await until(pilot, lambda: console.snap is not None and len(console.snap.agents) == 2
+                    and console.snap.labels.ambiguous("local.asker"),
+                    what="the drawn frame with the seat and the forger")
+        labels = console.snap.labels
         shown = labels.label("local.asker")
         assert shown is not None and shown != NAME and shown.startswith(NAME)
         assert app.open_tile([NAME])
