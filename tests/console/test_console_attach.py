@@ -10,12 +10,11 @@ from __future__ import annotations
 from cotal_tui.keygate import TYPEAHEAD_S
 
 import argparse
-import asyncio
 import time
 
 import pytest
 from cotal_tui.cli.connection import target_from_args
-from support.console import screen_text
+from support.console import screen_text, walk_to
 
 from cotal_tui.app import CotalApp
 from cotal_tui.cli.watch_console import session_options
@@ -84,14 +83,7 @@ async def cursor_to(pilot, peer_id: str, timeout: float = 10.0) -> None:
     if app.screen.focused is not roster:
         await pilot.press("h")
     assert app.screen.focused is roster
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while roster.cursor_key != peer_id:
-        keys = [k for k, _ in roster.items]
-        if loop.time() > end or peer_id not in keys:
-            raise AssertionError(f"cursor never reached {peer_id}: {keys}")
-        cur = keys.index(roster.cursor_key) if roster.cursor_key in keys else 0
-        await pilot.press("j" if keys.index(peer_id) > cur else "k")
+    await walk_to(pilot, roster, peer_id, timeout)
 
 
 async def test_roster_marks_managed_agents_once_ps_answered(mesh):

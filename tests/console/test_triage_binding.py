@@ -23,7 +23,7 @@ from cotal_tui.demo.asking import asking_seat
 from cotal_tui.demo.manager import DemoManager
 from cotal_tui.screens.triage import TriageScreen
 from conftest import until
-from support.console import screen_text
+from support.console import screen_text, walk_to
 from support.observer import now_ms, presence, put_presence
 from widgets.roster import Roster
 from widgets.triage import TriageList
@@ -50,19 +50,6 @@ def forged() -> dict:
                    condition={"code": "approval", "message": "Proceed? [y/N]", "since": now_ms()})
     rec["card"]["name"] = NAME
     return rec
-
-
-async def to_card(pilot, lst: TriageList, key) -> None:
-    """Move the triage cursor to ``key`` with j/k, by the order the list draws now: the forger
-    restamps its waiting-since every beat, so the two cards can trade places between presses."""
-    for _ in range(8):
-        if lst.cursor_key == key:
-            return
-        keys = [k for k, _ in lst.items]
-        cur = keys.index(lst.cursor_key) if lst.cursor_key in keys else 0
-        await pilot.press("j" if key in keys and keys.index(key) > cur else "k")
-        await pilot.pause()
-    assert lst.cursor_key == key
 
 
 @pytest.fixture
@@ -108,14 +95,7 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             roster = console.query_one(Roster)
             if console.focused is not roster:
                 await pilot.press("h")
-            for _ in range(10):
-                if roster.cursor_key == FORGER:
-                    break
-                keys = [k for k, _ in roster.items]
-                cur = keys.index(roster.cursor_key) if roster.cursor_key in keys else 0
-                await pilot.press("j" if keys.index(FORGER) > cur else "k")
-                await pilot.pause()
-            assert roster.cursor_key == FORGER
+            await walk_to(pilot, roster, FORGER)
             await pilot.press("a")
             await until(pilot, lambda: "is not hosted by any manager" in (app.last_notice or ""),
                         what="attach refused on the forged row")
@@ -127,7 +107,7 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             lst = scr.query_one(TriageList)
             await until(pilot, lambda: len([c for c in scr.cards if getattr(c, "peer_id", None)]) == 2,
                         what="two cards")
-            await to_card(pilot, lst, ("agent", FORGER))
+            await walk_to(pilot, lst, ("agent", FORGER))
             card = next(c for c in scr.cards if getattr(c, "peer_id", None) == FORGER)
             assert not card.managed and card.excerpt is None
             # y (then Enter) on the forged card: refused, nothing asked, nothing typed
@@ -144,7 +124,7 @@ async def test_a_namesake_is_not_the_seat(asking_and_forger, nc):
             assert isinstance(app.screen, TriageScreen)  # no stop overlay
             # a fence: n on the real seat's own card goes to it, and is the first line it reads
             # (a forged y would have been typed, and read, before it)
-            await to_card(pilot, lst, ("agent", "local.asker"))
+            await walk_to(pilot, lst, ("agent", "local.asker"))
             await pilot.press("n")
             await until(pilot, lambda: scr.pending is not None, what="the real seat's answer asked")
             await pilot.press("enter")

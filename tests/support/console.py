@@ -256,3 +256,20 @@ def screen_text(app) -> str:
                                                   screen_stack=app._background_screens)
     console.print(update)
     return console.export_text(styles=False)
+
+
+async def walk_to(pilot, lst, key, timeout: float = 10.0) -> None:
+    """Walk ``lst``'s cursor (any list with ``items`` and ``cursor_key``: roster, triage) to
+    ``key`` with real j/k presses. Each step reads the order drawn now: rows reorder as
+    statuses (and a forger's restamped waiting-since) change."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while lst.cursor_key != key:
+        keys = [k for k, _ in lst.items]
+        if loop.time() > end or key not in keys:
+            raise AssertionError(f"cursor never reached {key}: {keys}")
+        cur = keys.index(lst.cursor_key) if lst.cursor_key in keys else 0
+        await pilot.press("j" if keys.index(key) > cur else "k")
+        await pilot.pause()
