@@ -3,15 +3,20 @@
 One demo mesh (``cotal demo --headless``: embedded broker, scripted team, pty manager) is started,
 then each measurement runs ``--runs`` times and reports the median and worst:
 
-1. ``cotal watch --help`` wall time, against ``python -c pass`` (the interpreter's own floor);
-   goal: < 0.2 s.
+1. ``cotal --help`` and ``cotal watch --help`` wall time, against ``python -c pass`` (the
+   interpreter's own floor); goal: ``cotal --help`` <= 3x.
 2. ``cotal watch --plain``: the first line, and the first line that names a team agent
    (the roster's first row), against a bare nats-py connect + one KV read of the presence bucket
    in a fresh interpreter.
 3. ``cotal watch`` (the console) in a real pty, the screen rendered by pyte: the first frame
    (the alternate screen entered and text painted), and the roster filled (every team agent's
    name on screen), against a bare Textual app that paints the same names (its first frame);
-   goal: roster filled < 1.0 s.
+   goals: first frame <= 2x the bare app's, roster filled <= 0.6 s.
+
+Our packages are byte-compiled first (``compileall``), as a pip install does: under
+``PYTHONDONTWRITEBYTECODE=1`` (set on these machines) a checkout recompiled every module of
+ours on every start, ~250 ms the installed console never pays, while the baselines' site-packages
+were compiled at install.
 
 Usage: .venv/bin/python bench/startup.py [--runs 5]
 """
@@ -36,8 +41,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 COTAL = [PY, "-m", "cotal_tui"]
 TEAM = ("ada", "bram", "cleo", "dax", "eve", "finn")
-GOAL_HELP_S = 0.2
-GOAL_ROSTER_S = 1.0
+GOAL_HELP_RATIO = 3.0  # issue 40: `cotal --help` <= 3x `python -c pass`
+GOAL_FRAME_RATIO = 2.0  # issue 40: the console's first frame <= 2x a bare Textual app's
+GOAL_ROSTER_S = 0.6  # issue 40: roster filled on an open demo mesh
 COLS, ROWS = 140, 40
 
 BARE_TEXTUAL = """
@@ -187,6 +193,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
+    compiled = dict(os.environ)
+    compiled.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([PY, "-m", "compileall", "-q", "meshview", "attach", "widgets", "cotal_tui"],
+                   cwd=ROOT, env=compiled, check=True, stdout=subprocess.DEVNULL)
     demo, server, space = start_demo()
     env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(COLS), LINES=str(ROWS))
     env.pop("NO_COLOR", None)
@@ -203,11 +213,12 @@ def main() -> None:
             lines_until([*COTAL, "watch", "--server", server, "--space", space, "--plain"],
                         re.compile(r"\bjoin\s+ada/"), timeout=30)
             rows: dict[str, list[float]] = {k: [] for k in (
-                "help", "python", "plain_first", "plain_agent", "bare_nats",
+                "help", "watch_help", "python", "plain_first", "plain_agent", "bare_nats",
                 "console_frame", "console_roster", "textual_frame")}
             for i in range(args.runs):
                 say(f"run {i + 1}/{args.runs}")
-                rows["help"].append(wall([*COTAL, "watch", "--help"]))
+                rows["help"].append(wall([*COTAL, "--help"]))
+                rows["watch_help"].append(wall([*COTAL, "watch", "--help"]))
                 rows["python"].append(wall([PY, "-c", "pass"]))
                 a, b = lines_until([*COTAL, "watch", "--server", server, "--space", space, "--plain"],
                                    re.compile(r"\bjoin\s+(" + "|".join(TEAM) + r")/"))
@@ -226,16 +237,21 @@ def main() -> None:
                 demo.kill()
     med = {k: statistics.median(v) for k, v in rows.items()}
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}   runs: {args.runs}")
-    print(f"cotal watch --help           {fmt(rows['help'])}   goal < {GOAL_HELP_S * 1000:.0f} ms  "
-          f"{'MET' if med['help'] < GOAL_HELP_S else 'MISSED'}")
-    print(f"  python -c pass (baseline)  {fmt(rows['python'])}   ratio {med['help'] / med['python']:.2f}x")
+    help_ratio = med["help"] / med["python"]
+    print(f"cotal --help                 {fmt(rows['help'])}   ratio {help_ratio:.2f}x  "
+          f"goal <= {GOAL_HELP_RATIO:g}x  {'MET' if help_ratio <= GOAL_HELP_RATIO else 'MISSED'}")
+    print(f"cotal watch --help           {fmt(rows['watch_help'])}   ratio "
+          f"{med['watch_help'] / med['python']:.2f}x")
+    print(f"  python -c pass (baseline)  {fmt(rows['python'])}")
     print(f"--plain first line           {fmt(rows['plain_first'])}")
     print(f"--plain first agent row      {fmt(rows['plain_agent'])}")
     print(f"  bare nats-py connect+KV    {fmt(rows['bare_nats'])}   ratio {med['plain_agent'] / med['bare_nats']:.2f}x")
-    print(f"console first frame          {fmt(rows['console_frame'])}")
-    print(f"console roster filled        {fmt(rows['console_roster'])}   goal < {GOAL_ROSTER_S * 1000:.0f} ms  "
-          f"{'MET' if med['console_roster'] < GOAL_ROSTER_S else 'MISSED'}")
-    print(f"  bare Textual first frame   {fmt(rows['textual_frame'])}   ratio "
+    frame_ratio = med["console_frame"] / med["textual_frame"]
+    print(f"console first frame          {fmt(rows['console_frame'])}   ratio {frame_ratio:.2f}x  "
+          f"goal <= {GOAL_FRAME_RATIO:g}x  {'MET' if frame_ratio <= GOAL_FRAME_RATIO else 'MISSED'}")
+    print(f"console roster filled        {fmt(rows['console_roster'])}   goal <= "
+          f"{GOAL_ROSTER_S * 1000:.0f} ms  {'MET' if med['console_roster'] <= GOAL_ROSTER_S else 'MISSED'}")
+    print(f"  bare Textual first frame   {fmt(rows['textual_frame'])}   roster filled "
           f"{med['console_roster'] / med['textual_frame']:.2f}x")
 
 

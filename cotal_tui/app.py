@@ -11,46 +11,98 @@ the control verbs' own connections (screens/control.py). Screens call the App th
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import time
 from functools import partial
 from dataclasses import replace
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from textual import events, work
 from textual.app import App
+from textual.screen import Screen
 from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
 
-from attach.control.managed import ManagedFold
-from cotal_tui.alerts import toggle_notify
 from cotal_tui.keygate import KeyGate, Verdict
-from cotal_tui.palette import (
-    THEME_HELP, WRITE_VERBS, MeshPalette, activity_hit, theme_hits, write_hit,
-)
-from cotal_tui.recording import toggle_recording
-from cotal_tui.screens.console import ConsoleScreen
-from cotal_tui.screens.control import (
-    CONTROL_VERBS, Controls, control_hit, control_rows, stop_from_roster,
-)
-from cotal_tui.screens.lenses import LENSES
-from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
-from cotal_tui.screens.spaces import SpacePickerScreen
-from meshview.errors import swallowed
-from meshview.model.labels import EMPTY as NO_LABELS
-from cotal_tui.seats import SeatSessions
-from cotal_tui.session import ConsoleSession
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
 from cotal_tui.themes import COTAL_THEMES, DEFAULT_THEME, theme_names
-from widgets.channel_tabs import ChannelTabs
-from widgets.feed import FeedView
+from meshview.errors import swallowed
 from widgets.presentation import css_variables, look_from_theme
-from widgets.needs_you import NeedsYouRail
-from widgets.roster import Roster
-from widgets.status_bar import StatusBar
 
-OpenSpace = Callable[[str], ConsoleSession]
+if TYPE_CHECKING:
+    from attach.control.managed import ManagedFold
+    from cotal_tui.alerts import toggle_notify
+    from cotal_tui.boot import Boot
+    from cotal_tui.palette import (
+        THEME_HELP, WRITE_VERBS, MeshPalette, activity_hit, theme_hits, write_hit,
+    )
+    from cotal_tui.recording import toggle_recording
+    from cotal_tui.screens.console import ConsoleScreen
+    from cotal_tui.screens.control import (
+        CONTROL_VERBS, Controls, control_hit, control_rows, stop_from_roster,
+    )
+    from cotal_tui.screens.lenses import LENSES
+    from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
+    from cotal_tui.screens.spaces import SpacePickerScreen
+    from cotal_tui.seats import SeatSessions
+    from cotal_tui.session import ConsoleSession
+    from meshview.model.labels import EMPTY as NO_LABELS
+    from widgets.channel_tabs import ChannelTabs
+    from widgets.feed import FeedView
+    from widgets.needs_you import NeedsYouRail
+    from widgets.roster import Roster
+    from widgets.status_bar import StatusBar
+
+
+# the console's heaviest imports, in the order load_console reaches them (a boot imports them one
+# per loop turn, behind its first frame)
+BOOT_IMPORTS = ("meshview.link.connect", "cotal_tui.session", "cotal_tui.alerts",
+                "widgets.roster", "widgets.feed", "cotal_tui.screens.control",
+                "cotal_tui.screens.runs", "cotal_tui.screens.console")
+
+
+def load_console() -> None:
+    """Bind the console's screens, widgets and mesh verbs into this module (idempotent).
+
+    They are most of the console's import time (~250 ms: the model, nats-py, every screen), and
+    the console's first frame (:class:`cotal_tui.boot.BootScreen`, ``connecting …``) needs none
+    of them, so ``cotal watch`` paints that frame first and binds them behind it (issue 40,
+    start-up). An App handed its session (tests, replay) binds them when it is made. Until
+    then the App's methods that name them are not reached: the boot screen is the only one.
+    """
+    global ManagedFold, toggle_notify, THEME_HELP, WRITE_VERBS, MeshPalette, activity_hit
+    global theme_hits, write_hit, toggle_recording, ConsoleScreen, CONTROL_VERBS, Controls
+    global control_hit, control_rows, stop_from_roster, LENSES, RunsDesk, RunsScreen
+    global open_answer, runs_note, SpacePickerScreen, SeatSessions, ConsoleSession, NO_LABELS
+    global ChannelTabs, FeedView, NeedsYouRail, Roster, StatusBar
+    if "ConsoleScreen" in globals():
+        return
+    from attach.control.managed import ManagedFold
+    from cotal_tui.alerts import toggle_notify
+    from cotal_tui.palette import (
+        THEME_HELP, WRITE_VERBS, MeshPalette, activity_hit, theme_hits, write_hit,
+    )
+    from cotal_tui.recording import toggle_recording
+    from cotal_tui.screens.control import (
+        CONTROL_VERBS, Controls, control_hit, control_rows, stop_from_roster,
+    )
+    from cotal_tui.screens.lenses import LENSES
+    from cotal_tui.screens.runs import RunsDesk, RunsScreen, open_answer, runs_note
+    from cotal_tui.screens.spaces import SpacePickerScreen
+    from cotal_tui.seats import SeatSessions
+    from cotal_tui.session import ConsoleSession
+    from meshview.model.labels import EMPTY as NO_LABELS
+    from widgets.channel_tabs import ChannelTabs
+    from widgets.feed import FeedView
+    from widgets.needs_you import NeedsYouRail
+    from widgets.roster import Roster
+    from widgets.status_bar import StatusBar
+    from cotal_tui.screens.console import ConsoleScreen  # last: the flag above
+
+
+OpenSpace = Callable[[str], "ConsoleSession"]
 
 # The seat screens (attach, tile, triage: terminal panes, pyte, the mirror) are imported when
 # first opened: the console's first frame does not wait for them (issue 40, start-up).
@@ -327,8 +379,10 @@ class CotalApp(App[int]):
         keymap: dict[str, str] | None = None,
         notice: str | None = None,
         theme: str = DEFAULT_THEME,
+        boot: Boot | None = None,
     ) -> None:
         super().__init__()
+        self.boot = boot  # `cotal watch`: connect (and bind the console) behind the first frame
         for t in COTAL_THEMES:
             self.register_theme(t)
         if theme not in theme_names():
@@ -340,8 +394,9 @@ class CotalApp(App[int]):
         self._user_keymap = keymap or {}
         self._first_notice = notice
         self.sessions: list[ConsoleSession] = []  # every session this app opened (closed on exit)
-        self.controls = Controls(self)  # the control verbs (screens/control.py)
-        self.runs = RunsDesk()  # workflow runs: a poller per session, the answer call
+        self._starting: list[ConsoleSession] = []  # sessions start_session has started (once each)
+        if boot is None:
+            self._bind_console()
         self._run_alerts: dict[int, Any] = {}  # session -> its runs' waiting episodes (--notify)
         self.keygate = KeyGate()  # keys during mount, a palette command and shutdown
         self._errors_said = 0  # error notices so far (a refused palette command drops its type-ahead)
@@ -349,6 +404,16 @@ class CotalApp(App[int]):
         self._first_screen_pushed = False  # on_mount ran: the stack holds the screen we start on
         self._title_counts = True  # [ui] title_counts (read in on_mount)
         self._title_written: str | None = None  # the terminal title we last set (OSC 2)
+
+    def _bind_console(self) -> None:
+        load_console()
+        self.controls = Controls(self)  # the control verbs (screens/control.py)
+        self.runs = RunsDesk()  # workflow runs: a poller per session, the answer call
+
+    @property
+    def booting(self) -> bool:
+        """The first frame is the boot screen (``connecting …``): the console is not in yet."""
+        return self.boot is not None and not self.boot.done
 
     @property
     def exiting(self) -> bool:
@@ -376,7 +441,8 @@ class CotalApp(App[int]):
         on_mount: a traceback on the terminal)."""
         if self.keygate.closing:
             return
-        if self.is_running and not (self._first_screen_pushed and self._screen_ready()):
+        if self.is_running and not self.booting and not (self._first_screen_pushed
+                                                         and self._screen_ready()):
             asyncio.get_running_loop().call_later(self.KEY_RETRY_S, self.stop_signal)
             return
         self.exit(0)
@@ -386,6 +452,46 @@ class CotalApp(App[int]):
         return css_variables(look_from_theme(self.current_theme))
 
     def on_mount(self) -> None:
+        if self.boot is not None:
+            from cotal_tui.boot import BootScreen
+
+            self.push_screen(BootScreen(self.boot))
+            self._first_screen_pushed = True
+            self.call_after_refresh(self._start_boot)
+            return
+        self._start()
+
+    def _start_boot(self) -> None:
+        self.run_worker(self._booted(), name="boot", group="boot", exit_on_error=False)
+
+    async def _booted(self) -> None:
+        """Behind the boot screen: bind the console, then the boot's own steps (the keymap,
+        the connect, the space check); its session or spaces overview replaces the boot
+        screen, or its refusal ends the App (the CLI says it once the terminal is back)."""
+        boot = self.boot
+        assert boot is not None
+        steps = asyncio.ensure_future(boot.run(self))
+        for name in BOOT_IMPORTS:  # one per loop turn: the connect's round trips go on between
+            await asyncio.sleep(0)
+            importlib.import_module(name)
+        self._bind_console()
+        try:
+            await steps
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one sentence after the terminal is restored
+            boot.fail(f"{type(e).__name__}: {e}")
+        if boot.error is not None or self.keygate.closing:
+            self.exit(boot.rc)
+            return
+        self.session, self.open_space, self.list_spaces = boot.session, boot.open_space, boot.lister
+        self._user_keymap = boot.keymap or self._user_keymap
+        self._first_notice = "; ".join(w for w in (boot.notice, self._first_notice) if w) or None
+        self._start(replace=True)
+        boot.done = True
+
+    def _start(self, replace: bool = False) -> None:
+        """The first real screen: the session's console, or the spaces overview."""
         if self._user_keymap:
             self.set_keymap(self._user_keymap)
         self.set_interval(self.RUNS_TICK_S, self._runs_tick, name="runs")
@@ -395,11 +501,13 @@ class CotalApp(App[int]):
             self._title_counts = ui_title_counts(read_config())[0]
         except Exception:  # noqa: BLE001 - a config that cannot be read keeps the default [counted: COTAL_LOG]
             swallowed("cotal_tui.app:on_mount.title_counts")
+        first: Screen | None = None
         if self.session is not None:
-            self.runs.ensure(self.session)
-            self.push_screen(ConsoleScreen(self.session, can_go_back=False))
+            first = ConsoleScreen(self.session, can_go_back=False)
         elif self.list_spaces is not None:
-            self.push_screen(SpacePickerScreen())
+            first = SpacePickerScreen()
+        if first is not None:
+            (self.switch_screen if replace else self.push_screen)(first)
         if self._first_notice:
             self.call_after_refresh(self.notify_line, self._first_notice, True)
         self._first_screen_pushed = True
@@ -445,10 +553,16 @@ class CotalApp(App[int]):
     # -- the key gate (cotal_tui/keygate.py) ---------------------------------------------
 
     def _screen_ready(self) -> bool:
+        """The screen on top takes keys: mounted, and not the boot screen (keys typed while
+        it connects are held, in order, for the console that replaces it)."""
         stack = self.screen_stack
-        return bool(stack) and stack[-1].is_mounted
+        return bool(stack) and stack[-1].is_mounted and not self.booting
+
+    BOOT_KEYS = ("ctrl+c", "ctrl+q")  # taken on the boot screen: they quit while it connects
 
     def _admit(self, event: events.Key) -> bool:
+        if self.booting and event.key in self.BOOT_KEYS and not self.keygate.closing:
+            return True
         stack = self.screen_stack
         verdict = self.keygate.admit(
             event.key, event.character, screen_ready=self._screen_ready(),
@@ -507,18 +621,30 @@ class CotalApp(App[int]):
             self.notify_line(f"could not open {space}: {e}", error=True)
             return
         self.sessions.append(session)
-        self.runs.ensure(session)
         self.push_screen(ConsoleScreen(session, can_go_back=True))
 
+    def start_session(self, session: ConsoleSession) -> None:
+        """Start ``session`` once, off the UI path: its observer (connect-time reads, prefill),
+        then its runs poll (a first round's connection would compete with the roster's first
+        frame). Its console screen asks on mount (started earlier, beside the mount, the roster
+        was full ~400 ms later on the demo: bench/startup.py, 3 runs)."""
+        if any(s is session for s in self._starting):
+            return
+        self._starting.append(session)
+        self._start_session(session)
+
     @work(exclusive=False, group="start-session", exit_on_error=False)
-    async def start_session(self, session: ConsoleSession) -> None:
-        """Start a session's observer (connect-time reads, prefill) off the UI path."""
+    async def _start_session(self, session: ConsoleSession) -> None:
         try:
-            await session.start()
+            if not session.started:
+                await session.start()
         except Exception as e:  # noqa: BLE001 - one line, never a traceback
             model = session.model
             model.set_connection(model.status.connection, error=f"observer: {e}")
             self.notify_line(f"observer failed: {e}", error=True)
+        finally:
+            if not self.keygate.closing:
+                self.runs.ensure(session)
 
     def back_to_spaces(self) -> None:
         if self.list_spaces is None:
@@ -539,6 +665,7 @@ class CotalApp(App[int]):
 
     @work(group="close-session", exit_on_error=False)
     async def _close_session(self, session: ConsoleSession) -> None:
+        self._starting = [s for s in self._starting if s is not session]
         if session in self.sessions:
             self.sessions.remove(session)
         await session.stop()
@@ -591,7 +718,7 @@ class CotalApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("runs", "triage"):  # R, T only over a space console (a pane keeps its keys)
-            return isinstance(self.screen, ConsoleScreen)
+            return not self.booting and isinstance(self.screen, ConsoleScreen)
         return True
 
     def action_triage(self) -> None:

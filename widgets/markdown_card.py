@@ -22,14 +22,19 @@ from __future__ import annotations
 import io
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from markdown_it.token import Token
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.style import Style
 from rich.text import Text
 
 from meshview.wire import sanitize
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
+
+# markdown-it and Rich's Markdown (~30 ms to import, pygments under it) load with the first body
+# rendered as Markdown, not with the console (issue 40, start-up)
 
 # structural Markdown, one line each: a code fence, an ATX heading, a list item, a table row
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.M)
@@ -62,6 +67,8 @@ def _inert(s: object) -> str:
 
 def _neutralise(tokens: list[Token]) -> list[Token]:
     """The token stream with nothing left that acts: see the module docstring."""
+    from markdown_it.token import Token
+
     out: list[Token] = []
     for t in tokens:
         if t.type == "image":
@@ -88,27 +95,34 @@ def _neutralise(tokens: list[Token]) -> list[Token]:
     return out
 
 
-class SafeMarkdown(Markdown):
-    """Rich's Markdown over a neutralised token stream, links as text (no OSC 8)."""
+@lru_cache(maxsize=1)
+def _safe_markdown() -> Any:
+    """:class:`SafeMarkdown`, made on first use (its base's import is the cost)."""
+    from rich.markdown import Markdown
 
-    def __init__(self, markup: str) -> None:
-        super().__init__(sanitize.text(markup, indent=""), hyperlinks=False)
-        self.parsed = _neutralise(self.parsed)
+    class SafeMarkdown(Markdown):
+        """Rich's Markdown over a neutralised token stream, links as text (no OSC 8)."""
 
-    def depth(self) -> int:
-        return max((t.level for t in self.parsed), default=0)
+        def __init__(self, markup: str) -> None:
+            super().__init__(sanitize.text(markup, indent=""), hyperlinks=False)
+            self.parsed = _neutralise(self.parsed)
 
-    def letters(self) -> int:
-        """Letters and digits the rendering must show: every text and code the tokens hold
-        (a link's target and an image's are added by the rendering, on top)."""
-        n = 0
-        for t in self.parsed:
-            if t.type in ("fence", "code_block"):
-                n += len(_ALNUM.findall(t.content))
-            for c in t.children or ():
-                if c.type in ("text", "code_inline"):
-                    n += len(_ALNUM.findall(c.content))
-        return n
+        def depth(self) -> int:
+            return max((t.level for t in self.parsed), default=0)
+
+        def letters(self) -> int:
+            """Letters and digits the rendering must show: every text and code the tokens hold
+            (a link's target and an image's are added by the rendering, on top)."""
+            n = 0
+            for t in self.parsed:
+                if t.type in ("fence", "code_block"):
+                    n += len(_ALNUM.findall(t.content))
+                for c in t.children or ():
+                    if c.type in ("text", "code_inline"):
+                        n += len(_ALNUM.findall(c.content))
+            return n
+
+    return SafeMarkdown
 
 
 def _line_text(segments) -> Text:
@@ -133,7 +147,7 @@ def markdown_lines(text: str, width: int, indent: int = 2) -> tuple[Text, ...] |
     room = max(8, width - indent)
     console = Console(file=io.StringIO(), width=room, color_system="truecolor",
                       force_terminal=True, legacy_windows=False)
-    md = SafeMarkdown(text)
+    md = _safe_markdown()(text)
     if md.depth() > MAX_LEVEL:
         return None
     lines = console.render_lines(md, console.options.update_width(room), pad=False)

@@ -80,8 +80,10 @@ def _checked(home: Path | None):
     from cotal_tui.keymap import check_bindings, read_keymap
 
     km = read_keymap(home)
+    # no entries, nothing to check: the binding table (every screen and widget module, pyte
+    # too: ~100 ms) is built only for a keymap that remaps something
     keymap, dropped = check_bindings(km.entries, known_bindings(), f"keymap {km.path}",
-                                     km.lines)
+                                     km.lines) if km.entries else ({}, [])
     return km, keymap, config_problems(read_config(home)) + _theme_problem(home) + km.problems \
         + dropped
 

@@ -14,17 +14,22 @@ import signal
 import sys
 from typing import Any, Awaitable, Callable
 
+from typing import TYPE_CHECKING
+
 from cotal_tui.cli.connection import target_from_args
-from cotal_tui.operator import read_only_from_args
-from cotal_tui.session import LiveSession, SessionOptions
 from meshview.errors import swallowed
-from meshview.link.connect import ConnectError, ConnectTarget, connect
+
+if TYPE_CHECKING:
+    from cotal_tui.session import LiveSession, SessionOptions
+    from meshview.link.connect import ConnectTarget
 
 
 def session_options(args: argparse.Namespace) -> SessionOptions:
     """The live session's options from a command's flags. getattr: every ``cotal`` command
     that opens a console builds its own Namespace, and not every one has these flags."""
     from cotal_tui.config import notify_settings, ui_health
+    from cotal_tui.operator import read_only_from_args
+    from cotal_tui.session import SessionOptions
 
     backfill = getattr(args, "backfill", None)
     return SessionOptions(backfill=50 if backfill is None else int(backfill),
@@ -74,35 +79,10 @@ class SpaceLister:
         return "connected" if nc.is_connected else "reconnecting"
 
 
-CONNECTING_AFTER_S = 0.2  # a broker that answers this fast needs no line
-CONNECTING_EVERY_S = 0.5
-
-
-async def connect_showing(target: ConnectTarget, out: Any = None) -> tuple[Any, ConnectTarget]:
-    """``connect`` while the terminal says so: ``connecting to <server> … 3s``, rewritten in
-    place as the seconds go by, until connected (the line is wiped) or failed. Only on a
-    terminal: a pipe gets nothing but the outcome."""
-    out = sys.stderr if out is None else out
-    task = asyncio.ensure_future(connect(target))
-    if not getattr(out, "isatty", lambda: False)():
-        return await task
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
-    shown = False
-    try:
-        done, _ = await asyncio.wait({task}, timeout=CONNECTING_AFTER_S)
-        while not done:
-            shown = True
-            out.write(f"\r\x1b[Kconnecting to {target.display} … {loop.time() - t0:.0f}s")
-            out.flush()
-            done, _ = await asyncio.wait({task}, timeout=CONNECTING_EVERY_S)
-        return task.result()
-    finally:
-        if not task.done():
-            task.cancel()
-        if shown:
-            out.write("\r\x1b[K")
-            out.flush()
+def may_ask(args: argparse.Namespace) -> bool:
+    """Resolving the target may ask on the terminal (several registered meshes, none current):
+    only when the command line names neither a server nor a space."""
+    return not (getattr(args, "server", None) or getattr(args, "space", None))
 
 
 def wants_picker(args: argparse.Namespace, target: ConnectTarget) -> bool:
@@ -115,7 +95,11 @@ async def _run(args: argparse.Namespace) -> int:
     """Ctrl-C (a SIGINT until Textual makes the terminal raw) and SIGTERM: while connecting they
     cancel the wait; once the App exists they ask it to exit (:meth:`CotalApp.stop_signal`).
     asyncio's own SIGINT handler cancelled this task wherever it was, mid-mount too: a screen
-    taken down while it mounted printed a ``NoMatches`` traceback."""
+    taken down while it mounted printed a ``NoMatches`` traceback.
+
+    The App starts before the connect, on its boot screen (``cotal_tui/boot.py``): the steps
+    below (the keymap, the detach keys, the connect, the space check, the session) run behind
+    that first frame, and what they refuse is printed here once the terminal is restored."""
     app: Any = None
     main = asyncio.current_task()
 
@@ -133,11 +117,9 @@ async def _run(args: argparse.Namespace) -> int:
     except (NotImplementedError, RuntimeError):
         pass
     from cotal_tui.app import CotalApp
-    from cotal_tui.cli.config import console_start
+    from cotal_tui.boot import Boot
     from cotal_tui.themes import UnknownTheme, console_theme
-    from meshview.observe.spaces import list_spaces
 
-    keymap, keymap_warning = console_start()
     from attach.terminal.detach import DetachKeyError
     from cotal_tui.config import detach_keys
 
@@ -151,37 +133,24 @@ async def _run(args: argparse.Namespace) -> int:
     except UnknownTheme as e:  # cotal watch checked it already; other callers get it here
         print(f"cotal: {e}.", file=sys.stderr)
         return 2
-    try:
-        target = target_from_args(args)
-        nc, target = await connect_showing(target)
-    except ConnectError as e:
-        print(f"cotal: {e}", file=sys.stderr)
-        return 1
-    picker = wants_picker(args, target)
-    if not picker:
-        from meshview.observe.spaces import missing_space
+    target = None
+    if may_ask(args):  # a registry pick may ask on the terminal: before Textual takes it
+        # (else the target is resolved behind the first frame: nats-py's import is ~70 ms of it)
+        from meshview.link.connect import ConnectError
 
-        missing = await missing_space(nc, target.space, target.display)
-        if missing:  # one sentence and exit 1, not an empty console
-            print(f"cotal: {missing}", file=sys.stderr)
-            await nc.close()
+        try:
+            target = target_from_args(args)
+        except ConnectError as e:
+            print(f"cotal: {e}", file=sys.stderr)
             return 1
+    links: list[Any] = []  # the connection, once made (closed here on the way out)
 
-    def open_space(space: str) -> LiveSession:
-        session = LiveSession(nc, target, space, session_options(args))
-        record_and_notify(session, args, lambda: app)
-        return session
+    async def steps(boot: Boot, app: Any) -> None:
+        await _boot_steps(boot, app, args, target, links)
 
-    first = None if picker else open_space(target.space)  # a LiveSession: its observer settles gc
-    app = CotalApp(
-        session=first,
-        open_space=open_space,
-        list_spaces=SpaceLister(nc, target.display, list_spaces) if picker else None,
-        keymap=keymap,
-        notice="; ".join(w for w in (keymap_warning, theme_warning) if w) or None,
-        theme=theme,
-    )
-    tune_gc(settle=first.observer.presence_loaded if first is not None else None)
+    boot = Boot(server=target.display if target is not None else "", steps=steps)
+    app = CotalApp(boot=boot, theme=theme, notice=theme_warning)
+    gc.set_threshold(*GC_THRESHOLDS)  # the collect and freeze: once the boot has imported all
     try:
         rc = await app.run_async()
     finally:
@@ -190,11 +159,70 @@ async def _run(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(s.stop(), 3.0)
             except Exception:  # noqa: BLE001 - the console has ended; a stuck stop must not hold the exit [counted: COTAL_LOG]
                 swallowed("cotal_tui.cli.watch_console:_run")
-        try:
-            await asyncio.wait_for(nc.close(), 2.0)
-        except Exception:  # noqa: BLE001 - a slow close must not hold the exit [counted: COTAL_LOG]
-            swallowed("cotal_tui.cli.watch_console:_run#2")
+        for nc in links:
+            try:
+                await asyncio.wait_for(nc.close(), 2.0)
+            except Exception:  # noqa: BLE001 - a slow close must not hold the exit [counted: COTAL_LOG]
+                swallowed("cotal_tui.cli.watch_console:_run#2")
+    if boot.error is not None:
+        print(f"cotal: {boot.error}", file=sys.stderr)
+        return boot.rc
     return int(rc or 0)
+
+
+async def _boot_steps(boot: Any, app: Any, args: argparse.Namespace, target: Any,
+                      links: list[Any]) -> None:
+    """Behind the boot screen: what ``cotal watch`` checks and opens before its console. The
+    connect starts first: its round trips go on while the checks and the App import the rest."""
+    from meshview.link.connect import ConnectError, connect
+
+    if target is None:
+        try:
+            target = target_from_args(args)
+        except ConnectError as e:
+            boot.fail(str(e))
+            return
+        boot.server = target.display
+    connecting = asyncio.ensure_future(connect(target))
+    try:
+        from cotal_tui.cli.config import console_start
+
+        boot.keymap, boot.notice = console_start()
+        try:
+            nc, target = await connecting
+        except ConnectError as e:
+            boot.fail(str(e))
+            return
+    finally:
+        if not connecting.done():
+            connecting.cancel()
+        elif boot.error is not None and not connecting.cancelled() and connecting.exception() is None:
+            links.append(connecting.result()[0])  # connected, then refused: closed on the way out
+    from meshview.observe.spaces import list_spaces, missing_space
+
+    links.append(nc)
+    picker = wants_picker(args, target)
+    if not picker:
+        boot.doing = f"opening space {target.space}"
+        missing = await missing_space(nc, target.space, target.display)
+        if missing:  # one sentence and exit 1, not an empty console
+            boot.fail(missing)
+            return
+
+    from cotal_tui.session import LiveSession
+
+    def open_space(space: str) -> LiveSession:
+        session = LiveSession(nc, target, space, session_options(args))
+        record_and_notify(session, args, lambda: app)
+        return session
+
+    boot.open_space = open_space
+    if picker:
+        boot.lister = SpaceLister(nc, target.display, list_spaces)
+        tune_gc()
+    else:
+        first = boot.session = open_space(target.space)  # a LiveSession: its observer settles gc
+        tune_gc(settle=first.observer.presence_loaded)
 
 
 # Short pauses over few collections: feed rows are untracked (``gc=False`` Structs), so what the

@@ -149,8 +149,7 @@ class ConsoleScreen(ComposeKeys):
         yield StatusBar(id="status")
 
     def on_mount(self) -> None:
-        if not self.session.started:
-            self.shell.start_session(self.session)
+        self.shell.start_session(self.session)  # started already: its runs poll only
         from cotal_tui.config import load_config
 
         self.query_one(StatusBar).set_hints(HINTS["body"])

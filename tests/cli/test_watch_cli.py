@@ -55,13 +55,20 @@ async def test_unprovisioned_space_is_one_sentence_and_exit_1(lone_space, mode):
 
 
 async def test_unprovisioned_space_never_opens_the_console(broker, space):
-    """On a terminal it used to open an empty console."""
+    """On a terminal it used to open an empty console. Now the console's shell is drawn before
+    the broker answers (issue 40, first frame), so it is the shell that says what it waits for
+    (``opening space nosuch …``) and gives way: the terminal is restored and holds the one
+    sentence, and the console itself (its roster, its feed) never opened."""
     r = PtyRun([*COTAL, "watch", "--server", broker.url, "--space", "nosuch"])
     try:
         assert await r.exit_code() == 1
         text = r.buf.decode("utf-8", "replace").replace("\r\n", "\n")
-        assert NOT_THERE.fullmatch(text), text
-        assert "\x1b[?1049h" not in text  # the alternate screen was never entered
+        assert "\x1b[?1049h" in text and "\x1b[?1049l" in text  # the shell came and went
+        after = text.rsplit("\x1b[?1049l", 1)[1]
+        tail = re.sub(r"\x1b\[[?<>=]?[0-9;]*[a-zA-Z]", "", after)  # the modes it resets
+        assert NOT_THERE.fullmatch(tail), repr(tail)
+        assert "roster ·" not in text and "feed ·" not in text  # no console was mounted
+        assert "Traceback" not in text
     finally:
         r.close()
 
