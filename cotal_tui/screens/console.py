@@ -56,6 +56,10 @@ DRAIN_GAP_MAX = 0.5  # ... but the screen never rests longer than this after an 
 # Keys first: while the operator is pressing keys (the last one under KEYS_FIRST_S ago) a drain
 # waits, so each key paints alone, not behind a drain (10-20 ms at 10k agents) and its paint;
 # the mesh is still drawn at least every KEYS_FIRST_MAX_S.
+# The roster's first load (the presence watch's first snapshot) is drawn as it comes, not paced:
+# at DRAW_HZ a team that arrived just after the first (empty) frame waited up to 250-333 ms to
+# be shown (bench/startup.py: roster filled 690 -> 600 ms). At most this long after the mount.
+FIRST_LOAD_S = 3.0
 KEYS_FIRST_S = 0.15
 KEYS_FIRST_MAX_S = 0.5
 # ... and such a drain, while keys come, leaves out the panels the keys do not move: the feed
@@ -166,6 +170,8 @@ class ConsoleScreen(ComposeKeys):
         self.query_one(FeedView).focus()
         self._next_drain = 0.0
         self._drained_at = 0.0
+        self._mounted_at = monotonic()
+        self._filling = True  # the roster's first load is not all drawn yet
         self._full_at = 0.0  # the last drain that drew everything
         self._rest_owed = False  # the last drain left a panel out (keys first, or busy)
         self._feed_at = 0.0  # the last drain that drew the feed
@@ -297,8 +303,11 @@ class ConsoleScreen(ComposeKeys):
         if model.version == self._version and self.snap is not None and not self._rest_owed:
             return
         now = monotonic()
-        if now < self._next_drain:
-            return
+        filling = self._filling and now - self._mounted_at < FIRST_LOAD_S
+        if now < self._next_drain and not filling:
+            return  # paced; but the roster's first load is drawn as it comes
+        if not model.first_load:
+            self._filling = False  # this drawing has the whole first load: paced from now on
         snap = model.snapshot()
         only = (self._focused_list() if now - self.shell.key_at < KEYS_FIRST_S
                 and now - self._full_at < KEYS_FULL_S else None)

@@ -641,6 +641,11 @@ class MeshModel:
         """The first watch snapshot is complete: later joins are live events."""
         self.roster.end_initial_load()
 
+    @property
+    def first_load(self) -> bool:
+        """The presence watch's first snapshot is still coming in (the roster is filling)."""
+        return self.roster.initial_load
+
     @model_input("presence")
     def sweep(self, now: float | None = None) -> bool:
         """Stale peers go offline; True when the caller should rebind the presence watch."""
