@@ -85,6 +85,7 @@ class Delivery(msgspec.Struct, frozen=True):
         )
 
 
+@final  # readers test ``type(d) is Applied`` on the hot path (decode_applied)
 class Applied(msgspec.Struct, frozen=True, gc=False):
     """One delivery as the model applies it: the one value ``MeshModel.apply_message`` takes
     and a recording stores (meshview/record/record.py). Built by :meth:`Delivery.applied`;
@@ -180,6 +181,25 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     backfilled (upstream ``parts.ts``): dropping the whole message would hide the rest of it.
     A bare unknown kind still rejects the message (messages.json ``bare-unknown-part-kind``).
     """
+    d = _decode(subject, payload, history, None)
+    if type(d) is Applied:  # unreachable: ``received`` None never takes the one-value form
+        raise AssertionError("decode_delivery built an Applied")
+    return d
+
+
+def decode_applied(subject: str, payload: bytes, received: float) -> Applied | Delivery | Rejection:
+    """:func:`decode_delivery` for the live tap, in one value: the :class:`Applied` the model
+    takes (received at ``received``, not historical) with no :class:`CotalMessage` or
+    :class:`Delivery` built on the way (the observer's per-message path). The same checks, in
+    the same order; a decode that cut a field to its bound returns the :class:`Delivery` (its
+    ``cuts`` are counted, then ``applied(received, False)`` is applied), a refused one the
+    :class:`Rejection`."""
+    return _decode(subject, payload, False, received)
+
+
+def _decode(subject: str, payload: bytes, history: bool,
+            received: float | None) -> Applied | Delivery | Rejection:
+    """The reject rules; ``received`` a float: the one-value form (:func:`decode_applied`)."""
     ps = parse_subject(subject)
     if not ps.splits:
         return Rejection(MALFORMED_SUBJECT, subject, True)
@@ -242,6 +262,17 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
     if kind is None or target is None:  # unreachable: ps.deliver means a delivery kind and target
         return Rejection(MALFORMED_SUBJECT, subject, True)
+    if received is not None and (cuts is None or not cuts.names):
+        # the one-value form, field for field what ``Delivery.applied(received, False)`` builds
+        dk = DELIVERY_KIND[kind]
+        return Applied(
+            dk, mid, ts, ps.sender or "", frm.name, frm.role,
+            raw[0].text if cuts is None else parts_to_text(parts),  # (None: one text part)
+            parts, target if dk == "channel" else None, target if dk == "dm" else None,
+            target if dk == "anycast" else None, False,
+            dk == "channel" and is_event_channel(target), received,
+            ctx or mid, reply, ctx, mentions,
+        )
     msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras
         mid, ts, space, frm, parts,
         target if kind == "chat" else None,
