@@ -270,7 +270,7 @@ def _decode(subject: str, payload: bytes, history: bool,
             raw[0].text if cuts is None else parts_to_text(parts),  # (None: one text part)
             parts, target if dk == "channel" else None, target if dk == "dm" else None,
             target if dk == "anycast" else None, False,
-            dk == "channel" and is_event_channel(target), received,
+            dk == "channel" and ps.event, received,
             ctx or mid, reply, ctx, mentions,
         )
     msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras

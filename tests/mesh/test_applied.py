@@ -131,6 +131,9 @@ def test_the_live_one_value_decode_is_the_delivery_applied_for_every_input():
     items += [("cotal.main.chat.local.ada.general", _payload(**{"channel": "general", **kw}))
               for kw in ({}, {"mentions": ["x" * 600]}, {"replyTo": "r" * 900},
                          {"contextId": "c"}, {"channel": "other"}, {"to": "local.ada"})]
+    items += [(f"cotal.main.chat.local.ada.{ch}", _payload(channel=ch))  # event channels or not
+              for ch in ("events.local.ada", "events.team.standup", "events.local",
+                         "events.local.ada.x", "events.a-b.c", "eventsx.local.ada")]
     seen = {"applied": 0, "cut": 0, "refused": 0}
     for subject, payload in items:
         want = decode_delivery(subject, payload)
@@ -144,4 +147,5 @@ def test_the_live_one_value_decode_is_the_delivery_applied_for_every_input():
         else:
             assert type(got) is Applied and got == want.applied(T0 + 7, False), subject
             seen["applied"] += 1
+            seen["event"] = seen.get("event", 0) + got.event
     assert all(seen.values()), seen
