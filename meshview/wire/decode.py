@@ -227,7 +227,7 @@ def _decode(subject: str, payload: bytes, history: bool,
     else:
         cuts = Cuts()
         try:
-            parts = _parts(raw, cuts)
+            parts = _parts(raw, cuts, len(payload) <= _FITS)
         except _PartError as e:
             return Rejection(e.reason, subject)
 
@@ -289,13 +289,20 @@ def _decode(subject: str, payload: bytes, history: bool,
 _SHORT = B.ROLE_BYTES >> 2
 
 
-def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
+#: a payload no longer than this holds frames whose events fit ``AGUI_FRAME_BYTES`` whatever they
+#: are: re-encoded JSON is at most 4.5x its text (a number: ``1e15`` is ``1000000000000000.0``;
+#: a string never grows), so such a frame's events take at most ~18 KiB of the 64 KiB bound
+_FITS = B.AGUI_FRAME_BYTES >> 4
+
+
+def _parts(raw: list[_WirePart], cuts: Cuts, fits: bool = False) -> list[Part]:
+    """``fits``: the payload is at most :data:`_FITS` bytes (see :func:`bound_frame`)."""
     out: list[Part] = []
     if len(raw) > B.PARTS_MAX:
         # every part is still checked (a bad one rejects the message), only the first kept
         for p in islice(raw, B.PARTS_MAX, None):
             _check_part(p)
-        out = _parts(raw[:B.PARTS_MAX], cuts)
+        out = _parts(raw[:B.PARTS_MAX], cuts, fits)
         cuts.names.append("parts")
         out.append(BrokenPart("parts", f"{len(raw) - B.PARTS_MAX} more not kept"))
         return out
@@ -318,7 +325,7 @@ def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
             if k == AGUI_FRAME_KIND:
                 out.append(bound_frame(None if p.events is UNSET else p.events, cuts,
                                        protocol=p.protocol, threadId=p.threadId,
-                                       runId=p.runId, epoch=p.epoch, seq=p.seq))
+                                       runId=p.runId, epoch=p.epoch, seq=p.seq, fits=fits))
             else:
                 out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
         else:
@@ -363,14 +370,18 @@ def _envelope_id(v: Any, field: str, cuts: Cuts) -> str | None:
 
 
 def bound_frame(events: Any, cuts: Cuts, *, protocol: Any = None, threadId: Any = None,
-                runId: Any = None, epoch: Any = None, seq: Any = None) -> ExtensionPart:
+                runId: Any = None, epoch: Any = None, seq: Any = None,
+                fits: bool = False) -> ExtensionPart:
     """An ``ag-ui.frame`` part as kept: its envelope (ids bounded by ``ID_BYTES``, each None
     unless a string; ``seq`` None unless an integer in ``0..MAX_SEQ``, a bool is not one) and at
     most :data:`~meshview.wire.bounds.AGUI_EVENTS_MAX` events within the frame's
     :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES` (JSON-encoded). An event that fits is kept
     whole (``--json`` shows it as sent); one that does not keeps the fields its renderer reads
     first, then every other key, in order, while it fits (a string cut, anything else dropped);
-    the events past a bound are counted in ``dropped``. One pass over the frame (linear)."""
+    the events past a bound are counted in ``dropped``. One pass over the frame (linear).
+
+    ``fits``: ``events`` were decoded from a payload of at most :data:`_FITS` bytes, so they
+    fit the byte bound (and the event bound is all that is checked): none is measured."""
     env = (protocol, threadId, runId, epoch,
            seq if type(seq) is int and 0 <= seq <= MAX_SEQ else None)
     if not (type(protocol) is str and type(threadId) is str and type(runId) is str
@@ -382,6 +393,8 @@ def bound_frame(events: Any, cuts: Cuts, *, protocol: Any = None, threadId: Any 
         if events is not None:
             cuts.names.append("events")
         return ExtensionPart(AGUI_FRAME_KIND, None, 0, *env)
+    if fits and len(events) <= B.AGUI_EVENTS_MAX:
+        return ExtensionPart(AGUI_FRAME_KIND, list(events), 0, *env)  # (all kept, as below)
     budget = B.AGUI_FRAME_BYTES
     kept: list[Any] = []
     encode = msgspec.json.encode
