@@ -89,6 +89,9 @@ class DirectParser(Parser):
         pos = 0
         run = nc._direct_run  # (counted here, stored once at the end, as the stats are)
         taken = taken_bytes = 0
+        # a run of frames on one subject (a busy sender) decodes it once: one str object
+        # downstream too, its hash computed once
+        last_b, last_s = b"", ""
         why, pending = _OTHER, None
         mv = memoryview(buf)
         try:
@@ -119,7 +122,9 @@ class DirectParser(Parser):
                     break  # (headers longer than the frame: the stock parser's odd case)
                 feed, parse_headers = route
                 reply = "" if reply_b is None else reply_b.decode("utf-8", "replace")
-                subject = subj.decode("utf-8", "replace")
+                if subj != last_b:
+                    last_b, last_s = subj, subj.decode("utf-8", "replace")
+                subject = last_s
                 if hsize:
                     payload = bytes(mv[start + hsize:start + size])
                     hbuf = bytes(mv[start:start + hsize]) if parse_headers else None
