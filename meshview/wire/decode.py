@@ -321,13 +321,12 @@ def _parts(raw: list[_WirePart], cuts: Cuts, fits: bool = False) -> list[Part]:
             out.append(ArtifactPart(cuts.str("artifact", p.name, B.ARTIFACT_BYTES),
                                     cuts.str("artifact", p.mediaType, B.ARTIFACT_BYTES),
                                     p.digest, p.size))
+        elif k == AGUI_FRAME_KIND:  # (an extension kind: the pattern below holds for it)
+            out.append(bound_frame(None if p.events is UNSET else p.events, cuts,
+                                   protocol=p.protocol, threadId=p.threadId,
+                                   runId=p.runId, epoch=p.epoch, seq=p.seq, fits=fits))
         elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
-            if k == AGUI_FRAME_KIND:
-                out.append(bound_frame(None if p.events is UNSET else p.events, cuts,
-                                       protocol=p.protocol, threadId=p.threadId,
-                                       runId=p.runId, epoch=p.epoch, seq=p.seq, fits=fits))
-            else:
-                out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
+            out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
         else:
             raise _PartError(NON_CONFORMANT_PART_KIND)
     return out

@@ -69,18 +69,28 @@ def part_text(p: Part) -> str:
         render = RENDERERS.get(p.kind)
         if render is None:
             return unrenderable(p.kind)
-        try:
-            return render(p)
-        except Exception as e:  # noqa: BLE001 - a failing renderer must not silence the message
-            return f"[part renderer for {_js(p.kind)} failed: {e}]"
+        return _render_safely(render, p)
     return unrenderable(str(getattr(p, "kind", type(p).__name__)))
+
+
+def _render_safely(render: Callable[[ExtensionPart], str], p: ExtensionPart) -> str:
+    try:
+        return render(p)
+    except Exception as e:  # noqa: BLE001 - a failing renderer must not silence the message
+        return f"[part renderer for {_js(p.kind)} failed: {e}]"
 
 
 def parts_to_text(parts: Sequence[Part]) -> str:
     """A message's parts as one string, space-joined (upstream ``partsToText``)."""
     if type(parts) in (list, tuple) and len(parts) == 1:  # most messages: one part
         p = parts[0]
-        return p.text if type(p) is TextPart else part_text(p)
+        if type(p) is TextPart:
+            return p.text
+        if type(p) is ExtensionPart:  # (an activity frame: straight to its renderer)
+            render = RENDERERS.get(p.kind)
+            if render is not None:
+                return _render_safely(render, p)
+        return part_text(p)
     return " ".join(part_text(p) for p in parts)
 
 
