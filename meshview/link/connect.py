@@ -61,12 +61,12 @@ from meshview.errors import MeshviewError, swallowed
 from meshview.link.connect_request import DEFAULT_SPACE, DEFAULT_TIMEOUT, ConnectRequest  # noqa: E402
 from meshview.link.home import cotal_home  # noqa: E402
 from meshview.link.natsload import websocket_ready  # noqa: E402
+from meshview.link.fastparse import YIELD_EVERY, DirectParser  # noqa: E402
 from meshview import errors  # noqa: E402
 PING_INTERVAL = 10
 MAX_OUTSTANDING_PINGS = 2
 BACKOFF_BASE = 0.25
 BACKOFF_CAP = 5.0
-YIELD_EVERY = 64  # deliveries handed on in a row before a direct or callback read yields
 
 
 class LenientClient(NATS):
@@ -77,6 +77,12 @@ class LenientClient(NATS):
     then fails subject parsing and is counted as ``malformed-subject`` like any bad input."""
 
     renews = False  # the credential re-signs itself on reconnect (a long-lived participant)
+
+    def __init__(self) -> None:
+        super().__init__()
+        # a whole frame for a direct route goes to its feed without the stock parser's regex,
+        # dict and coroutine per message; every other shape is the stock parser's (fastparse.py)
+        self._ps = DirectParser(self)
 
     async def _process_err(self, err_msg: str) -> None:  # noqa: D401 - override
         """The broker ends a connection whose JWT expired (``User Authentication Expired``);

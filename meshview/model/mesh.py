@@ -175,6 +175,7 @@ class MeshModel:
 
         self._dms = DmRollup(dm_log_cap)
         self._topology = HopLog()
+        self._channel_nodes: dict[str, str] = {}  # channel -> its topology node (bounded)
         # every agent's event frames: ordering notes and activity facts (read-only for views)
         self.frames = FrameLedger()
 
@@ -438,7 +439,12 @@ class MeshModel:
         if kind == "channel" and channel is not None:
             if not event:
                 self._heard(channel, ts, historical)
-                self._topology.hop(ts, from_id, "#" + channel, "channel", historical)
+                node = self._channel_nodes.get(channel)
+                if node is None:  # one ``#channel`` string per channel, its hash kept
+                    if len(self._channel_nodes) >= CHANNELS_CAP:
+                        self._channel_nodes.clear()
+                    node = self._channel_nodes[channel] = "#" + channel
+                self._topology.hop(ts, from_id, node, "channel", historical)
             else:  # an agent's event frame: the ledger's, never a topology hop
                 f = FrameIn.of(d, now)
                 if f is not None:

@@ -123,20 +123,21 @@ class HopLog:
 
     def hop(self, ts: float, f: str, to: str, kind: FeedKind, historical: bool) -> None:
         key = (f, to, kind)
-        e = self._edges.get(key)
+        edges = self._edges
+        e = edges.get(key)
         self._moved.add(key)
         self._topo = None
         if e is None:
-            self._edges[key] = [1, ts]
-            if len(self._edges) > TOPO_EDGE_CAP:
-                gone, _ = self._edges.popitem(last=False)
+            edges[key] = [1, ts]
+            if len(edges) > TOPO_EDGE_CAP:
+                gone, _ = edges.popitem(last=False)
                 self._rows.pop(gone, None)
                 self._moved.discard(gone)
         else:
             e[0] += 1
             if ts > e[1]:
                 e[1] = ts
-            self._edges.move_to_end(key)
+            edges.move_to_end(key)
         if not historical:
             self._hops.append(Hop(ts, f, to, kind))
 

@@ -46,9 +46,10 @@ from meshview.model.mesh import BATCH_MS, MeshModel
 from meshview.model.snapshot import PresenceRecord
 from meshview.tasks import TaskOwner, reap
 from meshview.wire import (
+    Applied,
     Delivery,
     clock_template,
-    decode_delivery,
+    decode_applied,
     decode_presence,
     dm_visible,
     is_event_channel,
@@ -433,10 +434,11 @@ class Observer:
                     last_ok = len(toks) >= 3 and toks[2] in DELIVERY_KINDS
                 if not last_ok:
                     continue  # endpoint/session rails and the like: not messages, not counted
-                d = decode_delivery(subject, data)
-                if type(d) is Delivery:
-                    if d.cuts:  # ``_apply_delivery``, inlined: one call less per message
-                        m.note_cuts(d.cuts)
+                d = decode_applied(subject, data, now)  # one value per delivery
+                if type(d) is Applied:
+                    apply(d)
+                elif type(d) is Delivery:  # a field was cut to its bound: counted, then applied
+                    m.note_cuts(d.cuts)
                     apply(d.applied(now, False))
                 else:
                     m.apply_rejection(d.reason, subject)

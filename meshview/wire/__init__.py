@@ -17,6 +17,7 @@ from meshview.wire.decode import (
     Applied,
     Delivery,
     Rejection,
+    decode_applied,
     decode_delivery,
     parts_to_text,
 )
@@ -93,7 +94,7 @@ __all__ = [
     "PresenceDecision", "Rejection", "Skill", "TextPart", "bucket_names", "chat_pattern",
     "chat_subject", "clock_template", "decode_agent_card", "decode_channel_config",
     "decode_channel_defaults",
-    "bound_presence", "decode_delivery", "decode_membership", "decode_presence", "dm_visible",
+    "bound_presence", "decode_applied", "decode_delivery", "decode_membership", "decode_presence", "dm_visible",
     "effective_class",
     "effective_replay", "effective_window", "effective_window_ms", "encode_message",
     "encode_presence", "inst_subject", "event_channel", "is_event_channel", "is_heartbeat_only",

@@ -85,6 +85,7 @@ class Delivery(msgspec.Struct, frozen=True):
         )
 
 
+@final  # readers test ``type(d) is Applied`` on the hot path (decode_applied)
 class Applied(msgspec.Struct, frozen=True, gc=False):
     """One delivery as the model applies it: the one value ``MeshModel.apply_message`` takes
     and a recording stores (meshview/record/record.py). Built by :meth:`Delivery.applied`;
@@ -180,6 +181,25 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     backfilled (upstream ``parts.ts``): dropping the whole message would hide the rest of it.
     A bare unknown kind still rejects the message (messages.json ``bare-unknown-part-kind``).
     """
+    d = _decode(subject, payload, history, None)
+    if type(d) is Applied:  # unreachable: ``received`` None never takes the one-value form
+        raise AssertionError("decode_delivery built an Applied")
+    return d
+
+
+def decode_applied(subject: str, payload: bytes, received: float) -> Applied | Delivery | Rejection:
+    """:func:`decode_delivery` for the live tap, in one value: the :class:`Applied` the model
+    takes (received at ``received``, not historical) with no :class:`CotalMessage` or
+    :class:`Delivery` built on the way (the observer's per-message path). The same checks, in
+    the same order; a decode that cut a field to its bound returns the :class:`Delivery` (its
+    ``cuts`` are counted, then ``applied(received, False)`` is applied), a refused one the
+    :class:`Rejection`."""
+    return _decode(subject, payload, False, received)
+
+
+def _decode(subject: str, payload: bytes, history: bool,
+            received: float | None) -> Applied | Delivery | Rejection:
+    """The reject rules; ``received`` a float: the one-value form (:func:`decode_applied`)."""
     ps = parse_subject(subject)
     if not ps.splits:
         return Rejection(MALFORMED_SUBJECT, subject, True)
@@ -207,7 +227,7 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     else:
         cuts = Cuts()
         try:
-            parts = _parts(raw, cuts)
+            parts = _parts(raw, cuts, len(payload) <= _FITS)
         except _PartError as e:
             return Rejection(e.reason, subject)
 
@@ -242,6 +262,17 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
     target = ps.channel if kind == "chat" else ps.recipient if kind == "inst" else ps.role
     if kind is None or target is None:  # unreachable: ps.deliver means a delivery kind and target
         return Rejection(MALFORMED_SUBJECT, subject, True)
+    if received is not None and (cuts is None or not cuts.names):
+        # the one-value form, field for field what ``Delivery.applied(received, False)`` builds
+        dk = DELIVERY_KIND[kind]
+        return Applied(
+            dk, mid, ts, ps.sender or "", frm.name, frm.role,
+            raw[0].text if cuts is None else parts_to_text(parts),  # (None: one text part)
+            parts, target if dk == "channel" else None, target if dk == "dm" else None,
+            target if dk == "anycast" else None, False,
+            dk == "channel" and ps.event, received,
+            ctx or mid, reply, ctx, mentions,
+        )
     msg = CotalMessage(  # positional for speed: id, ts, space, from, parts, routing, extras
         mid, ts, space, frm, parts,
         target if kind == "chat" else None,
@@ -258,13 +289,20 @@ def decode_delivery(subject: str, payload: bytes, *, history: bool = False) -> D
 _SHORT = B.ROLE_BYTES >> 2
 
 
-def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
+#: a payload no longer than this holds frames whose events fit ``AGUI_FRAME_BYTES`` whatever they
+#: are: re-encoded JSON is at most 4.5x its text (a number: ``1e15`` is ``1000000000000000.0``;
+#: a string never grows), so such a frame's events take at most ~18 KiB of the 64 KiB bound
+_FITS = B.AGUI_FRAME_BYTES >> 4
+
+
+def _parts(raw: list[_WirePart], cuts: Cuts, fits: bool = False) -> list[Part]:
+    """``fits``: the payload is at most :data:`_FITS` bytes (see :func:`bound_frame`)."""
     out: list[Part] = []
     if len(raw) > B.PARTS_MAX:
         # every part is still checked (a bad one rejects the message), only the first kept
         for p in islice(raw, B.PARTS_MAX, None):
             _check_part(p)
-        out = _parts(raw[:B.PARTS_MAX], cuts)
+        out = _parts(raw[:B.PARTS_MAX], cuts, fits)
         cuts.names.append("parts")
         out.append(BrokenPart("parts", f"{len(raw) - B.PARTS_MAX} more not kept"))
         return out
@@ -283,13 +321,12 @@ def _parts(raw: list[_WirePart], cuts: Cuts) -> list[Part]:
             out.append(ArtifactPart(cuts.str("artifact", p.name, B.ARTIFACT_BYTES),
                                     cuts.str("artifact", p.mediaType, B.ARTIFACT_BYTES),
                                     p.digest, p.size))
+        elif k == AGUI_FRAME_KIND:  # (an extension kind: the pattern below holds for it)
+            out.append(bound_frame(None if p.events is UNSET else p.events, cuts,
+                                   protocol=p.protocol, threadId=p.threadId,
+                                   runId=p.runId, epoch=p.epoch, seq=p.seq, fits=fits))
         elif k in LEGACY_PART_KINDS or EXTENSION_KIND_RE.fullmatch(k):
-            if k == AGUI_FRAME_KIND:
-                out.append(bound_frame(None if p.events is UNSET else p.events, cuts,
-                                       protocol=p.protocol, threadId=p.threadId,
-                                       runId=p.runId, epoch=p.epoch, seq=p.seq))
-            else:
-                out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
+            out.append(ExtensionPart(cuts.str("kind", k, B.KIND_BYTES)))
         else:
             raise _PartError(NON_CONFORMANT_PART_KIND)
     return out
@@ -332,14 +369,18 @@ def _envelope_id(v: Any, field: str, cuts: Cuts) -> str | None:
 
 
 def bound_frame(events: Any, cuts: Cuts, *, protocol: Any = None, threadId: Any = None,
-                runId: Any = None, epoch: Any = None, seq: Any = None) -> ExtensionPart:
+                runId: Any = None, epoch: Any = None, seq: Any = None,
+                fits: bool = False) -> ExtensionPart:
     """An ``ag-ui.frame`` part as kept: its envelope (ids bounded by ``ID_BYTES``, each None
     unless a string; ``seq`` None unless an integer in ``0..MAX_SEQ``, a bool is not one) and at
     most :data:`~meshview.wire.bounds.AGUI_EVENTS_MAX` events within the frame's
     :data:`~meshview.wire.bounds.AGUI_FRAME_BYTES` (JSON-encoded). An event that fits is kept
     whole (``--json`` shows it as sent); one that does not keeps the fields its renderer reads
     first, then every other key, in order, while it fits (a string cut, anything else dropped);
-    the events past a bound are counted in ``dropped``. One pass over the frame (linear)."""
+    the events past a bound are counted in ``dropped``. One pass over the frame (linear).
+
+    ``fits``: ``events`` were decoded from a payload of at most :data:`_FITS` bytes, so they
+    fit the byte bound (and the event bound is all that is checked): none is measured."""
     env = (protocol, threadId, runId, epoch,
            seq if type(seq) is int and 0 <= seq <= MAX_SEQ else None)
     if not (type(protocol) is str and type(threadId) is str and type(runId) is str
@@ -351,6 +392,8 @@ def bound_frame(events: Any, cuts: Cuts, *, protocol: Any = None, threadId: Any 
         if events is not None:
             cuts.names.append("events")
         return ExtensionPart(AGUI_FRAME_KIND, None, 0, *env)
+    if fits and len(events) <= B.AGUI_EVENTS_MAX:
+        return ExtensionPart(AGUI_FRAME_KIND, list(events), 0, *env)  # (all kept, as below)
     budget = B.AGUI_FRAME_BYTES
     kept: list[Any] = []
     encode = msgspec.json.encode

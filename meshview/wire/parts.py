@@ -69,18 +69,28 @@ def part_text(p: Part) -> str:
         render = RENDERERS.get(p.kind)
         if render is None:
             return unrenderable(p.kind)
-        try:
-            return render(p)
-        except Exception as e:  # noqa: BLE001 - a failing renderer must not silence the message
-            return f"[part renderer for {_js(p.kind)} failed: {e}]"
+        return _render_safely(render, p)
     return unrenderable(str(getattr(p, "kind", type(p).__name__)))
+
+
+def _render_safely(render: Callable[[ExtensionPart], str], p: ExtensionPart) -> str:
+    try:
+        return render(p)
+    except Exception as e:  # noqa: BLE001 - a failing renderer must not silence the message
+        return f"[part renderer for {_js(p.kind)} failed: {e}]"
 
 
 def parts_to_text(parts: Sequence[Part]) -> str:
     """A message's parts as one string, space-joined (upstream ``partsToText``)."""
     if type(parts) in (list, tuple) and len(parts) == 1:  # most messages: one part
         p = parts[0]
-        return p.text if type(p) is TextPart else part_text(p)
+        if type(p) is TextPart:
+            return p.text
+        if type(p) is ExtensionPart:  # (an activity frame: straight to its renderer)
+            render = RENDERERS.get(p.kind)
+            if render is not None:
+                return _render_safely(render, p)
+        return part_text(p)
     return " ".join(part_text(p) for p in parts)
 
 
@@ -126,6 +136,8 @@ class _Fold:
     """Deltas accumulate as lists joined once at the end of their stream: linear in the
     frame's size (string concatenation per delta was quadratic)."""
 
+    __slots__ = ("lines", "text", "thinking", "tool_name", "tool_args")
+
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.text: dict[str, list[str]] = {}
@@ -148,49 +160,65 @@ class _Fold:
             self.emit(first, cont, body + tail)
 
     def event(self, e: Any) -> None:
-        get = e.get if isinstance(e, dict) else (lambda _k: None)
-        kind = _s(get("type"))
-        mid = _s(get("messageId")) or ""
-        tid = _s(get("toolCallId")) or ""
-        delta = _s(get("delta")) or ""
-        if kind == "RUN_STARTED":
-            self.emit("▸ ", _CONT, f"run {_or(get('runId'), '?')} started")
-        elif kind == "RUN_FINISHED":
-            outcome = get("outcome")
-            how = _s(outcome.get("type")) if isinstance(outcome, dict) else None
-            self.emit("◂ ", _CONT, f"run {_or(get('runId'), '?')} finished"
-                      + (f" ({how})" if how else ""))
-        elif kind == "RUN_ERROR":
-            code = _s(get("code"))
-            self.emit("✗ ", _CONT, f"run error{f' [{code}]' if code else ''}: "
-                                   f"{_or(get('message'), '(no message)')}")
-        elif kind == "TEXT_MESSAGE_START":
-            self.text[mid] = []
-        elif kind == "TEXT_MESSAGE_CONTENT":
-            self.text.setdefault(mid, []).append(delta)
-        elif kind == "TEXT_MESSAGE_END":
-            self.flush(self.text, mid, _SAY, _SAY)
-        elif kind == "REASONING_MESSAGE_START":
-            self.thinking[mid] = []
-        elif kind == "REASONING_MESSAGE_CONTENT":
-            self.thinking.setdefault(mid, []).append(delta)
-        elif kind == "REASONING_MESSAGE_END":
-            self.flush(self.thinking, mid, _THINK, _CONT)
-        elif kind == "TOOL_CALL_START":
-            self.tool_name[tid] = _or(get("toolCallName"), "?")
-            self.tool_args[tid] = []
-        elif kind == "TOOL_CALL_ARGS":
-            self.tool_args.setdefault(tid, []).append(delta)
-        elif kind == "TOOL_CALL_END":
-            args = "".join(self.tool_args.pop(tid, ()))
-            name = self.tool_name.pop(tid, None)
-            self.emit(_TOOL, _CONT, f"{'?' if name is None else name}({args})")
-        elif kind == "TOOL_CALL_RESULT":
-            self.emit(_RESULT, _CONT, _or(get("content"), "(no content)"))
-        elif kind == "CUSTOM":
-            self.emit("• ", _CONT, f"custom {_or(get('name'), '(unnamed)')}")
+        # each event type reads only its own fields (a frame is folded per delivery)
+        kind = e.get("type") if isinstance(e, dict) else None
+        on = _ON.get(kind) if isinstance(kind, str) else None
+        if on is None:
+            self.emit("• ", _CONT, f"unrecognised event {_js(_s(kind))}")
         else:
-            self.emit("• ", _CONT, f"unrecognised event {_js(kind)}")
+            on(self, e.get)
+
+    def _run_started(self, get: Callable[[str], Any]) -> None:
+        self.emit("▸ ", _CONT, f"run {_or(get('runId'), '?')} started")
+
+    def _run_finished(self, get: Callable[[str], Any]) -> None:
+        outcome = get("outcome")
+        how = _s(outcome.get("type")) if isinstance(outcome, dict) else None
+        self.emit("◂ ", _CONT, f"run {_or(get('runId'), '?')} finished"
+                  + (f" ({how})" if how else ""))
+
+    def _run_error(self, get: Callable[[str], Any]) -> None:
+        code = _s(get("code"))
+        self.emit("✗ ", _CONT, f"run error{f' [{code}]' if code else ''}: "
+                               f"{_or(get('message'), '(no message)')}")
+
+    def _text_start(self, get: Callable[[str], Any]) -> None:
+        self.text[_s(get("messageId")) or ""] = []
+
+    def _text_content(self, get: Callable[[str], Any]) -> None:
+        self.text.setdefault(_s(get("messageId")) or "", []).append(_s(get("delta")) or "")
+
+    def _text_end(self, get: Callable[[str], Any]) -> None:
+        self.flush(self.text, _s(get("messageId")) or "", _SAY, _SAY)
+
+    def _thinking_start(self, get: Callable[[str], Any]) -> None:
+        self.thinking[_s(get("messageId")) or ""] = []
+
+    def _thinking_content(self, get: Callable[[str], Any]) -> None:
+        self.thinking.setdefault(_s(get("messageId")) or "", []).append(_s(get("delta")) or "")
+
+    def _thinking_end(self, get: Callable[[str], Any]) -> None:
+        self.flush(self.thinking, _s(get("messageId")) or "", _THINK, _CONT)
+
+    def _tool_start(self, get: Callable[[str], Any]) -> None:
+        tid = _s(get("toolCallId")) or ""
+        self.tool_name[tid] = _or(get("toolCallName"), "?")
+        self.tool_args[tid] = []
+
+    def _tool_args(self, get: Callable[[str], Any]) -> None:
+        self.tool_args.setdefault(_s(get("toolCallId")) or "", []).append(_s(get("delta")) or "")
+
+    def _tool_end(self, get: Callable[[str], Any]) -> None:
+        tid = _s(get("toolCallId")) or ""
+        args = "".join(self.tool_args.pop(tid, ()))
+        name = self.tool_name.pop(tid, None)
+        self.emit(_TOOL, _CONT, f"{'?' if name is None else name}({args})")
+
+    def _tool_result(self, get: Callable[[str], Any]) -> None:
+        self.emit(_RESULT, _CONT, _or(get("content"), "(no content)"))
+
+    def _custom(self, get: Callable[[str], Any]) -> None:
+        self.emit("• ", _CONT, f"custom {_or(get('name'), '(unnamed)')}")
 
     def finish(self) -> list[str]:
         for key in list(self.text):
@@ -202,6 +230,21 @@ class _Fold:
             self.emit(_TOOL, _CONT, f"{name}({args}) …")
         self.tool_name.clear()
         return self.lines
+
+
+#: event type -> what :meth:`_Fold.event` does with it (a type not here is named, never skipped)
+_ON: dict[str, Callable[[_Fold, Callable[[str], Any]], None]] = {
+    "RUN_STARTED": _Fold._run_started, "RUN_FINISHED": _Fold._run_finished,
+    "RUN_ERROR": _Fold._run_error,
+    "TEXT_MESSAGE_START": _Fold._text_start, "TEXT_MESSAGE_CONTENT": _Fold._text_content,
+    "TEXT_MESSAGE_END": _Fold._text_end,
+    "REASONING_MESSAGE_START": _Fold._thinking_start,
+    "REASONING_MESSAGE_CONTENT": _Fold._thinking_content,
+    "REASONING_MESSAGE_END": _Fold._thinking_end,
+    "TOOL_CALL_START": _Fold._tool_start, "TOOL_CALL_ARGS": _Fold._tool_args,
+    "TOOL_CALL_END": _Fold._tool_end, "TOOL_CALL_RESULT": _Fold._tool_result,
+    "CUSTOM": _Fold._custom,
+}
 
 
 def skew_line(protocol: str) -> str:

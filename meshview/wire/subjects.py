@@ -67,6 +67,9 @@ class ParsedSubject:
     reason: str | None
     rail: str | None = None
     concrete: bool = True
+    #: a chat subject on an agent event channel (:func:`is_event_channel` of ``channel``),
+    #: settled once per subject here rather than once per message
+    event: bool = False
 
     @property
     def target(self) -> str | None:
@@ -132,7 +135,8 @@ def parse_subject(subject: str) -> ParsedSubject:
     else:
         reason = OK
     return ParsedSubject(subject, space, kind, owner, actor, f"{owner}.{actor}", channel,
-                         recipient, role, True, reason == OK, reason, kind, concrete)
+                         recipient, role, True, reason == OK, reason, kind, concrete,
+                         channel is not None and is_event_channel(channel))
 
 
 def _valid_route(kind: str, toks: list[str]) -> bool:

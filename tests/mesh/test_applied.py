@@ -105,3 +105,47 @@ def test_an_old_keyword_message_maps_to_the_value_and_an_unknown_keyword_is_refu
     assert upgraded("tick", [], {"now": T0}) == ([], {"now": T0})  # other inputs as recorded
     with pytest.raises(TypeError):
         upgraded("apply_message", [], {**kw, "nonsense": 1})
+
+
+def _vectors() -> list[tuple[str, bytes]]:
+    path = Path(__file__).resolve().parents[1] / "vectors" / "messages.json"
+    out = []
+    for v in json.loads(path.read_text()):
+        p = v["payload"]
+        out.append((v["subject"], p.encode() if isinstance(p, str) else json.dumps(p).encode()))
+    return out
+
+
+def test_the_live_one_value_decode_is_the_delivery_applied_for_every_input():
+    """``decode_applied`` (the observer's per-message path) skips the Delivery but not a check:
+    over the shared vectors and the hostile corpus it refuses what ``decode_delivery`` refuses,
+    with the same reason, returns the Delivery when a field was cut (counted by the caller), and
+    otherwise the very value ``Delivery.applied(received, False)`` builds."""
+    from support.hostile import generate
+
+    from meshview.wire.decode import Rejection, decode_applied
+
+    items = _vectors() + [(h.subject.decode("utf-8", "replace"), h.payload)
+                          for h in generate("fz", 3000, seed=11, include_killers=True,
+                                            now_ms=int(T0)) if not h.is_kv]
+    items += [("cotal.main.chat.local.ada.general", _payload(**{"channel": "general", **kw}))
+              for kw in ({}, {"mentions": ["x" * 600]}, {"replyTo": "r" * 900},
+                         {"contextId": "c"}, {"channel": "other"}, {"to": "local.ada"})]
+    items += [(f"cotal.main.chat.local.ada.{ch}", _payload(channel=ch))  # event channels or not
+              for ch in ("events.local.ada", "events.team.standup", "events.local",
+                         "events.local.ada.x", "events.a-b.c", "eventsx.local.ada")]
+    seen = {"applied": 0, "cut": 0, "refused": 0}
+    for subject, payload in items:
+        want = decode_delivery(subject, payload)
+        got = decode_applied(subject, payload, T0 + 7)
+        if type(want) is Rejection:
+            assert got == want, subject
+            seen["refused"] += 1
+        elif want.cuts:
+            assert type(got) is Delivery and got == want, subject
+            seen["cut"] += 1
+        else:
+            assert type(got) is Applied and got == want.applied(T0 + 7, False), subject
+            seen["applied"] += 1
+            seen["event"] = seen.get("event", 0) + got.event
+    assert all(seen.values()), seen

@@ -254,3 +254,46 @@ def test_frames_weigh_in_the_feeds_byte_budget():
                                 text=agui_frame_text(part), parts=[part], channel="general"))
     assert m.feed_len < n - 40
     assert m.entry(m.feed_end - 1).parts[0].events == ev  # the newest rows are kept whole
+
+
+def test_a_small_frame_is_kept_whole_unmeasured_exactly_as_measured():
+    """``bound_frame(fits=True)``: a payload of at most ``_FITS`` bytes cannot re-encode past the
+    frame's byte bound (numbers grow at most 4.5x: ``1e15``), so its events are kept unmeasured;
+    the result is the measured one's, worst cases included. A larger payload is measured."""
+    import random
+
+    from meshview.wire.bounds import Cuts
+    from meshview.wire.decode import _FITS, bound_frame, decode_applied, decode_delivery
+
+    rng = random.Random(40)
+    leaves = [1e15, -9e15, 1, "x", "\b\f", None, True, 1.5e-300, 10**30, "é", [], {}]
+
+    def value(depth: int) -> object:
+        r = rng.random()
+        if depth > 6 or r < 0.5:
+            return rng.choice(leaves)
+        if r < 0.75:
+            return [value(depth + 1) for _ in range(rng.randint(0, 4))]
+        return {f"k{i}": value(depth + 1) for i in range(rng.randint(0, 4))}
+
+    raws = [msgspec.json.encode([value(0) for _ in range(rng.randint(0, 30))])
+            for _ in range(400)]
+    raws.append(b"[" + b",".join([b"1e15"] * 780) + b"]")  # grows 4.5x when re-encoded
+    raws.append(b"[" + b",".join([b"{}"] * 1300) + b"]")  # the most events
+    checked = []
+    for raw in raws:
+        payload = (b'{"id":"f","ts":1,"space":"s","from":{"id":"local.a","name":"a"},'
+                   b'"channel":"events.local.a","parts":[{"kind":"ag-ui.frame","seq":1,'
+                   b'"events":' + raw + b'}]}')
+        events = msgspec.json.decode(raw)
+        measured, fast = Cuts(), Cuts()
+        want = bound_frame(events, measured, seq=1)
+        if len(payload) <= _FITS:
+            assert bound_frame(events, fast, seq=1, fits=True) == want
+            assert want.dropped == 0 and fast.names == measured.names == []
+            checked.append(len(events))
+        subject = "cotal.s.chat.local.a.events.local.a"
+        d = decode_delivery(subject, payload)
+        got = decode_applied(subject, payload, 5.0)
+        assert got == (d.applied(5.0, False) if not d.cuts else d)
+    assert len(checked) > 300 and checked[-2:] == [780, 1300]  # the worst cases among them
