@@ -4,7 +4,9 @@ Badges count live arrivals since the tab was last viewed (the model's ``arrivals
 grows, so the per-sender retention cap cannot silence them). One row, scrolled so the active
 tab is always visible. Only the tabs that fit around the active one are laid out; the rest
 are grouped into counts at either end (``‹12`` / ``9950 more›``), so 10k channels cost what
-10 do: any peer may post to any number of channels.
+10 do: any peer may post to any number of channels. A snapshot repaints the row only when the
+row it would draw differs from the one drawn: traffic in channels scrolled out of view, or
+counts that read the same, paint nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class ChannelTabs(Widget):
         self._channels: tuple[ChannelInfo, ...] = ()
         self.active: str | None = None
         self._seen: dict[str, int] = {}  # channel -> arrivals when last viewed
+        self._drawn: Text | None = None  # the row the last render drew
+        self.renders = 0  # times the row was drawn (tests count the frames that repaint it)
 
     @property
     def channels(self) -> tuple[ChannelInfo, ...]:
@@ -84,7 +88,8 @@ class ChannelTabs(Widget):
                 self.select(None)
                 return
             self._seen[c.name] = c.arrivals
-        self.refresh()
+        if self._drawn is None or self._row() != self._drawn:
+            self.refresh()
 
     def select(self, tab: str | None) -> None:
         self.active = tab
@@ -134,6 +139,11 @@ class ChannelTabs(Widget):
         return [self._label(i, c) for i, c in enumerate((None, *self.channels))]
 
     def render(self) -> Text:
+        self.renders += 1
+        self._drawn = self._row()
+        return self._drawn.copy()  # kept as drawn, whatever the paint does with it
+
+    def _row(self) -> Text:
         """The row: scrolled so the active tab shows, laid out outwards from it; only the
         labels that fit are built. Past :data:`GROUP_AT` tabs the ones cut off are counted at
         either end, never built."""
