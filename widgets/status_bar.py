@@ -110,10 +110,11 @@ class StatusBar(Widget):
     def on_mount(self) -> None:
         follow_theme(self)  # the link, errors and notices wear the theme's hues
 
-    def update_snapshot(self, snap: Snapshot, channel: str | None) -> None:
+    def update_snapshot(self, snap: Snapshot, channel: str | None, *, hold: bool = True) -> None:
+        """Follow ``snap``; ``hold`` False: read msg/s and the sparkline now, whatever the second."""
         self.snap, self.channel = snap, channel
         sec = int(snap.now // 1000)
-        if sec != self._flow_sec:  # a new model second: msg/s and the sparkline read again
+        if not hold or sec != self._flow_sec:  # a new model second: msg/s and the sparkline read again
             self._flow_sec = sec
             self._flow = (f"{snap.rates.msgs_per_sec:.1f} msg/s", sparkline(snap.rates.buckets, 15))
         key = (self._left_key(snap), self._flow, channel)

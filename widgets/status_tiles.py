@@ -36,11 +36,12 @@ class Tiles(Widget):
         """The snapshot last drawn (read-only; what tests and diagnostics read)."""
         return self._snap
 
-    def update_snapshot(self, snap: Snapshot) -> None:
+    def update_snapshot(self, snap: Snapshot, *, hold: bool = True) -> None:
+        """Follow ``snap``; ``hold`` False: read the stalest heartbeat now, whatever the second."""
         self._snap = snap
         sec = int(snap.now // 1000)
         live = snap.signals.stalest_live_ts is not None
-        if sec != self._sec or live != (self._stalest is not None):
+        if not hold or sec != self._sec or live != (self._stalest is not None):
             self._sec = sec
             self._stalest = self._stalest_of(snap)
         plain = self._line(snap).plain

@@ -71,6 +71,9 @@ KEYS_FULL_S = 1.5
 # of what the console spent).
 FEED_BUSY_S = 0.5
 FEED_FLOW_RATE = 5.0
+# ... and it comes with the drain where the model's second turns, which repaints the ages, msg/s
+# and the stalest heartbeat anyway: one frame for both, not a frame for each (at 10 agents +
+# 20 msgs/s the two fell on separate frames, 3.1 frames/s for 2 feed draws and 1 tick a second)
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 SEARCH_PLACEHOLDER = "search: sender, role, channel, service, targets, text (enter keeps, esc clears)"
@@ -170,6 +173,8 @@ class ConsoleScreen(ComposeKeys):
         self._full_at = 0.0  # the last drain that drew everything
         self._rest_owed = False  # the last drain left a panel out (keys first, or busy)
         self._feed_at = 0.0  # the last drain that drew the feed
+        self._second = -1  # the model second (snapshot ``now``) of the last drain that drew all
+        self._exact = False  # drain_now's drain reads every figure afresh
         self.drain()
         self.set_interval(1 / DRAIN_HZ, self.drain_tick, name="drain")
         self._recording_tick()
@@ -280,9 +285,15 @@ class ConsoleScreen(ComposeKeys):
             self.drain_now()  # would hold the timer's drain): current at once
 
     def drain_now(self) -> None:
-        """A drain asked for (a replay's seek): past the duty gap and the keys."""
+        """A drain asked for (a replay's seek or step): past the duty gap and the keys, and
+        every figure read from this snapshot (none held to its second: a step inside one
+        second shows its message in the tab counts too)."""
         self._next_drain = self._feed_at = 0.0
-        self.drain()
+        self._exact = True
+        try:
+            self.drain()
+        finally:
+            self._exact = False  # (a drain with nothing new to draw leaves it set: not later)
 
     def drain(self) -> None:
         """Apply everything that changed since the last drain in one go."""
@@ -301,6 +312,7 @@ class ConsoleScreen(ComposeKeys):
         if now < self._next_drain:
             return
         snap = model.snapshot()
+        hold = not self._exact
         only = (self._focused_list() if now - self.shell.key_at < KEYS_FIRST_S
                 and now - self._full_at < KEYS_FULL_S else None)
         # busy: a chat flood, or a churning roster (10k agents heartbeating are 5k changes/s)
@@ -309,12 +321,15 @@ class ConsoleScreen(ComposeKeys):
         self._version, self._drained_at = snap.version, now
         if only is not None:  # keys come: the panels they move, from one snapshot
             on_feed = isinstance(only, FeedView)
-            self.apply(snap, counts=not on_feed, feed=on_feed)
+            self.apply(snap, counts=not on_feed, feed=on_feed, hold=hold)
             self._rest_owed = True
         else:
             flowing = busy or snap.rates.msgs_per_sec > FEED_FLOW_RATE
-            feed = not flowing or now - self._feed_at >= FEED_BUSY_S
-            self.apply(snap, feed=feed)
+            second, turned = int(snap.now // 1000), False
+            if second != self._second:  # the clocks shown read again this frame
+                self._second, turned = second, True
+            feed = not flowing or turned or now - self._feed_at >= FEED_BUSY_S
+            self.apply(snap, feed=feed, hold=hold)
             self._full_at = now
             if feed:
                 self._feed_at = now
@@ -341,18 +356,22 @@ class ConsoleScreen(ComposeKeys):
         f = self.focused
         return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
-    def apply(self, snap: Snapshot, *, counts: bool = True, feed: bool = True) -> None:
+    def apply(self, snap: Snapshot, *, counts: bool = True, feed: bool = True,
+              hold: bool = True) -> None:
         """Draw ``snap``: what counts (the bars, the roster, the rail, or the lens) and the feed,
-        as asked. Everything that shows a count is drawn from this one snapshot, in one frame."""
+        as asked. Everything that shows a count is drawn from this one snapshot, in one frame;
+        the figures that move with the clock or every message (msg/s, the sparkline, the
+        stalest heartbeat, the tab counts) are read at each model second's first snapshot,
+        unless ``hold`` is False."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
         lens = self.lens
         with self.app.batch_update():
             if counts:
-                tabs.update_snapshot(snap)
-                self.query_one(Tiles).update_snapshot(snap)
+                tabs.update_snapshot(snap, hold=hold)
+                self.query_one(Tiles).update_snapshot(snap, hold=hold)
                 self._events_count()
-                self.query_one(StatusBar).update_snapshot(snap, tabs.active)
+                self.query_one(StatusBar).update_snapshot(snap, tabs.active, hold=hold)
             if lens == "body":
                 if counts:
                     roster = self.query_one(Roster)
