@@ -15,6 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input
 
 from attach.control.managed import Binding as SeatBinding, ManagedFold, stranded
@@ -39,6 +40,10 @@ from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30  # how often the drain timer looks at the model's version (a look is cheap)
+# ... once a drain may run: between drains (the duty gap below, 1/DRAW_HZ at least) the timer
+# sleeps. Every look is a Textual timer tick, and 30 a second cost more than half a percent of
+# a core on their own (an idle App with an empty 30 Hz interval: 0.58 %); the drain's cost
+# follows the frames it draws, not the rate it looks at.
 # ... but a drain that draws comes at most DRAW_HZ times a second: a frame costs a paint of every
 # panel that changed (~10-20 ms at 160x48), and at 30 Hz a 100-agent team with 20 msgs/s cost
 # 29-32 % of a core, more than 1000 agents did. Nobody reads rows faster than this; keys do not
@@ -134,6 +139,7 @@ class ConsoleScreen(ComposeKeys):
         self._last_panel: dict[str, Any] = {}  # lens -> the panel focused last in it
         self._prev_panel: dict[str, Any] = {}  # lens -> the one focused before that
         self._seat_fact_last: dict[str, tuple[bool, float]] = {}  # seat -> (open, output at)
+        self._drain_timer: Timer | None = None  # the drain's next look (see DRAIN_HZ)
 
     # -- composition ---------------------------------------------------------------------
 
@@ -176,7 +182,7 @@ class ConsoleScreen(ComposeKeys):
         self._second = -1  # the model second (snapshot ``now``) of the last drain that drew all
         self._exact = False  # drain_now's drain reads every figure afresh
         self.drain()
-        self.set_interval(1 / DRAIN_HZ, self.drain_tick, name="drain")
+        self._arm_drain()
         self._recording_tick()
         self.set_interval(1 / REC_HZ, self._recording_tick, name="recording")
         self._stalled_shown = False
@@ -263,12 +269,28 @@ class ConsoleScreen(ComposeKeys):
         a test sets instead of waiting out the duty gap, the keys-first hold or the busy rates."""
         if next_drain is not None:
             self._next_drain = next_drain
+            if self._drain_timer is not None:
+                self._arm_drain()  # the timer looks again when the new time says
         if drained_at is not None:
             self._drained_at = drained_at
         if full_at is not None:
             self._full_at = full_at
         if feed_at is not None:
             self._feed_at = feed_at
+
+    def _arm_drain(self) -> None:
+        """The drain timer's next look: when the duty gap lets a drain run, and never sooner
+        than ``1 / DRAIN_HZ`` (one timer at a time, re-armed after each look)."""
+        if self._drain_timer is not None:
+            self._drain_timer.stop()
+        wait = max(1 / DRAIN_HZ, self._next_drain - monotonic())
+        self._drain_timer = self.set_timer(wait, self._drain_look, name="drain")
+
+    def _drain_look(self) -> None:
+        self._drain_timer = None
+        self.drain_tick()
+        if not self.shell.exiting:
+            self._arm_drain()
 
     def drain_tick(self) -> None:
         """The drain timer: keys first (see ``KEYS_FIRST_S``); :meth:`drain_now` is never held."""

@@ -6,6 +6,7 @@ everything afresh. Renders are counted by each bar's public ``renders``."""
 
 from __future__ import annotations
 
+from conftest import until
 from support.console import make_app, pid, rec, screen_text
 
 from meshview.wire.decode import Applied
@@ -29,12 +30,12 @@ async def test_the_bars_repaint_only_when_what_they_show_changes():
                                     for c in (StatusBar, Tiles, ChannelTabs, Roster)]
 
         async def drawn() -> None:
-            """The model's latest version applied, and every dirty widget painted (a full
-            paint renders whatever is dirty, and nothing else)."""
+            """The model's latest version applied by the drain timer, and every dirty widget
+            painted (a full paint renders whatever is dirty, and nothing else)."""
             v = m.version
             screen.set_drain_times(next_drain=0.0)
-            while screen.snap is None or screen.snap.version != v:
-                await pilot.pause(0.02)
+            await until(pilot, lambda: screen.snap is not None and screen.snap.version == v,
+                        what="the drain of the model's latest version")
             screen_text(app)
 
         def renders() -> tuple[int, int, int]:
