@@ -18,6 +18,10 @@ processes on the same load:
 ``--layout dense|full|auto`` sets the console roster's rows (default auto: dense at this scale),
 to compare the dense row's paint cost with the full one's on the same load.
 
+Diagnostics in the console's steady window: ``SCALE_PROFILE=<sort>`` (cProfile),
+``SCALE_STALLS=1`` (loop steps over 20 ms), ``SCALE_PAINTS=1`` (each widget's paints and their
+cost), ``SCALE_PAINTS=who`` (also who asked for each refresh, and what each screen update held).
+
 Usage: .venv/bin/python bench/scale.py [--agents 10000] [--channels 100] [--seconds 30]
 """
 
@@ -310,7 +314,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         return run
 
     ConsoleScreen.apply = costed("apply", ConsoleScreen.apply)  # type: ignore[method-assign]
-    painted: dict[str, list] = {}  # SCALE_PAINTS: widget -> [paints, lines] in the window
+    painted: dict[str, list] = {}  # SCALE_PAINTS: widget -> [paints, lines, seconds] in the window
     if os.environ.get("SCALE_PAINTS"):
         from textual.widget import Widget
 
