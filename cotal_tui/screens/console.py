@@ -316,6 +316,8 @@ class ConsoleScreen(ComposeKeys):
             self.drain()
         finally:
             self._exact = False  # (a drain with nothing new to draw leaves it set: not later)
+        if self._drain_timer is not None:
+            self._arm_drain()  # the gap is over if nothing was drawn: the timer looks soon
 
     def drain(self) -> None:
         """Apply everything that changed since the last drain in one go."""
