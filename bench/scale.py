@@ -18,6 +18,10 @@ processes on the same load:
 ``--layout dense|full|auto`` sets the console roster's rows (default auto: dense at this scale),
 to compare the dense row's paint cost with the full one's on the same load.
 
+Diagnostics in the console's steady window: ``SCALE_PROFILE=<sort>`` (cProfile),
+``SCALE_STALLS=1`` (loop steps over 20 ms), ``SCALE_PAINTS=1`` (each widget's paints and their
+cost), ``SCALE_PAINTS=who`` (also who asked for each refresh, and what each screen update held).
+
 Usage: .venv/bin/python bench/scale.py [--agents 10000] [--channels 100] [--seconds 30]
 """
 
@@ -313,6 +317,50 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         return run
 
     ConsoleScreen.apply = costed("apply", ConsoleScreen.apply)  # type: ignore[method-assign]
+    painted: dict[str, list] = {}  # SCALE_PAINTS: widget -> [paints, lines, seconds] in the window
+    if os.environ.get("SCALE_PAINTS"):
+        from textual.widget import Widget
+
+        real_lines = Widget.render_lines
+
+        def render_lines(self, crop):
+            c = painted.setdefault(f"{type(self).__name__}#{self.id}", [0, 0, 0.0])
+            c[0] += 1
+            c[1] += crop.height
+            t = time.perf_counter()
+            try:
+                return real_lines(self, crop)
+            finally:
+                c[2] += time.perf_counter() - t
+
+        Widget.render_lines = render_lines  # type: ignore[method-assign]
+        if os.environ.get("SCALE_PAINTS") == "who":  # who asked for each widget's refresh
+            import traceback
+
+            real_refresh = Widget.refresh
+
+            def refresh(self, *regions, repaint=True, layout=False, recompose=False):
+                stack = traceback.extract_stack(limit=6)[:-1]
+                where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno}:{f.name}"
+                                   for f in reversed(stack))
+                c = painted.setdefault(f"refresh {type(self).__name__}#{self.id} layout={layout} "
+                                       f"{where}", [0, 0])
+                c[0] += 1
+                return real_refresh(self, *regions, repaint=repaint, layout=layout,
+                                    recompose=recompose)
+
+            Widget.refresh = refresh  # type: ignore[method-assign]
+            real_update = Screen._on_timer_update
+
+            def on_timer_update(self):
+                c = painted.setdefault(
+                    f"screen update layout={self._layout_required} scroll={self._scroll_required} "
+                    f"repaint={self._repaint_required} dirty={sorted(type(w).__name__ for w in self._dirty_widgets)}",
+                    [0, 0])
+                c[0] += 1
+                return real_update(self)
+
+            Screen._on_timer_update = on_timer_update  # type: ignore[method-assign]
     Screen._compositor_refresh = costed("paint", Screen._compositor_refresh)  # type: ignore
 
     async with app.run_test(size=(160, 48)) as pilot:
@@ -324,6 +372,7 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         out["roster_full_s"] = t_full
         open(os.path.join(tmp, "console-ready"), "w").close()
         base = {k: list(v) for k, v in spent.items()}
+        painted.clear()
         t_steady = time.perf_counter()
         prof = None
         if os.environ.get("SCALE_PROFILE"):  # where the steady window's CPU goes (cProfile)
@@ -334,6 +383,9 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         while not os.path.exists(os.path.join(tmp, "keys")):
             await asyncio.sleep(0.1)
         wall = time.perf_counter() - t_steady
+        for name, (n, lines, *cost) in sorted(painted.items(), key=lambda x: -x[1][1]):
+            say(f"painted {name}: {n / wall:.1f}/s, {lines / wall:.0f} lines/s"
+                + (f", {1000 * cost[0] / wall:.2f} ms/s" if cost else ""))
         if prof is not None:
             import io
             import pstats

@@ -822,7 +822,9 @@ class CotalApp(App[int]):
         title = window_title(session.space, counts.get("waiting", 0))
         if title == self._title_written:
             return
-        self.title = title
+        # the App's own title is set as a value only: nothing on screen shows it, and the
+        # reactive's refresh repainted the whole screen each time the waiting count moved
+        self.set_reactive(App.title, title)
         push = TITLE_PUSH if self._title_written is None else ""
         self._title_written = title
         self.write_to_terminal(f"{push}\x1b]2;{title}\x07")

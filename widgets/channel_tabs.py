@@ -5,6 +5,12 @@ grows, so the per-sender retention cap cannot silence them). One row, scrolled s
 tab is always visible. Only the tabs that fit around the active one are laid out; the rest
 are grouped into counts at either end (``‹12`` / ``9950 more›``), so 10k channels cost what
 10 do: any peer may post to any number of channels.
+
+The counts and badges move with every message (20 msgs/s repainted the row on most frames): the
+row draws the channels as of the first snapshot of each model second, the same snapshot the
+status bar reads msg/s and its sparkline from, and repaints only when the row it would draw
+differs from the one drawn. A channel that comes or goes, or a tab selected, is drawn at once;
+:attr:`ChannelTabs.channels` (what keys and unread counts use) is always the latest snapshot's.
 """
 
 from __future__ import annotations
@@ -42,8 +48,12 @@ class ChannelTabs(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._channels: tuple[ChannelInfo, ...] = ()
+        self._shown: tuple[ChannelInfo, ...] = ()  # the channels the row draws (see above)
+        self._second: int | None = None  # the model second ``_shown`` was read in
         self.active: str | None = None
         self._seen: dict[str, int] = {}  # channel -> arrivals when last viewed
+        self._drawn: Text | None = None  # the row the last render drew
+        self.renders = 0  # times the row was drawn (tests count the frames that repaint it)
 
     @property
     def channels(self) -> tuple[ChannelInfo, ...]:
@@ -51,18 +61,19 @@ class ChannelTabs(Widget):
 
     @channels.setter
     def channels(self, channels: tuple[ChannelInfo, ...]) -> None:
-        self._channels = channels
+        self._channels = self._shown = channels
 
     @property
     def tabs(self) -> list[str | None]:
         return [None, *(c.name for c in self.channels)]
 
-    def _where(self, channel: str | None) -> int | None:
-        """``channel``'s place in ``channels`` (the model's, sorted by name): a bisection, so
-        a snapshot costs the same with 10k channels as with 10."""
+    def _where(self, channel: str | None, chs: tuple[ChannelInfo, ...] | None = None) -> int | None:
+        """``channel``'s place in ``chs`` (default ``channels``: the model's, sorted by name):
+        a bisection, so a snapshot costs the same with 10k channels as with 10."""
         if channel is None:
             return None
-        chs = self._channels
+        if chs is None:
+            chs = self._channels
         i = bisect_left(chs, channel, key=_NAME)
         return i if i < len(chs) and chs[i].name == channel else None
 
@@ -74,20 +85,28 @@ class ChannelTabs(Widget):
         c = self._info(channel)
         return 0 if c is None else max(0, c.arrivals - self._seen.get(channel, 0))
 
-    def update_snapshot(self, snap: Snapshot) -> None:
-        if snap.channels is self.channels:
-            return  # the model keeps the tuple while no channel changed
-        self.channels = snap.channels
-        if self.active is not None:
-            c = self._info(self.active)
-            if c is None:  # deleted channel: back to all
-                self.select(None)
-                return
-            self._seen[c.name] = c.arrivals
-        self.refresh()
+    def update_snapshot(self, snap: Snapshot, *, hold: bool = True) -> None:
+        """Follow ``snap``; ``hold`` False: draw its counts now, whatever the second."""
+        if snap.channels is not self._channels:  # (the model keeps the tuple while no
+            self._channels = snap.channels  # channel changed)
+            if self.active is not None:
+                c = self._info(self.active)
+                if c is None:  # deleted channel: back to all
+                    self.select(None)
+                    return
+                self._seen[c.name] = c.arrivals
+        if self._shown is self._channels:
+            return  # drawn as they are
+        second = int(snap.now // 1000)
+        if hold and second == self._second and len(snap.channels) == len(self._shown):
+            return  # the counts are read again when the second turns
+        self._second, self._shown = second, snap.channels
+        if self._drawn is None or self._row() != self._drawn:
+            self.refresh()
 
     def select(self, tab: str | None) -> None:
         self.active = tab
+        self._shown = self._channels  # the operator's own move: drawn as the mesh is now
         c = self._info(tab)
         if c is not None:
             self._seen[c.name] = c.arrivals
@@ -131,16 +150,21 @@ class ChannelTabs(Widget):
         return t
 
     def labels(self) -> list[Text]:
-        return [self._label(i, c) for i, c in enumerate((None, *self.channels))]
+        return [self._label(i, c) for i, c in enumerate((None, *self._shown))]
 
     def render(self) -> Text:
+        self.renders += 1
+        self._drawn = self._row()
+        return self._drawn.copy()  # kept as drawn, whatever the paint does with it
+
+    def _row(self) -> Text:
         """The row: scrolled so the active tab shows, laid out outwards from it; only the
         labels that fit are built. Past :data:`GROUP_AT` tabs the ones cut off are counted at
         either end, never built."""
-        entries = (None, *self.channels)
+        entries = (None, *self._shown)
         n = len(entries)
         width = self.size.width or 80
-        at = self._where(self.active)
+        at = self._where(self.active, self._shown)
         active = 0 if at is None else at + 1
         grouped = n > GROUP_AT
         right = len(f"{n} more›") if grouped else 1  # the right mark at its widest

@@ -96,9 +96,11 @@ class NeedsYouRail(LazyLineList):
                     doing[w.id] = d
         self._doing = doing
         # what the cards show: ages at the second, so a snapshot that only moved the clock
-        # (every one, at 10k agents) rebuilds nothing until the second turns
-        key = (tuple(map(_shown, snap.signals.needs_you)), needs, int(snap.now // 1000),
-               tuple(doing.items()))
+        # (every one, at 10k agents) rebuilds nothing until the second turns; no cards, no
+        # ages: an empty rail is not drawn again each second
+        cards = bool(snap.signals.needs_you or needs)
+        key = (tuple(map(_shown, snap.signals.needs_you)), needs,
+               int(snap.now // 1000) if cards else None, tuple(doing.items()))
         if key != self._key:
             self._key = key
             self.rebuild()

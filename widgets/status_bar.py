@@ -75,7 +75,11 @@ class StatusBar(Widget):
     The link state (glyph *and* word) is never cut: when the row is short the key hints go
     first, then the left's optional facts one by one (sparkline, channel, agents, rate), never
     the link, the space or a lag warning. Screens with no model (the spaces overview) show
-    the link they have with :meth:`set_link`."""
+    the link they have with :meth:`set_link`.
+
+    It repaints only when what it shows changes: msg/s and the sparkline, which move with the
+    clock, are read at the first snapshot of each model second; the agents, the link and the
+    counts every snapshot."""
 
     DEFAULT_CSS = """
     StatusBar { height: 1; background: $panel; color: $text; }
@@ -97,13 +101,23 @@ class StatusBar(Widget):
         self.runs: str | None = None  # runs stale, or a manager did not answer (screens/runs.py)
         self.events: int = 0  # activity frames seen while the feed hides them (0: none, or shown)
         self.health: tuple[str, bool] | None = None  # plane health (opt-in only): (text, healthy)
+        # the flow figures (msg/s, the sparkline) as of the first snapshot of a model second:
+        # they move with the clock, and drawn every frame they repainted the bar every frame
+        self._flow_sec: int | None = None
+        self._flow: tuple[str, str] = ("", "")  # (rate text, sparkline)
+        self.renders = 0  # times the bar was drawn (tests count the frames that repaint it)
 
     def on_mount(self) -> None:
         follow_theme(self)  # the link, errors and notices wear the theme's hues
 
-    def update_snapshot(self, snap: Snapshot, channel: str | None) -> None:
+    def update_snapshot(self, snap: Snapshot, channel: str | None, *, hold: bool = True) -> None:
+        """Follow ``snap``; ``hold`` False: read msg/s and the sparkline now, whatever the second."""
         self.snap, self.channel = snap, channel
-        key = (self._left_key(snap), channel)
+        sec = int(snap.now // 1000)
+        if not hold or sec != self._flow_sec:  # a new model second: msg/s and the sparkline read again
+            self._flow_sec = sec
+            self._flow = (f"{snap.rates.msgs_per_sec:.1f} msg/s", sparkline(snap.rates.buckets, 15))
+        key = (self._left_key(snap), self._flow, channel)
         if key != self._key:
             self._key = key
             self._set_error_tooltip(snap)
@@ -158,8 +172,7 @@ class StatusBar(Widget):
     def _left_key(snap: Snapshot) -> tuple:
         st = snap.status
         return (st.space, st.connection, st.presence_view, st.dm_visible, st.error, st.warning,
-                len(snap.agents), round(snap.rates.msgs_per_sec, 1), snap.rates.buckets,
-                sum(n for _, n in snap.rejections), sum(n for _, n in snap.cuts),
+                len(snap.agents), sum(n for _, n in snap.rejections), sum(n for _, n in snap.cuts),
                 st.lagging, st.dropped,
                 st.listener_errors, st.listener_error)
 
@@ -209,13 +222,14 @@ class StatusBar(Widget):
         conn = "stale" if st.connection == "connected" and st.presence_view == "stale" \
             else st.connection
         glyph, label, colour = link_look(conn, look)
+        rate, spark = self._flow
         out = [
             (None, [(glyph + " ", colour), (safe(st.space, 32), "bold")]),
             ("channel", [(" · ", "dim"), ("#" + safe(self.channel, 32) if self.channel
                                           else "all", "")]),
             ("agents", [(" · ", "dim"), (f"{len(snap.agents)} agents", "")]),
-            ("rate", [(" · ", "dim"), (f"{snap.rates.msgs_per_sec:.1f} msg/s", "")]),
-            ("spark", [(" ", ""), (sparkline(snap.rates.buckets, 15), look.info), (" 60s", "dim")]),
+            ("rate", [(" · ", "dim"), (rate, "")]),
+            ("spark", [(" ", ""), (spark, look.info), (" 60s", "dim")]),
             (None, [(" · ", "dim"), (label, colour)]),
         ]
         if not st.dm_visible:
@@ -271,6 +285,7 @@ class StatusBar(Widget):
         return t
 
     def render(self) -> Text:
+        self.renders += 1
         width = self.size.width or 80
         compact = width < 100
         snap = self.snap

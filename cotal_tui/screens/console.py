@@ -15,6 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input
 
 from attach.control.managed import Binding as SeatBinding, ManagedFold, stranded
@@ -39,6 +40,10 @@ from widgets.status_tiles import Tiles
 from widgets.topology import TopologyLens
 
 DRAIN_HZ = 30  # how often the drain timer looks at the model's version (a look is cheap)
+# ... once a drain may run: between drains (the duty gap below, 1/DRAW_HZ at least) the timer
+# sleeps. Every look is a Textual timer tick, and 30 a second cost more than half a percent of
+# a core on their own (an idle App with an empty 30 Hz interval: 0.58 %); the drain's cost
+# follows the frames it draws, not the rate it looks at.
 # ... but a drain that draws comes at most DRAW_HZ times a second: a frame costs a paint of every
 # panel that changed (~10-20 ms at 160x48), and at 30 Hz a 100-agent team with 20 msgs/s cost
 # 29-32 % of a core, more than 1000 agents did. Nobody reads rows faster than this; keys do not
@@ -75,6 +80,9 @@ KEYS_FULL_S = 1.5
 # of what the console spent).
 FEED_BUSY_S = 0.5
 FEED_FLOW_RATE = 5.0
+# ... and it comes with the drain where the model's second turns, which repaints the ages, msg/s
+# and the stalest heartbeat anyway: one frame for both, not a frame for each (at 10 agents +
+# 20 msgs/s the two fell on separate frames, 3.1 frames/s for 2 feed draws and 1 tick a second)
 WIDE = 100  # roster beside the feed and the rail as a column from here up
 RAIL_DEFAULT = 120  # the rail starts open from here up
 SEARCH_PLACEHOLDER = "search: sender, role, channel, service, targets, text (enter keeps, esc clears)"
@@ -135,6 +143,7 @@ class ConsoleScreen(ComposeKeys):
         self._last_panel: dict[str, Any] = {}  # lens -> the panel focused last in it
         self._prev_panel: dict[str, Any] = {}  # lens -> the one focused before that
         self._seat_fact_last: dict[str, tuple[bool, float]] = {}  # seat -> (open, output at)
+        self._drain_timer: Timer | None = None  # the drain's next look (see DRAIN_HZ)
 
     # -- composition ---------------------------------------------------------------------
 
@@ -175,8 +184,10 @@ class ConsoleScreen(ComposeKeys):
         self._full_at = 0.0  # the last drain that drew everything
         self._rest_owed = False  # the last drain left a panel out (keys first, or busy)
         self._feed_at = 0.0  # the last drain that drew the feed
+        self._second = -1  # the model second (snapshot ``now``) of the last drain that drew all
+        self._exact = False  # drain_now's drain reads every figure afresh
         self.drain()
-        self.set_interval(1 / DRAIN_HZ, self.drain_tick, name="drain")
+        self._arm_drain()
         self._recording_tick()
         self.set_interval(1 / REC_HZ, self._recording_tick, name="recording")
         self._stalled_shown = False
@@ -263,12 +274,28 @@ class ConsoleScreen(ComposeKeys):
         a test sets instead of waiting out the duty gap, the keys-first hold or the busy rates."""
         if next_drain is not None:
             self._next_drain = next_drain
+            if self._drain_timer is not None:
+                self._arm_drain()  # the timer looks again when the new time says
         if drained_at is not None:
             self._drained_at = drained_at
         if full_at is not None:
             self._full_at = full_at
         if feed_at is not None:
             self._feed_at = feed_at
+
+    def _arm_drain(self) -> None:
+        """The drain timer's next look: when the duty gap lets a drain run, and never sooner
+        than ``1 / DRAIN_HZ`` (one timer at a time, re-armed after each look)."""
+        if self._drain_timer is not None:
+            self._drain_timer.stop()
+        wait = max(1 / DRAIN_HZ, self._next_drain - monotonic())
+        self._drain_timer = self.set_timer(wait, self._drain_look, name="drain")
+
+    def _drain_look(self) -> None:
+        self._drain_timer = None
+        self.drain_tick()
+        if not self.shell.exiting:
+            self._arm_drain()
 
     def drain_tick(self) -> None:
         """The drain timer: keys first (see ``KEYS_FIRST_S``); :meth:`drain_now` is never held."""
@@ -285,9 +312,17 @@ class ConsoleScreen(ComposeKeys):
             self.drain_now()  # would hold the timer's drain): current at once
 
     def drain_now(self) -> None:
-        """A drain asked for (a replay's seek): past the duty gap and the keys."""
+        """A drain asked for (a replay's seek or step): past the duty gap and the keys, and
+        every figure read from this snapshot (none held to its second: a step inside one
+        second shows its message in the tab counts too)."""
         self._next_drain = self._feed_at = 0.0
-        self.drain()
+        self._exact = True
+        try:
+            self.drain()
+        finally:
+            self._exact = False  # (a drain with nothing new to draw leaves it set: not later)
+        if self._drain_timer is not None:
+            self._arm_drain()  # the gap is over if nothing was drawn: the timer looks soon
 
     def drain(self) -> None:
         """Apply everything that changed since the last drain in one go."""
@@ -309,6 +344,7 @@ class ConsoleScreen(ComposeKeys):
         if not model.first_load:
             self._filling = False  # this drawing has the whole first load: paced from now on
         snap = model.snapshot()
+        hold = not self._exact
         only = (self._focused_list() if now - self.shell.key_at < KEYS_FIRST_S
                 and now - self._full_at < KEYS_FULL_S else None)
         # busy: a chat flood, or a churning roster (10k agents heartbeating are 5k changes/s)
@@ -317,12 +353,15 @@ class ConsoleScreen(ComposeKeys):
         self._version, self._drained_at = snap.version, now
         if only is not None:  # keys come: the panels they move, from one snapshot
             on_feed = isinstance(only, FeedView)
-            self.apply(snap, counts=not on_feed, feed=on_feed)
+            self.apply(snap, counts=not on_feed, feed=on_feed, hold=hold)
             self._rest_owed = True
         else:
             flowing = busy or snap.rates.msgs_per_sec > FEED_FLOW_RATE
-            feed = not flowing or now - self._feed_at >= FEED_BUSY_S
-            self.apply(snap, feed=feed)
+            second, turned = int(snap.now // 1000), False
+            if second != self._second:  # the clocks shown read again this frame
+                self._second, turned = second, True
+            feed = not flowing or turned or now - self._feed_at >= FEED_BUSY_S
+            self.apply(snap, feed=feed, hold=hold)
             self._full_at = now
             if feed:
                 self._feed_at = now
@@ -349,18 +388,22 @@ class ConsoleScreen(ComposeKeys):
         f = self.focused
         return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
-    def apply(self, snap: Snapshot, *, counts: bool = True, feed: bool = True) -> None:
+    def apply(self, snap: Snapshot, *, counts: bool = True, feed: bool = True,
+              hold: bool = True) -> None:
         """Draw ``snap``: what counts (the bars, the roster, the rail, or the lens) and the feed,
-        as asked. Everything that shows a count is drawn from this one snapshot, in one frame."""
+        as asked. Everything that shows a count is drawn from this one snapshot, in one frame;
+        the figures that move with the clock or every message (msg/s, the sparkline, the
+        stalest heartbeat, the tab counts) are read at each model second's first snapshot,
+        unless ``hold`` is False."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
         lens = self.lens
         with self.app.batch_update():
             if counts:
-                tabs.update_snapshot(snap)
-                self.query_one(Tiles).update_snapshot(snap)
+                tabs.update_snapshot(snap, hold=hold)
+                self.query_one(Tiles).update_snapshot(snap, hold=hold)
                 self._events_count()
-                self.query_one(StatusBar).update_snapshot(snap, tabs.active)
+                self.query_one(StatusBar).update_snapshot(snap, tabs.active, hold=hold)
             if lens == "body":
                 if counts:
                     roster = self.query_one(Roster)
