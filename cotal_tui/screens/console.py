@@ -288,8 +288,15 @@ class ConsoleScreen(ComposeKeys):
         than ``1 / DRAIN_HZ`` (one timer at a time, re-armed after each look)."""
         if self._drain_timer is not None:
             self._drain_timer.stop()
-        wait = max(1 / DRAIN_HZ, self._next_drain - monotonic())
+        now = monotonic()
+        # the roster's first load is drawn as it comes: looked for at every 1 / DRAIN_HZ
+        wait = 1 / DRAIN_HZ if self._first_load(now) else max(1 / DRAIN_HZ, self._next_drain - now)
         self._drain_timer = self.set_timer(wait, self._drain_look, name="drain")
+
+    def _first_load(self, now: float) -> bool:
+        """The roster's first load is not all drawn yet (and the mount is under
+        ``FIRST_LOAD_S`` old): drawn as it comes, not paced."""
+        return self._filling and now - self._mounted_at < FIRST_LOAD_S
 
     def _drain_look(self) -> None:
         self._drain_timer = None
@@ -338,8 +345,7 @@ class ConsoleScreen(ComposeKeys):
         if model.version == self._version and self.snap is not None and not self._rest_owed:
             return
         now = monotonic()
-        filling = self._filling and now - self._mounted_at < FIRST_LOAD_S
-        if now < self._next_drain and not filling:
+        if now < self._next_drain and not self._first_load(now):
             return  # paced; but the roster's first load is drawn as it comes
         if not model.first_load:
             self._filling = False  # this drawing has the whole first load: paced from now on
@@ -393,14 +399,14 @@ class ConsoleScreen(ComposeKeys):
         """Draw ``snap``: what counts (the bars, the roster, the rail, or the lens) and the feed,
         as asked. Everything that shows a count is drawn from this one snapshot, in one frame;
         the figures that move with the clock or every message (msg/s, the sparkline, the
-        stalest heartbeat, the tab counts) are read at each model second's first snapshot,
-        unless ``hold`` is False."""
+        stalest heartbeat) are read at each model second's first snapshot, unless ``hold`` is
+        False; the tab counts with every feed drawn (held with it while messages flow)."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
         lens = self.lens
         with self.app.batch_update():
-            if counts:
-                tabs.update_snapshot(snap, hold=hold)
+            if counts:  # the tab counts come with the feed they count: one snapshot for both
+                tabs.update_snapshot(snap, hold=hold and not (feed and lens == "body"))
                 self.query_one(Tiles).update_snapshot(snap, hold=hold)
                 self._events_count()
                 self.query_one(StatusBar).update_snapshot(snap, tabs.active, hold=hold)
