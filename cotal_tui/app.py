@@ -470,14 +470,15 @@ class CotalApp(App[int]):
         screen, or its refusal ends the App (the CLI says it once the terminal is back)."""
         boot = self.boot
         assert boot is not None
-        steps = asyncio.ensure_future(boot.run(self))
-        for name in BOOT_IMPORTS:  # one per loop turn: the connect's round trips go on between
-            await asyncio.sleep(0)
-            importlib.import_module(name)
-        self._bind_console()
+        steps = boot.task = asyncio.ensure_future(boot.run(self))
         try:
+            for name in BOOT_IMPORTS:  # one per loop turn: the connect's round trips go on between
+                await asyncio.sleep(0)
+                importlib.import_module(name)
+            self._bind_console()
             await steps
         except asyncio.CancelledError:
+            steps.cancel()  # quit while it boots: the steps end too (the CLI awaits them)
             raise
         except Exception as e:  # noqa: BLE001 - one sentence after the terminal is restored
             boot.fail(f"{type(e).__name__}: {e}")

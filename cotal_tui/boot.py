@@ -14,6 +14,7 @@ Ctrl-Q quit at once. This module imports Textual and nothing of the console's ow
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
@@ -45,6 +46,7 @@ class Boot:
     rc: int = 0
     done: bool = False  # the console (or overview) replaced the boot screen
     doing: str = ""  # past the connect, what the steps do now ("opening space main")
+    task: asyncio.Task | None = None  # the steps, running (the CLI ends them on its way out)
 
     def status(self) -> str:
         """What the boot screen says it waits for."""

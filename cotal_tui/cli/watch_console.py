@@ -154,7 +154,12 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         rc = await app.run_async()
     finally:
-        for s in list(app.sessions) + ([app.session] if app.session is not None else []):
+        running = boot.task  # the steps, still running when the App was quit as it connected
+        if running is not None and not running.done():
+            running.cancel()
+            await asyncio.wait([running], timeout=3.0)
+        opened = list(app.sessions) + [s for s in (app.session, boot.session) if s is not None]
+        for s in {id(s): s for s in opened}.values():
             try:
                 await asyncio.wait_for(s.stop(), 3.0)
             except Exception:  # noqa: BLE001 - the console has ended; a stuck stop must not hold the exit [counted: COTAL_LOG]
@@ -184,6 +189,12 @@ async def _boot_steps(boot: Any, app: Any, args: argparse.Namespace, target: Any
             return
         boot.server = target.display
     connecting = asyncio.ensure_future(connect(target))
+
+    def made(t: asyncio.Future) -> None:  # whatever happens next, _run closes it on the way out
+        if not t.cancelled() and t.exception() is None:
+            links.append(t.result()[0])
+
+    connecting.add_done_callback(made)
     try:
         from cotal_tui.cli.config import console_start
 
@@ -194,13 +205,11 @@ async def _boot_steps(boot: Any, app: Any, args: argparse.Namespace, target: Any
             boot.fail(str(e))
             return
     finally:
-        if not connecting.done():
+        if not connecting.done():  # the App is closing (Ctrl-C while it connects)
             connecting.cancel()
-        elif boot.error is not None and not connecting.cancelled() and connecting.exception() is None:
-            links.append(connecting.result()[0])  # connected, then refused: closed on the way out
+            await asyncio.wait([connecting], timeout=1.0)
     from meshview.observe.spaces import list_spaces, missing_space
 
-    links.append(nc)
     picker = wants_picker(args, target)
     if not picker:
         boot.doing = f"opening space {target.space}"

@@ -106,11 +106,13 @@ async def test_keys_typed_while_it_connects_reach_the_console(broker, space, tmu
         screen = await tmux.screen()
         assert "cotal console - help" not in screen  # held, not run on the shell
         relay.release()
-        screen = await tmux.until(lambda s: "cotal console - help" in s,
+        screen = await tmux.until(lambda s: "cotal console - help" in s and "context:" in s,
                                   what="the held key opening the console's help")
         assert not SHELL.search(screen)  # the shell is gone, wholly replaced
-        assert "context: feed panel" in screen
+        assert "context: feed panel" in screen, screen
         await tmux.keys("q")
+        await tmux.until(lambda s: "cotal console - help" not in s and "roster ·" in s,
+                         what="the help closed, the console under it")
         await tmux.keys("q")
         screen = await tmux.until(lambda s: "console-exit=" in s, what="quitting")
         assert "console-exit=0" in screen and "Traceback" not in screen
