@@ -394,7 +394,6 @@ class CotalApp(App[int]):
         self._user_keymap = keymap or {}
         self._first_notice = notice
         self.sessions: list[ConsoleSession] = []  # every session this app opened (closed on exit)
-        self._starting: list[ConsoleSession] = []  # sessions start_session has started (once each)
         if boot is None:
             self._bind_console()
         self._run_alerts: dict[int, Any] = {}  # session -> its runs' waiting episodes (--notify)
@@ -624,18 +623,13 @@ class CotalApp(App[int]):
         self.sessions.append(session)
         self.push_screen(ConsoleScreen(session, can_go_back=True))
 
-    def start_session(self, session: ConsoleSession) -> None:
-        """Start ``session`` once, off the UI path: its observer (connect-time reads, prefill),
-        then its runs poll (a first round's connection would compete with the roster's first
-        frame). Its console screen asks on mount (started earlier, beside the mount, the roster
-        was full ~400 ms later on the demo: bench/startup.py, 3 runs)."""
-        if any(s is session for s in self._starting):
-            return
-        self._starting.append(session)
-        self._start_session(session)
-
     @work(exclusive=False, group="start-session", exit_on_error=False)
-    async def _start_session(self, session: ConsoleSession) -> None:
+    async def start_session(self, session: ConsoleSession) -> None:
+        """Start ``session`` (if it has not started), off the UI path: its observer
+        (connect-time reads, prefill), then its runs poll (a first round's connection would
+        compete with the roster's first frame). Its console screen asks on mount (started
+        earlier, beside the mount, the roster was full ~400 ms later on the demo:
+        bench/startup.py, 3 runs); a session started already gets its runs poll only."""
         try:
             if not session.started:
                 await session.start()
@@ -666,7 +660,6 @@ class CotalApp(App[int]):
 
     @work(group="close-session", exit_on_error=False)
     async def _close_session(self, session: ConsoleSession) -> None:
-        self._starting = [s for s in self._starting if s is not session]
         if session in self.sessions:
             self.sessions.remove(session)
         await session.stop()
