@@ -782,11 +782,14 @@ def connect_options(target: ConnectTarget) -> dict[str, Any]:
 
 def is_transient(e: BaseException) -> bool:
     """A JetStream read that may answer if asked again soon: a timeout, or JetStream
-    unavailable or without responders (a cluster electing leaders after a node died, a node
-    still catching up). A refusal, a missing stream or a bug is not."""
+    unavailable or without responders, or any JetStream answer of 5xx (a cluster electing
+    leaders after a node died, a node still catching up). A refusal, a missing stream or a
+    bug is not."""
     from nats import errors as ne
     from nats.js import errors as je
 
+    if isinstance(e, je.APIError) and (e.code or 0) >= 500:
+        return True  # the server's own trouble (a stream without a leader yet, offline)
     return isinstance(e, (ne.TimeoutError, asyncio.TimeoutError, TimeoutError,
                           je.ServiceUnavailableError, ne.NoRespondersError))
 

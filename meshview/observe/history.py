@@ -33,6 +33,9 @@ class History:
     def __init__(self, js: Any, space: str, model: MeshModel, *, timeout: float = 5.0) -> None:
         self.js, self.space, self.model, self.timeout = js, space, model, timeout
         self.dm_error: str | None = None  # why the DM backfill was refused, if it was
+        # the first channel read that failed in the last backfill (its other channels' rows
+        # were still returned), or None: a caller that must know the history is whole asks
+        self.failed: BaseException | None = None
 
     async def backfill(
         self, channels: Iterable[str], *, limit: int, since_ts: float | None = None,
@@ -52,11 +55,17 @@ class History:
             floor_ts = self.model.replay_floor(ch, now)
             if since_ts is not None:
                 floor_ts = since_ts if floor_ts is None else max(floor_ts, since_ts)
-            async with sem:
-                got = await self.read_stored(chat_stream(self.space),
-                                             chat_pattern(self.space, ch), limit)
+            try:
+                async with sem:
+                    got = await self.read_stored(chat_stream(self.space),
+                                                 chat_pattern(self.space, ch), limit)
+            except Exception as e:  # noqa: BLE001 - the other channels' rows stand; said in .failed
+                if self.failed is None:
+                    self.failed = e
+                return
             rows.extend(r for r in got if floor_ts is None or r.delivery.message.ts >= floor_ts)
 
+        self.failed = None
         await asyncio.gather(*(one(c) for c in channels))
         if dm_limit > 0:
             try:
@@ -154,6 +163,8 @@ class History:
                 try:
                     msgs = await psub.fetch(min(pending, 256), timeout=self.timeout)
                 except Exception:  # noqa: BLE001 - a failed fetch ends the range read; what was read stands [counted: COTAL_LOG]
+                    if not out:
+                        raise  # nothing of a range that holds messages: not an empty history
                     swallowed("meshview.observe.history:History._read_range")
                     break
                 if not msgs:

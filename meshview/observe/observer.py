@@ -650,11 +650,11 @@ class Observer:
 
     async def _poll_channels(self, *, strict: bool = False) -> dict[str, int]:
         """Messages stored per channel (none when the stream cannot be read; ``strict``: a
-        transient failure raises, so a history read can tell it from an empty stream)."""
+        failure raises, so a history read can tell it from an empty stream)."""
         try:
             info = await self.js.stream_info(chat_stream(self.space), subjects_filter=">")
-        except Exception as e:
-            if strict and is_transient(e):
+        except Exception:
+            if strict:
                 raise
             return {}
         counts: dict[str, int] = {}
@@ -700,6 +700,10 @@ class Observer:
         for d in rows:
             self._apply_delivery(d, True, recv)
         self.model.flush_bursts()
+        if self.history.failed is not None:
+            # what was read stands; the read is not whole, so the caller says so (and the
+            # start-up prefill asks again: rows read twice dedupe by (sender, id))
+            raise self.history.failed
 
     # ------------------------------------------------------------------ connection
 

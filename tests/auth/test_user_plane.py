@@ -286,7 +286,9 @@ async def test_manager_caller_is_pinned_and_issued_on_ep_v1(user_plane):
         for subj in (v1, legacy, pinned_away):
             await nc.publish(subj, b"{}")
         await nc.flush()
-        await until(lambda: v1 in got, 15, "the v1 request to the pinned instance")
+        await until(lambda: v1 in got, 15,
+                    lambda: f"the v1 request to the pinned instance (the service saw {got}, the "
+                            f"caller's errors {errors}, connected {nc.is_connected})")
         await until(lambda: sum("violation" in e.lower() for e in errors) >= 2, 15,
                     "two violations")
         assert legacy not in got and pinned_away not in got

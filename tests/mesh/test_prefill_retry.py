@@ -42,7 +42,8 @@ async def test_history_the_cluster_could_not_serve_at_start_arrives_when_it_can(
 
         c.respawn_nodes(1, 2)
         await until(lambda: len([e for e in model.snapshot().feed if e.historical]) >= 12,
-                    timeout=75, what="the history, once the cluster answers")
+                    timeout=75, what=lambda: f"the history, once the cluster answers (warning: "
+                                            f"{model.status.warning!r})")
         got = {i for e in model.snapshot().feed for i in e.ids}
         assert {m["id"] for m in sent} <= got
         assert not (model.status.warning or "").startswith("history: ")
