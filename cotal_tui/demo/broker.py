@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import random
 import signal
 import socket
 import subprocess
@@ -104,7 +105,33 @@ def check_version(version: tuple[int, int, int], binary: str = "nats-server") ->
         )
 
 
+#: where listening ports are picked: below the kernel's ephemeral range, so a port a stopped
+#: server gives back cannot be taken meanwhile by an outgoing connection's source port (its
+#: peers redialling its route port can even connect to themselves on it), and a respawn on the
+#: same port finds it free
+PICK_FROM = 10000
+
+
+def _ephemeral_floor() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default floor; elsewhere the kernel's own pick below is the fallback
+
+
 def free_port() -> int:
+    """A loopback TCP port nothing listens on, below the ephemeral range when there is room."""
+    floor = _ephemeral_floor()
+    rng = random.SystemRandom()
+    for _ in range(64 if floor - PICK_FROM >= 1000 else 0):
+        port = rng.randrange(PICK_FROM, floor)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
