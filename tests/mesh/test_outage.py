@@ -118,6 +118,7 @@ def test_watch_survives_and_recovers_by_itself(outage):
 
 
 TTL_S = 6.0  # the presence TTL the observer judges by
+RACE_S = 1.0  # a put this close before an offline line may not have reached the observer yet
 
 
 def test_no_peer_blamed_for_the_observers_deafness(outage):
@@ -131,9 +132,14 @@ def test_no_peer_blamed_for_the_observers_deafness(outage):
         o = ln.obj
         if not (o and o.get("type") == "presence" and o.get("status") == "offline" and o.get("id") in r.agents):
             continue
-        last = max((t for t in r.puts.get(o["id"], []) if t <= ln.at), default=None)
+        # a put taken within RACE_S of the line may have crossed a verdict already made (the
+        # put's time is taken after the broker's ack, the line's after it was printed and read):
+        # the observer is blamed for a heartbeat it had time to hear, within the TTL before
+        last = max((t for t in r.puts.get(o["id"], []) if t <= ln.at - RACE_S), default=None)
         if last is not None and ln.at - last < TTL_S - 1.0:
-            wrong.append({**o, "heartbeat_s_before": round(ln.at - last, 2)})
+            wrong.append({**o, "heartbeat_s_before": round(ln.at - last, 2),
+                          "puts_before": [round(ln.at - t, 2) for t in r.puts[o["id"]]
+                                          if ln.at - 10 < t <= ln.at]})
     assert not wrong, wrong[:5]
 
 
