@@ -30,10 +30,12 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import var
 from textual.scroll_view import ScrollView
+from textual.scrollbar import ScrollBar
 from textual.strip import Strip
 
 from meshview.wire.sanitize import elide_id
 from meshview.model.snapshot import FeedEntry, Snapshot
+from widgets.lazy_list import drawn_thumb
 from widgets.fold import BODY_CAP, DEFAULT_MAX_LINES, TailCounter, body_cap, fold_label
 from widgets.notice import say_line
 from widgets.presentation import (
@@ -325,6 +327,7 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._starts: list[int] = [0]
         self._end = 0  # absolute index processed up to
         self._width = 0
+        self._bar_quiet = False  # (see _moved)
         self._cache: OrderedDict[tuple[int, int, bool], _RowStrips] = OrderedDict()
         self._layouts: OrderedDict[tuple[int, int], tuple] = OrderedDict()  # (LAYOUT_ROWS)
         self.cursor: int | None = None
@@ -466,8 +469,35 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._end = snap.feed_end
         relabeled = prev.labels is not snap.labels and self._relabel(snap, prev)
         if k or len(rows) != had or relabeled:  # rows in other channels only: nothing moved
+            self._moved(removed_lines)
+
+    def _moved(self, removed_lines: int) -> None:
+        """Rows came or went: measure and scroll again, with the scrollbar painted only if its
+        thumb is drawn elsewhere after all of it (a followed feed adds rows and scrolls by the
+        same lines, and over a long feed that moves the thumb by less than the eighth of a cell
+        it is drawn in; each paint of the bar cost ~1.2 ms, a fifth of a small team's paint)."""
+        bar = self._quiet_bar()
+        if bar is None:
             self._recount()
             self._after_change(removed_lines)
+            return
+        before = drawn_thumb(bar, self.virtual_size.height), bar.window_size
+        self._bar_quiet = True
+        try:
+            self._recount()
+            self._after_change(removed_lines)
+        finally:
+            self._bar_quiet = False
+        if (drawn_thumb(bar, self.virtual_size.height), bar.window_size) != before:
+            bar.refresh()
+
+    def _quiet_bar(self) -> ScrollBar | None:
+        """The vertical scrollbar, when it alone is shown (what :meth:`_moved` may keep still)."""
+        if not self.is_mounted or not self.container_size:
+            return None
+        if not self.show_vertical_scrollbar or self.show_horizontal_scrollbar:
+            return None
+        return self.vertical_scrollbar
 
     def _relabel(self, snap: Snapshot, prev: Snapshot) -> bool:
         """A roster name changed (a join, a rename, a second ``ada``): the rows from or to a
@@ -496,7 +526,14 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
             self.virtual_size = size
             return
         self.set_reactive(FeedView.virtual_size, size)
-        self._scroll_update(size)
+        if self._bar_quiet:  # (see _moved) the bar's extent without a paint of it
+            bar = self.vertical_scrollbar
+            bar.set_reactive(ScrollBar.window_virtual_size, size.height)
+            bar.set_reactive(ScrollBar.window_size,
+                             self.container_size.height - self.scrollbar_size_horizontal)
+            self.scroll_y = self.validate_scroll_y(self.scroll_y)
+        else:
+            self._scroll_update(size)
         self.refresh()
 
     def _after_change(self, removed_lines: int) -> None:
@@ -607,7 +644,13 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         self._after_change(0)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
+        if self._bar_quiet:  # (see _moved) the thumb's place without a paint of the bar
+            bar = self.vertical_scrollbar
+            bar.set_reactive(ScrollBar.position, bar.validate_position(new))
+            if round(old) != round(new):
+                self.refresh(self.size.region)
+        else:
+            super().watch_scroll_y(old, new)
         at_end = round(new) >= self.max_scroll_y
         if not at_end:
             self.follow = False

@@ -38,7 +38,7 @@ SLICE_GAP_S = 0.01  # ... and the loop runs at least this long between slices
 AGES_REMEASURE_EVERY = 10
 
 
-def _thumb(bar: ScrollBar, virtual: int, position: float | None = None) -> tuple[int, int] | None:
+def drawn_thumb(bar: ScrollBar, virtual: int, position: float | None = None) -> tuple[int, int] | None:
     """Where ``bar`` draws its thumb over ``virtual`` rows scrolled to ``position`` (default:
     its own), in eighths of a cell (as :class:`textual.scrollbar.ScrollBarRender` computes it)."""
     size, window = bar.size.height, bar.window_size
@@ -358,7 +358,7 @@ class LazyLineList(LineList):
             return False
         self.set_reactive(LazyLineList.virtual_size, size)
         bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
-        if bar is not None and _thumb(bar, old.height) == _thumb(bar, total):
+        if bar is not None and drawn_thumb(bar, old.height) == drawn_thumb(bar, total):
             # the thumb is drawn the same (at 10k rows a few lines more or less move it by
             # far less than the eighth of a cell it is drawn in): no paint of the bar, whose
             # height is the whole list's and so is every row's
@@ -487,7 +487,7 @@ class LazyLineList(LineList):
         self.set_reactive(LazyLineList.scroll_target_y, float(y))
         bar = self.vertical_scrollbar if self.show_vertical_scrollbar else None
         if bar is not None:
-            if _thumb(bar, self.virtual_size.height, y) == _thumb(bar, self.virtual_size.height):
+            if drawn_thumb(bar, self.virtual_size.height, y) == drawn_thumb(bar, self.virtual_size.height):
                 bar.set_reactive(ScrollBar.position, float(y))
             else:
                 bar.position = float(y)  # the thumb moved: the bar alone is painted
