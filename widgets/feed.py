@@ -477,18 +477,14 @@ class FeedView(ScrollView, can_focus=True, inherit_bindings=False):
         same lines, and over a long feed that moves the thumb by less than the eighth of a cell
         it is drawn in; each paint of the bar cost ~1.2 ms, a fifth of a small team's paint)."""
         bar = self._quiet_bar()
-        if bar is None:
-            self._recount()
-            self._after_change(removed_lines)
-            return
-        before = drawn_thumb(bar, self.virtual_size.height), bar.window_size
-        self._bar_quiet = True
+        before = None if bar is None else drawn_thumb(bar, self.virtual_size.height)
+        self._bar_quiet = bar is not None
         try:
             self._recount()
             self._after_change(removed_lines)
         finally:
             self._bar_quiet = False
-        if (drawn_thumb(bar, self.virtual_size.height), bar.window_size) != before:
+        if bar is not None and drawn_thumb(bar, self.virtual_size.height) != before:
             bar.refresh()
 
     def _quiet_bar(self) -> ScrollBar | None:

@@ -13,7 +13,7 @@ copy of an id ahead of the original.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from nats.js import api
 
@@ -27,26 +27,33 @@ from meshview.wire.names import chat_stream, dm_stream
 PARALLEL_READS = 4
 
 
+class Backfill(NamedTuple):
+    """What :meth:`History.backfill` read: ``rows`` in stream order, and the first channel
+    read that failed (None: the history is whole as far as the stream answered)."""
+
+    rows: list[Delivery]
+    failed: BaseException | None
+
+
 class History:
     """History reads of one space for ``model`` (its registry, clock and reject counts)."""
 
     def __init__(self, js: Any, space: str, model: MeshModel, *, timeout: float = 5.0) -> None:
         self.js, self.space, self.model, self.timeout = js, space, model, timeout
         self.dm_error: str | None = None  # why the DM backfill was refused, if it was
-        # the first channel read that failed in the last backfill (its other channels' rows
-        # were still returned), or None: a caller that must know the history is whole asks
-        self.failed: BaseException | None = None
 
     async def backfill(
         self, channels: Iterable[str], *, limit: int, since_ts: float | None = None,
         dm_limit: int = 0,
-    ) -> list[Delivery]:
+    ) -> Backfill:
         """Newest ``limit`` rows of each channel that replays, inside its replay window, and
         the newest ``dm_limit`` DMs (0: none); with ``since_ts`` only rows from then on (an
-        outage's gap). In stream order (:func:`stream_order`), never by ``ts``."""
+        outage's gap). In stream order (:func:`stream_order`), never by ``ts``. A channel
+        whose read failed leaves the others' rows standing and is said in ``failed``."""
         now = self.model.clock()
         rows: list[Stored] = []
         dms: list[Stored] = []
+        failed: list[BaseException] = []
         sem = asyncio.Semaphore(PARALLEL_READS)
 
         async def one(ch: str) -> None:
@@ -59,13 +66,11 @@ class History:
                 async with sem:
                     got = await self.read_stored(chat_stream(self.space),
                                                  chat_pattern(self.space, ch), limit)
-            except Exception as e:  # noqa: BLE001 - the other channels' rows stand; said in .failed
-                if self.failed is None:
-                    self.failed = e
+            except Exception as e:  # noqa: BLE001 - the other channels' rows stand; said in Backfill.failed
+                failed.append(e)
                 return
             rows.extend(r for r in got if floor_ts is None or r.delivery.message.ts >= floor_ts)
 
-        self.failed = None
         await asyncio.gather(*(one(c) for c in channels))
         if dm_limit > 0:
             try:
@@ -74,7 +79,7 @@ class History:
                 dms.extend(r for r in got if since_ts is None or r.delivery.message.ts >= since_ts)
             except Exception as e:  # noqa: BLE001 - refused by ACL: the lens stays live-only
                 self.dm_error = short_error(e)
-        return stream_order(rows, dms)
+        return Backfill(stream_order(rows, dms), failed[0] if failed else None)
 
     async def read(self, stream: str, filt: str, limit: int) -> list[Delivery]:
         """Newest ``limit`` messages matching ``filt``, oldest first (stream order)."""

@@ -694,16 +694,16 @@ class Observer:
         dm_limit = 0
         if self.dm_visible and self.opts.dms:
             dm_limit = min(self.opts.dm_backfill, max(limit, 1) if limit < 1000 else 1000)
-        rows = await self.history.backfill(chans, limit=limit, since_ts=since_ts,
+        read = await self.history.backfill(chans, limit=limit, since_ts=since_ts,
                                            dm_limit=dm_limit)
         recv = self.model.clock()
-        for d in rows:
+        for d in read.rows:
             self._apply_delivery(d, True, recv)
         self.model.flush_bursts()
-        if self.history.failed is not None:
+        if read.failed is not None:
             # what was read stands; the read is not whole, so the caller says so (and the
             # start-up prefill asks again: rows read twice dedupe by (sender, id))
-            raise self.history.failed
+            raise read.failed
 
     # ------------------------------------------------------------------ connection
 

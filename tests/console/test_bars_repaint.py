@@ -96,3 +96,35 @@ async def test_the_bars_repaint_only_when_what_they_show_changes():
         screen.drain_now()
         screen_text(app)
         assert "2:#general 19 +5 " in tab_row(app)
+
+
+async def test_the_stalest_heartbeat_names_its_own_principal_when_a_peer_borrows_the_name():
+    """A lying peer calls itself ``ada`` and is the stalest live heartbeat: the tiles name it by
+    its own principal's label (told apart from the real ada), never as the real ada."""
+    from msgspec.structs import replace
+
+    from support.console import AGENTS
+
+    app = make_app()
+    m = app.session.model
+    clk = m.clock
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        tiles = screen.query_one(Tiles)
+        forger = "local.forger"
+        clk.advance(1_000)
+        m.apply_presence(replace(rec("ada", "working", clk.t - 3_000), id=forger,
+                                 lifecycle_uid="uidforger000000000000000000"))
+        for name, *_ in AGENTS:  # everyone else heartbeats now
+            m.apply_presence(rec(name, "working", clk.t))
+        m.tick()
+        v = m.version
+        screen.drain_now()
+        await until(pilot, lambda: screen.snap is not None and screen.snap.version == v,
+                    what="the drain of the forger's heartbeat")
+        snap = screen.snap
+        assert snap.signals.stalest_live_id == forger
+        mine, real = snap.name_of(forger), snap.name_of(pid("ada"))
+        assert mine != real, (mine, real)
+        line = tiles.render().plain
+        assert f"({mine})" in line and f"({real})" not in line, line

@@ -251,7 +251,7 @@ async def test_history_window_floor_is_the_wire_rule(defaults):
     ages_ms = [30 * 86_400_000, 2 * 3_600_000, 50 * 60_000, 60_000, 5_000]
     stored = {name: [NOW - a for a in ages_ms] for name in CHANNELS}
     h = CannedHistory(m, stored)
-    rows = await h.backfill(sorted(CHANNELS), limit=50)
+    rows = (await h.backfill(sorted(CHANNELS), limit=50)).rows
     assert sorted(set(h.filters)) == sorted(wire.chat_pattern("main", c) for c in CHANNELS
                                             if wire.effective_replay(_cfg(c), d))
     for name in CHANNELS:
@@ -272,6 +272,26 @@ async def test_history_since_floor_and_dm_filter():
     """A catch-up keeps rows from ``since_ts`` on, and reads DMs on the wire's inst pattern."""
     m = registry_model(None)
     h = CannedHistory(m, {"bare": [NOW - 10_000, NOW - 1_000]})
-    rows = await h.backfill(["bare"], limit=10, since_ts=NOW - 5_000, dm_limit=5)
+    rows = (await h.backfill(["bare"], limit=10, since_ts=NOW - 5_000, dm_limit=5)).rows
     assert [r.message.ts for r in rows] == [NOW - 1_000]
     assert wire.kind_pattern("main", "inst") in h.filters
+
+
+async def test_a_channel_whose_read_fails_leaves_the_others_rows_and_is_said():
+    """One channel's history read fails (a timeout while the cluster elects): the other
+    channels' rows are returned, and the failure is said, so the start-up prefill can tell a
+    short history from a whole one and ask again."""
+
+    class OneFails(CannedHistory):
+        async def read_stored(self, stream: str, filt: str, limit: int) -> list[Stored]:
+            if filt == wire.chat_pattern("main", "down"):
+                raise TimeoutError("no answer")
+            return await super().read_stored(stream, filt, limit)
+
+    m = registry_model(None)
+    h = OneFails(m, {"up": [NOW - 2_000, NOW - 1_000], "down": [NOW - 1_500]})
+    read = await h.backfill(["down", "up"], limit=10)
+    assert [r.message.ts for r in read.rows] == [NOW - 2_000, NOW - 1_000]
+    assert isinstance(read.failed, TimeoutError)
+    whole = await CannedHistory(m, {"up": [NOW - 2_000]}).backfill(["up"], limit=10)
+    assert whole.failed is None and len(whole.rows) == 1
