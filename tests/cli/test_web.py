@@ -78,6 +78,12 @@ return out.join("\n");
 """
 
 
+def wrong_token(token: str) -> str:
+    """``token`` with its last character changed (a token that ends in ``x`` stays wrong: an
+    ``x`` put in its place made the right token, one generated token in 64)."""
+    return token[:-1] + ("y" if token.endswith("x") else "x")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -403,7 +409,7 @@ async def test_token_is_required_once_given(broker, space, tmp_path):
     try:
         await asyncio.to_thread(wait_port, port)
         base = f"http://127.0.0.1:{port}"
-        for path in ("/", "/static/js/textual.js", "/ws", f"/?token={token[:-1]}x"):
+        for path in ("/", "/static/js/textual.js", "/ws", f"/?token={wrong_token(token)}"):
             status, _, body = await asyncio.to_thread(_get, base + path)
             assert status == 403, path
             assert b"token" in body
@@ -525,7 +531,7 @@ async def test_web_loopback_needs_the_token_host_and_origin(broker, space, tmp_p
         refused = {
             "no token": ("/", good),
             "no token, static": ("/static/js/textual.js", good),
-            "wrong token": (f"/?token={token[:-1]}x", good),
+            "wrong token": (f"/?token={wrong_token(token)}", good),
             "rebinding Host": (ok, {"Host": f"evil.example:{port}"}),
             "rebinding Host, ws": (f"/ws?token={token}", {"Host": f"evil.example:{port}",
                                                           "Origin": f"http://evil.example:{port}",
