@@ -109,6 +109,16 @@ class NeedsYouRail(LazyLineList):
         """The cards with a line of what the frames said: heights move with that set."""
         return tuple(self._doing)
 
+    def ages(self) -> object:
+        """The second the cards' ages read at (every snapshot builds its cards anew: at 10k
+        agents ~500 of them each second, which only the ages tell apart)."""
+        return int(self.snap.now // 1000) if self.snap is not None else None
+
+    def clocks_only(self, old: Any, new: Any) -> bool:
+        """A card that reads as before but for its ages: off screen it keeps its height
+        until the ages' re-measure (a wrapped age can take one more row, rarely)."""
+        return type(old) is NeedsYou and type(new) is NeedsYou and _shown(old) == _shown(new)
+
     def source(self) -> list[tuple[Any, NeedsYou | RunNeed]]:
         out: list[tuple[Any, NeedsYou | RunNeed]] = []
         if self.runs is not None:
