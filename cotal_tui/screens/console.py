@@ -51,8 +51,9 @@ DRAIN_HZ = 30  # how often the drain timer looks at the model's version (a look 
 DRAW_HZ = 4
 # above BUSY_RATE msgs/s (or model changes/s) nobody reads rows: drawn BUSY_HZ times a second
 # (10 -> 6 at 10k agents: console 27-28 -> 22 % of a core, the key latency the same; k9s
-# redraws every 2 s; 6 -> 3 as the bars now come with every drawn roster, one snapshot a frame)
-BUSY_HZ = 3
+# redraws every 2 s; 6 -> 3 as the bars now come with every drawn roster, one snapshot a frame;
+# 3 -> 2 with the feed drawn once a second while busy: 10k agents, 28.7 -> see the README)
+BUSY_HZ = 2
 BUSY_RATE = 300.0
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a
 # drain costs ~10-20 ms, and back to back at 30 Hz it starved keys and the observer it draws.
@@ -74,11 +75,12 @@ KEYS_FIRST_MAX_S = 0.5
 KEYS_FULL_S = 1.5
 # One snapshot per frame: the status bar's summary, the roster's count, the NEEDS-YOU rail and
 # the tabs are always drawn together (a summary that lagged the roster by a second did not add
-# up). Only the feed, scrolling faster than anyone reads it, is drawn at most every FEED_BUSY_S
-# while busy or while over FEED_FLOW_RATE msgs/s arrive: it shows no count, and each of its
-# frames repaints the whole panel (a scroll is a full repaint: at 100 agents + 20 msgs/s a third
-# of what the console spent).
-FEED_BUSY_S = 0.5
+# up). Only the feed, scrolling faster than anyone reads it, is drawn at most every FEED_FLOW_S
+# while over FEED_FLOW_RATE msgs/s arrive, and every FEED_BUSY_S while busy: it shows no count,
+# and each of its frames repaints the whole panel (a scroll is a full repaint: at 100 agents +
+# 20 msgs/s a third of what the console spent; at 10k agents a fifth of each frame).
+FEED_FLOW_S = 0.5
+FEED_BUSY_S = 1.0
 FEED_FLOW_RATE = 5.0
 # ... and it comes with the drain where the model's second turns, which repaints the ages, msg/s
 # and the stalest heartbeat anyway: one frame for both, not a frame for each (at 10 agents +
@@ -366,7 +368,8 @@ class ConsoleScreen(ComposeKeys):
             second, turned = int(snap.now // 1000), False
             if second != self._second:  # the clocks shown read again this frame
                 self._second, turned = second, True
-            feed = not flowing or turned or now - self._feed_at >= FEED_BUSY_S
+            feed = (not flowing or turned
+                    or now - self._feed_at >= (FEED_BUSY_S if busy else FEED_FLOW_S))
             self.apply(snap, feed=feed, hold=hold)
             self._full_at = now
             if feed:

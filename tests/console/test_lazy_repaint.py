@@ -534,7 +534,7 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
 async def test_while_busy_the_feed_is_drawn_less_often_and_the_bars_with_the_roster(monkeypatch):
     """Busy (a flood or a churning roster), a drain draws the roster, the rail and the bars
     that count them (channel tabs, tiles, status bar) every time, from one snapshot, and the
-    feed at most every FEED_BUSY_S; once the load stops the feed is drawn by the next drain,
+    feed at most every FEED_BUSY_S (less often than a merely flowing one); once the load stops the feed is drawn by the next drain,
     with no news."""
     from time import monotonic
 
@@ -575,6 +575,10 @@ async def test_while_busy_the_feed_is_drawn_less_often_and_the_bars_with_the_ros
         assert roster.snap is screen.snap and roster.snap.version == m.version  # the body
         assert bars_drawn() and screen.rest_owed  # the bars with it, every drain
         assert feed.snap is not screen.snap  # the feed waits
+        screen.set_drain_times(feed_at=monotonic() - cs.FEED_FLOW_S)
+        news("working")
+        drain()  # a flowing feed's turn, but busy: the feed waits longer (once a second)
+        assert cs.FEED_BUSY_S > cs.FEED_FLOW_S and feed.snap is not screen.snap
         screen.set_drain_times(feed_at=monotonic() - cs.FEED_BUSY_S)
         news("working")
         drain()
@@ -673,7 +677,7 @@ async def test_a_row_that_reads_as_before_is_not_painted_on_any_rebuild_path():
 
 async def test_a_flowing_feed_is_drawn_at_a_reading_pace_and_the_counts_every_drain(monkeypatch):
     """Over FEED_FLOW_RATE msgs/s (a busy channel, not a flood) the feed, whose every frame is
-    a whole-panel repaint, is drawn at most every FEED_BUSY_S; the roster and the bars that
+    a whole-panel repaint, is drawn at most every FEED_FLOW_S; the roster and the bars that
     count it are drawn by every drain; when the flow stops the feed follows at once."""
     from time import monotonic
 
@@ -704,7 +708,7 @@ async def test_a_flowing_feed_is_drawn_at_a_reading_pace_and_the_counts_every_dr
         drain()
         assert roster.snap is screen.snap and tiles.snap is screen.snap
         assert feed.snap is not screen.snap and screen.rest_owed
-        screen.set_drain_times(feed_at=monotonic() - cs.FEED_BUSY_S)
+        screen.set_drain_times(feed_at=monotonic() - cs.FEED_FLOW_S)
         drain()  # its turn came (no news needed)
         assert feed.snap is screen.snap and not screen.rest_owed
         screen.set_drain_times(feed_at=monotonic())
