@@ -52,7 +52,7 @@ DRAW_HZ = 4
 # above BUSY_RATE msgs/s (or model changes/s) nobody reads rows: drawn BUSY_HZ times a second
 # (10 -> 6 at 10k agents: console 27-28 -> 22 % of a core, the key latency the same; k9s
 # redraws every 2 s; 6 -> 3 as the bars now come with every drawn roster, one snapshot a frame;
-# 3 -> 2 with the feed drawn once a second while busy: 10k agents, 28.7 -> see the README)
+# 3 -> 2 with the feed drawn once a second while busy: 10k agents 31 -> 27 % on a slow box)
 BUSY_HZ = 2
 BUSY_RATE = 300.0
 # A drain (snapshot + widgets) may hold the loop at most this share of the time: at 10k agents a

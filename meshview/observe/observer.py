@@ -552,7 +552,7 @@ class Observer:
                 refused = m.roster.live_refusal(e.key, float(c[0]), now)
                 if refused is not None:
                     m.watch_delivered(now)
-                    m.apply_rejection(refused, e.key)
+                    m.apply_rejection(refused, e.key, repeat=True)
                     if self._said_stale:
                         self._stale_over()
                     return

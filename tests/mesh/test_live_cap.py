@@ -298,11 +298,18 @@ async def test_a_refused_keys_heartbeats_are_refused_undecoded_and_counted_exact
     clocks is matched against its last record's template and refused as ``apply_presence``
     would refuse it (no decode, no ``apply_presence`` input), each one counted. A record that
     says more is decoded in full; a stale one is taken as ``apply_presence`` takes it; and the
-    key is admitted by its next heartbeat once room comes back."""
+    key is admitted by its next heartbeat once room comes back. The stream says the refusal
+    once, not once a heartbeat (a line per refused heartbeat was 10k JSON lines a second at
+    30k agents): a repeat is counted but emits no event."""
+    from meshview.model.snapshot import Rejected
     from meshview.observe.kvwatch import KvEntry
 
     t = [T0]
-    m = MeshModel("s", clock=lambda: t[0], live_cap=2)
+    m = MeshModel("s", clock=lambda: t[0], live_cap=2, record_events=True)
+
+    def said() -> list[str]:
+        return [e.subject for e in m.take_events() if isinstance(e, Rejected)]
+
     obs = Observer(nc, "s", m)  # not started: entries are handed to it as the watch would
     calls: list[str] = []
     m.input_tap = lambda c: calls.append(c.name)
@@ -315,15 +322,18 @@ async def test_a_refused_keys_heartbeats_are_refused_undecoded_and_counted_exact
     put("b", t[0])
     put("late", t[0])
     assert m.peer("local.late") is None and m.rejection_count(REFUSED) == 1
+    assert said() == ["local.late"]
     for k in range(3):  # clock-only heartbeats: matched, refused, counted, never decoded
         t[0] += 2000
         calls.clear()
         put("late", t[0])
         assert m.rejection_count(REFUSED) == 2 + k
         assert "apply_presence" not in calls and "apply_rejection" in calls
+        assert said() == []  # counted, not said again
     assert m.peer("local.late") is None and m.roster.live_count() == 2
     put("late", t[0], status="waiting")  # says more than its clocks: decoded in full, refused
     assert m.rejection_count(REFUSED) == 5 and m.peer("local.late") is None
+    assert said() == ["local.late"]  # a new record refused: said
     put("late", t[0] - m.ttl_ms - 1000, status="waiting")  # stale: recorded quietly offline
     assert m.rejection_count(REFUSED) == 5
     assert m.peer("local.late").status == "offline"
