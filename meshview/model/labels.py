@@ -72,7 +72,7 @@ class Labels:
 
     Immutable once built; the model builds a new one when a name or role changes."""
 
-    __slots__ = ("_label", "_name", "_role", "_shared")
+    __slots__ = ("_label", "_name", "_role", "_shared", "_folds", "_ids")
 
     def __init__(self, entries: Iterable[tuple[str, str, str | None]] = ()) -> None:
         names: dict[str, str] = {}
@@ -95,6 +95,28 @@ class Labels:
                 label[pid] = f"{names[pid]}{SEP}{suffix}"
         self._label, self._name, self._role = label, names, roles
         self._shared = frozenset(shared)
+        self._folds, self._ids = set(groups), ids  # what :meth:`adding` checks a newcomer by
+
+    def adding(self, entries: Iterable[tuple[str, str, str | None]]) -> Labels | None:
+        """These labels plus new principals ``entries`` (none already here), each shown by its
+        own name, or None when one must be told apart (its name folds as another's, spells an
+        id, or its id is spelled by a name): the caller builds anew. Copies the maps (C-speed)
+        instead of folding every name again: at 30k agents past the live cap, peers join a few
+        times a second and a full build was ~5 % of the observer's time."""
+        new = Labels.__new__(Labels)
+        label, names, roles = dict(self._label), dict(self._name), dict(self._role)
+        folds, ids = set(self._folds), dict(self._ids)
+        for pid, name, role in entries:
+            key, idkey = fold(name), pid.lower() if pid.isascii() else fold(pid)
+            if pid in names or key in folds or key in ids or idkey in folds or idkey in ids:
+                return None
+            label[pid] = names[pid] = name
+            roles[pid] = role
+            folds.add(key)
+            ids[idkey] = pid
+        new._label, new._name, new._role, new._shared = label, names, roles, self._shared
+        new._folds, new._ids = folds, ids
+        return new
 
     def __len__(self) -> int:
         return len(self._label)

@@ -130,3 +130,58 @@ def test_a_stranded_seat_is_keyed_by_its_principal_not_by_a_namesake():
     _join(m, "local.finn", "finn", T0 + 2, status="working")
     assert not m.apply_stranded_seat("local.finn", "uid-1", "finn", received=T0 + 3)
     assert {p.id: p for p in m.snapshot().agents}["local.finn"].status == "working"
+
+
+def _table(lab: Labels, pids) -> dict:
+    return {p: (lab.label(p), lab.name(p), lab.role(p), lab.ambiguous(p)) for p in pids}
+
+
+def test_a_newcomer_is_added_to_a_copy_unless_it_must_be_told_apart():
+    base = Labels([("local.ada", "ada", "coder"), ("local.bob", "bob", None)])
+    before = _table(base, ("local.ada", "local.bob"))
+    more = base.adding([("local.cy", "cy", "qa")])
+    assert more is not None and more is not base and len(more) == 3
+    assert more.label("local.cy") == "cy" and more.role("local.cy") == "qa"
+    assert _table(base, ("local.ada", "local.bob")) == before and base.label("local.cy") is None
+    # a borrowed name (folded alike), a name that spells an id, an id a name spells, one
+    # already here, and two newcomers alike: each must be told apart, so none is added
+    assert base.adding([("x.imp-9c1d2e", "A\u200bDA", None)]) is None
+    assert base.adding([("local.eve", "local.bob", None)]) is None
+    assert Labels([("local.eve", "local.zed", None)]).adding([("local.zed", "zed", None)]) is None
+    assert base.adding([("local.ada", "ada", None)]) is None
+    assert base.adding([("local.p", "pat", None), ("local.q", "PAT", None)]) is None
+
+
+def test_labels_kept_by_adding_always_equal_labels_built_anew(monkeypatch):
+    """Joins (lookalike names, names spelling ids), renames and forgotten offline rows, in a
+    random order: after every step the model's labels read as a fresh build over its rows."""
+    import random
+
+    from meshview.model import roster as roster_mod
+
+    rnd = random.Random(5)
+    names = ["ada", "Ada", "a\u200bda", "bob", "cy", "local.n3", "local.n7", "dee", "eve"]
+    m, t = _model()
+    monkeypatch.setattr(roster_mod, "OFFLINE_CAP", 5)  # forgotten rows come into play
+    added = 0
+    real_adding = Labels.adding
+
+    def adding(self, entries):
+        nonlocal added
+        out = real_adding(self, entries)
+        added += out is not None
+        return out
+
+    monkeypatch.setattr(Labels, "adding", adding)
+    for step in range(400):
+        t[0] += 50
+        pid = f"local.n{rnd.randrange(40)}"
+        status = rnd.choice(["idle", "working", "offline", "idle"])
+        name = rnd.choice(names) if rnd.random() < 0.5 else f"agent{pid[-2:]}"
+        _join(m, pid, name, t[0], status=status, role=rnd.choice([None, "dev"]))
+        lab = m.labels()
+        rows = m.snapshot().peers
+        fresh = Labels((p.id, p.name, p.role) for p in rows)
+        pids = [p.id for p in rows]
+        assert len(lab) == len(fresh) and _table(lab, pids) == _table(fresh, pids), step
+    assert added >= 10, added  # the copy path was taken, not only builds anew
