@@ -199,7 +199,8 @@ class Roster:
         self._weights: dict[str, int] | None = None
         self._live_bytes = 0
         self._labels: Labels | None = None  # built from the rows when asked (None: stale)
-        self._label_adds: list[tuple[str, str, str | None]] = []  # newcomers since, in order
+        # newcomers (pid, name, role) and forgotten rows (pid, None, None) since, in order
+        self._label_ops: list[tuple[str, str | None, str | None]] = []
 
     def state(self) -> RosterState:
         """The roster as a checkpoint holds it (rows are immutable and shared)."""
@@ -252,10 +253,10 @@ class Roster:
     def labels(self) -> Labels:
         """Principal -> display label from the rows (meshview/model/labels.py), rebuilt only
         after a roster name or role changed."""
-        lab, adds = self._labels, self._label_adds
-        if adds:  # only newcomers since: added to a copy, unless one must be told apart
-            self._label_adds = []
-            lab = self._labels = lab.adding(adds) if lab is not None else None
+        lab, ops = self._labels, self._label_ops
+        if ops:  # only newcomers and forgotten rows since: a copy, unless a name is shared
+            self._label_ops = []
+            lab = self._labels = lab.changed(ops) if lab is not None else None
         if lab is None or len(lab) != len(self.peers):
             lab = self._labels = Labels((p.id, p.name, p.role) for p in self.peers.values())
         return lab
@@ -502,10 +503,10 @@ class Roster:
         old = self.peers.get(p.id)
         if old is None:
             if self._labels is not None:  # a newcomer: added to the labels when next asked
-                self._label_adds.append((p.id, p.name, p.role))
+                self._label_ops.append((p.id, p.name, p.role))
         elif old.name != p.name or old.role != p.role:
             self._labels = None  # who is shown as whom changed (meshview/model/labels.py)
-            self._label_adds = []
+            self._label_ops = []
         self.peers[p.id] = p
         wts = self._weights
         if wts is not None:
@@ -551,9 +552,9 @@ class Roster:
             del off[pid]
             gone.append(pid)
         srt, keys = self._sorted, self._sort_keys
-        if gone:
-            self._labels, self._label_adds = None, []  # rows forgotten: built anew
         for pid in gone:
+            if self._labels is not None:  # forgotten: taken out of the labels when next asked
+                self._label_ops.append((pid, None, None))
             self.peers.pop(pid, None)
             self.names.pop(pid, None)
             self._resort.discard(pid)
