@@ -323,6 +323,35 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
         return run
 
     ConsoleScreen.apply = costed("apply", ConsoleScreen.apply)  # type: ignore[method-assign]
+    # while the keys are pressed: what each drain applied and what each screen update painted
+    # (start, ms, what), named in the report of a slow press
+    frames: list[tuple[float, float, str]] = []
+    real_apply = ConsoleScreen.apply
+
+    def apply_named(self, snap, *, counts=True, feed=True, hold=True, ages=True):
+        t = time.perf_counter()
+        try:
+            return real_apply(self, snap, counts=counts, feed=feed, hold=hold, ages=ages)
+        finally:
+            if watching:
+                what = "+".join(n for n, on in (("counts", counts), ("feed", feed),
+                                                 ("ages", ages)) if on)
+                frames.append((t, (time.perf_counter() - t) * 1000, f"drain[{what}]"))
+
+    ConsoleScreen.apply = apply_named  # type: ignore[method-assign]
+    real_timer_update = Screen._on_timer_update
+
+    def timer_update_named(self):
+        t = time.perf_counter()
+        dirty = sorted(type(w).__name__ for w in self._dirty_widgets)
+        try:
+            return real_timer_update(self)
+        finally:
+            if watching:
+                frames.append((t, (time.perf_counter() - t) * 1000,
+                               f"frame[{','.join(dirty) or '-'}]"))
+
+    Screen._on_timer_update = timer_update_named  # type: ignore[method-assign]
     painted: dict[str, list] = {}  # SCALE_PAINTS: widget -> [paints, lines, seconds] in the window
     if os.environ.get("SCALE_PAINTS"):
         from textual.widget import Widget
@@ -443,11 +472,21 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
             for ms, what in sorted(stalls, reverse=True)[:12]:
                 say(f"stall {ms:.0f} ms: {what}")
             say(f"{len(stalls)} loop steps over 20 ms during the presses and before")
+        if frames:  # what the drains and frames during the presses cost, by what they drew
+            kinds: dict[str, list[float]] = {}
+            for _, ms, w in frames:
+                kinds.setdefault(w, []).append(ms)
+            for w, v in sorted(kinds.items(), key=lambda kv: -max(kv[1]))[:8]:
+                say(f"during the presses {w}: {len(v)}x, mean {statistics.mean(v):.1f} ms, "
+                    f"max {max(v):.1f} ms")
         if steps:  # every press over 50 ms (at least the 3 slowest): what held the loop
             slow = sorted(pressed, key=lambda p: p[0] - p[1])
             for t0, hit in [p for p in slow if p[1] - p[0] > 0.05] or slow[:3]:
                 inside = [f"{w} {ms:.0f}" for s, ms, w in steps if s < hit and s + ms / 1000 > t0]
+                drew = [f"{w} {ms:.0f}" for s, ms, w in frames if s < hit and s + ms / 1000 > t0]
                 say(f"press {1000 * (hit - t0):.0f} ms: " + ", ".join(inside))
+                if drew:
+                    say("    drew: " + ", ".join(drew))
         # NEEDS-YOU against the generator's truth
         open(os.path.join(tmp, "freeze"), "w").close()
         truth_path = os.path.join(tmp, "truth")

@@ -73,7 +73,10 @@ class NeedsYouRail(LazyLineList):
         self._key: object = None
         self._doing: dict[str, Doing] = {}  # what the frames said last, per waiting agent
 
-    def update_snapshot(self, snap: Snapshot, runs: RunsSnapshot | None = None) -> None:
+    def update_snapshot(self, snap: Snapshot, runs: RunsSnapshot | None = None, *,
+                        ages: bool = True) -> None:
+        """Show ``snap``; ``ages`` False rebuilds the cards only when one reads differently
+        but for its ages (the console's drains while keys come)."""
         self.snap = snap
         if runs is None:
             screen = self.screen if self.is_attached else None
@@ -99,8 +102,10 @@ class NeedsYouRail(LazyLineList):
         # (every one, at 10k agents) rebuilds nothing until the second turns; no cards, no
         # ages: an empty rail is not drawn again each second
         cards = bool(snap.signals.needs_you or needs)
+        held = self._key[2] if not ages and isinstance(self._key, tuple) else None
         key = (tuple(map(_shown, snap.signals.needs_you)), needs,
-               int(snap.now // 1000) if cards else None, tuple(doing.items()))
+               (held if held is not None else int(snap.now // 1000)) if cards else None,
+               tuple(doing.items()))
         if key != self._key:
             self._key = key
             self.rebuild()

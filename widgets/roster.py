@@ -213,14 +213,17 @@ class Roster(LazyLineList):
         v = self.stalled.get(p.id) if p.status == "working" else None
         return f"working · {v.label()}" if v is not None else None
 
-    def update_snapshot(self, snap: Snapshot) -> None:
+    def update_snapshot(self, snap: Snapshot, *, ages: bool = True) -> None:
+        """Show ``snap``; ``ages`` False keeps the ages at the second they were last read (the
+        console's drains while keys come: a row is painted again for what changed in it, not
+        for its clock, and the frame a key waits behind stays small)."""
         self.snap = snap
         prev = self._labels
         if prev is not None and snap.labels is not prev:
             if any(prev.label(pid) is not None for pid in snap.labels.diff(prev)):
                 self._label_gen += 1
         self._labels = snap.labels
-        sec = int(snap.now // 1000)
+        sec = int(snap.now // 1000) if ages or self._sec is None else self._sec
         if sec != self._sec:
             self._sec, self._now = sec, snap.now  # ages are computed as of this instant
         self._follow_frames()

@@ -72,6 +72,9 @@ KEYS_FIRST_MAX_S = 0.5
 # while they walk the roster or the rail (those and the bars, which count what they show, are
 # drawn from one snapshot), everything else while they scroll the feed. What was left out is
 # drawn by the first drain after the keys stop, and at least every KEYS_FULL_S while they do not.
+# Such a drain keeps the roster's and the rail's ages where they were, so it paints the rows
+# whose status or text changed, not every row whose clock turned: at 10k agents its frame was
+# the 35-60 ms a key waited behind.
 KEYS_FULL_S = 1.5
 # One snapshot per frame: the status bar's summary, the roster's count, the NEEDS-YOU rail and
 # the tabs are always drawn together (a summary that lagged the roster by a second did not add
@@ -361,7 +364,7 @@ class ConsoleScreen(ComposeKeys):
         self._version, self._drained_at = snap.version, now
         if only is not None:  # keys come: the panels they move, from one snapshot
             on_feed = isinstance(only, FeedView)
-            self.apply(snap, counts=not on_feed, feed=on_feed, hold=hold)
+            self.apply(snap, counts=not on_feed, feed=on_feed, hold=hold, ages=False)
             self._rest_owed = True
         else:
             flowing = busy or snap.rates.msgs_per_sec > FEED_FLOW_RATE
@@ -398,12 +401,14 @@ class ConsoleScreen(ComposeKeys):
         return f if isinstance(f, (Roster, FeedView, NeedsYouRail)) else None
 
     def apply(self, snap: Snapshot, *, counts: bool = True, feed: bool = True,
-              hold: bool = True) -> None:
+              hold: bool = True, ages: bool = True) -> None:
         """Draw ``snap``: what counts (the bars, the roster, the rail, or the lens) and the feed,
         as asked. Everything that shows a count is drawn from this one snapshot, in one frame;
         the figures that move with the clock or every message (msg/s, the sparkline, the
         stalest heartbeat) are read at each model second's first snapshot, unless ``hold`` is
-        False; the tab counts with every feed drawn (held with it while messages flow)."""
+        False; the tab counts with every feed drawn (held with it while messages flow).
+        ``ages`` False keeps the roster's and the rail's ages where they were (while keys come:
+        see ``KEYS_FULL_S``)."""
         self.snap = snap
         tabs = self.query_one(ChannelTabs)
         lens = self.lens
@@ -416,12 +421,12 @@ class ConsoleScreen(ComposeKeys):
             if lens == "body":
                 if counts:
                     roster = self.query_one(Roster)
-                    roster.update_snapshot(snap)
+                    roster.update_snapshot(snap, ages=ages)
                     if self.has_class("-narrow"):
                         roster.styles.height = max(3, min(8, len(snap.peers) + 1))
                     rail = self.query_one(NeedsYouRail)
                     if rail.display:
-                        rail.update_snapshot(snap)
+                        rail.update_snapshot(snap, ages=ages)
                 if feed:
                     self.query_one(FeedView).update_snapshot(snap)
             elif lens in LENS and counts:

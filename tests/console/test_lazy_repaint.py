@@ -531,6 +531,60 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
         assert tiles.snap is screen.snap and feed.snap is screen.snap  # everything, once
 
 
+async def test_while_keys_come_a_drain_keeps_the_ages_and_shows_what_changed():
+    """A drain while keys come shows the roster's and the rail's rows that changed (a status)
+    but keeps their ages at the second they were read, so its frame paints those rows, not
+    every row whose clock turned; the first drain after the keys stop moves the ages."""
+    from time import monotonic
+
+    from support.console import make_app, rec
+
+    from cotal_tui.screens import console as cs
+    from widgets.needs_you import NeedsYouRail
+    from widgets.roster import Roster
+
+    app = make_app()
+    m = app.session.model
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        await pilot.pause()
+        roster, rail = screen.query_one(Roster), screen.query_one(NeedsYouRail)
+        roster.focus()
+        await pilot.press("j")
+
+        def drain(keys: bool) -> None:
+            screen.set_drain_times(next_drain=0.0, drained_at=monotonic() - cs.KEYS_FIRST_MAX_S,
+                                   full_at=monotonic())
+            app.key_at = monotonic() if keys else monotonic() - 1.0
+            screen.drain_tick()
+
+        def block(who: str) -> list[str]:
+            """The agent's row: its head line and the indented lines under it."""
+            out: list[str] = []
+            for t in roster.line_texts():
+                if out and not t.startswith(" "):
+                    break
+                if out or (not t.startswith(" ") and f" {who}/" in t):
+                    out.append(t)
+            return out
+
+        bram, cards = block("bram"), rail.line_texts()
+        assert "   seen 4s ago" in bram and cards, (bram, cards)
+        assert "   idle · unchanged for 32s" in block("cleo")
+        m.clock.advance(60_000)  # every age reads a minute more
+        m.apply_presence(rec("cleo", "working", m.clock.t))
+        m.tick()
+        drain(keys=True)
+        await pilot.pause()
+        assert roster.snap is screen.snap and roster.snap.version == m.version
+        assert block("cleo")[1].startswith("   working")  # what changed shows
+        assert block("bram") == bram and rail.line_texts() == cards  # the ages held
+        drain(keys=False)  # the keys stopped
+        await pilot.pause()
+        assert "   seen 1m ago" in block("bram"), block("bram")
+        assert rail.line_texts() != cards
+
+
 async def test_while_busy_the_feed_is_drawn_less_often_and_the_bars_with_the_roster(monkeypatch):
     """Busy (a flood or a churning roster), a drain draws the roster, the rail and the bars
     that count them (channel tabs, tiles, status bar) every time, from one snapshot, and the
