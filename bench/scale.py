@@ -328,14 +328,13 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
     frames: list[tuple[float, float, str]] = []
     real_apply = ConsoleScreen.apply
 
-    def apply_named(self, snap, *, counts=True, feed=True, hold=True, ages=True):
+    def apply_named(self, snap, **kw):
         t = time.perf_counter()
         try:
-            return real_apply(self, snap, counts=counts, feed=feed, hold=hold, ages=ages)
+            return real_apply(self, snap, **kw)
         finally:
             if watching:
-                what = "+".join(n for n, on in (("counts", counts), ("feed", feed),
-                                                 ("ages", ages)) if on)
+                what = "+".join(n for n in ("counts", "feed", "ages") if kw.get(n, True))
                 frames.append((t, (time.perf_counter() - t) * 1000, f"drain[{what}]"))
 
     ConsoleScreen.apply = apply_named  # type: ignore[method-assign]
