@@ -519,7 +519,7 @@ class MeshModel:
         """One input refused, counted under ``reason``. A ``repeat`` (a refused key's heartbeat
         that only moves its clocks: the refusal already said stands) is counted but emits no
         event: as an accepted peer's heartbeat makes no presence line, a refused one makes no
-        rejected line (30k agents on the 10k-row cap: 10k lines a second of one refusal)."""
+        rejected line (30k agents past the live cap in bench/scale.py: ~8k lines a second)."""
         self._rejections[reason] = self._rejections.get(reason, 0) + 1
         if not repeat:
             self._emit(Rejected(reason, subject, self.clock()))

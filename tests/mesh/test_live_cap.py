@@ -299,7 +299,7 @@ async def test_a_refused_keys_heartbeats_are_refused_undecoded_and_counted_exact
     would refuse it (no decode, no ``apply_presence`` input), each one counted. A record that
     says more is decoded in full; a stale one is taken as ``apply_presence`` takes it; and the
     key is admitted by its next heartbeat once room comes back. The stream says the refusal
-    once, not once a heartbeat (a line per refused heartbeat was 10k JSON lines a second at
+    once, not once a heartbeat (a line per refused heartbeat was ~8k JSON lines a second at
     30k agents): a repeat is counted but emits no event."""
     from meshview.model.snapshot import Rejected
     from meshview.observe.kvwatch import KvEntry
