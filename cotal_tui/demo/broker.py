@@ -120,21 +120,41 @@ def _ephemeral_floor() -> int:
         return 32768  # Linux's default floor; elsewhere the kernel's own pick below is the fallback
 
 
+#: the ports :func:`free_port` handed out lately in this process (bounded): a pick is free when
+#: made, not held, so a cluster's nine picks (client, route and monitor per node) could name one
+#: port twice before any server bound it (9 random picks of ~22k: ~0.2 % a cluster; a CI run
+#: failed on it: "Error listening on router port ... address already in use")
+_HANDED: dict[int, None] = {}
+HANDED_MAX = 4096
+
+
 def free_port() -> int:
-    """A loopback TCP port nothing listens on, below the ephemeral range when there is room."""
+    """A loopback TCP port nothing listens on, below the ephemeral range when there is room,
+    and not one this process was handed lately."""
     floor = _ephemeral_floor()
     rng = random.SystemRandom()
+    port = 0
     for _ in range(64 if floor - PICK_FROM >= 1000 else 0):
-        port = rng.randrange(PICK_FROM, floor)
+        pick = rng.randrange(PICK_FROM, floor)
+        if pick in _HANDED:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind(("127.0.0.1", pick))
             except OSError:
                 continue
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = pick
+        break
+    while not port:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            pick = s.getsockname()[1]
+        if pick not in _HANDED or len(_HANDED) >= HANDED_MAX:
+            port = pick
+    if len(_HANDED) >= HANDED_MAX:
+        _HANDED.pop(next(iter(_HANDED)))
+    _HANDED[port] = None
+    return port
 
 
 def port_is_free(port: int) -> bool:

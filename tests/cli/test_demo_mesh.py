@@ -69,6 +69,18 @@ def test_busy_port_picks_another():
             b.stop()
 
 
+def test_free_ports_are_never_handed_out_twice_in_a_row():
+    """A pick is free when made but not held: a cluster's nine picks once named one port twice
+    before any server bound it ("Error listening on router port ... address already in use").
+    A process's picks are distinct, each bindable when handed out."""
+    from cotal_tui.demo.broker import HANDED_MAX, free_port
+
+    picks = [free_port() for _ in range(600)]
+    assert len(set(picks)) == len(picks) and len(picks) < HANDED_MAX
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", picks[-1]))  # the last one is still free
+
+
 def test_stop_removes_store_and_process():
     b = Broker().start()
     store = Path(b.store_dir).parent
