@@ -154,6 +154,9 @@ class Observer:
         # other clock digits just moves the peer's clocks, with no decode
         self._clock_templates: dict[str, Any] = {}
         self._template_total = 0  # their bytes (LAST_PRESENCE_TOTAL)
+        # the keys whose template is of a refused record: the refusal was said then, so their
+        # heartbeats are counted without a rejected line each (a subset of the templates' keys)
+        self._refused_said: set[str] = set()
         self.history = History(self.js, self.space, self.model, timeout=self.opts.history_timeout)
         self.prefill_done = asyncio.Event()
         self.queue_dropped = 0  # dropped since the model was last told
@@ -552,7 +555,11 @@ class Observer:
                 refused = m.roster.live_refusal(e.key, float(c[0]), now)
                 if refused is not None:
                     m.watch_delivered(now)
-                    m.apply_rejection(refused, e.key, repeat=True)
+                    # said once per refused record: a template of an accepted record (a
+                    # peer forgotten since, back while the cap is full) says it now
+                    said = e.key in self._refused_said
+                    m.apply_rejection(refused, e.key, repeat=said)
+                    self._refused_said.add(e.key)
                     if self._said_stale:
                         self._stale_over()
                     return
@@ -583,13 +590,17 @@ class Observer:
                 size = _template_bytes(t)
                 if len(lp) >= LAST_PRESENCE_CAP or self._template_total + size > LAST_PRESENCE_TOTAL:
                     lp.clear()  # bounded; the next record of each key is applied in full
+                    self._refused_said.clear()
                     self._template_total = 0
                 lp[e.key] = t
                 self._template_total += size
+                if held is None:  # refused, and said by apply_presence just now
+                    self._refused_said.add(e.key)
         if self._said_stale:
             self._stale_over()
 
     def _forget_template(self, key: str) -> None:
+        self._refused_said.discard(key)
         t = self._clock_templates.pop(key, None)
         if t is not None:
             self._template_total -= _template_bytes(t)

@@ -343,3 +343,38 @@ async def test_a_refused_keys_heartbeats_are_refused_undecoded_and_counted_exact
     put("late", t[0], status="waiting")
     assert m.peer("local.late").status == "waiting"
     assert m.rejection_count(REFUSED) == 5 and m.roster.live_count() == 2
+
+
+async def test_a_forgotten_peer_refused_on_its_return_is_said_once(nc, monkeypatch):
+    """A peer swept offline and then forgotten (past OFFLINE_CAP) keeps the observer's clock
+    template of its last accepted record. Back with a clocks-only heartbeat while the cap is
+    full, it is refused: that refusal was never said, so it is said (one rejected event), and
+    only its later heartbeats are the silent repeats."""
+    from meshview.model import roster as roster_mod
+    from meshview.model.snapshot import Rejected
+    from meshview.observe.kvwatch import KvEntry
+
+    monkeypatch.setattr(roster_mod, "OFFLINE_CAP", 0)  # an offline row is forgotten at once
+    t = [T0]
+    m = MeshModel("s", clock=lambda: t[0], live_cap=2, record_events=True)
+    obs = Observer(nc, "s", m)
+
+    def put(name: str) -> None:
+        r = presence(name, "working", ts=int(t[0]))
+        obs.feed_presence(KvEntry(r["card"]["id"], json.dumps(r).encode(), "PUT", 0))
+
+    put("a")
+    put("x")
+    t[0] += m.ttl_ms + 1000
+    m.watch_delivered(t[0])  # (the watch still delivers: a and x alone are stale)
+    m.sweep(t[0])  # a goes offline, then x, and a (the first offline) is forgotten
+    assert m.peer("local.a") is None
+    put("b")
+    put("c")  # the cap is full
+    assert m.roster.live_count() == 2, m.roster.live_count()
+    m.take_events()
+    for _ in range(3):
+        t[0] += 2000
+        put("a")  # clocks only, against its old record
+    said = [e.subject for e in m.take_events() if isinstance(e, Rejected)]
+    assert said == ["local.a"] and m.rejection_count(REFUSED) == 3
