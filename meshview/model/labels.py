@@ -82,7 +82,7 @@ class Labels:
             names[pid] = name
             roles[pid] = role
             groups.setdefault(fold(name), []).append(pid)
-        ids = {pid.lower() if pid.isascii() else fold(pid): pid for pid in names}
+        ids = {_id_key(pid): pid for pid in names}
         label = dict(names)
         shared: set[str] = set()
         for key, pids in groups.items():
@@ -102,14 +102,14 @@ class Labels:
         own name, ``(pid, None, None)`` a principal forgotten. None when one of them touches a
         name that must be told apart (a newcomer's name folds as another's or spells an id, its
         id is spelled by a name; a forgotten one shared its name or had its id spelled): the
-        caller builds anew. Copies the maps (C-speed) instead of folding every name again: at
-        30k agents past the live cap, peers join and offline rows are forgotten a few times a
-        second, and a full build was ~5 % of the observer's samples."""
+        caller builds anew. Copies the maps (C-speed) instead of folding every name again
+        (a 30k-agent start-up, where peers join between every two snapshots, spent ~5 % of the
+        observer's samples in full builds)."""
         new = Labels.__new__(Labels)
         label, names, roles = dict(self._label), dict(self._name), dict(self._role)
         folds, ids, shared = set(self._folds), dict(self._ids), self._shared
         for pid, name, role in ops:
-            idkey = pid.lower() if pid.isascii() else fold(pid)
+            idkey = _id_key(pid)
             if name is None:  # forgotten
                 old = names.pop(pid, None)
                 if old is None or pid in shared or idkey in folds:  # (its own name, too: rare)
@@ -165,6 +165,11 @@ class Labels:
         if claimed and claimed != name and fold(claimed) != fold(name):
             claim = claimed[:CLAIM_CAP]
         return Sender(self._label[pid], self._role.get(pid), claim, True)
+
+
+def _id_key(pid: str) -> str:
+    """A principal as a name that spells it folds (what tells a name that spells an id)."""
+    return pid.lower() if pid.isascii() else fold(pid)
 
 
 def _suffixes(pids: list[str]) -> dict[str, str]:

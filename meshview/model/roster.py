@@ -60,6 +60,9 @@ def as_presence(p: Peer) -> Presence:
 #: (100k of them held 612 MB). 2000 covers every departure of a busy day on a large team,
 #: and at the wire's bounds an offline row is at most ~32 KB: under 64 MB for all of them.
 OFFLINE_CAP = 2000
+#: changes the labels take by copy (:meth:`Roster.labels`) before they are built anew instead:
+#: bounds what a flood of keys holds between two reads of the labels
+LABEL_OPS_MAX = 1024
 
 #: What a roster row holds beside its strings (the struct, its entries in the roster's dicts,
 #: sort and labels, the stalled verdict's facts), in bytes: :func:`row_bytes`'s constant.
@@ -498,12 +501,20 @@ class Roster:
         self._host.note_cuts(("presence:budget",))
         return slim(new)
 
+    def _label_op(self, op: tuple[str, str | None, str | None]) -> None:
+        """One more change for :meth:`labels` to apply; past ``LABEL_OPS_MAX`` of them unasked
+        (a flood of keys nobody has drawn yet) the labels are built anew instead, when asked."""
+        if len(self._label_ops) >= LABEL_OPS_MAX:
+            self._labels, self._label_ops = None, []
+        else:
+            self._label_ops.append(op)
+
     def _put_peer(self, p: Peer) -> None:
         """Every roster row is written here (``_set_peer`` when its place may move)."""
         old = self.peers.get(p.id)
         if old is None:
             if self._labels is not None:  # a newcomer: added to the labels when next asked
-                self._label_ops.append((p.id, p.name, p.role))
+                self._label_op((p.id, p.name, p.role))
         elif old.name != p.name or old.role != p.role:
             self._labels = None  # who is shown as whom changed (meshview/model/labels.py)
             self._label_ops = []
@@ -554,7 +565,7 @@ class Roster:
         srt, keys = self._sorted, self._sort_keys
         for pid in gone:
             if self._labels is not None:  # forgotten: taken out of the labels when next asked
-                self._label_ops.append((pid, None, None))
+                self._label_op((pid, None, None))
             self.peers.pop(pid, None)
             self.names.pop(pid, None)
             self._resort.discard(pid)

@@ -195,3 +195,21 @@ def test_labels_kept_by_changes_always_equal_labels_built_anew(monkeypatch):
         pids = [p.id for p in rows]
         assert len(lab) == len(fresh) and _table(lab, pids) == _table(fresh, pids), step
     assert added >= 5, added  # the copy path was taken with forgotten rows too
+
+
+def test_labels_past_the_unread_changes_bound_are_built_anew(monkeypatch):
+    """Newcomers nobody has asked the labels for past LABEL_OPS_MAX are not queued (a flood of
+    keys between two reads): the labels are built anew, and read the same as ever."""
+    from meshview.model import roster as roster_mod
+
+    monkeypatch.setattr(roster_mod, "LABEL_OPS_MAX", 4)
+    m, t = _model()
+    _join(m, "local.ada", "ada", T0)
+    m.labels()
+    for i in range(10):
+        _join(m, f"local.p{i}", "ADA" if i == 7 else f"p{i}", T0)
+    lab, rows = m.labels(), m.snapshot().peers
+    fresh = Labels((p.id, p.name, p.role) for p in rows)
+    pids = [p.id for p in rows]
+    assert len(lab) == 11 and _table(lab, pids) == _table(fresh, pids)
+    assert lab.ambiguous("local.ada") and lab.ambiguous("local.p7")
