@@ -114,6 +114,10 @@ class LazyLineList(LineList):
         self._ages_moves = 0
         self._strips: dict[tuple, Strip] = {}  # rendered lines by content (see _strip)
         self._heights: list[int] = []
+        # True: a shown item whose new data differs only in its clocks (see clocks_only: a
+        # heartbeat's "seen 0s") keeps the lines it shows until the ages next move, as every
+        # other age on screen does; between two seconds such a drain paints nothing
+        self.hold_clocks = False
 
     # -- for tests and diagnostics ---------------------------------------------------------
 
@@ -573,15 +577,20 @@ class LazyLineList(LineList):
         self._data = list(data)
         shown = set(self._shown())
         keys, mdata, clocks_only = self._keys, self._mdata, self.clocks_only
+        held: set[int] = set()
         for i in changed:  # off screen: measured in slices, keeping its height until then
-            if i not in shown:
-                self._built.pop(i, None)  # its lines are built from the new data when asked for
-                k = keys[i]
-                if k in mdata and clocks_only(mdata[k], data[i]):
-                    mdata[k] = data[i]  # as an ages move: its height holds
-                else:
-                    self._owe_one(k)
-        changed = [i for i in changed if i in shown]
+            k = keys[i]
+            if i in shown:
+                if self.hold_clocks and k in mdata and clocks_only(mdata[k], data[i]):
+                    mdata[k] = data[i]  # on screen, a clocks-only change waits for the ages
+                    held.add(i)  # (its built lines stay; they are read again when they move)
+                continue
+            self._built.pop(i, None)  # its lines are built from the new data when asked for
+            if k in mdata and clocks_only(mdata[k], data[i]):
+                mdata[k] = data[i]  # as an ages move: its height holds
+            else:
+                self._owe_one(k)
+        changed = [i for i in changed if i in shown and i not in held]
         self._start_slices()
         prior = {i: self._built.get(i) for i in changed}  # the lines they read
         if self._remeasure(changed, width):

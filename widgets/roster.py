@@ -213,11 +213,14 @@ class Roster(LazyLineList):
         v = self.stalled.get(p.id) if p.status == "working" else None
         return f"working · {v.label()}" if v is not None else None
 
-    def update_snapshot(self, snap: Snapshot, *, ages: bool = True) -> None:
+    def update_snapshot(self, snap: Snapshot, *, ages: bool = True, hold: bool = False) -> None:
         """Show ``snap``; ``ages`` False keeps the ages at the second they were last read (the
         console's drains while keys come: a row is painted again for what changed in it, not
-        for its clock, and the frame a key waits behind stays small)."""
+        for its clock, and the frame a key waits behind stays small). ``hold``: a row whose
+        record changed only in its clocks (a heartbeat: ``seen 0s``) shows them when the ages
+        next move, at the model's second, not in a frame of its own (``hold_clocks``)."""
         self.snap = snap
+        self.hold_clocks = hold
         prev = self._labels
         if prev is not None and snap.labels is not prev:
             if any(prev.label(pid) is not None for pid in snap.labels.diff(prev)):

@@ -421,7 +421,7 @@ class ConsoleScreen(ComposeKeys):
             if lens == "body":
                 if counts:
                     roster = self.query_one(Roster)
-                    roster.update_snapshot(snap, ages=ages)
+                    roster.update_snapshot(snap, ages=ages, hold=hold)
                     if self.has_class("-narrow"):
                         roster.styles.height = max(3, min(8, len(snap.peers) + 1))
                     rail = self.query_one(NeedsYouRail)

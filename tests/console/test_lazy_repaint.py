@@ -774,3 +774,64 @@ async def test_a_flowing_feed_is_drawn_at_a_reading_pace_and_the_counts_every_dr
         drain()
         assert feed.snap is screen.snap and not screen.rest_owed
         await pilot.pause()
+
+
+class Seen(Ticking):
+    """Every row reads its own clock (the roster's ``seen 2s``): a heartbeat changes its text."""
+
+    def lines_of(self, d, width: int) -> list[Text]:
+        return [Text(f"{d.text} seen@{d.clock}/{self.second} {n}") for n in range(d.height)]
+
+
+class SeenApp(One):
+    def compose(self) -> ComposeResult:
+        yield Seen(self.rows)
+
+
+async def test_held_clocks_on_screen_show_when_the_ages_move_and_a_real_change_at_once():
+    """``hold_clocks`` (the console's drains): a heartbeat on screen whose only change is its
+    clock paints nothing until the ages move, when it shows with every other age; a change of
+    what a row says paints at once; off, a heartbeat paints its row at once (a replay's step)."""
+    rows = [(f"k{i}", Clocked(f"s-{i}")) for i in range(200)]
+    app = SeenApp(rows)
+    async with app.run_test(size=(40, 12)) as pilot:
+        w = app.query_one(Seen)
+        w.rebuild()
+        await pilot.pause()
+
+        async def step(change) -> list[int]:
+            w.painted.clear()
+            change()
+            w.rebuild()
+            await pilot.pause()
+            return sorted(set(w.painted))
+
+        def heartbeat(*idx: int) -> None:
+            for i in idx:
+                k, d = w.rows[i]
+                w.rows[i] = (k, Clocked(d.text, d.height, d.clock + 1))
+
+        def tick() -> None:
+            w.second += 1
+
+        # off (the default): a heartbeat on screen is painted at once
+        assert await step(lambda: heartbeat(1)) == [1]
+        assert screen_text(app)[1].startswith("s-1 seen@1/0")
+        assert screen_text(app) == await fresh_text(app, w)
+        w.rebuild()
+        await pilot.pause()
+
+        w.hold_clocks = True
+        # held: two heartbeats on screen paint nothing and the rows still read their old clock
+        assert await step(lambda: heartbeat(2, 3)) == []
+        assert screen_text(app)[2].startswith("s-2 seen@0/0")
+        # ... a real change on screen is painted at once, held rows or not
+        assert await step(lambda: w.rows.__setitem__(4, ("k4", Clocked("s-4!")))) == [4]
+        assert screen_text(app)[4].startswith("s-4! seen@0/0")
+        assert screen_text(app)[3].startswith("s-3 seen@0/0")
+        # the ages move: every row on screen reads the new second, the held ones their new clock
+        painted = await step(tick)
+        assert {2, 3} <= set(painted)
+        s = screen_text(app)
+        assert s[2].startswith("s-2 seen@1/1") and s[3].startswith("s-3 seen@1/1")
+        assert s == await fresh_text(app, w)
