@@ -85,6 +85,10 @@ KEYS_FULL_S = 1.5
 FEED_FLOW_S = 0.5
 FEED_BUSY_S = 1.0
 FEED_FLOW_RATE = 5.0
+# ... and over FEED_READ_RATE msgs/s, more lines a second than anyone reads, every FEED_BUSY_S,
+# as when busy: with the ages' second, one frame a second for both (10 agents + 20 msgs/s
+# drew 2 frames a second, each a whole-panel repaint of the feed)
+FEED_READ_RATE = 10.0
 # ... and it comes with the drain where the model's second turns, which repaints the ages, msg/s
 # and the stalest heartbeat anyway: one frame for both, not a frame for each (at 10 agents +
 # 20 msgs/s the two fell on separate frames, 3.1 frames/s for 2 feed draws and 1 tick a second)
@@ -371,8 +375,9 @@ class ConsoleScreen(ComposeKeys):
             second, turned = int(snap.now // 1000), False
             if second != self._second:  # the clocks shown read again this frame
                 self._second, turned = second, True
+            fast = busy or snap.rates.msgs_per_sec > FEED_READ_RATE
             feed = (not flowing or turned
-                    or now - self._feed_at >= (FEED_BUSY_S if busy else FEED_FLOW_S))
+                    or now - self._feed_at >= (FEED_BUSY_S if fast else FEED_FLOW_S))
             self.apply(snap, feed=feed, hold=hold)
             self._full_at = now
             if feed:

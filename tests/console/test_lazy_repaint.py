@@ -731,8 +731,9 @@ async def test_a_row_that_reads_as_before_is_not_painted_on_any_rebuild_path():
 
 async def test_a_flowing_feed_is_drawn_at_a_reading_pace_and_the_counts_every_drain(monkeypatch):
     """Over FEED_FLOW_RATE msgs/s (a busy channel, not a flood) the feed, whose every frame is
-    a whole-panel repaint, is drawn at most every FEED_FLOW_S; the roster and the bars that
-    count it are drawn by every drain; when the flow stops the feed follows at once."""
+    a whole-panel repaint, is drawn at most every FEED_FLOW_S, and over FEED_READ_RATE every
+    FEED_BUSY_S; the roster and the bars that count it are drawn by every drain; when the flow
+    stops the feed follows at once."""
     from time import monotonic
 
     from support.console import make_app, rec
@@ -771,6 +772,20 @@ async def test_a_flowing_feed_is_drawn_at_a_reading_pace_and_the_counts_every_dr
         drain()
         assert feed.snap is not screen.snap
         monkeypatch.setattr(cs, "FEED_FLOW_RATE", 1e9)  # the flow stopped
+        drain()
+        assert feed.snap is screen.snap and not screen.rest_owed
+
+        # faster than anyone reads (over FEED_READ_RATE), not busy: every FEED_BUSY_S
+        monkeypatch.setattr(cs, "FEED_FLOW_RATE", -1.0)
+        monkeypatch.setattr(cs, "FEED_READ_RATE", -1.0)
+        # (the last drain long ago: one change since is no churn, this drain is not busy)
+        screen.set_drain_times(feed_at=monotonic() - cs.FEED_FLOW_S, drained_at=monotonic() - 60)
+        m.clock.advance(1)
+        m.apply_presence(rec("ada", "idle", m.clock.t))
+        drain()  # a flowing feed's turn came, but this one flows too fast to read: it waits
+        assert cs.FEED_BUSY_S > cs.FEED_FLOW_S
+        assert roster.snap is screen.snap and feed.snap is not screen.snap and screen.rest_owed
+        screen.set_drain_times(feed_at=monotonic() - cs.FEED_BUSY_S)
         drain()
         assert feed.snap is screen.snap and not screen.rest_owed
         await pilot.pause()
