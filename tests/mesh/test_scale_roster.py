@@ -298,6 +298,16 @@ async def test_console_roster_and_rail_at_10k_show_what_a_full_build_shows(size)
         assert m.snapshot().order is order
         await until(pilot, lambda: app.screen.snap.version == m.version, what="drained")
         await settled(pilot, roster)
+        # on screen a heartbeat's clocks (``seen 0s``) wait for the ages' next move, as every
+        # other age there does (widgets/lazy_list.py ``hold_clocks``): the shown rows still
+        # read their last second; the model's next second, with any change, shows them all
+        full = [t.plain for _, lines in roster.build(roster.content_width) for t in lines]
+        assert roster.line_texts() != full
+        clk.advance(1000)
+        p = m.peer("local.a00001")
+        m.refresh_clocks(p.id, clk.t, p.activity_since, p.status_since, p.active_at)
+        await until(pilot, lambda: app.screen.snap.version == m.version, what="drained")
+        await settled(pilot, roster)
         lazy_equals_full(roster)
         # status churn: rows re-sort
         clk.advance(300)
