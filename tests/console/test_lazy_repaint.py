@@ -429,6 +429,22 @@ class ClockedRows(Rows):
         return d.height
 
 
+async def rebuilt_after(pilot, w: Rows, change) -> list[int]:
+    """The rows painted after ``change()`` and a rebuild, sorted."""
+    w.painted.clear()
+    change()
+    w.rebuild()
+    await pilot.pause()
+    return sorted(set(w.painted))
+
+
+def beat(w: ClockedRows, *idx: int) -> None:
+    """A heartbeat on rows ``idx``: new data objects, same text and height (clocks only)."""
+    for i in idx:
+        k, d = w.rows[i]
+        w.rows[i] = (k, Clocked(d.text, d.height, d.clock + 1))
+
+
 class ClockedApp(One):
     def compose(self) -> ComposeResult:
         yield ClockedRows(self.rows)
@@ -691,23 +707,14 @@ async def test_a_row_that_reads_as_before_is_not_painted_on_any_rebuild_path():
         await pilot.pause()
 
         async def painted_after(step) -> list[int]:
-            w.painted.clear()
-            step()
-            w.rebuild()
-            await pilot.pause()
-            painted = sorted(set(w.painted))
+            painted = await rebuilt_after(pilot, w, step)
             assert screen_text(app) == await fresh_text(app, w)
             w.rebuild()  # (fresh_text dropped the list's caches: lay them out again)
             await pilot.pause()
             return painted
 
-        def heartbeat(*idx: int) -> None:  # new objects, same text: clocks only
-            for i in idx:
-                k, d = w.rows[i]
-                w.rows[i] = (k, Clocked(d.text, d.height, d.clock + 1))
-
         # same order: two heartbeats on screen read as before -> nothing painted
-        assert await painted_after(lambda: heartbeat(1, 2)) == []
+        assert await painted_after(lambda: beat(w, 1, 2)) == []
         # ... a real change on screen paints its row alone
         assert await painted_after(lambda: w.rows.__setitem__(3, ("k3", Clocked("s-3!")))) == [3]
 
@@ -719,12 +726,12 @@ async def test_a_row_that_reads_as_before_is_not_painted_on_any_rebuild_path():
         # a re-sort far below the screen with look-alike objects on screen: nothing painted
         def resort() -> None:
             w.rows[150], w.rows[151] = w.rows[151], w.rows[150]
-            heartbeat(5, 6)
+            beat(w, 5, 6)
         assert await painted_after(resort) == []
         # ... and with a new second as well: the ticking rows only
         def resort_and_tick() -> None:
             w.rows[160], w.rows[161] = w.rows[161], w.rows[160]
-            heartbeat(7)
+            beat(w, 7)
             w.second += 1
         assert await painted_after(resort_and_tick) == [0, 4, 8]
 
@@ -814,23 +821,11 @@ async def test_held_clocks_on_screen_show_when_the_ages_move_and_a_real_change_a
         w.rebuild()
         await pilot.pause()
 
-        async def step(change) -> list[int]:
-            w.painted.clear()
-            change()
-            w.rebuild()
-            await pilot.pause()
-            return sorted(set(w.painted))
-
-        def heartbeat(*idx: int) -> None:
-            for i in idx:
-                k, d = w.rows[i]
-                w.rows[i] = (k, Clocked(d.text, d.height, d.clock + 1))
-
         def tick() -> None:
             w.second += 1
 
         # off (the default): a heartbeat on screen is painted at once
-        assert await step(lambda: heartbeat(1)) == [1]
+        assert await rebuilt_after(pilot, w, lambda: beat(w, 1)) == [1]
         assert screen_text(app)[1].startswith("s-1 seen@1/0")
         assert screen_text(app) == await fresh_text(app, w)
         w.rebuild()
@@ -838,14 +833,14 @@ async def test_held_clocks_on_screen_show_when_the_ages_move_and_a_real_change_a
 
         w.hold_clocks = True
         # held: two heartbeats on screen paint nothing and the rows still read their old clock
-        assert await step(lambda: heartbeat(2, 3)) == []
+        assert await rebuilt_after(pilot, w, lambda: beat(w, 2, 3)) == []
         assert screen_text(app)[2].startswith("s-2 seen@0/0")
         # ... a real change on screen is painted at once, held rows or not
-        assert await step(lambda: w.rows.__setitem__(4, ("k4", Clocked("s-4!")))) == [4]
+        assert await rebuilt_after(pilot, w, lambda: w.rows.__setitem__(4, ("k4", Clocked("s-4!")))) == [4]
         assert screen_text(app)[4].startswith("s-4! seen@0/0")
         assert screen_text(app)[3].startswith("s-3 seen@0/0")
         # the ages move: every row on screen reads the new second, the held ones their new clock
-        painted = await step(tick)
+        painted = await rebuilt_after(pilot, w, tick)
         assert {2, 3} <= set(painted)
         s = screen_text(app)
         assert s[2].startswith("s-2 seen@1/1") and s[3].startswith("s-3 seen@1/1")

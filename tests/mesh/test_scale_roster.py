@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 
+import msgspec
 import pytest
 from support.console import FixedClock, StaticSession, T0
 
@@ -309,6 +310,22 @@ async def test_console_roster_and_rail_at_10k_show_what_a_full_build_shows(size)
         await until(pilot, lambda: app.screen.snap.version == m.version, what="drained")
         await settled(pilot, roster)
         lazy_equals_full(roster)
+        # held again (a heartbeat on screen), and a peer on screen borrows another's name and
+        # role in the same second: no clocks-only change, it is told apart at once (labels by
+        # principal, never by name)
+        p = m.peer("local.a00004")
+        clk.advance(10)
+        m.refresh_clocks(p.id, clk.t, p.activity_since, p.status_since, p.active_at)
+        borrowed = msgspec.structs.replace(record(2, "working", clk.t), name="a00000",
+                                           role="planner")
+        m.apply_presence(borrowed)
+        await until(pilot, lambda: app.screen.snap.version == m.version, what="drained")
+        await settled(pilot, roster)
+        lazy_equals_full(roster)
+        names = {k: lines[0].plain.split()[1] for k, lines in roster.items
+                 if k in ("local.a00000", "local.a00002")}
+        assert names["local.a00000"] != names["local.a00002"], names
+        assert all(n.startswith("a00000") for n in names.values()), names
         # status churn: rows re-sort
         clk.advance(300)
         for i in range(0, 400):
