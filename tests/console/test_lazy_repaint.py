@@ -502,7 +502,8 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
     """A drain forced while keys come (KEYS_FIRST_MAX_S) updates the list the keys move and,
     from the same snapshot, what counts beside it (tiles, status bar: one snapshot per frame);
     the feed is drawn by the first drain after the keys stop, even with nothing new in the
-    model, and at least every KEYS_FULL_S while they do not."""
+    model, and at least every KEYS_FULL_S while they do not: then in two drains, what counts
+    first and the feed next, so no frame a key waits behind holds both."""
     from time import monotonic
 
     from support.console import make_app, rec
@@ -542,9 +543,22 @@ async def test_while_keys_come_a_drain_draws_only_the_focused_list_and_the_rest_
 
         m.clock.advance(1)
         m.apply_presence(rec("ada", "idle", m.clock.t))
+        feed_snap = feed.snap
         screen.set_drain_times(full_at=monotonic() - cs.KEYS_FULL_S)  # keys for longer than that
-        drain(keys=True)
-        assert tiles.snap is screen.snap and feed.snap is screen.snap  # everything, once
+        drain(keys=True)  # the rest, in two pieces: first what counts, its ages moved ...
+        assert roster.snap is screen.snap and tiles.snap is screen.snap
+        assert roster.line_texts() == [t.plain for _, ls in roster.build(roster.content_width)
+                                       for t in ls]  # (not held: as a paint from nothing)
+        assert feed.snap is feed_snap and screen.rest_owed  # ... the feed not in that frame
+        m.apply_presence(rec("bram", "working", m.clock.t))
+        counted = tiles.snap
+        drain(keys=True)  # ... then the feed, alone
+        assert feed.snap is screen.snap and tiles.snap is counted and screen.rest_owed
+        m.apply_presence(rec("cleo", "idle", m.clock.t))
+        drain(keys=True)  # the pieces drawn: the keys' own drains again, the feed waits
+        assert tiles.snap is screen.snap and feed.snap is not screen.snap
+        drain(keys=False)  # the keys stopped: everything
+        assert tiles.snap is screen.snap and feed.snap is screen.snap and not screen.rest_owed
 
 
 async def test_while_keys_come_a_drain_keeps_the_ages_and_shows_what_changed():
