@@ -25,6 +25,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.command import CommandPalette, DiscoveryHit, Hit, Hits, Provider
 
+from cotal_tui.gcpace import HOLD as GC_HOLD
 from cotal_tui.keygate import KeyGate, Verdict
 from cotal_tui.shell import ConsoleShell, ListSpaces, shell_of
 from cotal_tui.themes import COTAL_THEMES, DEFAULT_THEME, theme_names
@@ -32,6 +33,7 @@ from meshview.errors import swallowed
 from widgets.presentation import css_variables, look_from_theme
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
     from attach.control.managed import ManagedFold
     from cotal_tui.alerts import toggle_notify
     from cotal_tui.boot import Boot
@@ -368,6 +370,7 @@ class CotalApp(App[int]):
     last_notice: str | None = None  # the newest status-line notice (tests, replay)
     _sticky_bar: StatusBar | None = None  # holds a notice until the next key
     key_at = 0.0  # monotonic time of the operator's last key (the console drains around keys)
+    _gc_timer: Timer | None = None  # releases the collector held for keys (cotal_tui/gcpace.py)
     KEY_RETRY_S = 0.02  # held keys are offered again this often (a screen mounts in a frame or two)
 
     def __init__(
@@ -544,11 +547,19 @@ class CotalApp(App[int]):
             if not self._admit(event):
                 return
             self.key_at = time.monotonic()
+            if GC_HOLD.key(self.key_at):  # no collection under the keys (cotal_tui/gcpace.py)
+                self._gc_timer = self.set_interval(0.1, self._gc_tick, name="gc-hold")
             if self._sticky_bar is not None:
                 bar, self._sticky_bar = self._sticky_bar, None  # the next action clears it
                 if bar.is_attached:
                     bar.clear_notice()
         await super().on_event(event)
+
+    def _gc_tick(self) -> None:
+        """While the collector is held for keys: release it once they pause."""
+        if (GC_HOLD.tick(time.monotonic(), self.key_at) or not GC_HOLD.held) and self._gc_timer:
+            self._gc_timer.stop()
+            self._gc_timer = None
 
     # -- the key gate (cotal_tui/keygate.py) ---------------------------------------------
 

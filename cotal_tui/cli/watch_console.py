@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from cotal_tui.cli.connection import target_from_args
+from cotal_tui.gcpace import HOLD as GC_HOLD
 from meshview.errors import swallowed
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         rc = await app.run_async()
     finally:
+        GC_HOLD.release(0.0)  # keys held the collector as the console quit
         running = boot.task  # the steps, still running when the App was quit as it connected
         if running is not None and not running.done():
             running.cancel()
@@ -242,12 +244,14 @@ GC_THRESHOLDS = (4_000, 5, 20)
 
 
 def tune_gc(settle: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Short, bounded collections (see ``GC_THRESHOLDS``). Objects alive at start-up (Textual,
+    """Short, bounded collections (see ``GC_THRESHOLDS``), none while the operator's keys come
+    (:mod:`cotal_tui.gcpace`). Objects alive at start-up (Textual,
     modules) are frozen out of every later scan; with ``settle`` (the first space's observer's
     ``presence_loaded``), so is what its first load builds, once it is in (:func:`_settle_gc`)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    GC_HOLD.active = True  # and none under the operator's keys (cotal_tui/gcpace.py)
     if settle is not None:
         task = asyncio.get_running_loop().create_task(_settle_gc(settle))
         _SETTLING.add(task)
