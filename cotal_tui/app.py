@@ -555,6 +555,9 @@ class CotalApp(App[int]):
                     bar.clear_notice()
         await super().on_event(event)
 
+    def on_unmount(self) -> None:
+        GC_HOLD.release(time.monotonic())  # quit while keys held the collector
+
     def _gc_tick(self) -> None:
         """While the collector is held for keys: release it once they pause."""
         if (GC_HOLD.tick(time.monotonic(), self.key_at) or not GC_HOLD.held) and self._gc_timer:

@@ -58,18 +58,33 @@ def test_a_collector_disabled_by_someone_else_is_left_alone(collector: None) -> 
     assert not hold.tick(1.0 + QUIET_S, key_at=1.0) and not gc.isenabled()  # not enabled here
 
 
-async def test_the_consoles_keys_hold_the_collector_and_a_pause_releases_it(
-        collector: None) -> None:
+async def test_the_consoles_keys_hold_the_collector_and_a_pause_or_quitting_releases_it(
+        collector: None, monkeypatch: pytest.MonkeyPatch) -> None:
     from support.console import make_app
 
+    import cotal_tui.app as app_module
+
+    def fresh() -> GcHold:  # the process's hold, as tune_gc leaves it for `cotal watch`
+        hold = GcHold()
+        hold.active = True
+        monkeypatch.setattr(app_module, "GC_HOLD", hold)
+        return hold
+
+    hold = fresh()
     app = make_app()
-    gcpace.HOLD.active = True  # as tune_gc does for `cotal watch`
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         assert gc.isenabled()
         await pilot.press("j")
-        assert gcpace.HOLD.held and not gc.isenabled()
+        assert hold.held and not gc.isenabled()
         await pilot.press("j")
         assert not gc.isenabled()
         await until(pilot, gc.isenabled, 5.0, "the collector back after the keys paused")
-        assert not gcpace.HOLD.held
+        assert not hold.held
+    hold = fresh()
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:  # quit while the keys hold it
+        await pilot.pause()
+        await pilot.press("j")
+        assert hold.held and not gc.isenabled()
+    assert gc.isenabled() and not hold.held

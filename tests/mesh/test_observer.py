@@ -347,6 +347,7 @@ async def test_the_console_freezes_its_first_load_once_the_roster_is_in(broker, 
     load built is frozen out of later full scans; decoded presence records are never tracked."""
     import gc
 
+    from cotal_tui import gcpace
     from cotal_tui.cli import watch_console
     from meshview.wire import decode_presence
 
@@ -356,6 +357,7 @@ async def test_the_console_freezes_its_first_load_once_the_roster_is_in(broker, 
     obs, model = await start_observer(broker.url, space, backfill=0)
     before = gc.get_threshold()
     monkeypatch.setattr(watch_console, "SETTLE_S", 0.0)
+    monkeypatch.setattr(gcpace.HOLD, "active", False)  # tune_gc turns it on (this process's)
     try:
         await asyncio.wait_for(obs.presence_loaded(), 10)
         assert [p.name for p in model.snapshot().agents] == ["ada"]
