@@ -444,6 +444,8 @@ async def role_console(url: str, agents: int, presses: int, tmp: str,
             leg = max(1, min(20, agents - 1))  # a small roster: the cursor never hits an end
             key = "j" if (n // leg) % 2 == 0 else "k"  # down 20, up 20, ...
             before = roster.cursor_index
+            if before == 0 or before >= len(roster.items) - 1:  # a re-sort took it to an end:
+                key = "j" if before == 0 else "k"  # the press that moves it (not one that can't)
             was = roster.cursor_key  # rows re-sort under churn: the cursor's key is what moves
             t0 = time.perf_counter()
             mark = len(shown)
