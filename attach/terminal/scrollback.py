@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+from operator import attrgetter
 from typing import Protocol
 
 DEFAULT_LINES = 10_000
@@ -39,9 +42,36 @@ class Cell(Protocol):
 
 
 class Row(Protocol):
-    """A mirror row: column -> cell (pyte's ``StaticDefaultDict[int, Char]``)."""
+    """A mirror row: column -> cell (pyte's ``StaticDefaultDict[int, Char]``: a missing column
+    reads as the default cell)."""
 
     def __getitem__(self, column: int, /) -> Cell: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[int]: ...
+    def values(self) -> Iterable[Cell]: ...
+
+
+_DATA = attrgetter("data")
+
+
+@lru_cache(maxsize=64)
+def _columns(n: int) -> list[int]:
+    return list(range(n))
+
+
+def row_text(row: Row, cols: int) -> str:
+    """The text of a row's first ``cols`` cells, trailing blanks cut. A row written left to
+    right from column 0 (the usual line of output) is read in one pass in C; any other shape
+    cell by cell. At 2 MB of log lines the cell-by-cell read was half of what a pane cost."""
+    n = len(row)
+    get = row.__getitem__
+    if n <= cols and list(row) == _columns(n):  # columns 0..n-1, in order
+        text = "".join(map(_DATA, row.values()))
+        if n < cols and (blank := get(n).data) != " ":  # the rest read as the default cell
+            text += blank * (cols - n)  # (blanks would be cut below anyway)
+    else:
+        text = "".join(get(x).data for x in range(cols))
+    return text.rstrip()
 
 
 class Scrollback:
@@ -68,8 +98,7 @@ class Scrollback:
         if row is None:
             text = ""
         else:
-            get = row.__getitem__
-            text = "".join(get(x).data for x in range(cols)).rstrip()
+            text = row_text(row, cols)
         self.cols = cols
         self.push(text)
 

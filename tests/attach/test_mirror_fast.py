@@ -399,3 +399,52 @@ def test_clear_is_a_fresh_mirror(seed):
     used.feed(later)
     fresh.feed(later)
     assert_mirrors_same(used, fresh, "cleared, then fed")
+
+
+# --------------------------------------------------------------------------- scrollback rows
+
+
+def _cell_by_cell(row, cols: int) -> str:
+    """A row's text the obvious way: every column read, a missing one as the default cell."""
+    return "".join(row[x].data for x in range(cols)).rstrip()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_scrollback_reads_every_row_shape_as_cell_by_cell(seed):
+    """``row_text`` (one pass in C for a row written left to right from column 0) reads every
+    row the stress streams and recordings leave — sparse, out of order, wide characters, erased,
+    wider than the screen after a resize — as reading each cell does; and the history a mirror
+    keeps equals one kept cell by cell."""
+    from attach.terminal.scrollback import Scrollback, row_text
+
+    class CellByCell(Scrollback):
+        def push_row(self, row, cols: int) -> None:
+            self.push("" if row is None else _cell_by_cell(row, cols))
+
+    r = random.Random(seed)
+    cols, rows = r.choice(((20, 6), (80, 24), (132, 10)))
+    datas = [generated(seed, cols, rows).encode()]
+    datas += [(CAPTURES / f"{n}.bin").read_bytes() for n in RECORDINGS]
+    fast_rows = shapes = 0
+    for data in datas:
+        m, ref = Mirror(cols, rows), Mirror(cols, rows)
+        history, expected = Scrollback(), CellByCell()
+        m.keep_history(history)
+        ref.keep_history(expected)
+        for i in range(0, len(data), 257):
+            for mirror in (m, ref):
+                mirror.feed(data[i:i + 257])
+            if r.random() < 0.05:  # rows wider than the screen, then narrower ones
+                width = r.choice((cols // 2, cols, cols + 7))
+                m.resize(width, rows)
+                ref.resize(width, rows)
+            for row in m.screen.buffer.values():
+                width = m.cols
+                assert row_text(row, width) == _cell_by_cell(row, width)
+                fast_rows += list(row) == list(range(len(row))) and len(row) <= width
+                shapes += 1
+        assert list(history.lines) == list(expected.lines)
+    assert 0 < fast_rows < shapes  # both ways were taken
+    dotted = pyte.screens.StaticDefaultDict(pyte.screens.Char("."))  # a default that shows
+    dotted.update({0: pyte.screens.Char("a"), 1: pyte.screens.Char("b")})
+    assert row_text(dotted, 5) == _cell_by_cell(dotted, 5) == "ab..."
