@@ -77,8 +77,6 @@ async def test_the_consoles_keys_hold_the_collector_and_a_pause_or_quitting_rele
         assert gc.isenabled()
         await pilot.press("j")
         assert hold.held and not gc.isenabled()
-        await pilot.press("j")
-        assert not gc.isenabled()
         await until(pilot, gc.isenabled, 5.0, "the collector back after the keys paused")
         assert not hold.held
     hold = fresh()
