@@ -4,12 +4,12 @@ what the broker answers a liveness probe (it must not look like a live manager).
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import nats
 import pytest
 from nats.errors import NoRespondersError
+from conftest import until
 from support.contract import Contract, ContractTap, contract
 
 from meshview.wire.endpoint import (
@@ -61,8 +61,9 @@ async def test_the_tap_names_each_departure_and_passes_a_true_exchange(broker, n
     try:
         await _exchange(nc, space, "goal-result", {"goalId": "g1"}, reply={"ok": True, "data": {"goalId": "g1"}})
         await nc.flush()
-        await asyncio.sleep(0.1)
-        assert tap.violations == [] and tap.seen.requests == 1 and tap.seen.replies == 1
+        await until(lambda: tap.seen.requests == 1 and tap.seen.replies == 1, 10.0,
+                    "the tap to see the request and its reply")
+        assert tap.violations == []
         await _exchange(nc, space, "spawn", {"name": "s1", "persona": "echo"}, reply=None)
         void = contract().commands["ps"].input_digest
         await _exchange(nc, space, "ps", None, reply=None, digests=(void, void))
@@ -72,16 +73,15 @@ async def test_the_tap_names_each_departure_and_passes_a_true_exchange(broker, n
         caller, nonce = await _exchange(nc, space, "goal-result", {"goalId": "g4"}, reply=None)
         await _exchange(nc, space, "goal-result", {"goalId": "g4"}, reply=None, caller=caller, nonce=nonce)
         await nc.flush()
-        await asyncio.sleep(0.2)
+        named = ["spawn args $: Additional properties are not allowed ('persona' was unexpected)",
+                 "ps op.outputDigest is ", "but contract rev 22 says",
+                 "goal-result result $.goalId: 7 is not of type 'string'",
+                 'error.code "made-up" is neither in the catalog', "nonce reused"]
+        await until(lambda: all(n in "\n".join(tap.violations) for n in named), 10.0,
+                    lambda: f"the tap to name every departure; it named {tap.violations}")
     finally:
         await tap.stop()
         await c.close()
-    text = "\n".join(tap.violations)
-    assert "spawn args $: Additional properties are not allowed ('persona' was unexpected)" in text
-    assert "ps op.outputDigest is " in text and "but contract rev 22 says" in text
-    assert "goal-result result $.goalId: 7 is not of type 'string'" in text
-    assert 'error.code "made-up" is neither in the catalog' in text
-    assert "nonce reused" in text
     with pytest.raises(AssertionError, match="manager contract violation"):
         tap.assert_clean()
 
