@@ -41,12 +41,9 @@ def _msg(space: str, sender: str, **route) -> bytes:
     return json.dumps(m).encode()
 
 
-async def _next(sub, timeout: float = 3.0):
-    return await sub.next_msg(timeout=timeout)
-
-
 async def _seen_live(js, sub, subject: str, build, attempts: int = 5):
-    """Publish until ``sub`` sees one (each a new message), at most ``attempts`` times.
+    """Publish (``js``: a JetStream context or a connection) until ``sub`` sees one (each a
+    new message), at most ``attempts`` times.
 
     The server does not promise that a subscription flushed on one connection is matched by
     the very next publish from another (nats-io/nats-server#2150, nats-io/nats.rs#1274): under
@@ -160,9 +157,8 @@ async def test_observer_reads_channels_only(auth_mesh):
     try:
         chat = await obs.subscribe(f"cotal.{s}.chat.>")
         await obs.flush()
-        await infra.publish(f"cotal.{s}.chat.local.ada.general",
-                            _msg(s, "local.ada", channel="general"))
-        m = await _next(chat)
+        m = await _seen_live(infra, chat, f"cotal.{s}.chat.local.ada.general",
+                             lambda: _msg(s, "local.ada", channel="general"))
         assert m.subject.endswith(".general")
 
         for pattern in (f"cotal.{s}.inst.>", f"cotal.{s}.svc.>", f"cotal.{s}.>",
