@@ -560,7 +560,8 @@ class CotalApp(App[int]):
 
     def _gc_tick(self) -> None:
         """While the collector is held for keys: release it once they pause."""
-        if (GC_HOLD.tick(time.monotonic(), self.key_at) or not GC_HOLD.held) and self._gc_timer:
+        GC_HOLD.tick(time.monotonic(), self.key_at)
+        if not GC_HOLD.held and self._gc_timer is not None:
             self._gc_timer.stop()
             self._gc_timer = None
 

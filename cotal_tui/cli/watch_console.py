@@ -155,7 +155,6 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         rc = await app.run_async()
     finally:
-        GC_HOLD.release(0.0)  # keys held the collector as the console quit
         running = boot.task  # the steps, still running when the App was quit as it connected
         if running is not None and not running.done():
             running.cancel()

@@ -376,13 +376,14 @@ class ConsoleScreen(ComposeKeys):
             self.apply(snap, counts=not on_feed, feed=on_feed, hold=hold, ages=False)
             self._rest_owed = True
         elif keys is not None:  # ... for KEYS_FULL_S: the rest, in two pieces (above)
-            if self._feed_next and not isinstance(keys, FeedView):
+            on_feed = isinstance(keys, FeedView)
+            if self._feed_next and not on_feed:
                 self.apply(snap, counts=False, feed=True, hold=hold)  # 2: the feed
                 self._feed_next, self._full_at, self._feed_at = False, now, now
             else:  # 1: what counts, its ages moved; the feed (unless the keys scroll it) next
-                self.apply(snap, feed=isinstance(keys, FeedView), hold=hold)
-                self._feed_next = not isinstance(keys, FeedView)
-                if not self._feed_next:
+                self.apply(snap, feed=on_feed, hold=hold)
+                self._feed_next = not on_feed
+                if on_feed:
                     self._full_at = self._feed_at = now
             self._rest_owed = True  # the first drain after the keys draws everything
         else:

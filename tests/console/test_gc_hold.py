@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 
 from conftest import until
-from cotal_tui import gcpace
 from cotal_tui.gcpace import COOL_S, MAX_HOLD_S, QUIET_S, GcHold
 
 
@@ -21,8 +20,6 @@ def collector() -> Iterator[None]:
     try:
         yield
     finally:
-        gcpace.HOLD.release(0.0)
-        gcpace.HOLD.active = False
         (gc.enable if was else gc.disable)()
 
 
